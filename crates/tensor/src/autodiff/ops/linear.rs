@@ -1,0 +1,125 @@
+//! Matrix product, sums and bias.
+
+use crate::autodiff::{BackwardCtx, Op, Tape, Var};
+use crate::kernels::elementwise::{for_each_row_mut, zip_map_vec};
+use crate::kernels::{matmul::matmul as matmul_kernel, reduce::column_sums};
+use crate::{with_float, Error, Float, Result, Tensor};
+
+struct MatMul;
+
+impl Op for MatMul {
+    fn name(&self) -> &'static str {
+        "matmul"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        matmul_kernel(inputs[0], inputs[1], false, false)
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let (a, b, g) = (ctx.inputs[0], ctx.inputs[1], ctx.grad);
+        let da = if ctx.needs_grad[0] { Some(matmul_kernel(g, b, false, true)?) } else { None };
+        let db = if ctx.needs_grad[1] { Some(matmul_kernel(a, g, true, false)?) } else { None };
+        Ok(vec![da, db])
+    }
+}
+
+/// `a * b` for 2-D `a: [n, k]`, `b: [k, m]`.
+pub fn matmul(tape: &mut Tape, a: &Var, b: &Var) -> Result<Var> {
+    tape.apply(MatMul, &[a, b])
+}
+
+/// The element-wise sum of two tensors of one shape and dtype (no tape).
+pub fn add_tensors(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    a.check_same(b, "add")?;
+    with_float!(a.dtype(), "add", T => {
+        let v = zip_map_vec(a.as_slice::<T>()?, b.as_slice::<T>()?, |x: T, y: T| T::from_acc(x.to_acc() + y.to_acc()));
+        Tensor::from_vec(v, a.shape())
+    })
+}
+
+struct Add;
+
+impl Op for Add {
+    fn name(&self) -> &'static str {
+        "add"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        add_tensors(inputs[0], inputs[1])
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        Ok(vec![Some(ctx.grad.clone()), Some(ctx.grad.clone())])
+    }
+}
+
+/// `a + b` element-wise, for tensors of one shape.
+pub fn add(tape: &mut Tape, a: &Var, b: &Var) -> Result<Var> {
+    tape.apply(Add, &[a, b])
+}
+
+struct AddBias;
+
+impl Op for AddBias {
+    fn name(&self) -> &'static str {
+        "add_bias"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let (x, b) = (inputs[0], inputs[1]);
+        let (_, cols) = x.dims2();
+        if b.numel() != cols || x.dtype() != b.dtype() {
+            return Err(Error::ShapeMismatch { op: "add_bias", lhs: x.shape().to_vec(), rhs: b.shape().to_vec() });
+        }
+        with_float!(x.dtype(), "add_bias", T => {
+            let bias = b.as_slice::<T>()?;
+            let mut out = x.as_slice::<T>()?.to_vec();
+            for_each_row_mut(&mut out, cols, |_, row| {
+                for (o, &bv) in row.iter_mut().zip(bias) {
+                    *o = T::from_acc(o.to_acc() + bv.to_acc());
+                }
+            });
+            Tensor::from_vec(out, x.shape())
+        })
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let g = ctx.grad;
+        let db = if ctx.needs_grad[1] {
+            let (_, cols) = g.dims2();
+            Some(with_float!(g.dtype(), "add_bias", T => {
+                let sums = column_sums(g.as_slice::<T>()?, cols);
+                Tensor::from_vec(sums.into_iter().map(T::from_acc).collect(), ctx.inputs[1].shape())
+            })?)
+        } else {
+            None
+        };
+        Ok(vec![Some(g.clone()), db])
+    }
+}
+
+/// `x + b` with the bias `b: [m]` added to every row of `x: [n, m]`.
+pub fn add_bias(tape: &mut Tape, x: &Var, b: &Var) -> Result<Var> {
+    tape.apply(AddBias, &[x, b])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::autodiff::gradcheck::max_gradient_error;
+    use crate::DType;
+
+    fn rand(shape: &[usize], salt: u64) -> Tensor {
+        let key = crate::rng::RngKey::new(salt, 0, 0);
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n).map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0).collect();
+        Tensor::from_f64(&v, shape, DType::F64).unwrap()
+    }
+
+    #[test]
+    fn matmul_bias_add_gradients_match_finite_differences() {
+        let f = |t: &mut Tape, v: &[Var]| {
+            let y = matmul(t, &v[0], &v[1])?;
+            let y = add_bias(t, &y, &v[2])?;
+            add(t, &y, &v[3])
+        };
+        let inputs = [rand(&[5, 4], 1), rand(&[4, 3], 2), rand(&[3], 3), rand(&[5, 3], 4)];
+        let err = max_gradient_error(&f, &inputs, &[true; 4], 1e-6).unwrap();
+        assert!(err < 1e-7, "{err}");
+    }
+}

@@ -1,0 +1,14 @@
+//! Dense differentiable operations, each with its backward beside its forward, and the
+//! functions that put them on a tape.
+
+mod activation;
+mod dropout;
+mod linear;
+mod loss;
+mod shape;
+
+pub use activation::{elu, leaky_relu, relu};
+pub use dropout::{dropout, Dropout};
+pub use linear::{add, add_bias, add_tensors, matmul};
+pub use loss::{log_softmax, nll_loss};
+pub use shape::{cast, reshape};

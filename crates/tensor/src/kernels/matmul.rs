@@ -1,0 +1,245 @@
+//! Dense matrix multiplication, the one place that calls the `gemm` crate.
+//!
+//! `bf16` has no CPU gemm kernel: its operands are widened to `f32` in blocks of rows, multiplied
+//! in `f32` and rounded once, so the transient `f32` copy stays a block, not a whole matrix.
+
+use half::bf16;
+
+use crate::{DType, Error, Result, Tensor};
+
+/// Rows of a `bf16` left operand widened to `f32` at a time.
+const BF16_ROW_BLOCK: usize = 4096;
+
+/// A matrix operand: a row-major `[rows, cols]` slice, read transposed when `transposed`.
+#[derive(Clone, Copy)]
+struct Operand<'a, T> {
+    data: &'a [T],
+    rows: usize,
+    cols: usize,
+    transposed: bool,
+}
+
+impl<T> Operand<'_, T> {
+    /// Logical (rows, cols) after the optional transpose.
+    fn dims(&self) -> (usize, usize) {
+        if self.transposed {
+            (self.cols, self.rows)
+        } else {
+            (self.rows, self.cols)
+        }
+    }
+    /// (column stride, row stride) of the logical matrix.
+    fn strides(&self) -> (isize, isize) {
+        if self.transposed {
+            (self.cols as isize, 1)
+        } else {
+            (1, self.cols as isize)
+        }
+    }
+}
+
+fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
+    if m * n * k < 64 * 64 * 64 {
+        gemm::Parallelism::None
+    } else {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    }
+}
+
+/// `dst = lhs * rhs` for f32 or f64, `dst` row-major `[m, n]`.
+fn gemm_into<T: 'static + Copy + Default>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
+    let (m, k) = lhs.dims();
+    let (k2, n) = rhs.dims();
+    debug_assert_eq!(k, k2);
+    debug_assert_eq!(dst.len(), m * n);
+    debug_assert_eq!(lhs.data.len(), lhs.rows * lhs.cols);
+    debug_assert_eq!(rhs.data.len(), rhs.rows * rhs.cols);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        dst.fill(T::default());
+        return;
+    }
+    let (lcs, lrs) = lhs.strides();
+    let (rcs, rrs) = rhs.strides();
+    let one = one::<T>();
+    // SAFETY: the pointers cover m*k, k*n and m*n elements with the strides given (checked
+    // above), `dst` does not alias the operands (it is a distinct &mut), and read_dst is false
+    // so alpha is ignored and dst need not be initialised.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            dst.as_mut_ptr(),
+            1,
+            n as isize,
+            false,
+            lhs.data.as_ptr(),
+            lcs,
+            lrs,
+            rhs.data.as_ptr(),
+            rcs,
+            rrs,
+            T::default(),
+            one,
+            false,
+            false,
+            false,
+            parallelism(m, n, k),
+        );
+    }
+}
+
+fn one<T: 'static + Copy>() -> T {
+    use std::any::Any;
+    let v: Box<dyn Any> = if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
+        Box::new(1f32)
+    } else {
+        Box::new(1f64)
+    };
+    *v.downcast::<T>().expect("gemm_into is only instantiated for f32 and f64")
+}
+
+fn widen(x: &[bf16]) -> Vec<f32> {
+    crate::kernels::elementwise::map_vec(x, bf16::to_f32)
+}
+
+/// The product of two matrices, `op(a) * op(b)` where `op` transposes when asked.
+///
+/// `a` and `b` must be 2-D and of one dtype (f32, f64 or bf16). The result has their dtype.
+pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
+    if a.dtype() != b.dtype() {
+        return Err(Error::DTypeMismatch {
+            op: "matmul",
+            lhs: a.dtype(),
+            rhs: b.dtype(),
+        });
+    }
+    let (ar, ac) = a.dims2();
+    let (br, bc) = b.dims2();
+    let (m, k) = if transpose_a { (ac, ar) } else { (ar, ac) };
+    let (k2, n) = if transpose_b { (bc, br) } else { (br, bc) };
+    if k != k2 || a.shape().len() != 2 || b.shape().len() != 2 {
+        return Err(Error::ShapeMismatch {
+            op: "matmul",
+            lhs: a.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+        });
+    }
+    fn operand<T>(data: &[T], (rows, cols): (usize, usize), transposed: bool) -> Operand<'_, T> {
+        Operand { data, rows, cols, transposed }
+    }
+    match a.dtype() {
+        DType::F32 => {
+            let mut out = vec![0f32; m * n];
+            let (l, r) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
+            gemm_into(&mut out, operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b));
+            Tensor::from_vec(out, &[m, n])
+        }
+        DType::F64 => {
+            let mut out = vec![0f64; m * n];
+            let (l, r) = (a.as_slice::<f64>()?, b.as_slice::<f64>()?);
+            gemm_into(&mut out, operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b));
+            Tensor::from_vec(out, &[m, n])
+        }
+        DType::BF16 => {
+            let (l, r) = (a.as_slice::<bf16>()?, b.as_slice::<bf16>()?);
+            matmul_bf16(operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b), m, n)
+        }
+        other => Err(Error::UnsupportedDType { op: "matmul", dtype: other }),
+    }
+}
+
+fn matmul_bf16(a_shape: Operand<'_, bf16>, b_shape: Operand<'_, bf16>, m: usize, n: usize) -> Result<Tensor> {
+    let a = a_shape.data;
+    let b32 = widen(b_shape.data);
+    let rhs = Operand { data: &b32[..], rows: b_shape.rows, cols: b_shape.cols, transposed: b_shape.transposed };
+    let mut out = vec![bf16::ZERO; m * n];
+    if a_shape.transposed {
+        // A transposed left operand is read by columns: widen it whole. This is the weight
+        // gradient X^T * G, whose output is small, and its input is already held in bf16.
+        let a32 = widen(a);
+        let lhs = Operand { data: &a32[..], rows: a_shape.rows, cols: a_shape.cols, transposed: true };
+        let mut out32 = vec![0f32; m * n];
+        gemm_into(&mut out32, lhs, rhs);
+        out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
+    } else {
+        let k = a_shape.cols;
+        let mut out32 = vec![0f32; BF16_ROW_BLOCK.min(m) * n];
+        for start in (0..m).step_by(BF16_ROW_BLOCK) {
+            let end = (start + BF16_ROW_BLOCK).min(m);
+            let a32 = widen(&a[start * k..end * k]);
+            let lhs = Operand { data: &a32[..], rows: end - start, cols: k, transposed: false };
+            let block = &mut out32[..(end - start) * n];
+            gemm_into(block, lhs, rhs);
+            for (o, &v) in out[start * n..end * n].iter_mut().zip(block.iter()) {
+                *o = bf16::from_f32(v);
+            }
+        }
+    }
+    Tensor::from_vec(out, &[m, n])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn naive(a: &[f64], b: &[f64], m: usize, k: usize, n: usize) -> Vec<f64> {
+        let mut c = vec![0.0; m * n];
+        for i in 0..m {
+            for j in 0..n {
+                for p in 0..k {
+                    c[i * n + j] += a[i * k + p] * b[p * n + j];
+                }
+            }
+        }
+        c
+    }
+
+    fn transpose(x: &[f64], r: usize, c: usize) -> Vec<f64> {
+        let mut t = vec![0.0; r * c];
+        for i in 0..r {
+            for j in 0..c {
+                t[j * r + i] = x[i * c + j];
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn matmul_matches_naive_in_every_dtype_and_transpose() {
+        let (m, k, n) = (70, 33, 129);
+        let a: Vec<f64> = (0..m * k).map(|i| ((i * 37 % 101) as f64 - 50.0) / 64.0).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| ((i * 53 % 97) as f64 - 48.0) / 64.0).collect();
+        let want = naive(&a, &b, m, k, n);
+        for dtype in [DType::F64, DType::F32, DType::BF16] {
+            let tol = match dtype {
+                DType::F64 => 1e-12,
+                DType::F32 => 1e-4,
+                _ => 0.15,
+            };
+            for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
+                let (av, ashape) = if ta { (transpose(&a, m, k), [k, m]) } else { (a.clone(), [m, k]) };
+                let (bv, bshape) = if tb { (transpose(&b, k, n), [n, k]) } else { (b.clone(), [k, n]) };
+                let at = Tensor::from_f64(&av, &ashape, dtype).unwrap();
+                let bt = Tensor::from_f64(&bv, &bshape, dtype).unwrap();
+                let c = matmul(&at, &bt, ta, tb).unwrap();
+                assert_eq!(c.shape(), &[m, n]);
+                assert_eq!(c.dtype(), dtype);
+                for (x, y) in c.to_vec_f64().iter().zip(&want) {
+                    assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{dtype} {ta} {tb}: {x} vs {y}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn matmul_rejects_bad_shapes() {
+        let a = Tensor::zeros(&[3, 4], DType::F32);
+        let b = Tensor::zeros(&[5, 2], DType::F32);
+        assert!(matmul(&a, &b, false, false).is_err());
+        assert!(matmul(&a, &Tensor::zeros(&[4, 2], DType::F64), false, false).is_err());
+    }
+}
