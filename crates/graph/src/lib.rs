@@ -1,1 +1,33 @@
-//! placeholder
+//! Graphs and datasets: the CSR structure, the dataset directory format, converters from the
+//! formats datasets are published in, and a synthetic generator.
+//!
+//! # Overview
+//!
+//! - [`Csr`]: a graph stored by destination (each node's in-neighbours), the layout every
+//!   aggregation kernel reads.
+//! - [`Dataset`] and [`Meta`]: a dataset directory (`meta.json` plus `.npy` arrays) in memory,
+//!   loaded with every consistency check and saved atomically.
+//! - [`convert`]: Planetoid raw files, and a synthetic graph with learnable labels.
+//! - [`npy`]: numpy's `.npy` format.
+//!
+//! ```
+//! use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+//!
+//! let ds = generate(&SyntheticConfig { nodes: 100, avg_degree: 4, ..Default::default() })?;
+//! assert_eq!(ds.graph.num_edges(), 400);
+//! assert!(ds.graph.check().is_ok());
+//! # Ok::<(), graphloom_graph::Error>(())
+//! ```
+#![deny(missing_docs)]
+
+pub mod convert;
+mod csr;
+mod dataset;
+mod error;
+mod io;
+pub mod npy;
+
+pub use csr::{Csr, NodeId};
+pub use dataset::{random_split, Dataset, Meta};
+pub use error::{Error, Result};
+pub use io::write_atomic;

@@ -1,0 +1,162 @@
+//! The raw Planetoid files (`ind.NAME.{x,tx,allx,y,ty,ally,graph,test.index}`) to a dataset,
+//! with the public split and the feature normalisation of PyG's `Planetoid` dataset and its
+//! `NormalizeFeatures` transform.
+
+use std::path::Path;
+
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::Tensor;
+
+use super::pickle;
+use crate::{Csr, Dataset, Error, Meta, NodeId, Result};
+
+fn read_pickle(dir: &Path, name: &str, part: &str) -> Result<pickle::Value> {
+    let path = dir.join(format!("ind.{name}.{part}"));
+    let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
+    pickle::load(&bytes).map_err(|msg| Error::format(&path, msg))
+}
+
+fn read_matrix(dir: &Path, name: &str, part: &str) -> Result<pickle::Array> {
+    let v = read_pickle(dir, name, part)?;
+    let a = pickle::to_dense(&v).map_err(|msg| Error::format(dir.join(format!("ind.{name}.{part}")), msg))?;
+    if a.shape.len() != 2 {
+        return Err(Error::format(dir.join(format!("ind.{name}.{part}")), format!("expected a matrix, found shape {:?}", a.shape)));
+    }
+    Ok(a)
+}
+
+/// The index of the first largest entry of each row of a one-hot matrix (0 for a zero row, as
+/// `argmax` does).
+fn argmax_rows(m: &pickle::Array) -> Vec<i64> {
+    let cols = m.shape[1];
+    m.data
+        .chunks(cols.max(1))
+        .map(|row| {
+            let mut best = 0;
+            for (j, &v) in row.iter().enumerate() {
+                if v > row[best] {
+                    best = j;
+                }
+            }
+            best as i64
+        })
+        .collect()
+}
+
+/// Reads `ind.{name}.*` from `raw_dir` and builds the dataset with the public split: the nodes
+/// of `x` for training (20 per class), the next 500 for validation, the 1000 of `test.index`
+/// for testing. Test rows are placed by the file order of `test.index`; test ids that have no
+/// features (CiteSeer) become zero rows that belong to no split. The graph is made symmetric,
+/// with self-loops and duplicate edges removed. Features are shifted by their minimum and
+/// divided by their row sum, clamped at 1.
+pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
+    let x = read_matrix(raw_dir, name, "x")?;
+    let tx = read_matrix(raw_dir, name, "tx")?;
+    let allx = read_matrix(raw_dir, name, "allx")?;
+    let y = read_matrix(raw_dir, name, "y")?;
+    let ty = read_matrix(raw_dir, name, "ty")?;
+    let ally = read_matrix(raw_dir, name, "ally")?;
+    let index_path = raw_dir.join(format!("ind.{name}.test.index"));
+    let text = std::fs::read_to_string(&index_path).map_err(|e| Error::io(&index_path, e))?;
+    let test_index: Vec<usize> = text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| l.trim().parse::<usize>().map_err(|_| Error::format(&index_path, format!("line {}: '{}' is not a node id", i + 1, l.trim()))))
+        .collect::<Result<_>>()?;
+    let feat_dim = allx.shape[1];
+    if tx.shape[1] != feat_dim || x.shape[1] != feat_dim {
+        return Err(Error::format(raw_dir.join(format!("ind.{name}.tx")), "x, tx and allx have different widths"));
+    }
+    if test_index.len() != tx.shape[0] {
+        return Err(Error::format(&index_path, format!("{} test ids for {} rows of tx", test_index.len(), tx.shape[0])));
+    }
+    let mut sorted = test_index.clone();
+    sorted.sort_unstable();
+    let (lo, hi) = (*sorted.first().ok_or_else(|| Error::format(&index_path, "no test ids"))?, *sorted.last().unwrap());
+    let num_allx = allx.shape[0];
+    if lo < num_allx {
+        return Err(Error::format(&index_path, format!("test id {lo} overlaps the {num_allx} rows of allx")));
+    }
+    let num_nodes = hi + 1;
+    let num_classes = ally.shape[1];
+    // Rows num_allx..=hi: tx rows in sorted-id order (tx row i belongs to sorted[i]); ids
+    // between them that are not test ids stay zero rows.
+    let mut feats = vec![0f64; num_nodes * feat_dim];
+    feats[..num_allx * feat_dim].copy_from_slice(&allx.data);
+    let ally_labels = argmax_rows(&ally);
+    let ty_labels = argmax_rows(&ty);
+    let mut labels = vec![0i64; num_nodes];
+    labels[..num_allx].copy_from_slice(&ally_labels);
+    // PyG: x[test_index] = x[sorted_test_index], with tx stacked in file order at the sorted ids.
+    let mut stacked_x = vec![0f64; num_nodes * feat_dim];
+    let mut stacked_y = vec![0i64; num_nodes];
+    for (i, &id) in sorted.iter().enumerate() {
+        stacked_x[id * feat_dim..(id + 1) * feat_dim].copy_from_slice(&tx.data[i * feat_dim..(i + 1) * feat_dim]);
+        stacked_y[id] = ty_labels[i];
+    }
+    for (&dst, &src) in test_index.iter().zip(&sorted) {
+        feats[dst * feat_dim..(dst + 1) * feat_dim].copy_from_slice(&stacked_x[src * feat_dim..(src + 1) * feat_dim]);
+        labels[dst] = stacked_y[src];
+    }
+    normalize_features(&mut feats, feat_dim);
+    let graph = read_graph(raw_dir, name, num_nodes)?;
+    let num_train = y.shape[0];
+    let features = {
+        let _g = category_scope(Category::Features);
+        Tensor::from_vec(feats.into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[num_nodes, feat_dim])?
+    };
+    Ok(Dataset {
+        meta: Meta {
+            name: name.to_string(),
+            num_nodes,
+            num_edges: graph.num_edges(),
+            feat_dim,
+            feat_dtype: "f32".into(),
+            num_classes,
+            directed: false,
+        },
+        graph,
+        features,
+        labels,
+        train_idx: (0..num_train).collect(),
+        valid_idx: (num_train..num_train + 500).collect(),
+        test_idx: test_index,
+        edge_weight: None,
+    })
+}
+
+/// PyG's `NormalizeFeatures`: subtract the global minimum, divide each row by its sum clamped
+/// below at 1.
+fn normalize_features(x: &mut [f64], cols: usize) {
+    let min = x.iter().copied().fold(f64::INFINITY, f64::min);
+    let min = if min.is_finite() { min } else { 0.0 };
+    for row in x.chunks_mut(cols.max(1)) {
+        let mut sum = 0.0;
+        for v in row.iter_mut() {
+            *v -= min;
+            sum += *v;
+        }
+        let d = sum.max(1.0);
+        row.iter_mut().for_each(|v| *v /= d);
+    }
+}
+
+fn read_graph(dir: &Path, name: &str, num_nodes: usize) -> Result<Csr> {
+    let path = dir.join(format!("ind.{name}.graph"));
+    let v = read_pickle(dir, name, "graph")?;
+    let pairs = pickle::to_adjacency(&v).map_err(|msg| Error::format(&path, msg))?;
+    let mut src = Vec::with_capacity(pairs.len());
+    let mut dst = Vec::with_capacity(pairs.len());
+    for (a, b) in pairs {
+        for id in [a, b] {
+            if id < 0 || id as usize >= num_nodes {
+                return Err(Error::invalid(&path, format!("node id {id} out of range 0..{num_nodes}")));
+            }
+        }
+        src.push(a as NodeId);
+        dst.push(b as NodeId);
+    }
+    let _g = category_scope(Category::Graph);
+    Ok(Csr::from_edges(num_nodes, &src, &dst).to_undirected_simple())
+}

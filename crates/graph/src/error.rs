@@ -1,0 +1,54 @@
+//! The error type of the graph crate: every error names the file and the problem.
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong reading, converting or checking a graph or dataset.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The file could not be read or written.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The operating system's error.
+        source: std::io::Error,
+    },
+    /// The file is not in the expected format (truncated, wrong dtype, bad header).
+    #[error("{}: {msg}", path.display())]
+    Format {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// The contents are well-formed but inconsistent (an id out of range, NaN features).
+    #[error("{}: {msg}", path.display())]
+    Invalid {
+        /// The file the bad value came from.
+        path: PathBuf,
+        /// What is wrong.
+        msg: String,
+    },
+    /// A tensor operation failed.
+    #[error(transparent)]
+    Tensor(#[from] graphloom_tensor::Error),
+}
+
+impl Error {
+    /// A [`Error::Format`] for `path`.
+    pub fn format(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
+        Error::Format { path: path.into(), msg: msg.into() }
+    }
+    /// An [`Error::Invalid`] for `path`.
+    pub fn invalid(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
+        Error::Invalid { path: path.into(), msg: msg.into() }
+    }
+    /// An [`Error::Io`] for `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+        Error::Io { path: path.into(), source }
+    }
+}
+
+/// The result type of the graph crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,287 @@
+//! Reading and writing numpy `.npy` files (format versions 1, 2 and 3, little-endian).
+//!
+//! Every array of a dataset directory is a `.npy` file, so numpy users read them with
+//! `np.load`. bf16 has no numpy dtype: it is stored as `<u2` and `meta.json` names the dtype.
+
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// The element types a `.npy` file may hold here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NpyDType {
+    /// `<f4`
+    F32,
+    /// `<f8`
+    F64,
+    /// `<u2` (bf16 bits)
+    U16,
+    /// `<i4`
+    I32,
+    /// `<i8`
+    I64,
+    /// `|u1`, `|b1` and `|i1`
+    U8,
+}
+
+impl NpyDType {
+    fn descr(self) -> &'static str {
+        match self {
+            NpyDType::F32 => "<f4",
+            NpyDType::F64 => "<f8",
+            NpyDType::U16 => "<u2",
+            NpyDType::I32 => "<i4",
+            NpyDType::I64 => "<i8",
+            NpyDType::U8 => "|u1",
+        }
+    }
+    fn parse(descr: &str) -> Option<NpyDType> {
+        Some(match descr {
+            "<f4" => NpyDType::F32,
+            "<f8" => NpyDType::F64,
+            "<u2" => NpyDType::U16,
+            "<i4" => NpyDType::I32,
+            "<i8" => NpyDType::I64,
+            "|u1" | "|b1" | "|i1" => NpyDType::U8,
+            _ => return None,
+        })
+    }
+    /// Bytes per element.
+    pub fn size(self) -> usize {
+        match self {
+            NpyDType::U8 => 1,
+            NpyDType::U16 => 2,
+            NpyDType::F32 | NpyDType::I32 => 4,
+            NpyDType::F64 | NpyDType::I64 => 8,
+        }
+    }
+}
+
+/// A plain-old-data element that `.npy` files hold.
+pub trait NpyElement: Copy + Default + 'static {
+    /// Its numpy dtype.
+    const DTYPE: NpyDType;
+    /// Decodes one little-endian element.
+    fn from_le(bytes: &[u8]) -> Self;
+    /// Appends the little-endian encoding.
+    fn write_le(self, out: &mut Vec<u8>);
+}
+
+macro_rules! npy_element {
+    ($t:ty, $d:ident) => {
+        impl NpyElement for $t {
+            const DTYPE: NpyDType = NpyDType::$d;
+            fn from_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().expect("sized by DTYPE"))
+            }
+            fn write_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    };
+}
+npy_element!(f32, F32);
+npy_element!(f64, F64);
+npy_element!(u16, U16);
+npy_element!(i32, I32);
+npy_element!(i64, I64);
+npy_element!(u8, U8);
+
+/// The header of a `.npy` file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NpyHeader {
+    /// Element type.
+    pub dtype: NpyDType,
+    /// Dimensions (C order).
+    pub shape: Vec<usize>,
+    /// Bytes before the data.
+    pub data_offset: usize,
+}
+
+impl NpyHeader {
+    /// The number of elements.
+    pub fn numel(&self) -> usize {
+        self.shape.iter().product()
+    }
+}
+
+fn header_value<'a>(dict: &'a str, key: &str) -> Option<&'a str> {
+    let at = dict.find(&format!("'{key}'"))?;
+    let rest = dict[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+    Some(rest)
+}
+
+/// Parses the header from the first bytes of a `.npy` file.
+pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
+    let bad = |msg: &str| Error::format(path, format!("not a valid .npy file: {msg}"));
+    if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
+        return Err(bad("missing the \\x93NUMPY magic"));
+    }
+    let (len, start) = match bytes[6] {
+        1 => (u16::from_le_bytes([bytes[8], bytes[9]]) as usize, 10),
+        2 | 3 => {
+            if bytes.len() < 12 {
+                return Err(bad("truncated header"));
+            }
+            (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12)
+        }
+        v => return Err(bad(&format!("unsupported format version {v}"))),
+    };
+    let dict = bytes.get(start..start + len).ok_or_else(|| bad("truncated header"))?;
+    let dict = std::str::from_utf8(dict).map_err(|_| bad("header is not text"))?;
+    let descr = header_value(dict, "descr")
+        .and_then(|v| v.strip_prefix('\''))
+        .and_then(|v| v.split('\'').next())
+        .ok_or_else(|| bad("no 'descr' in header"))?;
+    let dtype = NpyDType::parse(descr).ok_or_else(|| {
+        Error::format(path, format!("unsupported dtype '{descr}' (expected <f4, <f8, <u2, <i4, <i8 or |u1, little-endian)"))
+    })?;
+    let fortran = header_value(dict, "fortran_order").ok_or_else(|| bad("no 'fortran_order' in header"))?;
+    if fortran.starts_with("True") {
+        return Err(Error::format(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray"));
+    }
+    let shape_text = header_value(dict, "shape")
+        .and_then(|v| v.strip_prefix('('))
+        .and_then(|v| v.split(')').next())
+        .ok_or_else(|| bad("no 'shape' in header"))?;
+    let shape = shape_text
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<usize>().map_err(|_| bad(&format!("bad dimension '{s}'"))))
+        .collect::<Result<Vec<_>>>()?;
+    Ok(NpyHeader { dtype, shape, data_offset: start + len })
+}
+
+/// Reads the header of a `.npy` file and checks the file holds all the data it announces.
+pub fn read_header(path: &Path) -> Result<NpyHeader> {
+    let mut f = File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut head = vec![0u8; 4096];
+    let mut got = 0;
+    while got < head.len() {
+        let n = f.read(&mut head[got..]).map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    let header = parse_header(&head[..got], path)?;
+    let len = f.metadata().map_err(|e| Error::io(path, e))?.len() as usize;
+    check_length(&header, len, path)?;
+    Ok(header)
+}
+
+fn check_length(header: &NpyHeader, file_len: usize, path: &Path) -> Result<()> {
+    let want = header.data_offset + header.numel() * header.dtype.size();
+    if file_len < want {
+        return Err(Error::format(
+            path,
+            format!(
+                "truncated .npy: shape {:?} of {} needs {} bytes, the file has {}",
+                header.shape,
+                header.dtype.descr(),
+                want,
+                file_len
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// An array read from a `.npy` file, with elements converted to `T`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NpyArray<T> {
+    /// Dimensions.
+    pub shape: Vec<usize>,
+    /// Elements in C order.
+    pub data: Vec<T>,
+}
+
+/// Reads a whole `.npy` file whose dtype must be exactly `T`'s.
+pub fn read<T: NpyElement>(path: &Path) -> Result<NpyArray<T>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let header = parse_header(&bytes, path)?;
+    check_length(&header, bytes.len(), path)?;
+    if header.dtype != T::DTYPE {
+        return Err(Error::format(
+            path,
+            format!("dtype is {}, expected {}", header.dtype.descr(), T::DTYPE.descr()),
+        ));
+    }
+    let size = header.dtype.size();
+    let body = &bytes[header.data_offset..header.data_offset + header.numel() * size];
+    let data = body.chunks_exact(size).map(T::from_le).collect();
+    Ok(NpyArray { shape: header.shape, data })
+}
+
+/// Reads an integer `.npy` file of any integer dtype (i32, i64, u8, u16) as i64.
+pub fn read_ints(path: &Path) -> Result<NpyArray<i64>> {
+    match read_header(path)?.dtype {
+        NpyDType::I64 => read::<i64>(path),
+        NpyDType::I32 => widen(read::<i32>(path)?, |v| v as i64),
+        NpyDType::U8 => widen(read::<u8>(path)?, |v| v as i64),
+        NpyDType::U16 => widen(read::<u16>(path)?, |v| v as i64),
+        other => Err(Error::format(path, format!("dtype is {}, expected an integer dtype", other.descr()))),
+    }
+}
+
+fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
+    Ok(NpyArray { shape: a.shape, data: a.data.into_iter().map(f).collect() })
+}
+
+/// Writes `data` with `shape` as a version-1 `.npy` file, through a temporary file renamed into
+/// place, so a reader never sees half an array.
+pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
+    assert_eq!(data.len(), shape.iter().product::<usize>(), "npy::write: data does not fill shape");
+    let shape_text = match shape {
+        [n] => format!("({n},)"),
+        dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+    };
+    let mut dict = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", T::DTYPE.descr(), shape_text);
+    // Pad so the data starts on a 64-byte boundary, ending the header with a newline.
+    while (10 + dict.len() + 1) % 64 != 0 {
+        dict.push(' ');
+    }
+    dict.push('\n');
+    crate::io::write_atomic(path, |w: &mut BufWriter<File>| {
+        w.write_all(b"\x93NUMPY\x01\x00")?;
+        w.write_all(&(dict.len() as u16).to_le_bytes())?;
+        w.write_all(dict.as_bytes())?;
+        let mut buf = Vec::with_capacity(1 << 16);
+        for chunk in data.chunks(8192) {
+            buf.clear();
+            for &v in chunk {
+                v.write_le(&mut buf);
+            }
+            w.write_all(&buf)?;
+        }
+        Ok(())
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn round_trip_and_truncation_is_detected() {
+        let dir = std::env::temp_dir().join(format!("graphloom-npy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let p = dir.join("a.npy");
+        let v: Vec<f32> = (0..12).map(|i| i as f32 * 0.5).collect();
+        write(&p, &v, &[3, 4]).unwrap();
+        let a = read::<f32>(&p).unwrap();
+        assert_eq!(a.shape, vec![3, 4]);
+        assert_eq!(a.data, v);
+        assert!(read::<f64>(&p).unwrap_err().to_string().contains("dtype is <f4"));
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
+        let err = read::<f32>(&p).unwrap_err().to_string();
+        assert!(err.contains("truncated") && err.contains("a.npy"), "{err}");
+        write(&p, &[1i32, 2, 3], &[3]).unwrap();
+        assert_eq!(read_ints(&p).unwrap().data, vec![1, 2, 3]);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
