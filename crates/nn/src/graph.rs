@@ -1,0 +1,153 @@
+//! [`GraphView`]: a graph prepared for message passing, with its transpose and the row ranges
+//! that split the kernels' work by edge count.
+
+use graphloom_graph::{Csr, NodeId};
+
+/// A graph ready for the aggregation kernels.
+///
+/// The forward pass runs over `by_dst` (each node's in-edges); the backward pass over
+/// `by_src` (each node's out-edges), whose entry `i` is edge `src_edge[i]` of `by_dst`.
+/// `dst_chunks` and `src_chunks` cut the rows into ranges of about equal edge count, so a hub
+/// node does not hold up a thread that was also given thousands of other rows.
+pub struct GraphView {
+    /// The graph, CSR by destination.
+    pub by_dst: Csr,
+    /// The transpose, CSR by source.
+    pub by_src: Csr,
+    /// For each entry of `by_src`, the index of the same edge in `by_dst`.
+    pub src_edge: Vec<usize>,
+    /// Row ranges of `by_dst` of balanced edge count: `[dst_chunks[i], dst_chunks[i+1])`.
+    pub dst_chunks: Vec<usize>,
+    /// Row ranges of `by_src` of balanced edge count.
+    pub src_chunks: Vec<usize>,
+}
+
+/// Cuts `0..num_rows` into ranges whose cost (edges plus one per row) is about `total / parts`.
+pub fn balanced_chunks(row_ptr: &[i64], parts: usize) -> Vec<usize> {
+    let n = row_ptr.len() - 1;
+    let total = row_ptr[n] as usize + n;
+    let target = total.div_ceil(parts.max(1)).max(1);
+    let mut bounds = vec![0];
+    let mut start_cost = 0;
+    for v in 0..n {
+        let cost = row_ptr[v + 1] as usize + v + 1;
+        if cost - start_cost >= target {
+            bounds.push(v + 1);
+            start_cost = cost;
+        }
+    }
+    if *bounds.last().unwrap() != n {
+        bounds.push(n);
+    }
+    bounds
+}
+
+impl GraphView {
+    /// Prepares `graph`; with `self_loops`, first removes its self-loops and adds one per node
+    /// (GAT's convention, as PyG's `GATConv` does).
+    pub fn new(graph: &Csr, self_loops: bool) -> GraphView {
+        let by_dst = if self_loops { with_self_loops(graph) } else { graph.clone() };
+        let (src, dst) = by_dst.edges();
+        // Transpose with edge ids: sort edge ids by (src, dst) with a counting sort on src.
+        let n = by_dst.num_nodes();
+        let mut row_ptr = vec![0i64; n + 1];
+        for &s in &src {
+            row_ptr[s as usize + 1] += 1;
+        }
+        for i in 0..n {
+            row_ptr[i + 1] += row_ptr[i];
+        }
+        let mut next = row_ptr.clone();
+        let mut col_idx = vec![0 as NodeId; src.len()];
+        let mut src_edge = vec![0usize; src.len()];
+        // Edges are visited in destination order, so each source's out-edges come out sorted
+        // by destination.
+        for e in 0..src.len() {
+            let slot = &mut next[src[e] as usize];
+            col_idx[*slot as usize] = dst[e];
+            src_edge[*slot as usize] = e;
+            *slot += 1;
+        }
+        let by_src = Csr { row_ptr, col_idx };
+        let parts = rayon::current_num_threads() * 8;
+        GraphView {
+            dst_chunks: balanced_chunks(&by_dst.row_ptr, parts),
+            src_chunks: balanced_chunks(&by_src.row_ptr, parts),
+            by_dst,
+            by_src,
+            src_edge,
+        }
+    }
+
+    /// The number of nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.by_dst.num_nodes()
+    }
+}
+
+fn with_self_loops(graph: &Csr) -> Csr {
+    let mut row_ptr = Vec::with_capacity(graph.row_ptr.len());
+    let mut col_idx = Vec::with_capacity(graph.num_edges() + graph.num_nodes());
+    row_ptr.push(0);
+    for v in 0..graph.num_nodes() {
+        let nb = graph.in_neighbors(v);
+        let mut placed = false;
+        for &u in nb {
+            if u as usize == v {
+                continue;
+            }
+            if !placed && u as usize > v {
+                col_idx.push(v as NodeId);
+                placed = true;
+            }
+            col_idx.push(u);
+        }
+        if !placed {
+            col_idx.push(v as NodeId);
+        }
+        row_ptr.push(col_idx.len() as i64);
+    }
+    Csr { row_ptr, col_idx }
+}
+
+/// Runs `f(first_row, rows_slice)` over the row ranges `bounds` of a row-major `[n, cols]`
+/// output in parallel. The ranges are disjoint, so every task writes its own rows.
+pub(crate) fn par_row_ranges<T: Send>(out: &mut [T], cols: usize, bounds: &[usize], f: impl Fn(usize, &mut [T]) + Sync) {
+    use rayon::prelude::*;
+    let mut pieces = Vec::with_capacity(bounds.len());
+    let mut rest = out;
+    for w in bounds.windows(2) {
+        let (head, tail) = rest.split_at_mut((w[1] - w[0]) * cols);
+        pieces.push((w[0], head));
+        rest = tail;
+    }
+    pieces.into_par_iter().for_each(|(start, rows)| f(start, rows));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transpose_keeps_edge_ids_and_chunks_cover_rows() {
+        let g = Csr::from_edges(4, &[0, 2, 1, 3, 3, 3], &[1, 1, 0, 0, 2, 1]);
+        let v = GraphView::new(&g, false);
+        for u in 0..4 {
+            for i in v.by_src.row_ptr[u] as usize..v.by_src.row_ptr[u + 1] as usize {
+                let e = v.src_edge[i];
+                assert_eq!(v.by_dst.col_idx[e] as usize, u);
+                let d = v.by_dst.row_ptr.partition_point(|&p| p as usize <= e) - 1;
+                assert_eq!(v.by_src.col_idx[i] as usize, d);
+            }
+        }
+        let c = balanced_chunks(&v.by_dst.row_ptr, 3);
+        assert_eq!((c[0], *c.last().unwrap()), (0, 4));
+        assert!(c.windows(2).all(|w| w[0] < w[1]));
+        let looped = GraphView::new(&g, true);
+        for u in 0..4 {
+            let nb = looped.by_dst.in_neighbors(u);
+            assert_eq!(nb.iter().filter(|&&x| x as usize == u).count(), 1);
+            assert!(nb.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+}

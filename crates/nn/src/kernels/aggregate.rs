@@ -1,0 +1,255 @@
+//! Neighbourhood aggregation (SpMM): weighted sums (sum, mean, GCN's symmetric normalisation)
+//! and max.
+//!
+//! For weighted sums, node `v`'s output row is
+//!
+//! `out[v] = dst_scale[v] * sum_{e = (u -> v)} w_e * src_scale[u] * x[u] + self_weight[v] * x[v]`
+//!
+//! with every factor optional (1, or 0 for `self_weight`). Sum: no factors. Mean:
+//! `dst_scale = 1 / in_degree`. GCN (Kipf & Welling, PyG's `gcn_norm`): a self-loop on every
+//! node that lacks one, `src_scale = dst_scale = 1 / sqrt(in_degree + loop)` and
+//! `self_weight[v] = dst_scale[v]^2` where the loop was added. The self-loop is a term, not an
+//! edge, so the graph is not copied. The backward is the same sum over the transpose.
+//!
+//! Max: `out[v, j] = max_{u -> v} x[u, j]` (0 without in-edges); ties go to the lowest source
+//! id. The winning edge of every output element is kept for the backward pass.
+
+use std::sync::Arc;
+
+use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+
+use crate::graph::{par_row_ranges, GraphView};
+use crate::{Error, Result};
+
+/// The coefficients of a weighted-sum aggregation.
+#[derive(Clone)]
+pub struct WeightedSum {
+    graph: Arc<GraphView>,
+    src_scale: Option<Arc<[f64]>>,
+    dst_scale: Option<Arc<[f64]>>,
+    self_weight: Option<Arc<[f64]>>,
+    edge_weight: Option<Arc<[f32]>>,
+}
+
+impl WeightedSum {
+    /// `out[v] = sum of x[u] over in-edges u -> v`.
+    pub fn sum(graph: Arc<GraphView>) -> WeightedSum {
+        WeightedSum { graph, src_scale: None, dst_scale: None, self_weight: None, edge_weight: None }
+    }
+
+    /// `out[v] = mean of x[u] over in-edges u -> v` (0 without in-edges).
+    pub fn mean(graph: Arc<GraphView>) -> WeightedSum {
+        let scale: Arc<[f64]> = graph.by_dst.in_degrees().iter().map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f64 }).collect();
+        WeightedSum { dst_scale: Some(scale), ..WeightedSum::sum(graph) }
+    }
+
+    /// GCN's `D^-1/2 (A + I) D^-1/2`, self-loops added where missing, degrees counted over
+    /// in-edges with the loop (PyG's `gcn_norm` with `add_remaining_self_loops`).
+    pub fn gcn(graph: Arc<GraphView>) -> WeightedSum {
+        let g = &graph.by_dst;
+        let n = g.num_nodes();
+        let has_loop: Vec<bool> = (0..n).map(|v| g.in_neighbors(v).binary_search(&(v as u32)).is_ok()).collect();
+        let dinv: Arc<[f64]> = (0..n).map(|v| 1.0 / ((g.in_degree(v) + usize::from(!has_loop[v])) as f64).sqrt()).collect();
+        let self_weight: Arc<[f64]> = (0..n).map(|v| if has_loop[v] { 0.0 } else { dinv[v] * dinv[v] }).collect();
+        WeightedSum { src_scale: Some(dinv.clone()), dst_scale: Some(dinv), self_weight: Some(self_weight), ..WeightedSum::sum(graph) }
+    }
+
+    /// Multiplies every edge's term by `weight[e]` (edge order of the graph).
+    pub fn with_edge_weight(mut self, weight: Arc<[f32]>) -> Result<WeightedSum> {
+        if weight.len() != self.graph.by_dst.num_edges() {
+            return Err(Error::Config(format!("{} edge weights for {} edges", weight.len(), self.graph.by_dst.num_edges())));
+        }
+        self.edge_weight = Some(weight);
+        Ok(self)
+    }
+
+    /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.
+    pub fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
+        Ok(tape.apply(Aggregate::Weighted(self.clone()), &[x])?)
+    }
+
+    fn run(&self, x: &Tensor, backward: bool) -> Result<Tensor> {
+        let gv = &*self.graph;
+        let n = gv.num_nodes();
+        let (rows, cols) = x.dims2();
+        check_rows(x, n)?;
+        let (csr, chunks) = if backward { (&gv.by_src, &gv.src_chunks) } else { (&gv.by_dst, &gv.dst_chunks) };
+        // Forward: row v gathers from its in-edges; the scale of the row is dst_scale and the
+        // neighbour's is src_scale. Backward swaps the two roles.
+        let (row_scale, nb_scale) = if backward { (&self.src_scale, &self.dst_scale) } else { (&self.dst_scale, &self.src_scale) };
+        let edge_of = |i: usize| if backward { gv.src_edge[i] } else { i };
+        Ok(with_float!(x.dtype(), "aggregate", T => {
+            let xs = x.as_slice::<T>()?;
+            let mut out = vec![T::ZERO; rows * cols];
+            par_row_ranges(&mut out, cols, chunks, |first, block| {
+                let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; cols];
+                for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
+                    let v = first + r;
+                    acc.iter_mut().for_each(|a| *a = Real::ZERO);
+                    let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
+                    for i in lo..hi {
+                        let u = csr.col_idx[i] as usize;
+                        let mut c = nb_scale.as_ref().map_or(1.0, |s| s[u]);
+                        if let Some(w) = &self.edge_weight {
+                            c *= w[edge_of(i)] as f64;
+                        }
+                        let c = <<T as Float>::Acc as Real>::from_f64(c);
+                        for (a, &xv) in acc.iter_mut().zip(&xs[u * cols..(u + 1) * cols]) {
+                            *a += c * xv.to_acc();
+                        }
+                    }
+                    let rs = <<T as Float>::Acc as Real>::from_f64(row_scale.as_ref().map_or(1.0, |s| s[v]));
+                    let sw = <<T as Float>::Acc as Real>::from_f64(self.self_weight.as_ref().map_or(0.0, |s| s[v]));
+                    let own = &xs[v * cols..(v + 1) * cols];
+                    for ((o, &a), &xv) in orow.iter_mut().zip(&acc).zip(own) {
+                        *o = T::from_acc(rs * a + sw * xv.to_acc());
+                    }
+                }
+            });
+            Tensor::from_vec(out, x.shape())
+        })?)
+    }
+}
+
+fn check_rows(x: &Tensor, n: usize) -> Result<()> {
+    if x.dims2().0 != n {
+        return Err(Error::Config(format!("aggregation over {n} nodes got a tensor of shape {:?}", x.shape())));
+    }
+    Ok(())
+}
+
+/// Max aggregation with ties to the lowest source id.
+#[derive(Clone)]
+pub struct MaxAggregation {
+    graph: Arc<GraphView>,
+}
+
+impl MaxAggregation {
+    /// Max over in-neighbours of `graph`.
+    pub fn new(graph: Arc<GraphView>) -> MaxAggregation {
+        MaxAggregation { graph }
+    }
+
+    /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.
+    pub fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
+        Ok(tape.apply(Aggregate::Max { graph: self.graph.clone(), winners: Vec::new() }, &[x])?)
+    }
+}
+
+/// No in-edge: the output element is 0 and receives no gradient.
+const NO_EDGE: u32 = u32::MAX;
+
+enum Aggregate {
+    Weighted(WeightedSum),
+    /// `winners[v * cols + j]`: the edge whose source gave the max, or [`NO_EDGE`].
+    Max { graph: Arc<GraphView>, winners: Vec<u32> },
+}
+
+impl Op for Aggregate {
+    fn name(&self) -> &'static str {
+        match self {
+            Aggregate::Weighted(_) => "aggregate_sum",
+            Aggregate::Max { .. } => "aggregate_max",
+        }
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
+        let x = inputs[0];
+        match self {
+            Aggregate::Weighted(w) => w.run(x, false).map_err(to_tensor_error),
+            Aggregate::Max { graph, winners } => {
+                let (out, w) = max_forward(graph, x).map_err(to_tensor_error)?;
+                *winners = w;
+                Ok(out)
+            }
+        }
+    }
+
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
+        let dx = match self {
+            Aggregate::Weighted(w) => w.run(ctx.grad, true),
+            Aggregate::Max { graph, winners } => max_backward(graph, winners, ctx.grad),
+        };
+        Ok(vec![Some(dx.map_err(to_tensor_error)?)])
+    }
+}
+
+/// Ops return the tensor crate's error; configuration problems become its autodiff error.
+pub(crate) fn to_tensor_error(e: Error) -> graphloom_tensor::Error {
+    match e {
+        Error::Tensor(t) => t,
+        other => graphloom_tensor::Error::Autodiff(other.to_string()),
+    }
+}
+
+fn max_forward(gv: &GraphView, x: &Tensor) -> Result<(Tensor, Vec<u32>)> {
+    let n = gv.num_nodes();
+    check_rows(x, n)?;
+    if gv.by_dst.num_edges() >= NO_EDGE as usize {
+        return Err(Error::Config("max aggregation supports fewer than 2^32 - 1 edges".into()));
+    }
+    let (_, cols) = x.dims2();
+    let csr = &gv.by_dst;
+    let mut winners = vec![NO_EDGE; n * cols];
+    let out = with_float!(x.dtype(), "aggregate_max", T => {
+        let xs = x.as_slice::<T>()?;
+        let mut out = vec![T::ZERO; n * cols];
+        let mut pairs: Vec<(&mut [T], &mut [u32])> = Vec::new();
+        let mut rest_o: &mut [T] = &mut out;
+        let mut rest_w: &mut [u32] = &mut winners;
+        for w in gv.dst_chunks.windows(2) {
+            let len = (w[1] - w[0]) * cols;
+            let (o, ro) = rest_o.split_at_mut(len);
+            let (ww, rw) = rest_w.split_at_mut(len);
+            pairs.push((o, ww));
+            rest_o = ro;
+            rest_w = rw;
+        }
+        use rayon::prelude::*;
+        pairs.into_par_iter().zip(gv.dst_chunks.par_windows(2)).for_each(|((o, win), b)| {
+            for v in b[0]..b[1] {
+                let r = (v - b[0]) * cols;
+                let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
+                for e in lo..hi {
+                    let u = csr.col_idx[e] as usize;
+                    for j in 0..cols {
+                        let val = xs[u * cols + j];
+                        // Sources are sorted, so a strict comparison keeps the lowest id on ties.
+                        if win[r + j] == NO_EDGE || val.to_acc() > o[r + j].to_acc() {
+                            o[r + j] = val;
+                            win[r + j] = e as u32;
+                        }
+                    }
+                }
+            }
+        });
+        Tensor::from_vec(out, x.shape())
+    })?;
+    Ok((out, winners))
+}
+
+fn max_backward(gv: &GraphView, winners: &[u32], g: &Tensor) -> Result<Tensor> {
+    let (n, cols) = g.dims2();
+    let csr = &gv.by_src;
+    Ok(with_float!(g.dtype(), "aggregate_max", T => {
+        let gs = g.as_slice::<T>()?;
+        let mut out = vec![T::ZERO; n * cols];
+        par_row_ranges(&mut out, cols, &gv.src_chunks, |first, block| {
+            for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
+                let u = first + r;
+                for i in csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize {
+                    let (v, e) = (csr.col_idx[i] as usize, gv.src_edge[i] as u32);
+                    for j in 0..cols {
+                        if winners[v * cols + j] == e {
+                            orow[j] = T::from_acc(orow[j].to_acc() + gs[v * cols + j].to_acc());
+                        }
+                    }
+                }
+            }
+        });
+        Tensor::from_vec(out, g.shape())
+    })?)
+}
+
+#[cfg(test)]
+mod tests;

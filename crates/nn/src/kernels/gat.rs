@@ -1,0 +1,269 @@
+//! The fused GAT kernel: attention computed on the fly, never stored as an edges x heads matrix.
+//!
+//! For destination `v`, head `k` and in-edge `u -> v` (the graph carries one self-loop per node):
+//!
+//! - `s_uv = LeakyReLU(el[u, k] + er[v, k])`, with `el = h . att_src`, `er = h . att_dst`
+//! - `alpha_uv = exp(s_uv - m_v) / z_v`, the softmax over `v`'s in-edges, `m_v` their max score
+//!   and `z_v` the sum of `exp(s - m_v)`
+//! - `out[v, k] = sum_u alpha_uv * d_uv * h[u, k]`, `d_uv` the attention-dropout factor
+//!
+//! Forward keeps only `m` and `z` (`[nodes, heads]`). Backward recomputes every `alpha` twice:
+//! once over each destination's in-edges, for `c_v = sum_u alpha_uv * dA_uv` (`dA` the gradient
+//! of the dropped-out coefficient) and the gradient of `er`, and once over each source's
+//! out-edges, for the gradients of `h` and `el`. No pass writes to another task's rows.
+
+use std::sync::Arc;
+
+use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+
+use crate::graph::GraphView;
+use crate::{Error, Result};
+
+/// The fused attention-and-aggregation step of a GAT layer.
+#[derive(Clone)]
+pub struct FusedGat {
+    /// The graph, with one self-loop per node.
+    pub graph: Arc<GraphView>,
+    /// Number of heads.
+    pub heads: usize,
+    /// LeakyReLU's negative slope (0.2 in the paper).
+    pub negative_slope: f64,
+    /// Dropout on the attention coefficients; element `(v, u * heads + k)`.
+    pub attention_dropout: Option<Dropout>,
+}
+
+struct GatOp {
+    cfg: FusedGat,
+    /// `[nodes, heads, 2]`: the max score and the softmax denominator of each (node, head).
+    stats: Option<Tensor>,
+}
+
+impl FusedGat {
+    /// `out = attention(h, el, er)` for `h: [n, heads * c]`, `el, er: [n, heads]`.
+    pub fn apply(&self, tape: &mut Tape, h: &Var, el: &Var, er: &Var) -> Result<Var> {
+        Ok(tape.apply(GatOp { cfg: self.clone(), stats: None }, &[h, el, er])?)
+    }
+
+    #[inline(always)]
+    fn factor(&self, v: usize, u: usize, k: usize) -> f64 {
+        self.attention_dropout.map_or(1.0, |d| d.factor(v as u64, (u * self.heads + k) as u64))
+    }
+
+    fn check(&self, h: &Tensor, el: &Tensor, er: &Tensor) -> Result<(usize, usize)> {
+        let n = self.graph.num_nodes();
+        let (rows, width) = h.dims2();
+        if rows != n || width % self.heads != 0 || el.dims2() != (n, self.heads) || er.dims2() != (n, self.heads) {
+            return Err(Error::Config(format!(
+                "fused GAT over {n} nodes, {} heads: h {:?}, el {:?}, er {:?}",
+                self.heads,
+                h.shape(),
+                el.shape(),
+                er.shape()
+            )));
+        }
+        Ok((n, width / self.heads))
+    }
+}
+
+#[inline(always)]
+fn leaky<R: Real>(x: R, slope: R) -> R {
+    if x > R::ZERO { x } else { slope * x }
+}
+
+impl Op for GatOp {
+    fn name(&self) -> &'static str {
+        "fused_gat"
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
+        let (h, el, er) = (inputs[0], inputs[1], inputs[2]);
+        let cfg = &self.cfg;
+        let (n, c) = cfg.check(h, el, er).map_err(super::aggregate::to_tensor_error)?;
+        let heads = cfg.heads;
+        let csr = &cfg.graph.by_dst;
+        let mut stats = vec![0f64; n * heads * 2];
+        let out = with_float!(h.dtype(), "fused_gat", T => {
+            let (hs, els, ers) = (h.as_slice::<T>()?, el.as_slice::<T>()?, er.as_slice::<T>()?);
+            let slope = <<T as Float>::Acc as Real>::from_f64(cfg.negative_slope);
+            let mut out = vec![T::ZERO; n * heads * c];
+            // Output rows and stats rows are split by the same node ranges.
+            let mut outs = Vec::new();
+            let mut rest: &mut [T] = &mut out;
+            let mut rest_s: &mut [f64] = &mut stats;
+            for w in cfg.graph.dst_chunks.windows(2) {
+                let (o, ro) = rest.split_at_mut((w[1] - w[0]) * heads * c);
+                let (s, rs) = rest_s.split_at_mut((w[1] - w[0]) * heads * 2);
+                outs.push((w[0], o, s));
+                rest = ro;
+                rest_s = rs;
+            }
+            use rayon::prelude::*;
+            outs.into_par_iter().for_each(|(first, o, st)| {
+                let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; c];
+                let rows = o.len() / (heads * c).max(1);
+                for r in 0..rows {
+                    let v = first + r;
+                    let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
+                    for k in 0..heads {
+                        let erv = ers[v * heads + k].to_acc();
+                        let score = |u: usize| leaky(els[u * heads + k].to_acc() + erv, slope);
+                        let mut m = <<T as Float>::Acc as Real>::NEG_INFINITY;
+                        for i in lo..hi {
+                            m = m.max(score(csr.col_idx[i] as usize));
+                        }
+                        let mut z = <<T as Float>::Acc as Real>::ZERO;
+                        for i in lo..hi {
+                            z += (score(csr.col_idx[i] as usize) - m).exp();
+                        }
+                        acc.iter_mut().for_each(|a| *a = Real::ZERO);
+                        for i in lo..hi {
+                            let u = csr.col_idx[i] as usize;
+                            let a = (score(u) - m).exp() / z * <<T as Float>::Acc as Real>::from_f64(cfg.factor(v, u, k));
+                            let hu = &hs[(u * heads + k) * c..(u * heads + k + 1) * c];
+                            for (x, &hv) in acc.iter_mut().zip(hu) {
+                                *x += a * hv.to_acc();
+                            }
+                        }
+                        let dst = &mut o[(r * heads + k) * c..(r * heads + k + 1) * c];
+                        for (d, &x) in dst.iter_mut().zip(&acc) {
+                            *d = T::from_acc(x);
+                        }
+                        st[(r * heads + k) * 2] = m.to_f64();
+                        st[(r * heads + k) * 2 + 1] = z.to_f64();
+                    }
+                }
+            });
+            Tensor::from_vec(out, h.shape())
+        })?;
+        self.stats = Some(Tensor::from_vec(stats, &[n, heads, 2])?);
+        Ok(out)
+    }
+
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
+        let (h, el, er, g) = (ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.grad);
+        let cfg = &self.cfg;
+        let heads = cfg.heads;
+        let (n, c) = cfg.check(h, el, er).map_err(super::aggregate::to_tensor_error)?;
+        let stats = self.stats.as_ref().ok_or_else(|| graphloom_tensor::Error::Autodiff("fused_gat: backward before forward".into()))?;
+        let st = stats.as_slice::<f64>()?;
+        let gv = &*cfg.graph;
+        with_float!(h.dtype(), "fused_gat", T => {
+            type A = <T as Float>::Acc;
+            let (hs, els, ers, gs) = (h.as_slice::<T>()?, el.as_slice::<T>()?, er.as_slice::<T>()?, g.as_slice::<T>()?);
+            let slope = A::from_f64(cfg.negative_slope);
+            let dot = |a: &[T], b: &[T]| {
+                let mut s = A::ZERO;
+                for (&x, &y) in a.iter().zip(b) {
+                    s += x.to_acc() * y.to_acc();
+                }
+                s
+            };
+            fn row<T>(x: &[T], node: usize, k: usize, heads: usize, c: usize) -> &[T] {
+                &x[(node * heads + k) * c..(node * heads + k + 1) * c]
+            }
+            // alpha (before dropout), the pre-activation score, of edge u -> v at head k.
+            let alpha = |u: usize, v: usize, k: usize| {
+                let pre = els[u * heads + k].to_acc() + ers[v * heads + k].to_acc();
+                let (m, z) = (A::from_f64(st[(v * heads + k) * 2]), A::from_f64(st[(v * heads + k) * 2 + 1]));
+                ((leaky(pre, slope) - m).exp() / z, pre)
+            };
+            let dleaky = |pre: A| if pre > A::ZERO { A::ONE } else { slope };
+            // Pass A, by destination: c_v and the gradient of er.
+            let mut cv = vec![A::ZERO; n * heads];
+            let mut der = vec![T::ZERO; n * heads];
+            {
+                let csr = &gv.by_dst;
+                let mut pieces = Vec::new();
+                let (mut rc, mut rd): (&mut [A], &mut [T]) = (&mut cv, &mut der);
+                for w in gv.dst_chunks.windows(2) {
+                    let (a, b) = rc.split_at_mut((w[1] - w[0]) * heads);
+                    let (d, e) = rd.split_at_mut((w[1] - w[0]) * heads);
+                    pieces.push((w[0], a, d));
+                    rc = b;
+                    rd = e;
+                }
+                use rayon::prelude::*;
+                pieces.into_par_iter().for_each(|(first, cpart, dpart)| {
+                    let mut scratch: Vec<A> = Vec::new();
+                    for r in 0..cpart.len() / heads.max(1) {
+                        let v = first + r;
+                        let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
+                        for k in 0..heads {
+                            let gvk = row(gs, v, k, heads, c);
+                            scratch.clear();
+                            let mut sum = A::ZERO;
+                            for i in lo..hi {
+                                let u = csr.col_idx[i] as usize;
+                                let (a, _) = alpha(u, v, k);
+                                let da = dot(gvk, row(hs, u, k, heads, c)) * A::from_f64(cfg.factor(v, u, k));
+                                scratch.push(da);
+                                sum += a * da;
+                            }
+                            cpart[r * heads + k] = sum;
+                            let mut d = A::ZERO;
+                            for (j, i) in (lo..hi).enumerate() {
+                                let u = csr.col_idx[i] as usize;
+                                let (a, pre) = alpha(u, v, k);
+                                d += a * (scratch[j] - sum) * dleaky(pre);
+                            }
+                            dpart[r * heads + k] = T::from_acc(d);
+                        }
+                    }
+                });
+            }
+            // Pass B, by source: the gradients of h and el.
+            let mut dh = vec![T::ZERO; n * heads * c];
+            let mut del = vec![T::ZERO; n * heads];
+            {
+                let csr = &gv.by_src;
+                let mut pieces = Vec::new();
+                let (mut rh, mut rl): (&mut [T], &mut [T]) = (&mut dh, &mut del);
+                for w in gv.src_chunks.windows(2) {
+                    let (a, b) = rh.split_at_mut((w[1] - w[0]) * heads * c);
+                    let (d, e) = rl.split_at_mut((w[1] - w[0]) * heads);
+                    pieces.push((w[0], a, d));
+                    rh = b;
+                    rl = e;
+                }
+                use rayon::prelude::*;
+                pieces.into_par_iter().for_each(|(first, hpart, lpart)| {
+                    let mut acc = vec![A::ZERO; c];
+                    for r in 0..lpart.len() / heads.max(1) {
+                        let u = first + r;
+                        let (lo, hi) = (csr.row_ptr[u] as usize, csr.row_ptr[u + 1] as usize);
+                        for k in 0..heads {
+                            acc.iter_mut().for_each(|a| *a = A::ZERO);
+                            let mut dl = A::ZERO;
+                            let hu = row(hs, u, k, heads, c);
+                            for i in lo..hi {
+                                let v = csr.col_idx[i] as usize;
+                                let (a, pre) = alpha(u, v, k);
+                                let f = A::from_f64(cfg.factor(v, u, k));
+                                let gvk = row(gs, v, k, heads, c);
+                                let ds = a * (dot(gvk, hu) * f - cv[v * heads + k]);
+                                dl += ds * dleaky(pre);
+                                let w = a * f;
+                                for (x, &gval) in acc.iter_mut().zip(gvk) {
+                                    *x += w * gval.to_acc();
+                                }
+                            }
+                            lpart[r * heads + k] = T::from_acc(dl);
+                            for (d, &x) in hpart[(r * heads + k) * c..(r * heads + k + 1) * c].iter_mut().zip(&acc) {
+                                *d = T::from_acc(x);
+                            }
+                        }
+                    }
+                });
+            }
+            Ok(vec![
+                Some(Tensor::from_vec(dh, h.shape())?),
+                Some(Tensor::from_vec(del, el.shape())?),
+                Some(Tensor::from_vec(der, er.shape())?),
+            ])
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;

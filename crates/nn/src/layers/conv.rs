@@ -1,0 +1,154 @@
+//! The three convolutions, following PyTorch Geometric's definitions and initialisation.
+//!
+//! - GCNConv (Kipf & Welling, <https://arxiv.org/abs/1609.02907>):
+//!   `X' = D^-1/2 (A + I) D^-1/2 X W + b`. Weight Glorot, bias 0.
+//! - SAGEConv, mean (Hamilton et al., <https://arxiv.org/abs/1706.02216>):
+//!   `x'_v = W_l mean_{u in N(v)} x_u + b + W_r x_v`. Weights and bias `U(+-1/sqrt(F_in))`.
+//! - GATConv (Velickovic et al., <https://arxiv.org/abs/1710.10903>): `h = X W` split in heads,
+//!   `x'_v = ||_k sum_u alpha^k_uv h^k_u` (or the mean over heads), `alpha` the softmax over
+//!   `v`'s in-edges and a self-loop of `LeakyReLU_0.2(a_src^k . h^k_u + a_dst^k . h^k_v)`, with
+//!   dropout on `alpha`. `W`, `a_src`, `a_dst` Glorot, bias 0.
+//!
+//! Shapes: `[N, F_in] -> [N, F_out]` (GAT with concatenation: `[N, heads * F_out]`).
+
+use std::sync::Arc;
+
+use graphloom_tensor::autodiff::ops::{self, Dropout};
+use graphloom_tensor::rng::RngKey;
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+use super::init::{glorot, kaiming_uniform};
+use crate::kernels::aggregate::WeightedSum;
+use crate::kernels::gat::FusedGat;
+use crate::kernels::heads::{head_scores, mean_heads};
+use crate::{GraphView, Result};
+
+/// Which convolution a layer is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConvKind {
+    /// GCNConv.
+    Gcn,
+    /// SAGEConv with mean aggregation and a root weight.
+    Sage,
+    /// GATConv with `heads` heads, concatenated or averaged.
+    Gat {
+        /// Number of attention heads.
+        heads: usize,
+        /// Concatenate the heads (true) or average them (false).
+        concat: bool,
+    },
+}
+
+/// One convolution: its kind, widths and the graph operators it needs.
+#[derive(Clone)]
+pub struct ConvLayer {
+    /// The kind.
+    pub kind: ConvKind,
+    /// Input width.
+    pub in_dim: usize,
+    /// Output width per head.
+    pub out_dim: usize,
+    /// GCN's normalised adjacency, or SAGE's mean.
+    aggregation: Option<WeightedSum>,
+    /// GAT's attention kernel (graph with self-loops).
+    attention: Option<FusedGat>,
+}
+
+/// What a layer's forward pass needs besides its input and parameters.
+#[derive(Clone, Copy)]
+pub struct LayerInput {
+    /// Dropout applied to the attention coefficients (GAT), if training.
+    pub attention_dropout: Option<Dropout>,
+}
+
+impl ConvLayer {
+    /// A layer over `graph` (and, for GAT, `graph_with_loops`).
+    pub fn new(kind: ConvKind, in_dim: usize, out_dim: usize, graph: &Arc<GraphView>, graph_with_loops: Option<&Arc<GraphView>>) -> ConvLayer {
+        let (aggregation, attention) = match kind {
+            ConvKind::Gcn => (Some(WeightedSum::gcn(graph.clone())), None),
+            ConvKind::Sage => (Some(WeightedSum::mean(graph.clone())), None),
+            ConvKind::Gat { heads, .. } => (
+                None,
+                Some(FusedGat {
+                    graph: graph_with_loops.expect("GAT layers need the graph with self-loops").clone(),
+                    heads,
+                    negative_slope: 0.2,
+                    attention_dropout: None,
+                }),
+            ),
+        };
+        ConvLayer { kind, in_dim, out_dim, aggregation, attention }
+    }
+
+    /// Width of the output.
+    pub fn output_width(&self) -> usize {
+        match self.kind {
+            ConvKind::Gat { heads, concat: true } => heads * self.out_dim,
+            _ => self.out_dim,
+        }
+    }
+
+    /// Names and initial values of the parameters, in the order [`ConvLayer::forward`] takes.
+    pub fn init_params(&self, key: RngKey, dtype: DType) -> Result<Vec<(String, Tensor)>> {
+        let (i, o) = (self.in_dim, self.out_dim);
+        Ok(match self.kind {
+            ConvKind::Gcn => vec![
+                ("weight".into(), glorot(&[i, o], i, o, key.derive(0), dtype)?),
+                ("bias".into(), Tensor::zeros(&[o], dtype)),
+            ],
+            ConvKind::Sage => vec![
+                ("lin_l.weight".into(), kaiming_uniform(&[i, o], i, key.derive(0), dtype)?),
+                ("lin_l.bias".into(), kaiming_uniform(&[o], i, key.derive(1), dtype)?),
+                ("lin_r.weight".into(), kaiming_uniform(&[i, o], i, key.derive(2), dtype)?),
+            ],
+            ConvKind::Gat { heads, concat } => vec![
+                ("lin.weight".into(), glorot(&[i, heads * o], i, heads * o, key.derive(0), dtype)?),
+                ("att_src".into(), glorot(&[heads * o], heads, o, key.derive(1), dtype)?),
+                ("att_dst".into(), glorot(&[heads * o], heads, o, key.derive(2), dtype)?),
+                ("bias".into(), Tensor::zeros(&[if concat { heads * o } else { o }], dtype)),
+            ],
+        })
+    }
+
+    /// The layer's output for input `x` and parameters `p` (already in the compute dtype).
+    pub fn forward(&self, tape: &mut Tape, x: &Var, p: &[Var], input: LayerInput) -> Result<Var> {
+        // Aggregate on the narrower side: A (X W) when the layer narrows, (A X) W otherwise.
+        let narrowing = self.out_dim < self.in_dim;
+        match self.kind {
+            ConvKind::Gcn => {
+                let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
+                let h = if narrowing {
+                    let xw = ops::matmul(tape, x, &p[0])?;
+                    agg.apply(tape, &xw)?
+                } else {
+                    let ax = agg.apply(tape, x)?;
+                    ops::matmul(tape, &ax, &p[0])?
+                };
+                Ok(ops::add_bias(tape, &h, &p[1])?)
+            }
+            ConvKind::Sage => {
+                let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
+                let neigh = if narrowing {
+                    let xw = ops::matmul(tape, x, &p[0])?;
+                    agg.apply(tape, &xw)?
+                } else {
+                    let ax = agg.apply(tape, x)?;
+                    ops::matmul(tape, &ax, &p[0])?
+                };
+                let neigh = ops::add_bias(tape, &neigh, &p[1])?;
+                let root = ops::matmul(tape, x, &p[2])?;
+                Ok(ops::add(tape, &neigh, &root)?)
+            }
+            ConvKind::Gat { heads, concat } => {
+                let mut gat = self.attention.clone().expect("GAT has an attention kernel");
+                gat.attention_dropout = input.attention_dropout;
+                let h = ops::matmul(tape, x, &p[0])?;
+                let el = head_scores(tape, &h, &p[1], heads)?;
+                let er = head_scores(tape, &h, &p[2], heads)?;
+                let out = gat.apply(tape, &h, &el, &er)?;
+                let out = if concat { out } else { mean_heads(tape, &out, heads)? };
+                Ok(ops::add_bias(tape, &out, &p[3])?)
+            }
+        }
+    }
+}

@@ -1,0 +1,203 @@
+//! [`Model`]: a stack of convolutions with dropout and activations, as in the papers' and
+//! PyTorch Geometric's examples: `dropout -> conv -> activation` per hidden layer, then
+//! `dropout -> conv -> log_softmax`.
+
+use std::sync::Arc;
+
+use graphloom_graph::Csr;
+use graphloom_tensor::autodiff::ops::{self, Dropout};
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::rng::RngKey;
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+use crate::kernels::aggregate::to_tensor_error;
+use crate::layers::{ConvKind, ConvLayer, LayerInput};
+use crate::{Error, GraphView, Result};
+
+/// The model family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    /// Graph convolutional network.
+    Gcn,
+    /// GraphSAGE with mean aggregation.
+    Sage,
+    /// Graph attention network.
+    Gat,
+}
+
+impl Architecture {
+    /// Parses `gcn`, `sage` or `gat`.
+    pub fn parse(name: &str) -> Option<Architecture> {
+        Some(match name {
+            "gcn" => Architecture::Gcn,
+            "sage" | "graphsage" => Architecture::Sage,
+            "gat" => Architecture::Gat,
+            _ => return None,
+        })
+    }
+    /// The lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Architecture::Gcn => "gcn",
+            Architecture::Sage => "sage",
+            Architecture::Gat => "gat",
+        }
+    }
+}
+
+/// The shape and regularisation of a model.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// The model family.
+    pub arch: Architecture,
+    /// Input feature width.
+    pub in_dim: usize,
+    /// Hidden width (per head for GAT).
+    pub hidden: usize,
+    /// Number of classes.
+    pub out_dim: usize,
+    /// Number of convolutions (at least 1).
+    pub layers: usize,
+    /// GAT: heads of the hidden layers (concatenated).
+    pub heads: usize,
+    /// GAT: heads of the output layer (averaged).
+    pub out_heads: usize,
+    /// Dropout before every convolution.
+    pub dropout: f64,
+    /// GAT: dropout on the attention coefficients.
+    pub attention_dropout: f64,
+    /// The dtype activations are computed and stored in (parameters stay f32, or f64 for f64).
+    pub dtype: DType,
+    /// Recompute each layer's internals in the backward pass instead of keeping them.
+    pub checkpoint: bool,
+}
+
+/// Whether a forward pass trains (dropout on) and which step's random draws it uses.
+#[derive(Clone, Copy, Debug)]
+pub struct Mode {
+    /// Dropout on.
+    pub training: bool,
+    /// The run's seed.
+    pub seed: u64,
+    /// The step (epoch) number, part of every dropout key.
+    pub step: u64,
+}
+
+/// A named parameter tensor (f32, or f64 for f64 models).
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// `layers.{i}.{name}`.
+    pub name: String,
+    /// The value.
+    pub value: Tensor,
+}
+
+/// A GNN: layers, their parameters and the graph operators they use.
+pub struct Model {
+    /// The configuration.
+    pub cfg: ModelConfig,
+    layers: Vec<ConvLayer>,
+    /// Every parameter, layer by layer.
+    pub params: Vec<Param>,
+    /// The range of `params` each layer takes.
+    param_ranges: Vec<std::ops::Range<usize>>,
+}
+
+impl Model {
+    /// Builds the model over `graph` with parameters initialised from `seed`.
+    pub fn new(cfg: ModelConfig, graph: &Csr, seed: u64) -> Result<Model> {
+        if cfg.layers == 0 || cfg.hidden == 0 || cfg.out_dim == 0 || cfg.in_dim == 0 {
+            return Err(Error::Config(format!("layers, hidden, in_dim and out_dim must be positive: {cfg:?}")));
+        }
+        if !cfg.dtype.is_float() {
+            return Err(Error::Config(format!("compute dtype {} is not a float type", cfg.dtype)));
+        }
+        for (name, p) in [("dropout", cfg.dropout), ("attention dropout", cfg.attention_dropout)] {
+            if !(0.0..1.0).contains(&p) {
+                return Err(Error::Config(format!("{name} {p} is not in [0, 1)")));
+            }
+        }
+        let _g = category_scope(Category::Graph);
+        let view = Arc::new(GraphView::new(graph, false));
+        let looped = (cfg.arch == Architecture::Gat).then(|| Arc::new(GraphView::new(graph, true)));
+        drop(_g);
+        let mut layers = Vec::new();
+        let mut width = cfg.in_dim;
+        for l in 0..cfg.layers {
+            let last = l + 1 == cfg.layers;
+            let out = if last { cfg.out_dim } else { cfg.hidden };
+            let kind = match cfg.arch {
+                Architecture::Gcn => ConvKind::Gcn,
+                Architecture::Sage => ConvKind::Sage,
+                Architecture::Gat if last => ConvKind::Gat { heads: cfg.out_heads.max(1), concat: false },
+                Architecture::Gat => ConvKind::Gat { heads: cfg.heads.max(1), concat: true },
+            };
+            let layer = ConvLayer::new(kind, width, out, &view, looped.as_ref());
+            width = layer.output_width();
+            layers.push(layer);
+        }
+        let param_dtype = if cfg.dtype == DType::F64 { DType::F64 } else { DType::F32 };
+        let _g = category_scope(Category::Optimizer);
+        let mut params = Vec::new();
+        let mut param_ranges = Vec::new();
+        for (l, layer) in layers.iter().enumerate() {
+            let start = params.len();
+            for (name, value) in layer.init_params(RngKey::new(seed, u64::MAX, l as u64), param_dtype)? {
+                params.push(Param { name: format!("layers.{l}.{name}"), value });
+            }
+            param_ranges.push(start..params.len());
+        }
+        Ok(Model { cfg, layers, params, param_ranges })
+    }
+
+    /// The number of scalar parameters.
+    pub fn num_parameters(&self) -> usize {
+        self.params.iter().map(|p| p.value.numel()).sum()
+    }
+
+    /// Log-probabilities `[N, classes]` for input `x` (in the compute dtype) with parameters
+    /// `params` (on the tape, in the order of [`Model::params`]).
+    pub fn forward(&self, tape: &mut Tape, x: &Var, params: &[Var], mode: Mode) -> Result<Var> {
+        let mut h = x.clone();
+        for (l, layer) in self.layers.iter().enumerate() {
+            let last = l + 1 == self.layers.len();
+            let block = self.block(l, layer.clone(), last, mode);
+            let p = &params[self.param_ranges[l].clone()];
+            h = if self.cfg.checkpoint && tape.grad_enabled() {
+                let mut inputs: Vec<&Var> = vec![&h];
+                inputs.extend(p.iter());
+                tape.checkpoint(&inputs, block)?
+            } else {
+                let mut inputs = vec![h.clone()];
+                inputs.extend(p.iter().cloned());
+                block(tape, &inputs)?
+            };
+        }
+        // Class scores are few: take the softmax in f32 even when activations are bf16.
+        let h = if h.value().dtype() == DType::BF16 { ops::cast(tape, &h, DType::F32)? } else { h };
+        Ok(ops::log_softmax(tape, &h)?)
+    }
+
+    /// Layer `l` as a pure function of its input and parameters: dropout, convolution and,
+    /// unless last, the activation. Checkpointing reruns exactly this in the backward pass.
+    fn block(&self, l: usize, layer: ConvLayer, last: bool, mode: Mode) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
+        let cfg = self.cfg.clone();
+        move |tape: &mut Tape, v: &[Var]| {
+            let dropout = |purpose: u64, p: f64| (mode.training && p > 0.0).then(|| Dropout { p, key: RngKey::new(mode.seed, mode.step, purpose) });
+            let mut h = v[0].clone();
+            if let Some(rule) = dropout(2 * l as u64, cfg.dropout) {
+                h = ops::dropout(tape, &h, rule, None)?;
+            }
+            let params = v[1..].iter().map(|p| ops::cast(tape, p, cfg.dtype)).collect::<graphloom_tensor::Result<Vec<_>>>()?;
+            let input = LayerInput { attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout) };
+            let out = layer.forward(tape, &h, &params, input).map_err(to_tensor_error)?;
+            if last {
+                return Ok(out);
+            }
+            match cfg.arch {
+                Architecture::Gat => ops::elu(tape, &out, 1.0),
+                _ => ops::relu(tape, &out),
+            }
+        }
+    }
+}

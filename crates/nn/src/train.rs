@@ -1,0 +1,188 @@
+//! Full-batch training on one worker: forward over the whole graph, loss on the training
+//! nodes, backward, optimizer step; evaluation with dropout off after every epoch; model
+//! selection by the best validation accuracy.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use graphloom_graph::Dataset;
+use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::memory::{category_scope, thread_tracker, Category, MemoryReport};
+use graphloom_tensor::{RssReport, Tape, Tensor, Var};
+
+use crate::model::{Mode, Model, ModelConfig, Param};
+use crate::optim::{Optimizer, OptimizerKind};
+use crate::{Error, Result};
+
+/// How to train.
+#[derive(Clone, Debug)]
+pub struct TrainConfig {
+    /// Maximum number of epochs.
+    pub epochs: usize,
+    /// Learning rate.
+    pub lr: f64,
+    /// Weight decay.
+    pub weight_decay: f64,
+    /// The update rule.
+    pub optimizer: OptimizerKind,
+    /// Stop when the validation accuracy has not improved for this many epochs.
+    pub patience: Option<usize>,
+    /// Seed of initialisation and dropout.
+    pub seed: u64,
+}
+
+/// What one epoch measured.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EpochRecord {
+    /// Epoch number, from 1.
+    pub epoch: usize,
+    /// Training loss of the epoch's step (with dropout).
+    pub loss: f64,
+    /// Accuracies after the step, with dropout off.
+    pub train_acc: f64,
+    /// Validation accuracy.
+    pub val_acc: f64,
+    /// Test accuracy.
+    pub test_acc: f64,
+    /// Seconds of the training step (forward, backward, update), without evaluation.
+    pub seconds: f64,
+    /// The most tracked bytes held at once so far.
+    pub peak_bytes: usize,
+}
+
+/// The outcome of a run.
+pub struct TrainReport {
+    /// One record per epoch run.
+    pub epochs: Vec<EpochRecord>,
+    /// The epoch with the best validation accuracy (the first of equals).
+    pub best_epoch: usize,
+    /// Its validation accuracy.
+    pub best_val_acc: f64,
+    /// Its test accuracy.
+    pub test_acc: f64,
+    /// The parameters after the best epoch.
+    pub best_params: Vec<Param>,
+    /// Tracked memory of this worker: current and peak bytes per category.
+    pub memory: MemoryReport,
+    /// The process's resident memory at the end.
+    pub rss: RssReport,
+}
+
+impl TrainReport {
+    /// Mean seconds of the training step over the epochs, leaving out the first (warm-up)
+    /// when there are more than one.
+    pub fn mean_epoch_seconds(&self) -> f64 {
+        let timed = if self.epochs.len() > 1 { &self.epochs[1..] } else { &self.epochs[..] };
+        timed.iter().map(|e| e.seconds).sum::<f64>() / timed.len().max(1) as f64
+    }
+}
+
+/// The share of `idx` whose row of `logp` has its largest entry at the label.
+pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
+    if idx.is_empty() {
+        return 0.0;
+    }
+    let (_, c) = logp.dims2();
+    let v = logp.to_vec_f64();
+    let correct = idx
+        .iter()
+        .filter(|&&i| {
+            let row = &v[i * c..(i + 1) * c];
+            let mut best = 0;
+            for j in 1..c {
+                if row[j] > row[best] {
+                    best = j;
+                }
+            }
+            best as i64 == labels[i]
+        })
+        .count();
+    correct as f64 / idx.len() as f64
+}
+
+/// Trains `cfg` on `ds`, calling `on_epoch` after every epoch. The features must already be in
+/// the model's compute dtype.
+pub fn train_full_batch(ds: &Dataset, cfg: ModelConfig, tc: &TrainConfig, mut on_epoch: impl FnMut(&EpochRecord)) -> Result<TrainReport> {
+    if ds.features.dtype() != cfg.dtype {
+        return Err(Error::Config(format!("features are {}, the model computes in {}", ds.features.dtype(), cfg.dtype)));
+    }
+    if ds.train_idx.is_empty() {
+        return Err(Error::Config("the dataset has no training nodes".into()));
+    }
+    let mut model = Model::new(cfg, &ds.graph, tc.seed)?;
+    let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
+    let rows: Arc<[usize]> = ds.train_idx.clone().into();
+    let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
+    let x = Var::constant(ds.features.clone());
+    let mut records = Vec::new();
+    let mut best: Option<(usize, f64, f64, Vec<Tensor>)> = None;
+    for epoch in 1..=tc.epochs {
+        let start = Instant::now();
+        let loss = {
+            let _g = category_scope(Category::Activations);
+            let mut tape = Tape::new();
+            let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
+            let mode = Mode { training: true, seed: tc.seed, step: epoch as u64 };
+            let logp = model.forward(&mut tape, &x, &vars, mode)?;
+            let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels.clone(), rows.len() as f64)?;
+            drop(logp);
+            let mut grads = tape.backward(&loss)?;
+            let grads: Vec<Tensor> = vars
+                .iter()
+                .zip(&values)
+                .map(|(v, p)| grads.take(v).unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype())))
+                .collect();
+            drop(vars);
+            {
+                let _g = category_scope(Category::Optimizer);
+                opt.step(&mut values, &grads)?;
+            }
+            loss.value().scalar_f64()?
+        };
+        let seconds = start.elapsed().as_secs_f64();
+        if !loss.is_finite() {
+            return Err(Error::Config(format!("the loss became {loss} at epoch {epoch}; lower the learning rate")));
+        }
+        let logp = {
+            let _g = category_scope(Category::Activations);
+            let mut tape = Tape::no_grad();
+            let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
+            model.forward(&mut tape, &x, &vars, Mode { training: false, seed: tc.seed, step: 0 })?.value().clone()
+        };
+        let record = EpochRecord {
+            epoch,
+            loss,
+            train_acc: accuracy(&logp, &ds.labels, &ds.train_idx),
+            val_acc: accuracy(&logp, &ds.labels, &ds.valid_idx),
+            test_acc: accuracy(&logp, &ds.labels, &ds.test_idx),
+            seconds,
+            peak_bytes: thread_tracker().report().total_peak,
+        };
+        drop(logp);
+        on_epoch(&record);
+        let improved = best.as_ref().is_none_or(|b| record.val_acc > b.1);
+        if improved {
+            best = Some((epoch, record.val_acc, record.test_acc, values.clone()));
+        }
+        records.push(record);
+        if let (Some(p), Some(b)) = (tc.patience, best.as_ref()) {
+            if epoch - b.0 >= p {
+                break;
+            }
+        }
+    }
+    let (best_epoch, best_val_acc, test_acc, best_values) = best.ok_or_else(|| Error::Config("no epoch was run".into()))?;
+    for (p, v) in model.params.iter_mut().zip(best_values) {
+        p.value = v;
+    }
+    Ok(TrainReport {
+        epochs: records,
+        best_epoch,
+        best_val_acc,
+        test_acc,
+        best_params: model.params,
+        memory: thread_tracker().report(),
+        rss: RssReport::read(),
+    })
+}
