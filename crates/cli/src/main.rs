@@ -1,1 +1,45 @@
-fn main() {}
+//! The `graphloom` command: prepare datasets, inspect them, train GNNs and benchmark.
+
+mod bench;
+mod bench_fullbatch;
+mod info;
+mod output;
+mod plot;
+mod prepare;
+mod train;
+
+use clap::{Parser, Subcommand};
+
+/// Train graph neural networks on graphs too large for one memory.
+#[derive(Parser)]
+#[command(name = "graphloom", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Convert a published dataset (or generate one) into a dataset directory.
+    Prepare(prepare::PrepareArgs),
+    /// Print a dataset's shape, degrees and memory footprint.
+    Info(info::InfoArgs),
+    /// Train a GCN, GraphSAGE or GAT model (full batch, one worker).
+    Train(train::TrainArgs),
+    /// Measure speed and memory against baselines.
+    Bench(bench::BenchArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Prepare(a) => prepare::run(a),
+        Command::Info(a) => info::run(a),
+        Command::Train(a) => train::run(a).map(|_| ()),
+        Command::Bench(a) => bench::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}

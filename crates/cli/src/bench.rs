@@ -1,0 +1,23 @@
+//! `graphloom bench`: speed and memory against baselines measured in the same run.
+
+use anyhow::Result;
+use clap::{Args, Subcommand};
+
+/// Arguments of `graphloom bench`.
+#[derive(Args)]
+pub(crate) struct BenchArgs {
+    #[command(subcommand)]
+    which: Which,
+}
+
+#[derive(Subcommand)]
+enum Which {
+    /// Full-batch epochs of GCN, GraphSAGE and GAT against DGL and PyG on the same dataset.
+    Fullbatch(crate::bench_fullbatch::FullbatchArgs),
+}
+
+pub(crate) fn run(args: BenchArgs) -> Result<()> {
+    match args.which {
+        Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
+    }
+}

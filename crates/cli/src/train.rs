@@ -1,0 +1,243 @@
+//! `graphloom train`: full-batch training on one worker.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use graphloom_graph::convert::synthetic;
+use graphloom_graph::Dataset;
+use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
+use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::{Category as Cat, DType};
+use serde_json::json;
+
+use crate::output;
+
+/// Arguments of `graphloom train`.
+#[derive(Args, Clone)]
+pub(crate) struct TrainArgs {
+    /// Dataset directory; without it, a small synthetic graph is generated in memory.
+    #[arg(long)]
+    pub(crate) dataset: Option<PathBuf>,
+    /// Model: gcn, sage or gat.
+    #[arg(long, default_value = "gcn")]
+    pub(crate) model: String,
+    /// Number of layers.
+    #[arg(long, default_value_t = 2)]
+    pub(crate) layers: usize,
+    /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8].
+    #[arg(long)]
+    pub(crate) hidden: Option<usize>,
+    /// GAT: heads of the hidden layers.
+    #[arg(long, default_value_t = 8)]
+    pub(crate) heads: usize,
+    /// GAT: heads of the output layer (averaged).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) out_heads: usize,
+    /// Dropout before each layer [default: 0.5, gat 0.6].
+    #[arg(long)]
+    pub(crate) dropout: Option<f64>,
+    /// GAT: dropout on attention coefficients [default: the --dropout value].
+    #[arg(long)]
+    pub(crate) attention_dropout: Option<f64>,
+    /// Learning rate [default: 0.01, gat 0.005].
+    #[arg(long)]
+    pub(crate) lr: Option<f64>,
+    /// Weight decay.
+    #[arg(long, default_value_t = 5e-4)]
+    pub(crate) weight_decay: f64,
+    /// Optimizer: adam, adamw or sgd.
+    #[arg(long, default_value = "adam")]
+    pub(crate) optimizer: String,
+    /// Number of epochs.
+    #[arg(long, default_value_t = 200)]
+    pub(crate) epochs: usize,
+    /// Stop after this many epochs without a better validation accuracy.
+    #[arg(long)]
+    pub(crate) patience: Option<usize>,
+    /// Seed of initialisation and dropout.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) seed: u64,
+    /// Worker threads for the kernels [default: all cores].
+    #[arg(long)]
+    pub(crate) threads: Option<usize>,
+    /// Storage and compute dtype of features and activations: f32, bf16 or f64.
+    #[arg(long, default_value = "f32")]
+    pub(crate) dtype: String,
+    /// Recompute each layer in the backward pass instead of keeping its activations.
+    #[arg(long)]
+    pub(crate) checkpoint: bool,
+    /// Write a JSON summary of the run here.
+    #[arg(long)]
+    pub(crate) summary_json: Option<PathBuf>,
+    /// Save the best model's parameters here (safetensors).
+    #[arg(long)]
+    pub(crate) save_model: Option<PathBuf>,
+    /// Draw loss, accuracy and memory curves into this PNG.
+    #[arg(long)]
+    pub(crate) plot: Option<PathBuf>,
+    /// Print only the final line.
+    #[arg(long)]
+    pub(crate) quiet: bool,
+}
+
+/// Loads the dataset, or generates the default synthetic one.
+fn load_dataset(args: &TrainArgs) -> Result<Dataset> {
+    let _g = category_scope(Category::Features);
+    match &args.dataset {
+        Some(dir) => Ok(Dataset::load(dir)?),
+        None => Ok(synthetic::generate(&synthetic::SyntheticConfig {
+            nodes: 20_000,
+            avg_degree: 10,
+            feat_dim: 64,
+            classes: 8,
+            seed: args.seed,
+            ..Default::default()
+        })?),
+    }
+}
+
+fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelConfig> {
+    let arch = Architecture::parse(&args.model).with_context(|| format!("--model must be gcn, sage or gat, not '{}'", args.model))?;
+    let gat = arch == Architecture::Gat;
+    let dropout = args.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
+    Ok(ModelConfig {
+        arch,
+        in_dim: ds.meta.feat_dim,
+        hidden: args.hidden.unwrap_or(match arch {
+            Architecture::Gcn => 16,
+            Architecture::Sage => 64,
+            Architecture::Gat => 8,
+        }),
+        out_dim: ds.meta.num_classes,
+        layers: args.layers,
+        heads: args.heads,
+        out_heads: args.out_heads,
+        dropout,
+        attention_dropout: if gat { args.attention_dropout.unwrap_or(dropout) } else { 0.0 },
+        dtype,
+        checkpoint: args.checkpoint,
+    })
+}
+
+/// Runs `graphloom train`; returns the report for callers that measure it (the benchmark).
+pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
+    if let Some(t) = args.threads {
+        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
+    }
+    let dtype = match DType::parse(&args.dtype) {
+        Some(d) if d.is_float() => d,
+        _ => bail!("--dtype must be f32, bf16 or f64, not '{}'", args.dtype),
+    };
+    let optimizer = OptimizerKind::parse(&args.optimizer).with_context(|| format!("--optimizer must be adam, adamw or sgd, not '{}'", args.optimizer))?;
+    let mut ds = load_dataset(&args)?;
+    if ds.meta.feat_dim == 0 {
+        bail!("the dataset has no node features");
+    }
+    {
+        let _g = category_scope(Category::Features);
+        ds.features = ds.features.cast(dtype)?;
+    }
+    let cfg = model_config(&args, &ds, dtype)?;
+    let arch = cfg.arch;
+    let tc = TrainConfig {
+        epochs: args.epochs,
+        lr: args.lr.unwrap_or(if arch == Architecture::Gat { 0.005 } else { 0.01 }),
+        weight_decay: args.weight_decay,
+        optimizer,
+        patience: args.patience,
+        seed: args.seed,
+    };
+    let pb = output::bar(args.epochs as u64, arch.name());
+    if args.quiet {
+        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let quiet = args.quiet;
+    let report = train_full_batch(&ds, cfg, &tc, |r| {
+        pb.inc(1);
+        pb.set_message(format!("loss {:.4} val {:.4}", r.loss, r.val_acc));
+        if !quiet {
+            pb.println(format!(
+                "epoch {:4}  loss {:.4}  train {:.4}  val {:.4}  test {:.4}  {:.3}s  peak {:.1} MiB",
+                r.epoch,
+                r.loss,
+                r.train_acc,
+                r.val_acc,
+                r.test_acc,
+                r.seconds,
+                r.peak_bytes as f64 / (1 << 20) as f64
+            ));
+        }
+    })?;
+    pb.finish_and_clear();
+    println!(
+        "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
+        arch.name(),
+        ds.meta.name,
+        report.test_acc,
+        report.best_epoch,
+        report.best_val_acc,
+        report.mean_epoch_seconds(),
+        report.memory.total_peak as f64 / (1 << 20) as f64,
+        report.rss.peak_bytes as f64 / (1 << 20) as f64
+    );
+    if let Some(path) = &args.summary_json {
+        output::write_json(path, &summary(&args, &ds, &report))?;
+    }
+    if let Some(path) = &args.plot {
+        output_plot(path, &format!("{} on {}", arch.name(), ds.meta.name), &report)?;
+    }
+    if let Some(path) = &args.save_model {
+        save_model(path, &report)?;
+    }
+    Ok(report)
+}
+
+fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
+    crate::plot::training_curves(path, title, &report.epochs).with_context(|| format!("drawing {}", path.display()))
+}
+
+fn summary(args: &TrainArgs, ds: &Dataset, r: &TrainReport) -> serde_json::Value {
+    let peak: serde_json::Map<String, serde_json::Value> = Cat::ALL.iter().map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c)))).collect();
+    json!({
+        "dataset": ds.meta.name,
+        "model": args.model,
+        "dtype": args.dtype,
+        "checkpoint": args.checkpoint,
+        "seed": args.seed,
+        "test_acc": r.test_acc,
+        "best_val_acc": r.best_val_acc,
+        "best_epoch": r.best_epoch,
+        "epochs": r.epochs.len(),
+        "final_train_loss": r.epochs.last().map(|e| e.loss),
+        "mean_epoch_seconds": r.mean_epoch_seconds(),
+        "peak_rss_bytes": r.rss.peak_bytes,
+        "rss": { "anon_bytes": r.rss.anon_bytes, "file_bytes": r.rss.file_bytes, "shmem_bytes": r.rss.shmem_bytes },
+        "peak_bytes": peak,
+        "peak_total_bytes": r.memory.total_peak,
+        "history": r.epochs.iter().map(|e| json!({
+            "epoch": e.epoch, "loss": e.loss, "train_acc": e.train_acc, "val_acc": e.val_acc,
+            "test_acc": e.test_acc, "seconds": e.seconds, "peak_bytes": e.peak_bytes,
+        })).collect::<Vec<_>>(),
+    })
+}
+
+/// Saves the best parameters as f32 safetensors, named `layers.{i}.{name}`.
+fn save_model(path: &std::path::Path, report: &TrainReport) -> Result<()> {
+    let tensors: Vec<(String, Vec<u8>, Vec<usize>)> = report
+        .best_params
+        .iter()
+        .map(|p| {
+            let v = p.value.cast(DType::F32)?;
+            let bytes = v.as_slice::<f32>()?.iter().flat_map(|x| x.to_le_bytes()).collect();
+            Ok((p.name.clone(), bytes, p.value.shape().to_vec()))
+        })
+        .collect::<Result<_>>()?;
+    let views = tensors
+        .iter()
+        .map(|(n, b, s)| Ok((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?)))
+        .collect::<Result<Vec<_>>>()?;
+    let bytes = safetensors::tensor::serialize(views, &None)?;
+    graphloom_graph::write_atomic(path, |w| std::io::Write::write_all(w, &bytes)).with_context(|| format!("writing {}", path.display()))
+}
