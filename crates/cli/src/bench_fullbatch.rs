@@ -43,45 +43,91 @@ fn ensure_dataset(dir: &Path) -> Result<()> {
     if dir.join("meta.json").exists() {
         return Ok(());
     }
-    eprintln!("generating {} (100,000 nodes, 2,000,000 edges, 128 features, 47 classes)", dir.display());
-    let ds = generate(&SyntheticConfig { nodes: 100_000, avg_degree: 20, feat_dim: 128, classes: 47, seed: 0, ..Default::default() })?;
+    eprintln!(
+        "generating {} (100,000 nodes, 2,000,000 edges, 128 features, 47 classes)",
+        dir.display()
+    );
+    let ds = generate(&SyntheticConfig {
+        nodes: 100_000,
+        avg_degree: 20,
+        feat_dim: 128,
+        classes: 47,
+        seed: 0,
+        ..Default::default()
+    })?;
     ds.save(dir)?;
     Ok(())
 }
 
 fn baselines_dir(arg: &Option<PathBuf>) -> PathBuf {
     arg.clone().unwrap_or_else(|| {
-        std::env::var_os("GRAPHLOOM_SHARED").map(PathBuf::from).unwrap_or_else(|| PathBuf::from("../shared")).join("baselines")
+        std::env::var_os("GRAPHLOOM_SHARED")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("../shared"))
+            .join("baselines")
     })
 }
 
 /// The interpreter of a peer: `$DGL_PYTHON`/`$PYG_PYTHON`, else `.venv-dgl`/`.venv-pyg`.
 fn python_for(system: &str) -> Option<PathBuf> {
     let var = format!("{}_PYTHON", system.to_uppercase());
-    let p = std::env::var_os(&var).map(PathBuf::from).unwrap_or_else(|| PathBuf::from(format!(".venv-{system}/bin/python")));
+    let p = std::env::var_os(&var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!(".venv-{system}/bin/python")));
     p.exists().then_some(p)
 }
 
 fn last_json_line(stdout: &[u8]) -> Result<Value> {
     let text = String::from_utf8_lossy(stdout);
-    let line = text.lines().rev().find(|l| l.trim_start().starts_with('{')).context("no JSON line in the output")?;
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line in the output")?;
     Ok(serde_json::from_str(line)?)
 }
 
 fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
-    let summary = std::env::temp_dir().join(format!("graphloom-bench-{}-{model}.json", std::process::id()));
-    let hidden = if model == "gat" { args.hidden / args.heads } else { args.hidden };
+    let summary = std::env::temp_dir().join(format!(
+        "graphloom-bench-{}-{model}.json",
+        std::process::id()
+    ));
+    let hidden = if model == "gat" {
+        args.hidden / args.heads
+    } else {
+        args.hidden
+    };
     let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["train", "--quiet", "--model", model, "--dataset"]).arg(&args.dataset);
-    cmd.args(["--hidden", &hidden.to_string(), "--heads", &args.heads.to_string(), "--out-heads", "1"]);
-    cmd.args(["--epochs", &(args.epochs + 1).to_string(), "--dropout", "0.5", "--attention-dropout", "0", "--lr", "0.01"]);
+    cmd.args(["train", "--quiet", "--model", model, "--dataset"])
+        .arg(&args.dataset);
+    cmd.args([
+        "--hidden",
+        &hidden.to_string(),
+        "--heads",
+        &args.heads.to_string(),
+        "--out-heads",
+        "1",
+    ]);
+    cmd.args([
+        "--epochs",
+        &(args.epochs + 1).to_string(),
+        "--dropout",
+        "0.5",
+        "--attention-dropout",
+        "0",
+        "--lr",
+        "0.01",
+    ]);
     cmd.arg("--summary-json").arg(&summary);
     if let Some(t) = args.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
     let out = cmd.output()?;
     if !out.status.success() {
-        bail!("graphloom train failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "graphloom train failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
     let _ = std::fs::remove_file(&summary);
@@ -89,17 +135,33 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
 }
 
 fn run_peer(args: &FullbatchArgs, system: &str, model: &str) -> Result<Option<Value>> {
-    let Some(python) = python_for(system) else { return Ok(None) };
+    let Some(python) = python_for(system) else {
+        return Ok(None);
+    };
     let script = baselines_dir(&args.baselines).join(format!("{system}_fullbatch.py"));
     let mut cmd = Command::new(python);
     cmd.arg(&script).arg(&args.dataset);
-    cmd.args(["--model", model, "--hidden", &args.hidden.to_string(), "--heads", &args.heads.to_string(), "--epochs", &args.epochs.to_string()]);
+    cmd.args([
+        "--model",
+        model,
+        "--hidden",
+        &args.hidden.to_string(),
+        "--heads",
+        &args.heads.to_string(),
+        "--epochs",
+        &args.epochs.to_string(),
+    ]);
     if let Some(t) = args.threads {
         cmd.args(["--threads", &t.to_string()]);
     }
-    let out = cmd.output().with_context(|| format!("running {}", script.display()))?;
+    let out = cmd
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
     if !out.status.success() {
-        bail!("{system} baseline failed: {}", String::from_utf8_lossy(&out.stderr));
+        bail!(
+            "{system} baseline failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     Ok(Some(last_json_line(&out.stdout)?))
 }
@@ -108,29 +170,53 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
     ensure_dataset(&args.dataset)?;
     for system in ["dgl", "pyg"] {
         if python_for(system).is_none() && !args.json {
-            eprintln!("{system}: not installed (set {}_PYTHON or create .venv-{system}); skipped", system.to_uppercase());
+            eprintln!(
+                "{system}: not installed (set {}_PYTHON or create .venv-{system}); skipped",
+                system.to_uppercase()
+            );
         }
     }
     if !args.json {
-        println!("{:<6} {:<10} {:>14} {:>16} {:>12} {:>12}", "model", "system", "epoch seconds", "peak RSS MiB", "time ratio", "memory ratio");
+        println!(
+            "{:<6} {:<10} {:>14} {:>16} {:>12} {:>12}",
+            "model", "system", "epoch seconds", "peak RSS MiB", "time ratio", "memory ratio"
+        );
     }
     for model in &args.models {
         let ours = run_graphloom(&args, model)?;
-        let (our_t, our_m) = (ours["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN), ours["peak_rss_bytes"].as_f64().unwrap_or(f64::NAN));
+        let (our_t, our_m) = (
+            ours["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN),
+            ours["peak_rss_bytes"].as_f64().unwrap_or(f64::NAN),
+        );
         let mut rows = vec![("graphloom".to_string(), our_t, our_m)];
         for system in ["dgl", "pyg"] {
             if let Some(v) = run_peer(&args, system, model)? {
-                rows.push((system.to_string(), v["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN), v["peak_rss_bytes"].as_f64().unwrap_or(f64::NAN)));
+                rows.push((
+                    system.to_string(),
+                    v["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN),
+                    v["peak_rss_bytes"].as_f64().unwrap_or(f64::NAN),
+                ));
             }
         }
         for (system, t, m) in &rows {
             // Ratios are the peer's figure over GraphLoom's: above 1, GraphLoom is faster/smaller.
             let (tr, mr) = (t / our_t, m / our_m);
             if args.json {
-                println!("{}", json!({"system": system, "model": model, "mean_epoch_seconds": t, "peak_rss_bytes": *m as u64,
-                    "time_ratio_vs_graphloom": tr, "memory_ratio_vs_graphloom": mr}));
+                println!(
+                    "{}",
+                    json!({"system": system, "model": model, "mean_epoch_seconds": t, "peak_rss_bytes": *m as u64,
+                    "time_ratio_vs_graphloom": tr, "memory_ratio_vs_graphloom": mr})
+                );
             } else {
-                println!("{:<6} {:<10} {:>14.3} {:>16.1} {:>12.2} {:>12.2}", model, system, t, m / (1 << 20) as f64, tr, mr);
+                println!(
+                    "{:<6} {:<10} {:>14.3} {:>16.1} {:>12.2} {:>12.2}",
+                    model,
+                    system,
+                    t,
+                    m / (1 << 20) as f64,
+                    tr,
+                    mr
+                );
             }
         }
     }

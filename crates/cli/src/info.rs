@@ -33,10 +33,26 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
     let isolated = deg.iter().take_while(|&&d| d == 0).count();
     println!("dataset    {} ({})", m.name, args.dataset.display());
     println!("nodes      {}", m.num_nodes);
-    println!("edges      {} ({})", m.num_edges, if m.directed { "directed" } else { "both directions stored" });
-    println!("features   {} x {} {}", m.num_nodes, m.feat_dim, m.feat_dtype);
+    println!(
+        "edges      {} ({})",
+        m.num_edges,
+        if m.directed {
+            "directed"
+        } else {
+            "both directions stored"
+        }
+    );
+    println!(
+        "features   {} x {} {}",
+        m.num_nodes, m.feat_dim, m.feat_dtype
+    );
     println!("classes    {}", m.num_classes);
-    println!("split      train {}, valid {}, test {}", ds.train_idx.len(), ds.valid_idx.len(), ds.test_idx.len());
+    println!(
+        "split      train {}, valid {}, test {}",
+        ds.train_idx.len(),
+        ds.valid_idx.len(),
+        ds.test_idx.len()
+    );
     println!(
         "in-degree  mean {:.2}, median {}, p99 {}, max {}, isolated {}",
         m.num_edges as f64 / n as f64,
@@ -45,6 +61,11 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         deg[n - 1],
         isolated
     );
-    println!("memory     graph {}, features {}, labels {}", human(ds.graph.bytes()), human(ds.features.bytes()), human(ds.labels.len() * 8));
+    println!(
+        "memory     graph {}, features {}, labels {}",
+        human(ds.graph.bytes()),
+        human(ds.features.bytes()),
+        human(ds.labels.len() * 8)
+    );
     Ok(())
 }

@@ -8,7 +8,9 @@ use indicatif::{ProgressBar, ProgressStyle};
 /// A spinner on stderr for work of unknown length (hidden when stderr is not a terminal).
 pub(crate) fn spinner(msg: &str) -> ProgressBar {
     let pb = ProgressBar::new_spinner();
-    pb.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+    pb.set_style(
+        ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"),
+    );
     pb.set_message(msg.to_string());
     pb.enable_steady_tick(std::time::Duration::from_millis(120));
     pb

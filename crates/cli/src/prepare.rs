@@ -68,7 +68,10 @@ impl SyntheticArgs {
     pub(crate) fn config(&self) -> Result<synthetic::SyntheticConfig> {
         let feat_dtype = match DType::parse(&self.feat_dtype) {
             Some(d @ (DType::F32 | DType::BF16)) => d,
-            _ => bail!("--feat-dtype must be f32 or bf16, not '{}'", self.feat_dtype),
+            _ => bail!(
+                "--feat-dtype must be f32 or bf16, not '{}'",
+                self.feat_dtype
+            ),
         };
         if self.nodes < 2 || self.classes == 0 || self.feat_dim == 0 {
             bail!("--nodes must be at least 2, --classes and --feat-dim positive");

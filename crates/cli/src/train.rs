@@ -99,7 +99,8 @@ fn load_dataset(args: &TrainArgs) -> Result<Dataset> {
 }
 
 fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelConfig> {
-    let arch = Architecture::parse(&args.model).with_context(|| format!("--model must be gcn, sage or gat, not '{}'", args.model))?;
+    let arch = Architecture::parse(&args.model)
+        .with_context(|| format!("--model must be gcn, sage or gat, not '{}'", args.model))?;
     let gat = arch == Architecture::Gat;
     let dropout = args.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
     Ok(ModelConfig {
@@ -115,7 +116,11 @@ fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelCon
         heads: args.heads,
         out_heads: args.out_heads,
         dropout,
-        attention_dropout: if gat { args.attention_dropout.unwrap_or(dropout) } else { 0.0 },
+        attention_dropout: if gat {
+            args.attention_dropout.unwrap_or(dropout)
+        } else {
+            0.0
+        },
         dtype,
         checkpoint: args.checkpoint,
     })
@@ -124,13 +129,21 @@ fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelCon
 /// Runs `graphloom train`; returns the report for callers that measure it (the benchmark).
 pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     if let Some(t) = args.threads {
-        rayon::ThreadPoolBuilder::new().num_threads(t).build_global().ok();
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(t)
+            .build_global()
+            .ok();
     }
     let dtype = match DType::parse(&args.dtype) {
         Some(d) if d.is_float() => d,
         _ => bail!("--dtype must be f32, bf16 or f64, not '{}'", args.dtype),
     };
-    let optimizer = OptimizerKind::parse(&args.optimizer).with_context(|| format!("--optimizer must be adam, adamw or sgd, not '{}'", args.optimizer))?;
+    let optimizer = OptimizerKind::parse(&args.optimizer).with_context(|| {
+        format!(
+            "--optimizer must be adam, adamw or sgd, not '{}'",
+            args.optimizer
+        )
+    })?;
     let mut ds = load_dataset(&args)?;
     if ds.meta.feat_dim == 0 {
         bail!("the dataset has no node features");
@@ -143,7 +156,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     let arch = cfg.arch;
     let tc = TrainConfig {
         epochs: args.epochs,
-        lr: args.lr.unwrap_or(if arch == Architecture::Gat { 0.005 } else { 0.01 }),
+        lr: args.lr.unwrap_or(if arch == Architecture::Gat {
+            0.005
+        } else {
+            0.01
+        }),
         weight_decay: args.weight_decay,
         optimizer,
         patience: args.patience,
@@ -186,7 +203,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         output::write_json(path, &summary(&args, &ds, &report))?;
     }
     if let Some(path) = &args.plot {
-        output_plot(path, &format!("{} on {}", arch.name(), ds.meta.name), &report)?;
+        output_plot(
+            path,
+            &format!("{} on {}", arch.name(), ds.meta.name),
+            &report,
+        )?;
     }
     if let Some(path) = &args.save_model {
         save_model(path, &report)?;
@@ -195,11 +216,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
 }
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
-    crate::plot::training_curves(path, title, &report.epochs).with_context(|| format!("drawing {}", path.display()))
+    crate::plot::training_curves(path, title, &report.epochs)
+        .with_context(|| format!("drawing {}", path.display()))
 }
 
 fn summary(args: &TrainArgs, ds: &Dataset, r: &TrainReport) -> serde_json::Value {
-    let peak: serde_json::Map<String, serde_json::Value> = Cat::ALL.iter().map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c)))).collect();
+    let peak: serde_json::Map<String, serde_json::Value> = Cat::ALL
+        .iter()
+        .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
+        .collect();
     json!({
         "dataset": ds.meta.name,
         "model": args.model,
@@ -230,14 +255,24 @@ fn save_model(path: &std::path::Path, report: &TrainReport) -> Result<()> {
         .iter()
         .map(|p| {
             let v = p.value.cast(DType::F32)?;
-            let bytes = v.as_slice::<f32>()?.iter().flat_map(|x| x.to_le_bytes()).collect();
+            let bytes = v
+                .as_slice::<f32>()?
+                .iter()
+                .flat_map(|x| x.to_le_bytes())
+                .collect();
             Ok((p.name.clone(), bytes, p.value.shape().to_vec()))
         })
         .collect::<Result<_>>()?;
     let views = tensors
         .iter()
-        .map(|(n, b, s)| Ok((n.clone(), safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?)))
+        .map(|(n, b, s)| {
+            Ok((
+                n.clone(),
+                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?,
+            ))
+        })
         .collect::<Result<Vec<_>>>()?;
     let bytes = safetensors::tensor::serialize(views, &None)?;
-    graphloom_graph::write_atomic(path, |w| std::io::Write::write_all(w, &bytes)).with_context(|| format!("writing {}", path.display()))
+    graphloom_graph::write_atomic(path, |w| std::io::Write::write_all(w, &bytes))
+        .with_context(|| format!("writing {}", path.display()))
 }

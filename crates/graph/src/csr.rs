@@ -75,7 +75,10 @@ impl Csr {
 
     /// The in-degree of every node.
     pub fn in_degrees(&self) -> Vec<usize> {
-        self.row_ptr.windows(2).map(|w| (w[1] - w[0]) as usize).collect()
+        self.row_ptr
+            .windows(2)
+            .map(|w| (w[1] - w[0]) as usize)
+            .collect()
     }
 
     /// The out-degree of every node.
@@ -183,9 +186,15 @@ mod tests {
         assert_eq!(u.in_neighbors(0), &[1]);
         assert_eq!(u.in_neighbors(1), &[0, 2]);
         assert_eq!(u.in_neighbors(2), &[1]);
-        let bad = Csr { row_ptr: vec![0, 2], col_idx: vec![0, 5] };
+        let bad = Csr {
+            row_ptr: vec![0, 2],
+            col_idx: vec![0, 5],
+        };
         assert!(bad.check().unwrap_err().contains("csr_col_idx[1] = 5"));
-        let bad = Csr { row_ptr: vec![0, 1], col_idx: vec![0, 0] };
+        let bad = Csr {
+            row_ptr: vec![0, 1],
+            col_idx: vec![0, 0],
+        };
         assert!(bad.check().unwrap_err().contains("ends at 1"));
     }
 }

@@ -66,42 +66,84 @@ impl Dataset {
     pub fn load(dir: &Path) -> Result<Dataset> {
         let meta_path = file(dir, "meta.json");
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-        let meta: Meta = serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
+        let meta: Meta =
+            serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
         let row_ptr_path = file(dir, "csr_row_ptr.npy");
         let row_ptr = npy::read_ints(&row_ptr_path)?.data;
         if row_ptr.len() != meta.num_nodes + 1 {
             return Err(Error::invalid(
                 &row_ptr_path,
-                format!("has {} entries, meta.json says num_nodes = {} (expected {})", row_ptr.len(), meta.num_nodes, meta.num_nodes + 1),
+                format!(
+                    "has {} entries, meta.json says num_nodes = {} (expected {})",
+                    row_ptr.len(),
+                    meta.num_nodes,
+                    meta.num_nodes + 1
+                ),
             ));
         }
         let col_path = file(dir, "csr_col_idx.npy");
         let cols = npy::read_ints(&col_path)?.data;
         if cols.len() != meta.num_edges {
-            return Err(Error::invalid(&col_path, format!("has {} entries, meta.json says num_edges = {}", cols.len(), meta.num_edges)));
+            return Err(Error::invalid(
+                &col_path,
+                format!(
+                    "has {} entries, meta.json says num_edges = {}",
+                    cols.len(),
+                    meta.num_edges
+                ),
+            ));
         }
-        if let Some(e) = cols.iter().position(|&c| c < 0 || c as usize >= meta.num_nodes) {
-            return Err(Error::invalid(&col_path, format!("entry {e} is {}, not a node id (num_nodes = {})", cols[e], meta.num_nodes)));
+        if let Some(e) = cols
+            .iter()
+            .position(|&c| c < 0 || c as usize >= meta.num_nodes)
+        {
+            return Err(Error::invalid(
+                &col_path,
+                format!(
+                    "entry {e} is {}, not a node id (num_nodes = {})",
+                    cols[e], meta.num_nodes
+                ),
+            ));
         }
         let graph = {
             let _g = category_scope(Category::Graph);
-            Csr { row_ptr, col_idx: cols.into_iter().map(|c| c as NodeId).collect() }
+            Csr {
+                row_ptr,
+                col_idx: cols.into_iter().map(|c| c as NodeId).collect(),
+            }
         };
-        graph.check().map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
+        graph
+            .check()
+            .map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
         let features = load_features(dir, &meta)?;
         let label_path = file(dir, "node_label.npy");
         let labels = npy::read_ints(&label_path)?.data;
         if labels.len() != meta.num_nodes {
-            return Err(Error::invalid(&label_path, format!("has {} labels for {} nodes", labels.len(), meta.num_nodes)));
+            return Err(Error::invalid(
+                &label_path,
+                format!("has {} labels for {} nodes", labels.len(), meta.num_nodes),
+            ));
         }
-        if let Some(i) = labels.iter().position(|&l| l < 0 || l as usize >= meta.num_classes) {
-            return Err(Error::invalid(&label_path, format!("label of node {i} is {}, outside 0..{} (num_classes)", labels[i], meta.num_classes)));
+        if let Some(i) = labels
+            .iter()
+            .position(|&l| l < 0 || l as usize >= meta.num_classes)
+        {
+            return Err(Error::invalid(
+                &label_path,
+                format!(
+                    "label of node {i} is {}, outside 0..{} (num_classes)",
+                    labels[i], meta.num_classes
+                ),
+            ));
         }
         let split = |name: &str| -> Result<Vec<usize>> {
             let p = file(dir, name);
             let ids = npy::read_ints(&p)?.data;
             if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= meta.num_nodes) {
-                return Err(Error::invalid(&p, format!("node id {bad} out of range 0..{}", meta.num_nodes)));
+                return Err(Error::invalid(
+                    &p,
+                    format!("node id {bad} out of range 0..{}", meta.num_nodes),
+                ));
             }
             Ok(ids.into_iter().map(|i| i as usize).collect())
         };
@@ -109,7 +151,10 @@ impl Dataset {
         let edge_weight = if weight_path.exists() {
             let w = npy::read::<f32>(&weight_path)?.data;
             if w.len() != meta.num_edges {
-                return Err(Error::invalid(&weight_path, format!("has {} weights for {} edges", w.len(), meta.num_edges)));
+                return Err(Error::invalid(
+                    &weight_path,
+                    format!("has {} weights for {} edges", w.len(), meta.num_edges),
+                ));
             }
             Some(w)
         } else {
@@ -130,9 +175,15 @@ impl Dataset {
     /// Writes the dataset directory: into a temporary directory beside `dir`, renamed into
     /// place at the end, so an interrupted run leaves no half-written dataset.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let parent = dir
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
         std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        let name = dir.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "dataset".into());
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "dataset".into());
         let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
@@ -153,7 +204,11 @@ impl Dataset {
         let text = serde_json::to_string_pretty(&self.meta).expect("meta serialises");
         std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))?;
         let g = &self.graph;
-        npy::write(&file(dir, "csr_row_ptr.npy"), &g.row_ptr, &[g.row_ptr.len()])?;
+        npy::write(
+            &file(dir, "csr_row_ptr.npy"),
+            &g.row_ptr,
+            &[g.row_ptr.len()],
+        )?;
         if g.num_nodes() <= i32::MAX as usize {
             let cols: Vec<i32> = g.col_idx.iter().map(|&c| c as i32).collect();
             npy::write(&file(dir, "csr_col_idx.npy"), &cols, &[cols.len()])?;
@@ -165,13 +220,30 @@ impl Dataset {
         let feat_path = file(dir, "node_feat.npy");
         match self.features.dtype() {
             DType::BF16 => {
-                let bits: Vec<u16> = self.features.as_slice::<bf16>()?.iter().map(|v| v.to_bits()).collect();
+                let bits: Vec<u16> = self
+                    .features
+                    .as_slice::<bf16>()?
+                    .iter()
+                    .map(|v| v.to_bits())
+                    .collect();
                 npy::write(&feat_path, &bits, &shape)?
             }
-            _ => npy::write(&feat_path, self.features.cast(DType::F32)?.as_slice::<f32>()?, &shape)?,
+            _ => npy::write(
+                &feat_path,
+                self.features.cast(DType::F32)?.as_slice::<f32>()?,
+                &shape,
+            )?,
         }
-        npy::write(&file(dir, "node_label.npy"), &self.labels, &[self.labels.len()])?;
-        for (name, ids) in [("train_idx.npy", &self.train_idx), ("valid_idx.npy", &self.valid_idx), ("test_idx.npy", &self.test_idx)] {
+        npy::write(
+            &file(dir, "node_label.npy"),
+            &self.labels,
+            &[self.labels.len()],
+        )?;
+        for (name, ids) in [
+            ("train_idx.npy", &self.train_idx),
+            ("valid_idx.npy", &self.valid_idx),
+            ("test_idx.npy", &self.test_idx),
+        ] {
             let v: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
             npy::write(&file(dir, name), &v, &[v.len()])?;
         }
@@ -186,12 +258,25 @@ fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
     let path = file(dir, "node_feat.npy");
     let header = npy::read_header(&path)?;
     if header.shape != [meta.num_nodes, meta.feat_dim] {
-        return Err(Error::invalid(&path, format!("shape {:?}, meta.json says [{}, {}]", header.shape, meta.num_nodes, meta.feat_dim)));
+        return Err(Error::invalid(
+            &path,
+            format!(
+                "shape {:?}, meta.json says [{}, {}]",
+                header.shape, meta.num_nodes, meta.feat_dim
+            ),
+        ));
     }
     let _g = category_scope(Category::Features);
     let shape = [meta.num_nodes, meta.feat_dim];
     let bad_value = |i: usize| {
-        Error::invalid(&path, format!("non-finite feature at node {}, column {} (NaN or infinity)", i / meta.feat_dim.max(1), i % meta.feat_dim.max(1)))
+        Error::invalid(
+            &path,
+            format!(
+                "non-finite feature at node {}, column {} (NaN or infinity)",
+                i / meta.feat_dim.max(1),
+                i % meta.feat_dim.max(1)
+            ),
+        )
     };
     match (meta.feat_dtype.as_str(), header.dtype) {
         ("f32", npy::NpyDType::F32) => {
@@ -202,19 +287,32 @@ fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
             Ok(Tensor::from_vec(v, &shape)?)
         }
         ("bf16", npy::NpyDType::U16) => {
-            let v: Vec<bf16> = npy::read::<u16>(&path)?.data.into_iter().map(bf16::from_bits).collect();
+            let v: Vec<bf16> = npy::read::<u16>(&path)?
+                .data
+                .into_iter()
+                .map(bf16::from_bits)
+                .collect();
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 return Err(bad_value(i));
             }
             Ok(Tensor::from_vec(v, &shape)?)
         }
-        (name, found) => Err(Error::invalid(&path, format!("meta.json says feat_dtype {name}, the file holds {found:?}"))),
+        (name, found) => Err(Error::invalid(
+            &path,
+            format!("meta.json says feat_dtype {name}, the file holds {found:?}"),
+        )),
     }
 }
 
 /// A seeded random split of `0..num_nodes` into train, validation and test ids with the given
 /// fractions of the nodes (the rest of the nodes belong to no split).
-pub fn random_split(num_nodes: usize, train: f64, valid: f64, test: f64, seed: u64) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
+pub fn random_split(
+    num_nodes: usize,
+    train: f64,
+    valid: f64,
+    test: f64,
+    seed: u64,
+) -> (Vec<usize>, Vec<usize>, Vec<usize>) {
     let key = graphloom_tensor::rng::RngKey::new(seed, 0, 0x5917);
     let mut order: Vec<(u64, usize)> = (0..num_nodes).map(|i| (key.bits(i as u64, 0), i)).collect();
     order.sort_unstable();

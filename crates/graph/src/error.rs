@@ -38,15 +38,24 @@ pub enum Error {
 impl Error {
     /// A [`Error::Format`] for `path`.
     pub fn format(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
-        Error::Format { path: path.into(), msg: msg.into() }
+        Error::Format {
+            path: path.into(),
+            msg: msg.into(),
+        }
     }
     /// An [`Error::Invalid`] for `path`.
     pub fn invalid(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
-        Error::Invalid { path: path.into(), msg: msg.into() }
+        Error::Invalid {
+            path: path.into(),
+            msg: msg.into(),
+        }
     }
     /// An [`Error::Io`] for `path`.
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

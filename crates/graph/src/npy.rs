@@ -109,7 +109,10 @@ impl NpyHeader {
 
 fn header_value<'a>(dict: &'a str, key: &str) -> Option<&'a str> {
     let at = dict.find(&format!("'{key}'"))?;
-    let rest = dict[at + key.len() + 2..].trim_start().strip_prefix(':')?.trim_start();
+    let rest = dict[at + key.len() + 2..]
+        .trim_start()
+        .strip_prefix(':')?
+        .trim_start();
     Some(rest)
 }
 
@@ -125,11 +128,16 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
             if bytes.len() < 12 {
                 return Err(bad("truncated header"));
             }
-            (u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize, 12)
+            (
+                u32::from_le_bytes(bytes[8..12].try_into().unwrap()) as usize,
+                12,
+            )
         }
         v => return Err(bad(&format!("unsupported format version {v}"))),
     };
-    let dict = bytes.get(start..start + len).ok_or_else(|| bad("truncated header"))?;
+    let dict = bytes
+        .get(start..start + len)
+        .ok_or_else(|| bad("truncated header"))?;
     let dict = std::str::from_utf8(dict).map_err(|_| bad("header is not text"))?;
     let descr = header_value(dict, "descr")
         .and_then(|v| v.strip_prefix('\''))
@@ -138,9 +146,13 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
     let dtype = NpyDType::parse(descr).ok_or_else(|| {
         Error::format(path, format!("unsupported dtype '{descr}' (expected <f4, <f8, <u2, <i4, <i8 or |u1, little-endian)"))
     })?;
-    let fortran = header_value(dict, "fortran_order").ok_or_else(|| bad("no 'fortran_order' in header"))?;
+    let fortran =
+        header_value(dict, "fortran_order").ok_or_else(|| bad("no 'fortran_order' in header"))?;
     if fortran.starts_with("True") {
-        return Err(Error::format(path, "Fortran-order arrays are not supported; save with np.ascontiguousarray"));
+        return Err(Error::format(
+            path,
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray",
+        ));
     }
     let shape_text = header_value(dict, "shape")
         .and_then(|v| v.strip_prefix('('))
@@ -150,9 +162,16 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<usize>().map_err(|_| bad(&format!("bad dimension '{s}'"))))
+        .map(|s| {
+            s.parse::<usize>()
+                .map_err(|_| bad(&format!("bad dimension '{s}'")))
+        })
         .collect::<Result<Vec<_>>>()?;
-    Ok(NpyHeader { dtype, shape, data_offset: start + len })
+    Ok(NpyHeader {
+        dtype,
+        shape,
+        data_offset: start + len,
+    })
 }
 
 /// Reads the header of a `.npy` file and checks the file holds all the data it announces.
@@ -207,13 +226,20 @@ pub fn read<T: NpyElement>(path: &Path) -> Result<NpyArray<T>> {
     if header.dtype != T::DTYPE {
         return Err(Error::format(
             path,
-            format!("dtype is {}, expected {}", header.dtype.descr(), T::DTYPE.descr()),
+            format!(
+                "dtype is {}, expected {}",
+                header.dtype.descr(),
+                T::DTYPE.descr()
+            ),
         ));
     }
     let size = header.dtype.size();
     let body = &bytes[header.data_offset..header.data_offset + header.numel() * size];
     let data = body.chunks_exact(size).map(T::from_le).collect();
-    Ok(NpyArray { shape: header.shape, data })
+    Ok(NpyArray {
+        shape: header.shape,
+        data,
+    })
 }
 
 /// Reads an integer `.npy` file of any integer dtype (i32, i64, u8, u16) as i64.
@@ -223,23 +249,43 @@ pub fn read_ints(path: &Path) -> Result<NpyArray<i64>> {
         NpyDType::I32 => widen(read::<i32>(path)?, |v| v as i64),
         NpyDType::U8 => widen(read::<u8>(path)?, |v| v as i64),
         NpyDType::U16 => widen(read::<u16>(path)?, |v| v as i64),
-        other => Err(Error::format(path, format!("dtype is {}, expected an integer dtype", other.descr()))),
+        other => Err(Error::format(
+            path,
+            format!("dtype is {}, expected an integer dtype", other.descr()),
+        )),
     }
 }
 
 fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
-    Ok(NpyArray { shape: a.shape, data: a.data.into_iter().map(f).collect() })
+    Ok(NpyArray {
+        shape: a.shape,
+        data: a.data.into_iter().map(f).collect(),
+    })
 }
 
 /// Writes `data` with `shape` as a version-1 `.npy` file, through a temporary file renamed into
 /// place, so a reader never sees half an array.
 pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
-    assert_eq!(data.len(), shape.iter().product::<usize>(), "npy::write: data does not fill shape");
+    assert_eq!(
+        data.len(),
+        shape.iter().product::<usize>(),
+        "npy::write: data does not fill shape"
+    );
     let shape_text = match shape {
         [n] => format!("({n},)"),
-        dims => format!("({})", dims.iter().map(|d| d.to_string()).collect::<Vec<_>>().join(", ")),
+        dims => format!(
+            "({})",
+            dims.iter()
+                .map(|d| d.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
     };
-    let mut dict = format!("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", T::DTYPE.descr(), shape_text);
+    let mut dict = format!(
+        "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
+        T::DTYPE.descr(),
+        shape_text
+    );
     // Pad so the data starts on a 64-byte boundary, ending the header with a newline.
     while (10 + dict.len() + 1) % 64 != 0 {
         dict.push(' ');
@@ -275,7 +321,10 @@ mod tests {
         let a = read::<f32>(&p).unwrap();
         assert_eq!(a.shape, vec![3, 4]);
         assert_eq!(a.data, v);
-        assert!(read::<f64>(&p).unwrap_err().to_string().contains("dtype is <f4"));
+        assert!(read::<f64>(&p)
+            .unwrap_err()
+            .to_string()
+            .contains("dtype is <f4"));
         let bytes = std::fs::read(&p).unwrap();
         std::fs::write(&p, &bytes[..bytes.len() - 3]).unwrap();
         let err = read::<f32>(&p).unwrap_err().to_string();

@@ -12,7 +12,11 @@ fn planetoid_dir() -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
     let dir = shared.join("datasets/planetoid");
-    assert!(dir.join("ind.cora.x").exists(), "Cora raw files not found in {}", dir.display());
+    assert!(
+        dir.join("ind.cora.x").exists(),
+        "Cora raw files not found in {}",
+        dir.display()
+    );
     dir
 }
 
@@ -23,7 +27,10 @@ fn cora_matches_pyg_planetoid() {
     assert_eq!(ds.meta.num_edges, 10556);
     assert_eq!(ds.meta.feat_dim, 1433);
     assert_eq!(ds.meta.num_classes, 7);
-    assert_eq!((ds.train_idx.len(), ds.valid_idx.len(), ds.test_idx.len()), (140, 500, 1000));
+    assert_eq!(
+        (ds.train_idx.len(), ds.valid_idx.len(), ds.test_idx.len()),
+        (140, 500, 1000)
+    );
     assert_eq!(ds.train_idx, (0..140).collect::<Vec<_>>());
     assert_eq!(ds.valid_idx, (140..640).collect::<Vec<_>>());
     // The public split has 20 training nodes per class.
@@ -65,13 +72,19 @@ fn cora_round_trips_through_the_dataset_directory() {
     assert_eq!(back.graph, ds.graph);
     assert_eq!(back.labels, ds.labels);
     assert_eq!(back.test_idx, ds.test_idx);
-    assert_eq!(back.features.as_slice::<f32>().unwrap(), ds.features.as_slice::<f32>().unwrap());
+    assert_eq!(
+        back.features.as_slice::<f32>().unwrap(),
+        ds.features.as_slice::<f32>().unwrap()
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
 fn missing_raw_file_names_the_file() {
     let dir = std::env::temp_dir();
-    let err = planetoid::convert(&dir, "no-such-dataset").err().unwrap().to_string();
+    let err = planetoid::convert(&dir, "no-such-dataset")
+        .err()
+        .unwrap()
+        .to_string();
     assert!(err.contains("ind.no-such-dataset.x"), "{err}");
 }

@@ -46,7 +46,11 @@ impl GraphView {
     /// Prepares `graph`; with `self_loops`, first removes its self-loops and adds one per node
     /// (GAT's convention, as PyG's `GATConv` does).
     pub fn new(graph: &Csr, self_loops: bool) -> GraphView {
-        let by_dst = if self_loops { with_self_loops(graph) } else { graph.clone() };
+        let by_dst = if self_loops {
+            with_self_loops(graph)
+        } else {
+            graph.clone()
+        };
         let (src, dst) = by_dst.edges();
         // Transpose with edge ids: sort edge ids by (src, dst) with a counting sort on src.
         let n = by_dst.num_nodes();
@@ -112,7 +116,12 @@ fn with_self_loops(graph: &Csr) -> Csr {
 
 /// Runs `f(first_row, rows_slice)` over the row ranges `bounds` of a row-major `[n, cols]`
 /// output in parallel. The ranges are disjoint, so every task writes its own rows.
-pub(crate) fn par_row_ranges<T: Send>(out: &mut [T], cols: usize, bounds: &[usize], f: impl Fn(usize, &mut [T]) + Sync) {
+pub(crate) fn par_row_ranges<T: Send>(
+    out: &mut [T],
+    cols: usize,
+    bounds: &[usize],
+    f: impl Fn(usize, &mut [T]) + Sync,
+) {
     use rayon::prelude::*;
     let mut pieces = Vec::with_capacity(bounds.len());
     let mut rest = out;
@@ -121,7 +130,9 @@ pub(crate) fn par_row_ranges<T: Send>(out: &mut [T], cols: usize, bounds: &[usiz
         pieces.push((w[0], head));
         rest = tail;
     }
-    pieces.into_par_iter().for_each(|(start, rows)| f(start, rows));
+    pieces
+        .into_par_iter()
+        .for_each(|(start, rows)| f(start, rows));
 }
 
 #[cfg(test)]

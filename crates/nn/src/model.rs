@@ -107,12 +107,20 @@ impl Model {
     /// Builds the model over `graph` with parameters initialised from `seed`.
     pub fn new(cfg: ModelConfig, graph: &Csr, seed: u64) -> Result<Model> {
         if cfg.layers == 0 || cfg.hidden == 0 || cfg.out_dim == 0 || cfg.in_dim == 0 {
-            return Err(Error::Config(format!("layers, hidden, in_dim and out_dim must be positive: {cfg:?}")));
+            return Err(Error::Config(format!(
+                "layers, hidden, in_dim and out_dim must be positive: {cfg:?}"
+            )));
         }
         if !cfg.dtype.is_float() {
-            return Err(Error::Config(format!("compute dtype {} is not a float type", cfg.dtype)));
+            return Err(Error::Config(format!(
+                "compute dtype {} is not a float type",
+                cfg.dtype
+            )));
         }
-        for (name, p) in [("dropout", cfg.dropout), ("attention dropout", cfg.attention_dropout)] {
+        for (name, p) in [
+            ("dropout", cfg.dropout),
+            ("attention dropout", cfg.attention_dropout),
+        ] {
             if !(0.0..1.0).contains(&p) {
                 return Err(Error::Config(format!("{name} {p} is not in [0, 1)")));
             }
@@ -129,25 +137,45 @@ impl Model {
             let kind = match cfg.arch {
                 Architecture::Gcn => ConvKind::Gcn,
                 Architecture::Sage => ConvKind::Sage,
-                Architecture::Gat if last => ConvKind::Gat { heads: cfg.out_heads.max(1), concat: false },
-                Architecture::Gat => ConvKind::Gat { heads: cfg.heads.max(1), concat: true },
+                Architecture::Gat if last => ConvKind::Gat {
+                    heads: cfg.out_heads.max(1),
+                    concat: false,
+                },
+                Architecture::Gat => ConvKind::Gat {
+                    heads: cfg.heads.max(1),
+                    concat: true,
+                },
             };
             let layer = ConvLayer::new(kind, width, out, &view, looped.as_ref());
             width = layer.output_width();
             layers.push(layer);
         }
-        let param_dtype = if cfg.dtype == DType::F64 { DType::F64 } else { DType::F32 };
+        let param_dtype = if cfg.dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
         let _g = category_scope(Category::Optimizer);
         let mut params = Vec::new();
         let mut param_ranges = Vec::new();
         for (l, layer) in layers.iter().enumerate() {
             let start = params.len();
-            for (name, value) in layer.init_params(RngKey::new(seed, u64::MAX, l as u64), param_dtype)? {
-                params.push(Param { name: format!("layers.{l}.{name}"), value });
+            for (name, value) in
+                layer.init_params(RngKey::new(seed, u64::MAX, l as u64), param_dtype)?
+            {
+                params.push(Param {
+                    name: format!("layers.{l}.{name}"),
+                    value,
+                });
             }
             param_ranges.push(start..params.len());
         }
-        Ok(Model { cfg, layers, params, param_ranges })
+        Ok(Model {
+            cfg,
+            layers,
+            params,
+            param_ranges,
+        })
     }
 
     /// The number of scalar parameters.
@@ -174,23 +202,45 @@ impl Model {
             };
         }
         // Class scores are few: take the softmax in f32 even when activations are bf16.
-        let h = if h.value().dtype() == DType::BF16 { ops::cast(tape, &h, DType::F32)? } else { h };
+        let h = if h.value().dtype() == DType::BF16 {
+            ops::cast(tape, &h, DType::F32)?
+        } else {
+            h
+        };
         Ok(ops::log_softmax(tape, &h)?)
     }
 
     /// Layer `l` as a pure function of its input and parameters: dropout, convolution and,
     /// unless last, the activation. Checkpointing reruns exactly this in the backward pass.
-    fn block(&self, l: usize, layer: ConvLayer, last: bool, mode: Mode) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
+    fn block(
+        &self,
+        l: usize,
+        layer: ConvLayer,
+        last: bool,
+        mode: Mode,
+    ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
         move |tape: &mut Tape, v: &[Var]| {
-            let dropout = |purpose: u64, p: f64| (mode.training && p > 0.0).then(|| Dropout { p, key: RngKey::new(mode.seed, mode.step, purpose) });
+            let dropout = |purpose: u64, p: f64| {
+                (mode.training && p > 0.0).then(|| Dropout {
+                    p,
+                    key: RngKey::new(mode.seed, mode.step, purpose),
+                })
+            };
             let mut h = v[0].clone();
             if let Some(rule) = dropout(2 * l as u64, cfg.dropout) {
                 h = ops::dropout(tape, &h, rule, None)?;
             }
-            let params = v[1..].iter().map(|p| ops::cast(tape, p, cfg.dtype)).collect::<graphloom_tensor::Result<Vec<_>>>()?;
-            let input = LayerInput { attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout) };
-            let out = layer.forward(tape, &h, &params, input).map_err(to_tensor_error)?;
+            let params = v[1..]
+                .iter()
+                .map(|p| ops::cast(tape, p, cfg.dtype))
+                .collect::<graphloom_tensor::Result<Vec<_>>>()?;
+            let input = LayerInput {
+                attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
+            };
+            let out = layer
+                .forward(tape, &h, &params, input)
+                .map_err(to_tensor_error)?;
             if last {
                 return Ok(out);
             }

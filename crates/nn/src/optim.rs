@@ -49,17 +49,37 @@ impl Optimizer {
     pub fn new(kind: OptimizerKind, lr: f64, weight_decay: f64, params: &[Tensor]) -> Optimizer {
         let _g = category_scope(Category::Optimizer);
         let zeros = |on: bool| -> Vec<Tensor> {
-            if on { params.iter().map(|p| Tensor::zeros(p.shape(), p.dtype())).collect() } else { Vec::new() }
+            if on {
+                params
+                    .iter()
+                    .map(|p| Tensor::zeros(p.shape(), p.dtype()))
+                    .collect()
+            } else {
+                Vec::new()
+            }
         };
         let adam = !matches!(kind, OptimizerKind::Sgd { .. });
         let momentum = matches!(kind, OptimizerKind::Sgd { momentum } if momentum > 0.0);
-        Optimizer { kind, lr, weight_decay, betas: (0.9, 0.999), eps: 1e-8, step: 0, first: zeros(adam || momentum), second: zeros(adam) }
+        Optimizer {
+            kind,
+            lr,
+            weight_decay,
+            betas: (0.9, 0.999),
+            eps: 1e-8,
+            step: 0,
+            first: zeros(adam || momentum),
+            second: zeros(adam),
+        }
     }
 
     /// Applies one update to every parameter with its gradient.
     pub fn step(&mut self, params: &mut [Tensor], grads: &[Tensor]) -> Result<()> {
         if params.len() != grads.len() {
-            return Err(Error::Config(format!("{} parameters, {} gradients", params.len(), grads.len())));
+            return Err(Error::Config(format!(
+                "{} parameters, {} gradients",
+                params.len(),
+                grads.len()
+            )));
         }
         self.step += 1;
         for i in 0..params.len() {
@@ -67,20 +87,39 @@ impl Optimizer {
             match params[i].dtype() {
                 DType::F32 => self.update::<f32>(i, &mut params[i], &g)?,
                 DType::F64 => self.update::<f64>(i, &mut params[i], &g)?,
-                other => return Err(Error::Config(format!("parameters must be f32 or f64, not {other}"))),
+                other => {
+                    return Err(Error::Config(format!(
+                        "parameters must be f32 or f64, not {other}"
+                    )))
+                }
             }
         }
         Ok(())
     }
 
-    fn update<T: graphloom_tensor::Float + Into<f64>>(&mut self, i: usize, p: &mut Tensor, g: &Tensor) -> Result<()> {
-        let (lr, wd, (b1, b2), eps, t) = (self.lr, self.weight_decay, self.betas, self.eps, self.step as i32);
+    fn update<T: graphloom_tensor::Float + Into<f64>>(
+        &mut self,
+        i: usize,
+        p: &mut Tensor,
+        g: &Tensor,
+    ) -> Result<()> {
+        let (lr, wd, (b1, b2), eps, t) = (
+            self.lr,
+            self.weight_decay,
+            self.betas,
+            self.eps,
+            self.step as i32,
+        );
         let from = |v: f64| T::from_acc(<T::Acc as graphloom_tensor::Real>::from_f64(v));
         let gs = g.as_slice::<T>()?;
         let ps = p.as_mut_slice::<T>()?;
         match self.kind {
             OptimizerKind::Sgd { momentum } => {
-                let mut buf = if momentum > 0.0 { Some(self.first[i].as_mut_slice::<T>()?) } else { None };
+                let mut buf = if momentum > 0.0 {
+                    Some(self.first[i].as_mut_slice::<T>()?)
+                } else {
+                    None
+                };
                 for j in 0..ps.len() {
                     let pv: f64 = ps[j].into();
                     let mut d = gs[j].into() + wd * pv;
@@ -130,7 +169,8 @@ mod tests {
         let (mut m, mut v) = (vec![0.0; 3], vec![0.0; 3]);
         for t in 1..=200 {
             let g: Vec<f64> = p[0].to_vec_f64().iter().map(|x| x - 3.0).collect();
-            opt.step(&mut p, &[Tensor::from_f64(&g, &[3], DType::F64).unwrap()]).unwrap();
+            opt.step(&mut p, &[Tensor::from_f64(&g, &[3], DType::F64).unwrap()])
+                .unwrap();
             for j in 0..3 {
                 let gj = (r[j] - 3.0) + 0.01 * r[j];
                 m[j] = 0.9 * m[j] + 0.1 * gj;
@@ -158,7 +198,11 @@ mod tests {
         assert!((p[0].to_vec_f64()[0] - 0.75).abs() < 1e-6);
         let mut p = vec![Tensor::from_f64(&[2.0], &[1], DType::F64).unwrap()];
         let mut opt = Optimizer::new(OptimizerKind::AdamW, 0.1, 0.5, &p);
-        opt.step(&mut p, &[Tensor::from_f64(&[0.0], &[1], DType::F64).unwrap()]).unwrap();
+        opt.step(
+            &mut p,
+            &[Tensor::from_f64(&[0.0], &[1], DType::F64).unwrap()],
+        )
+        .unwrap();
         // Zero gradient: only the decoupled decay acts, p *= 1 - lr * wd.
         assert!((p[0].to_vec_f64()[0] - 1.9).abs() < 1e-12);
     }

@@ -37,7 +37,9 @@ pub(crate) fn awkward_graph(n: usize, edges: usize, seed: u64) -> Csr {
 pub(crate) fn rand_tensor(shape: &[usize], seed: u64) -> Tensor {
     let key = RngKey::new(seed, 1, 1);
     let n: usize = shape.iter().product();
-    let v: Vec<f64> = (0..n).map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0).collect();
+    let v: Vec<f64> = (0..n)
+        .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
+        .collect();
     Tensor::from_f64(&v, shape, DType::F64).unwrap()
 }
 

@@ -72,7 +72,11 @@ impl TrainReport {
     /// Mean seconds of the training step over the epochs, leaving out the first (warm-up)
     /// when there are more than one.
     pub fn mean_epoch_seconds(&self) -> f64 {
-        let timed = if self.epochs.len() > 1 { &self.epochs[1..] } else { &self.epochs[..] };
+        let timed = if self.epochs.len() > 1 {
+            &self.epochs[1..]
+        } else {
+            &self.epochs[..]
+        };
         timed.iter().map(|e| e.seconds).sum::<f64>() / timed.len().max(1) as f64
     }
 }
@@ -102,9 +106,18 @@ pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
 
 /// Trains `cfg` on `ds`, calling `on_epoch` after every epoch. The features must already be in
 /// the model's compute dtype.
-pub fn train_full_batch(ds: &Dataset, cfg: ModelConfig, tc: &TrainConfig, mut on_epoch: impl FnMut(&EpochRecord)) -> Result<TrainReport> {
+pub fn train_full_batch(
+    ds: &Dataset,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    mut on_epoch: impl FnMut(&EpochRecord),
+) -> Result<TrainReport> {
     if ds.features.dtype() != cfg.dtype {
-        return Err(Error::Config(format!("features are {}, the model computes in {}", ds.features.dtype(), cfg.dtype)));
+        return Err(Error::Config(format!(
+            "features are {}, the model computes in {}",
+            ds.features.dtype(),
+            cfg.dtype
+        )));
     }
     if ds.train_idx.is_empty() {
         return Err(Error::Config("the dataset has no training nodes".into()));
@@ -123,15 +136,29 @@ pub fn train_full_batch(ds: &Dataset, cfg: ModelConfig, tc: &TrainConfig, mut on
             let _g = category_scope(Category::Activations);
             let mut tape = Tape::new();
             let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
-            let mode = Mode { training: true, seed: tc.seed, step: epoch as u64 };
+            let mode = Mode {
+                training: true,
+                seed: tc.seed,
+                step: epoch as u64,
+            };
             let logp = model.forward(&mut tape, &x, &vars, mode)?;
-            let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels.clone(), rows.len() as f64)?;
+            let loss = ops::nll_loss(
+                &mut tape,
+                &logp,
+                rows.clone(),
+                labels.clone(),
+                rows.len() as f64,
+            )?;
             drop(logp);
             let mut grads = tape.backward(&loss)?;
             let grads: Vec<Tensor> = vars
                 .iter()
                 .zip(&values)
-                .map(|(v, p)| grads.take(v).unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype())))
+                .map(|(v, p)| {
+                    grads
+                        .take(v)
+                        .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
+                })
                 .collect();
             drop(vars);
             {
@@ -142,13 +169,27 @@ pub fn train_full_batch(ds: &Dataset, cfg: ModelConfig, tc: &TrainConfig, mut on
         };
         let seconds = start.elapsed().as_secs_f64();
         if !loss.is_finite() {
-            return Err(Error::Config(format!("the loss became {loss} at epoch {epoch}; lower the learning rate")));
+            return Err(Error::Config(format!(
+                "the loss became {loss} at epoch {epoch}; lower the learning rate"
+            )));
         }
         let logp = {
             let _g = category_scope(Category::Activations);
             let mut tape = Tape::no_grad();
             let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
-            model.forward(&mut tape, &x, &vars, Mode { training: false, seed: tc.seed, step: 0 })?.value().clone()
+            model
+                .forward(
+                    &mut tape,
+                    &x,
+                    &vars,
+                    Mode {
+                        training: false,
+                        seed: tc.seed,
+                        step: 0,
+                    },
+                )?
+                .value()
+                .clone()
         };
         let record = EpochRecord {
             epoch,
@@ -172,7 +213,8 @@ pub fn train_full_batch(ds: &Dataset, cfg: ModelConfig, tc: &TrainConfig, mut on
             }
         }
     }
-    let (best_epoch, best_val_acc, test_acc, best_values) = best.ok_or_else(|| Error::Config("no epoch was run".into()))?;
+    let (best_epoch, best_val_acc, test_acc, best_values) =
+        best.ok_or_else(|| Error::Config("no epoch was run".into()))?;
     for (p, v) in model.params.iter_mut().zip(best_values) {
         p.value = v;
     }

@@ -256,7 +256,10 @@ macro_rules! with_float {
                 type $T = $crate::bf16;
                 $body
             }
-            other => Err($crate::Error::UnsupportedDType { op: $op, dtype: other }),
+            other => Err($crate::Error::UnsupportedDType {
+                op: $op,
+                dtype: other,
+            }),
         }
     };
 }

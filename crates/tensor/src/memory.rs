@@ -247,7 +247,13 @@ impl RssReport {
         let field = |key: &str| -> u64 {
             text.lines()
                 .find_map(|l| l.strip_prefix(key))
-                .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u64>()
+                        .ok()
+                })
                 .map_or(0, |kb| kb * 1024)
         };
         RssReport {

@@ -16,7 +16,12 @@ pub fn mix64(mut z: u64) -> u64 {
 /// Folds one more word into a hash state.
 #[inline(always)]
 pub fn combine(state: u64, word: u64) -> u64 {
-    mix64(state ^ word.wrapping_add(0x9e37_79b9_7f4a_7c15).wrapping_mul(0xd1b5_4a32_d192_ed03))
+    mix64(
+        state
+            ^ word
+                .wrapping_add(0x9e37_79b9_7f4a_7c15)
+                .wrapping_mul(0xd1b5_4a32_d192_ed03),
+    )
 }
 
 /// The key of a family of draws: the run's seed, the training step (or epoch) and the purpose
@@ -76,7 +81,10 @@ mod tests {
             bins[(key.uniform(i / 10, i % 10) * 20.0) as usize] += 1;
         }
         let expected = n as f64 / 20.0;
-        let chi2: f64 = bins.iter().map(|&b| (b as f64 - expected).powi(2) / expected).sum();
+        let chi2: f64 = bins
+            .iter()
+            .map(|&b| (b as f64 - expected).powi(2) / expected)
+            .sum();
         assert!(chi2 < 43.8, "chi2 = {chi2}");
     }
 
@@ -97,6 +105,9 @@ mod tests {
         let mean = xs.iter().sum::<f64>() / n as f64;
         let var = xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n as f64;
         // Standard errors: 0.0045 for the mean, 0.0063 for the variance; 5 of them.
-        assert!(mean.abs() < 0.023 && (var - 1.0).abs() < 0.032, "{mean} {var}");
+        assert!(
+            mean.abs() < 0.023 && (var - 1.0).abs() < 0.032,
+            "{mean} {var}"
+        );
     }
 }

@@ -186,8 +186,18 @@ impl Tensor {
     /// Copies the elements out as f64 (floats and integers alike), for tests and reports.
     pub fn to_vec_f64(&self) -> Vec<f64> {
         match self.dtype() {
-            DType::I32 => self.as_slice::<i32>().unwrap().iter().map(|&v| v as f64).collect(),
-            DType::I64 => self.as_slice::<i64>().unwrap().iter().map(|&v| v as f64).collect(),
+            DType::I32 => self
+                .as_slice::<i32>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect(),
+            DType::I64 => self
+                .as_slice::<i64>()
+                .unwrap()
+                .iter()
+                .map(|&v| v as f64)
+                .collect(),
             dtype => crate::with_float!(dtype, "to_vec_f64", T => Ok::<_, Error>(
                 self.as_slice::<T>().unwrap().iter().map(|v| v.to_acc().to_f64()).collect()
             ))

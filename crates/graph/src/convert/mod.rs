@@ -1,5 +1,5 @@
 //! Converters from the formats datasets are published in to the dataset directory.
 
-pub mod planetoid;
 mod pickle;
+pub mod planetoid;
 pub mod synthetic;

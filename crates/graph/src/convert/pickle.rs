@@ -55,7 +55,11 @@ struct Reader<'a> {
 
 impl<'a> Reader<'a> {
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
-        let end = self.pos.checked_add(n).filter(|&e| e <= self.data.len()).ok_or("truncated pickle")?;
+        let end = self
+            .pos
+            .checked_add(n)
+            .filter(|&e| e <= self.data.len())
+            .ok_or("truncated pickle")?;
         let s = &self.data[self.pos..end];
         self.pos = end;
         Ok(s)
@@ -71,7 +75,10 @@ impl<'a> Reader<'a> {
     }
     fn line(&mut self) -> Result<String, String> {
         let rest = &self.data[self.pos..];
-        let end = rest.iter().position(|&b| b == b'\n').ok_or("truncated pickle")?;
+        let end = rest
+            .iter()
+            .position(|&b| b == b'\n')
+            .ok_or("truncated pickle")?;
         self.pos += end + 1;
         Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
     }
@@ -82,9 +89,16 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
     let mut r = Reader { data, pos: 0 };
     let mut stack: Vec<Value> = Vec::new();
     let mut memo: HashMap<u32, Value> = HashMap::new();
-    let pop = |stack: &mut Vec<Value>| stack.pop().ok_or_else(|| "pickle stack underflow".to_string());
+    let pop = |stack: &mut Vec<Value>| {
+        stack
+            .pop()
+            .ok_or_else(|| "pickle stack underflow".to_string())
+    };
     let pop_mark = |stack: &mut Vec<Value>| -> Result<Vec<Value>, String> {
-        let at = stack.iter().rposition(|v| matches!(v, Value::Mark)).ok_or("pickle MARK missing")?;
+        let at = stack
+            .iter()
+            .rposition(|v| matches!(v, Value::Mark))
+            .ok_or("pickle MARK missing")?;
         let items = stack.split_off(at + 1);
         stack.pop();
         Ok(items)
@@ -124,7 +138,7 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
             b'G' => {
                 r.take(8)?; // BINFLOAT: no Planetoid reader needs float scalars
                 stack.push(Value::Float)
-            },
+            }
             b'U' | 0x8c | b'C' => {
                 let n = r.u8()? as usize;
                 stack.push(Value::Bytes(r.take(n)?.to_vec()));
@@ -189,7 +203,11 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
             }
             b'h' | b'j' => {
                 let k = if op == b'h' { r.u8()? as u32 } else { r.u32()? };
-                stack.push(memo.get(&k).ok_or_else(|| format!("memo key {k} missing"))?.clone());
+                stack.push(
+                    memo.get(&k)
+                        .ok_or_else(|| format!("memo key {k} missing"))?
+                        .clone(),
+                );
             }
             b'R' | 0x81 => {
                 let args = pop(&mut stack)?;
@@ -202,7 +220,11 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
                     Value::Tuple(a) => a,
                     other => vec![other],
                 };
-                let obj = Object { class, args, ..Object::default() };
+                let obj = Object {
+                    class,
+                    args,
+                    ..Object::default()
+                };
                 stack.push(Value::Object(Rc::new(RefCell::new(obj))));
             }
             b'b' => {
@@ -212,7 +234,12 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
                     _ => return Err("BUILD on a value that is not an object".into()),
                 }
             }
-            other => return Err(format!("unsupported pickle opcode 0x{other:02x} at byte {}", r.pos - 1)),
+            other => {
+                return Err(format!(
+                    "unsupported pickle opcode 0x{other:02x} at byte {}",
+                    r.pos - 1
+                ))
+            }
         }
     }
 }
@@ -249,32 +276,59 @@ pub(crate) struct Array {
 }
 
 fn decode_dtype(v: &Value) -> Result<(char, usize, bool), String> {
-    let Value::Object(o) = v else { return Err("numpy dtype expected".into()) };
+    let Value::Object(o) = v else {
+        return Err("numpy dtype expected".into());
+    };
     let o = o.borrow();
-    let descr = o.args.first().and_then(Value::as_str).ok_or("dtype without a name")?;
+    let descr = o
+        .args
+        .first()
+        .and_then(Value::as_str)
+        .ok_or("dtype without a name")?;
     let big_endian = matches!(&o.state, Some(Value::Tuple(s)) if s.get(1).and_then(Value::as_str).as_deref() == Some(">"));
     let kind = descr.chars().next().ok_or("empty dtype")?;
-    let size: usize = descr[1..].parse().map_err(|_| format!("unsupported dtype '{descr}'"))?;
+    let size: usize = descr[1..]
+        .parse()
+        .map_err(|_| format!("unsupported dtype '{descr}'"))?;
     Ok((kind, size, big_endian))
 }
 
 /// Decodes a numpy array pickled by `numpy.core.multiarray._reconstruct`.
 pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
-    let Value::Object(o) = v else { return Err("numpy array expected".into()) };
+    let Value::Object(o) = v else {
+        return Err("numpy array expected".into());
+    };
     let o = o.borrow();
-    let Some(Value::Tuple(state)) = &o.state else { return Err("numpy array without state".into()) };
+    let Some(Value::Tuple(state)) = &o.state else {
+        return Err("numpy array without state".into());
+    };
     // State is (version, shape, dtype, is_fortran, raw) or, for old pickles, without version.
-    let s = if state.len() == 5 { &state[1..] } else { &state[..] };
-    let [Value::Tuple(shape), dtype, fortran, raw] = s else { return Err("unexpected numpy array state".into()) };
-    let shape: Vec<usize> = shape.iter().map(|d| d.as_int().map(|d| d as usize).ok_or("bad shape")).collect::<Result<_, _>>()?;
+    let s = if state.len() == 5 {
+        &state[1..]
+    } else {
+        &state[..]
+    };
+    let [Value::Tuple(shape), dtype, fortran, raw] = s else {
+        return Err("unexpected numpy array state".into());
+    };
+    let shape: Vec<usize> = shape
+        .iter()
+        .map(|d| d.as_int().map(|d| d as usize).ok_or("bad shape"))
+        .collect::<Result<_, _>>()?;
     if fortran.as_int() == Some(1) && shape.len() > 1 {
         return Err("Fortran-order arrays are not supported".into());
     }
     let (kind, size, be) = decode_dtype(dtype)?;
-    let Value::Bytes(raw) = raw else { return Err("numpy object arrays are not supported".into()) };
+    let Value::Bytes(raw) = raw else {
+        return Err("numpy object arrays are not supported".into());
+    };
     let n: usize = shape.iter().product();
     if raw.len() != n * size {
-        return Err(format!("array of shape {shape:?} needs {} bytes, has {}", n * size, raw.len()));
+        return Err(format!(
+            "array of shape {shape:?} needs {} bytes, has {}",
+            n * size,
+            raw.len()
+        ));
     }
     let data = raw
         .chunks_exact(size)
@@ -300,22 +354,40 @@ pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
 /// Decodes a scipy sparse CSR matrix into a dense row-major `[rows, cols]` f64 array, or a
 /// numpy array as it is.
 pub(crate) fn to_dense(v: &Value) -> Result<Array, String> {
-    let Value::Object(o) = v else { return Err("matrix expected".into()) };
-    let is_csr = o.borrow().class.as_ref().is_some_and(|(m, n)| m.starts_with("scipy.sparse") && n == "csr_matrix");
+    let Value::Object(o) = v else {
+        return Err("matrix expected".into());
+    };
+    let is_csr = o
+        .borrow()
+        .class
+        .as_ref()
+        .is_some_and(|(m, n)| m.starts_with("scipy.sparse") && n == "csr_matrix");
     if !is_csr {
         return to_array(v);
     }
     let o = o.borrow();
-    let Some(Value::Dict(state)) = &o.state else { return Err("csr_matrix without state".into()) };
+    let Some(Value::Dict(state)) = &o.state else {
+        return Err("csr_matrix without state".into());
+    };
     let state = state.borrow();
-    let get = |key: &str| state.iter().find(|(k, _)| k.as_str().as_deref() == Some(key)).map(|(_, v)| v);
-    let Some(Value::Tuple(shape)) = get("_shape") else { return Err("csr_matrix without _shape".into()) };
+    let get = |key: &str| {
+        state
+            .iter()
+            .find(|(k, _)| k.as_str().as_deref() == Some(key))
+            .map(|(_, v)| v)
+    };
+    let Some(Value::Tuple(shape)) = get("_shape") else {
+        return Err("csr_matrix without _shape".into());
+    };
     let rows = shape.first().and_then(Value::as_int).ok_or("bad _shape")? as usize;
     let cols = shape.get(1).and_then(Value::as_int).ok_or("bad _shape")? as usize;
     let indptr = to_array(get("indptr").ok_or("csr_matrix without indptr")?)?.data;
     let indices = to_array(get("indices").ok_or("csr_matrix without indices")?)?.data;
     let values = to_array(get("data").ok_or("csr_matrix without data")?)?.data;
-    if indptr.len() != rows + 1 || indices.len() != values.len() || indptr[rows] as usize != values.len() {
+    if indptr.len() != rows + 1
+        || indices.len() != values.len()
+        || indptr[rows] as usize != values.len()
+    {
         return Err("inconsistent csr_matrix arrays".into());
     }
     let mut dense = vec![0.0; rows * cols];
@@ -328,7 +400,10 @@ pub(crate) fn to_dense(v: &Value) -> Result<Array, String> {
             dense[r * cols + c] += values[e];
         }
     }
-    Ok(Array { shape: vec![rows, cols], data: dense })
+    Ok(Array {
+        shape: vec![rows, cols],
+        data: dense,
+    })
 }
 
 /// Decodes a (default)dict of int -> list of ints into adjacency pairs `(key, item)`.
@@ -341,7 +416,9 @@ pub(crate) fn to_adjacency(v: &Value) -> Result<Vec<(i64, i64)>, String> {
     let mut pairs = Vec::new();
     for (k, list) in items {
         let k = k.as_int().ok_or("non-integer node key")?;
-        let Value::List(l) = list else { return Err("adjacency value is not a list".into()) };
+        let Value::List(l) = list else {
+            return Err("adjacency value is not a list".into());
+        };
         for n in l.borrow().iter() {
             pairs.push((k, n.as_int().ok_or("non-integer neighbour")?));
         }

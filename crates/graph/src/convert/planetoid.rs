@@ -18,9 +18,13 @@ fn read_pickle(dir: &Path, name: &str, part: &str) -> Result<pickle::Value> {
 
 fn read_matrix(dir: &Path, name: &str, part: &str) -> Result<pickle::Array> {
     let v = read_pickle(dir, name, part)?;
-    let a = pickle::to_dense(&v).map_err(|msg| Error::format(dir.join(format!("ind.{name}.{part}")), msg))?;
+    let a = pickle::to_dense(&v)
+        .map_err(|msg| Error::format(dir.join(format!("ind.{name}.{part}")), msg))?;
     if a.shape.len() != 2 {
-        return Err(Error::format(dir.join(format!("ind.{name}.{part}")), format!("expected a matrix, found shape {:?}", a.shape)));
+        return Err(Error::format(
+            dir.join(format!("ind.{name}.{part}")),
+            format!("expected a matrix, found shape {:?}", a.shape),
+        ));
     }
     Ok(a)
 }
@@ -62,21 +66,46 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
         .lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| l.trim().parse::<usize>().map_err(|_| Error::format(&index_path, format!("line {}: '{}' is not a node id", i + 1, l.trim()))))
+        .map(|(i, l)| {
+            l.trim().parse::<usize>().map_err(|_| {
+                Error::format(
+                    &index_path,
+                    format!("line {}: '{}' is not a node id", i + 1, l.trim()),
+                )
+            })
+        })
         .collect::<Result<_>>()?;
     let feat_dim = allx.shape[1];
     if tx.shape[1] != feat_dim || x.shape[1] != feat_dim {
-        return Err(Error::format(raw_dir.join(format!("ind.{name}.tx")), "x, tx and allx have different widths"));
+        return Err(Error::format(
+            raw_dir.join(format!("ind.{name}.tx")),
+            "x, tx and allx have different widths",
+        ));
     }
     if test_index.len() != tx.shape[0] {
-        return Err(Error::format(&index_path, format!("{} test ids for {} rows of tx", test_index.len(), tx.shape[0])));
+        return Err(Error::format(
+            &index_path,
+            format!(
+                "{} test ids for {} rows of tx",
+                test_index.len(),
+                tx.shape[0]
+            ),
+        ));
     }
     let mut sorted = test_index.clone();
     sorted.sort_unstable();
-    let (lo, hi) = (*sorted.first().ok_or_else(|| Error::format(&index_path, "no test ids"))?, *sorted.last().unwrap());
+    let (lo, hi) = (
+        *sorted
+            .first()
+            .ok_or_else(|| Error::format(&index_path, "no test ids"))?,
+        *sorted.last().unwrap(),
+    );
     let num_allx = allx.shape[0];
     if lo < num_allx {
-        return Err(Error::format(&index_path, format!("test id {lo} overlaps the {num_allx} rows of allx")));
+        return Err(Error::format(
+            &index_path,
+            format!("test id {lo} overlaps the {num_allx} rows of allx"),
+        ));
     }
     let num_nodes = hi + 1;
     let num_classes = ally.shape[1];
@@ -92,11 +121,13 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
     let mut stacked_x = vec![0f64; num_nodes * feat_dim];
     let mut stacked_y = vec![0i64; num_nodes];
     for (i, &id) in sorted.iter().enumerate() {
-        stacked_x[id * feat_dim..(id + 1) * feat_dim].copy_from_slice(&tx.data[i * feat_dim..(i + 1) * feat_dim]);
+        stacked_x[id * feat_dim..(id + 1) * feat_dim]
+            .copy_from_slice(&tx.data[i * feat_dim..(i + 1) * feat_dim]);
         stacked_y[id] = ty_labels[i];
     }
     for (&dst, &src) in test_index.iter().zip(&sorted) {
-        feats[dst * feat_dim..(dst + 1) * feat_dim].copy_from_slice(&stacked_x[src * feat_dim..(src + 1) * feat_dim]);
+        feats[dst * feat_dim..(dst + 1) * feat_dim]
+            .copy_from_slice(&stacked_x[src * feat_dim..(src + 1) * feat_dim]);
         labels[dst] = stacked_y[src];
     }
     normalize_features(&mut feats, feat_dim);
@@ -104,7 +135,10 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
     let num_train = y.shape[0];
     let features = {
         let _g = category_scope(Category::Features);
-        Tensor::from_vec(feats.into_iter().map(|v| v as f32).collect::<Vec<f32>>(), &[num_nodes, feat_dim])?
+        Tensor::from_vec(
+            feats.into_iter().map(|v| v as f32).collect::<Vec<f32>>(),
+            &[num_nodes, feat_dim],
+        )?
     };
     Ok(Dataset {
         meta: Meta {
@@ -151,7 +185,10 @@ fn read_graph(dir: &Path, name: &str, num_nodes: usize) -> Result<Csr> {
     for (a, b) in pairs {
         for id in [a, b] {
             if id < 0 || id as usize >= num_nodes {
-                return Err(Error::invalid(&path, format!("node id {id} out of range 0..{num_nodes}")));
+                return Err(Error::invalid(
+                    &path,
+                    format!("node id {id} out of range 0..{num_nodes}"),
+                ));
             }
         }
         src.push(a as NodeId);

@@ -94,8 +94,20 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
     let features = {
         let _g = category_scope(Category::Features);
         match cfg.feat_dtype {
-            DType::BF16 => Tensor::from_vec((0..n * d).into_par_iter().map(|i| bf16::from_f64(value(i))).collect::<Vec<_>>(), &[n, d])?,
-            _ => Tensor::from_vec((0..n * d).into_par_iter().map(|i| value(i) as f32).collect::<Vec<_>>(), &[n, d])?,
+            DType::BF16 => Tensor::from_vec(
+                (0..n * d)
+                    .into_par_iter()
+                    .map(|i| bf16::from_f64(value(i)))
+                    .collect::<Vec<_>>(),
+                &[n, d],
+            )?,
+            _ => Tensor::from_vec(
+                (0..n * d)
+                    .into_par_iter()
+                    .map(|i| value(i) as f32)
+                    .collect::<Vec<_>>(),
+                &[n, d],
+            )?,
         }
     };
     let labels = (0..n).map(|v| (v % c) as i64).collect();

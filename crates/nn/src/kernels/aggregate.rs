@@ -34,13 +34,27 @@ pub struct WeightedSum {
 impl WeightedSum {
     /// `out[v] = sum of x[u] over in-edges u -> v`.
     pub fn sum(graph: Arc<GraphView>) -> WeightedSum {
-        WeightedSum { graph, src_scale: None, dst_scale: None, self_weight: None, edge_weight: None }
+        WeightedSum {
+            graph,
+            src_scale: None,
+            dst_scale: None,
+            self_weight: None,
+            edge_weight: None,
+        }
     }
 
     /// `out[v] = mean of x[u] over in-edges u -> v` (0 without in-edges).
     pub fn mean(graph: Arc<GraphView>) -> WeightedSum {
-        let scale: Arc<[f64]> = graph.by_dst.in_degrees().iter().map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f64 }).collect();
-        WeightedSum { dst_scale: Some(scale), ..WeightedSum::sum(graph) }
+        let scale: Arc<[f64]> = graph
+            .by_dst
+            .in_degrees()
+            .iter()
+            .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f64 })
+            .collect();
+        WeightedSum {
+            dst_scale: Some(scale),
+            ..WeightedSum::sum(graph)
+        }
     }
 
     /// GCN's `D^-1/2 (A + I) D^-1/2`, self-loops added where missing, degrees counted over
@@ -48,16 +62,31 @@ impl WeightedSum {
     pub fn gcn(graph: Arc<GraphView>) -> WeightedSum {
         let g = &graph.by_dst;
         let n = g.num_nodes();
-        let has_loop: Vec<bool> = (0..n).map(|v| g.in_neighbors(v).binary_search(&(v as u32)).is_ok()).collect();
-        let dinv: Arc<[f64]> = (0..n).map(|v| 1.0 / ((g.in_degree(v) + usize::from(!has_loop[v])) as f64).sqrt()).collect();
-        let self_weight: Arc<[f64]> = (0..n).map(|v| if has_loop[v] { 0.0 } else { dinv[v] * dinv[v] }).collect();
-        WeightedSum { src_scale: Some(dinv.clone()), dst_scale: Some(dinv), self_weight: Some(self_weight), ..WeightedSum::sum(graph) }
+        let has_loop: Vec<bool> = (0..n)
+            .map(|v| g.in_neighbors(v).binary_search(&(v as u32)).is_ok())
+            .collect();
+        let dinv: Arc<[f64]> = (0..n)
+            .map(|v| 1.0 / ((g.in_degree(v) + usize::from(!has_loop[v])) as f64).sqrt())
+            .collect();
+        let self_weight: Arc<[f64]> = (0..n)
+            .map(|v| if has_loop[v] { 0.0 } else { dinv[v] * dinv[v] })
+            .collect();
+        WeightedSum {
+            src_scale: Some(dinv.clone()),
+            dst_scale: Some(dinv),
+            self_weight: Some(self_weight),
+            ..WeightedSum::sum(graph)
+        }
     }
 
     /// Multiplies every edge's term by `weight[e]` (edge order of the graph).
     pub fn with_edge_weight(mut self, weight: Arc<[f32]>) -> Result<WeightedSum> {
         if weight.len() != self.graph.by_dst.num_edges() {
-            return Err(Error::Config(format!("{} edge weights for {} edges", weight.len(), self.graph.by_dst.num_edges())));
+            return Err(Error::Config(format!(
+                "{} edge weights for {} edges",
+                weight.len(),
+                self.graph.by_dst.num_edges()
+            )));
         }
         self.edge_weight = Some(weight);
         Ok(self)
@@ -73,10 +102,18 @@ impl WeightedSum {
         let n = gv.num_nodes();
         let (rows, cols) = x.dims2();
         check_rows(x, n)?;
-        let (csr, chunks) = if backward { (&gv.by_src, &gv.src_chunks) } else { (&gv.by_dst, &gv.dst_chunks) };
+        let (csr, chunks) = if backward {
+            (&gv.by_src, &gv.src_chunks)
+        } else {
+            (&gv.by_dst, &gv.dst_chunks)
+        };
         // Forward: row v gathers from its in-edges; the scale of the row is dst_scale and the
         // neighbour's is src_scale. Backward swaps the two roles.
-        let (row_scale, nb_scale) = if backward { (&self.src_scale, &self.dst_scale) } else { (&self.dst_scale, &self.src_scale) };
+        let (row_scale, nb_scale) = if backward {
+            (&self.src_scale, &self.dst_scale)
+        } else {
+            (&self.dst_scale, &self.src_scale)
+        };
         let edge_of = |i: usize| if backward { gv.src_edge[i] } else { i };
         Ok(with_float!(x.dtype(), "aggregate", T => {
             let xs = x.as_slice::<T>()?;
@@ -113,7 +150,10 @@ impl WeightedSum {
 
 fn check_rows(x: &Tensor, n: usize) -> Result<()> {
     if x.dims2().0 != n {
-        return Err(Error::Config(format!("aggregation over {n} nodes got a tensor of shape {:?}", x.shape())));
+        return Err(Error::Config(format!(
+            "aggregation over {n} nodes got a tensor of shape {:?}",
+            x.shape()
+        )));
     }
     Ok(())
 }
@@ -132,7 +172,13 @@ impl MaxAggregation {
 
     /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.
     pub fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
-        Ok(tape.apply(Aggregate::Max { graph: self.graph.clone(), winners: Vec::new() }, &[x])?)
+        Ok(tape.apply(
+            Aggregate::Max {
+                graph: self.graph.clone(),
+                winners: Vec::new(),
+            },
+            &[x],
+        )?)
     }
 }
 
@@ -142,7 +188,10 @@ const NO_EDGE: u32 = u32::MAX;
 enum Aggregate {
     Weighted(WeightedSum),
     /// `winners[v * cols + j]`: the edge whose source gave the max, or [`NO_EDGE`].
-    Max { graph: Arc<GraphView>, winners: Vec<u32> },
+    Max {
+        graph: Arc<GraphView>,
+        winners: Vec<u32>,
+    },
 }
 
 impl Op for Aggregate {
@@ -186,7 +235,9 @@ fn max_forward(gv: &GraphView, x: &Tensor) -> Result<(Tensor, Vec<u32>)> {
     let n = gv.num_nodes();
     check_rows(x, n)?;
     if gv.by_dst.num_edges() >= NO_EDGE as usize {
-        return Err(Error::Config("max aggregation supports fewer than 2^32 - 1 edges".into()));
+        return Err(Error::Config(
+            "max aggregation supports fewer than 2^32 - 1 edges".into(),
+        ));
     }
     let (_, cols) = x.dims2();
     let csr = &gv.by_dst;

@@ -42,18 +42,29 @@ struct GatOp {
 impl FusedGat {
     /// `out = attention(h, el, er)` for `h: [n, heads * c]`, `el, er: [n, heads]`.
     pub fn apply(&self, tape: &mut Tape, h: &Var, el: &Var, er: &Var) -> Result<Var> {
-        Ok(tape.apply(GatOp { cfg: self.clone(), stats: None }, &[h, el, er])?)
+        Ok(tape.apply(
+            GatOp {
+                cfg: self.clone(),
+                stats: None,
+            },
+            &[h, el, er],
+        )?)
     }
 
     #[inline(always)]
     fn factor(&self, v: usize, u: usize, k: usize) -> f64 {
-        self.attention_dropout.map_or(1.0, |d| d.factor(v as u64, (u * self.heads + k) as u64))
+        self.attention_dropout
+            .map_or(1.0, |d| d.factor(v as u64, (u * self.heads + k) as u64))
     }
 
     fn check(&self, h: &Tensor, el: &Tensor, er: &Tensor) -> Result<(usize, usize)> {
         let n = self.graph.num_nodes();
         let (rows, width) = h.dims2();
-        if rows != n || width % self.heads != 0 || el.dims2() != (n, self.heads) || er.dims2() != (n, self.heads) {
+        if rows != n
+            || width % self.heads != 0
+            || el.dims2() != (n, self.heads)
+            || er.dims2() != (n, self.heads)
+        {
             return Err(Error::Config(format!(
                 "fused GAT over {n} nodes, {} heads: h {:?}, el {:?}, er {:?}",
                 self.heads,
@@ -68,7 +79,11 @@ impl FusedGat {
 
 #[inline(always)]
 fn leaky<R: Real>(x: R, slope: R) -> R {
-    if x > R::ZERO { x } else { slope * x }
+    if x > R::ZERO {
+        x
+    } else {
+        slope * x
+    }
 }
 
 impl Op for GatOp {
@@ -79,7 +94,9 @@ impl Op for GatOp {
     fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
         let (h, el, er) = (inputs[0], inputs[1], inputs[2]);
         let cfg = &self.cfg;
-        let (n, c) = cfg.check(h, el, er).map_err(super::aggregate::to_tensor_error)?;
+        let (n, c) = cfg
+            .check(h, el, er)
+            .map_err(super::aggregate::to_tensor_error)?;
         let heads = cfg.heads;
         let csr = &cfg.graph.by_dst;
         let mut stats = vec![0f64; n * heads * 2];
@@ -144,8 +161,12 @@ impl Op for GatOp {
         let (h, el, er, g) = (ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.grad);
         let cfg = &self.cfg;
         let heads = cfg.heads;
-        let (n, c) = cfg.check(h, el, er).map_err(super::aggregate::to_tensor_error)?;
-        let stats = self.stats.as_ref().ok_or_else(|| graphloom_tensor::Error::Autodiff("fused_gat: backward before forward".into()))?;
+        let (n, c) = cfg
+            .check(h, el, er)
+            .map_err(super::aggregate::to_tensor_error)?;
+        let stats = self.stats.as_ref().ok_or_else(|| {
+            graphloom_tensor::Error::Autodiff("fused_gat: backward before forward".into())
+        })?;
         let st = stats.as_slice::<f64>()?;
         let gv = &*cfg.graph;
         with_float!(h.dtype(), "fused_gat", T => {

@@ -20,7 +20,11 @@ impl Op for HeadScores {
         let (h, att) = (inputs[0], inputs[1]);
         let (n, width) = h.dims2();
         if att.numel() != width || width % self.heads != 0 || h.dtype() != att.dtype() {
-            return Err(Error::ShapeMismatch { op: "head_scores", lhs: h.shape().to_vec(), rhs: att.shape().to_vec() });
+            return Err(Error::ShapeMismatch {
+                op: "head_scores",
+                lhs: h.shape().to_vec(),
+                rhs: att.shape().to_vec(),
+            });
         }
         let (heads, c) = (self.heads, width / self.heads);
         with_float!(h.dtype(), "head_scores", T => {
@@ -80,7 +84,12 @@ impl Op for HeadScores {
 }
 
 /// `s[v, k] = sum_j h[v, k, j] * att[k, j]` for `h: [n, heads * c]` and `att: [heads * c]`.
-pub fn head_scores(tape: &mut Tape, h: &Var, att: &Var, heads: usize) -> graphloom_tensor::Result<Var> {
+pub fn head_scores(
+    tape: &mut Tape,
+    h: &Var,
+    att: &Var,
+    heads: usize,
+) -> graphloom_tensor::Result<Var> {
     tape.apply(HeadScores { heads }, &[h, att])
 }
 
@@ -155,7 +164,13 @@ mod tests {
             let m = graphloom_tensor::autodiff::ops::reshape(t, &m, &[1, 14])?;
             graphloom_tensor::autodiff::ops::matmul(t, &s, &m)
         };
-        let err = max_gradient_error(&f, &[rand_tensor(&[7, 6], 1), rand_tensor(&[6], 2)], &[true, true], 1e-6).unwrap();
+        let err = max_gradient_error(
+            &f,
+            &[rand_tensor(&[7, 6], 1), rand_tensor(&[6], 2)],
+            &[true, true],
+            1e-6,
+        )
+        .unwrap();
         assert!(err < 1e-7, "{err}");
     }
 }

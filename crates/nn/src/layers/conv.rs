@@ -63,27 +63,44 @@ pub struct LayerInput {
 
 impl ConvLayer {
     /// A layer over `graph` (and, for GAT, `graph_with_loops`).
-    pub fn new(kind: ConvKind, in_dim: usize, out_dim: usize, graph: &Arc<GraphView>, graph_with_loops: Option<&Arc<GraphView>>) -> ConvLayer {
+    pub fn new(
+        kind: ConvKind,
+        in_dim: usize,
+        out_dim: usize,
+        graph: &Arc<GraphView>,
+        graph_with_loops: Option<&Arc<GraphView>>,
+    ) -> ConvLayer {
         let (aggregation, attention) = match kind {
             ConvKind::Gcn => (Some(WeightedSum::gcn(graph.clone())), None),
             ConvKind::Sage => (Some(WeightedSum::mean(graph.clone())), None),
             ConvKind::Gat { heads, .. } => (
                 None,
                 Some(FusedGat {
-                    graph: graph_with_loops.expect("GAT layers need the graph with self-loops").clone(),
+                    graph: graph_with_loops
+                        .expect("GAT layers need the graph with self-loops")
+                        .clone(),
                     heads,
                     negative_slope: 0.2,
                     attention_dropout: None,
                 }),
             ),
         };
-        ConvLayer { kind, in_dim, out_dim, aggregation, attention }
+        ConvLayer {
+            kind,
+            in_dim,
+            out_dim,
+            aggregation,
+            attention,
+        }
     }
 
     /// Width of the output.
     pub fn output_width(&self) -> usize {
         match self.kind {
-            ConvKind::Gat { heads, concat: true } => heads * self.out_dim,
+            ConvKind::Gat {
+                heads,
+                concat: true,
+            } => heads * self.out_dim,
             _ => self.out_dim,
         }
     }
@@ -93,19 +110,43 @@ impl ConvLayer {
         let (i, o) = (self.in_dim, self.out_dim);
         Ok(match self.kind {
             ConvKind::Gcn => vec![
-                ("weight".into(), glorot(&[i, o], i, o, key.derive(0), dtype)?),
+                (
+                    "weight".into(),
+                    glorot(&[i, o], i, o, key.derive(0), dtype)?,
+                ),
                 ("bias".into(), Tensor::zeros(&[o], dtype)),
             ],
             ConvKind::Sage => vec![
-                ("lin_l.weight".into(), kaiming_uniform(&[i, o], i, key.derive(0), dtype)?),
-                ("lin_l.bias".into(), kaiming_uniform(&[o], i, key.derive(1), dtype)?),
-                ("lin_r.weight".into(), kaiming_uniform(&[i, o], i, key.derive(2), dtype)?),
+                (
+                    "lin_l.weight".into(),
+                    kaiming_uniform(&[i, o], i, key.derive(0), dtype)?,
+                ),
+                (
+                    "lin_l.bias".into(),
+                    kaiming_uniform(&[o], i, key.derive(1), dtype)?,
+                ),
+                (
+                    "lin_r.weight".into(),
+                    kaiming_uniform(&[i, o], i, key.derive(2), dtype)?,
+                ),
             ],
             ConvKind::Gat { heads, concat } => vec![
-                ("lin.weight".into(), glorot(&[i, heads * o], i, heads * o, key.derive(0), dtype)?),
-                ("att_src".into(), glorot(&[heads * o], heads, o, key.derive(1), dtype)?),
-                ("att_dst".into(), glorot(&[heads * o], heads, o, key.derive(2), dtype)?),
-                ("bias".into(), Tensor::zeros(&[if concat { heads * o } else { o }], dtype)),
+                (
+                    "lin.weight".into(),
+                    glorot(&[i, heads * o], i, heads * o, key.derive(0), dtype)?,
+                ),
+                (
+                    "att_src".into(),
+                    glorot(&[heads * o], heads, o, key.derive(1), dtype)?,
+                ),
+                (
+                    "att_dst".into(),
+                    glorot(&[heads * o], heads, o, key.derive(2), dtype)?,
+                ),
+                (
+                    "bias".into(),
+                    Tensor::zeros(&[if concat { heads * o } else { o }], dtype),
+                ),
             ],
         })
     }
@@ -146,7 +187,11 @@ impl ConvLayer {
                 let el = head_scores(tape, &h, &p[1], heads)?;
                 let er = head_scores(tape, &h, &p[2], heads)?;
                 let out = gat.apply(tape, &h, &el, &er)?;
-                let out = if concat { out } else { mean_heads(tape, &out, heads)? };
+                let out = if concat {
+                    out
+                } else {
+                    mean_heads(tape, &out, heads)?
+                };
                 Ok(ops::add_bias(tape, &out, &p[3])?)
             }
         }

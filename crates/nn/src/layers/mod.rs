@@ -1,6 +1,6 @@
 //! GNN layers: parameters, initialisation and forward passes of GCNConv, SAGEConv and GATConv.
 
-pub mod init;
 mod conv;
+pub mod init;
 
 pub use conv::{ConvKind, ConvLayer, LayerInput};

@@ -82,7 +82,15 @@ mod tests {
         for i in 0..4 {
             h = ops::matmul(t, &h, &v[1])?;
             h = ops::elu(t, &h, 1.0)?;
-            h = ops::dropout(t, &h, Dropout { p: 0.25, key: RngKey::new(3, 0, i) }, None)?;
+            h = ops::dropout(
+                t,
+                &h,
+                Dropout {
+                    p: 0.25,
+                    key: RngKey::new(3, 0, i),
+                },
+                None,
+            )?;
         }
         Ok(h)
     }
@@ -93,8 +101,12 @@ mod tests {
         std::thread::spawn(move || {
             let tracker = MemoryTracker::new();
             set_thread_tracker(tracker.clone());
-            let x: Vec<f64> = (0..64 * 32).map(|i| ((i * 13) % 17) as f64 / 17.0 - 0.5).collect();
-            let w: Vec<f64> = (0..32 * 32).map(|i| ((i * 7) % 19) as f64 / 60.0 - 0.15).collect();
+            let x: Vec<f64> = (0..64 * 32)
+                .map(|i| ((i * 13) % 17) as f64 / 17.0 - 0.5)
+                .collect();
+            let w: Vec<f64> = (0..32 * 32)
+                .map(|i| ((i * 7) % 19) as f64 / 60.0 - 0.15)
+                .collect();
             let mut t = Tape::new();
             let xv = t.leaf(Tensor::from_f64(&x, &[64, 32], DType::F64).unwrap(), false);
             let wv = t.leaf(Tensor::from_f64(&w, &[32, 32], DType::F64).unwrap(), true);

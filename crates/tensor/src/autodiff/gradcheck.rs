@@ -23,7 +23,9 @@ pub fn max_gradient_error(
         let mut tape = Tape::no_grad();
         let vars: Vec<Var> = inputs.iter().map(|t| Var::constant(t.clone())).collect();
         let out = f(&mut tape, &vars)?.value().clone();
-        let w: Vec<f64> = (0..out.numel()).map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0).collect();
+        let w: Vec<f64> = (0..out.numel())
+            .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
+            .collect();
         let l = out.to_vec_f64().iter().zip(&w).map(|(a, b)| a * b).sum();
         Ok((l, Tensor::from_f64(&w, out.shape(), DType::F64)?))
     };

@@ -158,7 +158,8 @@ impl Tape {
         let _scope = category_scope(Category::Gradients);
         let Some(start) = output.node else {
             return Err(Error::Autodiff(
-                "backward from a value that does not depend on any leaf requiring a gradient".into(),
+                "backward from a value that does not depend on any leaf requiring a gradient"
+                    .into(),
             ));
         };
         output.value.check_same(&seed, "backward seed")?;
@@ -169,7 +170,9 @@ impl Tape {
         let mut result = Gradients::default();
         while let Some(node) = nodes.pop() {
             let id = nodes.len();
-            let Some(grad) = grads[id].take() else { continue };
+            let Some(grad) = grads[id].take() else {
+                continue;
+            };
             let Some(op) = node.op else {
                 result.by_node.insert(id, grad);
                 continue;
@@ -192,7 +195,9 @@ impl Tape {
                 )));
             }
             for ((input, value), g) in node.inputs.iter().zip(input_grads) {
-                let (Some(input), Some(g)) = (input, g) else { continue };
+                let (Some(input), Some(g)) = (input, g) else {
+                    continue;
+                };
                 value.check_same(&g, op.name())?;
                 grads[*input] = Some(match grads[*input].take() {
                     None => g,

@@ -99,7 +99,8 @@ fn one<T: 'static + Copy>() -> T {
     } else {
         Box::new(1f64)
     };
-    *v.downcast::<T>().expect("gemm_into is only instantiated for f32 and f64")
+    *v.downcast::<T>()
+        .expect("gemm_into is only instantiated for f32 and f64")
 }
 
 fn widen(x: &[bf16]) -> Vec<f32> {
@@ -129,39 +130,75 @@ pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> R
         });
     }
     fn operand<T>(data: &[T], (rows, cols): (usize, usize), transposed: bool) -> Operand<'_, T> {
-        Operand { data, rows, cols, transposed }
+        Operand {
+            data,
+            rows,
+            cols,
+            transposed,
+        }
     }
     match a.dtype() {
         DType::F32 => {
             let mut out = vec![0f32; m * n];
             let (l, r) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
-            gemm_into(&mut out, operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b));
+            gemm_into(
+                &mut out,
+                operand(l, (ar, ac), transpose_a),
+                operand(r, (br, bc), transpose_b),
+            );
             Tensor::from_vec(out, &[m, n])
         }
         DType::F64 => {
             let mut out = vec![0f64; m * n];
             let (l, r) = (a.as_slice::<f64>()?, b.as_slice::<f64>()?);
-            gemm_into(&mut out, operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b));
+            gemm_into(
+                &mut out,
+                operand(l, (ar, ac), transpose_a),
+                operand(r, (br, bc), transpose_b),
+            );
             Tensor::from_vec(out, &[m, n])
         }
         DType::BF16 => {
             let (l, r) = (a.as_slice::<bf16>()?, b.as_slice::<bf16>()?);
-            matmul_bf16(operand(l, (ar, ac), transpose_a), operand(r, (br, bc), transpose_b), m, n)
+            matmul_bf16(
+                operand(l, (ar, ac), transpose_a),
+                operand(r, (br, bc), transpose_b),
+                m,
+                n,
+            )
         }
-        other => Err(Error::UnsupportedDType { op: "matmul", dtype: other }),
+        other => Err(Error::UnsupportedDType {
+            op: "matmul",
+            dtype: other,
+        }),
     }
 }
 
-fn matmul_bf16(a_shape: Operand<'_, bf16>, b_shape: Operand<'_, bf16>, m: usize, n: usize) -> Result<Tensor> {
+fn matmul_bf16(
+    a_shape: Operand<'_, bf16>,
+    b_shape: Operand<'_, bf16>,
+    m: usize,
+    n: usize,
+) -> Result<Tensor> {
     let a = a_shape.data;
     let b32 = widen(b_shape.data);
-    let rhs = Operand { data: &b32[..], rows: b_shape.rows, cols: b_shape.cols, transposed: b_shape.transposed };
+    let rhs = Operand {
+        data: &b32[..],
+        rows: b_shape.rows,
+        cols: b_shape.cols,
+        transposed: b_shape.transposed,
+    };
     let mut out = vec![bf16::ZERO; m * n];
     if a_shape.transposed {
         // A transposed left operand is read by columns: widen it whole. This is the weight
         // gradient X^T * G, whose output is small, and its input is already held in bf16.
         let a32 = widen(a);
-        let lhs = Operand { data: &a32[..], rows: a_shape.rows, cols: a_shape.cols, transposed: true };
+        let lhs = Operand {
+            data: &a32[..],
+            rows: a_shape.rows,
+            cols: a_shape.cols,
+            transposed: true,
+        };
         let mut out32 = vec![0f32; m * n];
         gemm_into(&mut out32, lhs, rhs);
         out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
@@ -171,7 +208,12 @@ fn matmul_bf16(a_shape: Operand<'_, bf16>, b_shape: Operand<'_, bf16>, m: usize,
         for start in (0..m).step_by(BF16_ROW_BLOCK) {
             let end = (start + BF16_ROW_BLOCK).min(m);
             let a32 = widen(&a[start * k..end * k]);
-            let lhs = Operand { data: &a32[..], rows: end - start, cols: k, transposed: false };
+            let lhs = Operand {
+                data: &a32[..],
+                rows: end - start,
+                cols: k,
+                transposed: false,
+            };
             let block = &mut out32[..(end - start) * n];
             gemm_into(block, lhs, rhs);
             for (o, &v) in out[start * n..end * n].iter_mut().zip(block.iter()) {
@@ -211,8 +253,12 @@ mod tests {
     #[test]
     fn matmul_matches_naive_in_every_dtype_and_transpose() {
         let (m, k, n) = (70, 33, 129);
-        let a: Vec<f64> = (0..m * k).map(|i| ((i * 37 % 101) as f64 - 50.0) / 64.0).collect();
-        let b: Vec<f64> = (0..k * n).map(|i| ((i * 53 % 97) as f64 - 48.0) / 64.0).collect();
+        let a: Vec<f64> = (0..m * k)
+            .map(|i| ((i * 37 % 101) as f64 - 50.0) / 64.0)
+            .collect();
+        let b: Vec<f64> = (0..k * n)
+            .map(|i| ((i * 53 % 97) as f64 - 48.0) / 64.0)
+            .collect();
         let want = naive(&a, &b, m, k, n);
         for dtype in [DType::F64, DType::F32, DType::BF16] {
             let tol = match dtype {
@@ -221,15 +267,26 @@ mod tests {
                 _ => 0.15,
             };
             for (ta, tb) in [(false, false), (true, false), (false, true), (true, true)] {
-                let (av, ashape) = if ta { (transpose(&a, m, k), [k, m]) } else { (a.clone(), [m, k]) };
-                let (bv, bshape) = if tb { (transpose(&b, k, n), [n, k]) } else { (b.clone(), [k, n]) };
+                let (av, ashape) = if ta {
+                    (transpose(&a, m, k), [k, m])
+                } else {
+                    (a.clone(), [m, k])
+                };
+                let (bv, bshape) = if tb {
+                    (transpose(&b, k, n), [n, k])
+                } else {
+                    (b.clone(), [k, n])
+                };
                 let at = Tensor::from_f64(&av, &ashape, dtype).unwrap();
                 let bt = Tensor::from_f64(&bv, &bshape, dtype).unwrap();
                 let c = matmul(&at, &bt, ta, tb).unwrap();
                 assert_eq!(c.shape(), &[m, n]);
                 assert_eq!(c.dtype(), dtype);
                 for (x, y) in c.to_vec_f64().iter().zip(&want) {
-                    assert!((x - y).abs() <= tol * (1.0 + y.abs()), "{dtype} {ta} {tb}: {x} vs {y}");
+                    assert!(
+                        (x - y).abs() <= tol * (1.0 + y.abs()),
+                        "{dtype} {ta} {tb}: {x} vs {y}"
+                    );
                 }
             }
         }

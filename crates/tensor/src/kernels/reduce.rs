@@ -64,10 +64,18 @@ mod tests {
 
     #[test]
     fn sums_match_f64_and_do_not_depend_on_threads() {
-        let x: Vec<f32> = (0..100_003).map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.3).collect();
+        let x: Vec<f32> = (0..100_003)
+            .map(|i| ((i * 7919) % 1000) as f32 * 1e-3 - 0.3)
+            .collect();
         let exact: f64 = x.iter().map(|&v| v as f64).sum();
-        let one = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
-        let four = rayon::ThreadPoolBuilder::new().num_threads(4).build().unwrap();
+        let one = rayon::ThreadPoolBuilder::new()
+            .num_threads(1)
+            .build()
+            .unwrap();
+        let four = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
         let a = one.install(|| sum(&x));
         let b = four.install(|| sum(&x));
         assert_eq!(a.to_bits(), b.to_bits());

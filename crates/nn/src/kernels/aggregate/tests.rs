@@ -11,7 +11,13 @@ fn naive_weighted(g: &graphloom_graph::Csr, x: &[f64], cols: usize, kind: &str) 
     for &d in &dst {
         deg[d as usize] += 1.0;
     }
-    let has_loop: Vec<bool> = (0..n).map(|v| src.iter().zip(&dst).any(|(&s, &d)| s == d && d as usize == v)).collect();
+    let has_loop: Vec<bool> = (0..n)
+        .map(|v| {
+            src.iter()
+                .zip(&dst)
+                .any(|(&s, &d)| s == d && d as usize == v)
+        })
+        .collect();
     let mut out = vec![0.0; n * cols];
     for (&s, &d) in src.iter().zip(&dst) {
         let (s, d) = (s as usize, d as usize);
@@ -46,13 +52,27 @@ fn weighted_sums_match_naive_and_finite_differences() {
     let g = awkward_graph(40, 90, 1);
     let gv = Arc::new(GraphView::new(&g, false));
     let x = rand_tensor(&[40, 5], 2);
-    for (kind, agg) in [("sum", WeightedSum::sum(gv.clone())), ("mean", WeightedSum::mean(gv.clone())), ("gcn", WeightedSum::gcn(gv.clone()))] {
+    for (kind, agg) in [
+        ("sum", WeightedSum::sum(gv.clone())),
+        ("mean", WeightedSum::mean(gv.clone())),
+        ("gcn", WeightedSum::gcn(gv.clone())),
+    ] {
         let mut t = Tape::no_grad();
         let y = agg.apply(&mut t, &Var::constant(x.clone())).unwrap();
-        assert_close(&y.value().to_vec_f64(), &naive_weighted(&g, &x.to_vec_f64(), 5, kind), 1e-12, kind);
-        let f = move |t: &mut Tape, v: &[Var]| -> graphloom_tensor::Result<Var> { agg.apply(t, &v[0]).map_err(to_tensor_error) };
+        assert_close(
+            &y.value().to_vec_f64(),
+            &naive_weighted(&g, &x.to_vec_f64(), 5, kind),
+            1e-12,
+            kind,
+        );
+        let f = move |t: &mut Tape, v: &[Var]| -> graphloom_tensor::Result<Var> {
+            agg.apply(t, &v[0]).map_err(to_tensor_error)
+        };
         let small = rand_tensor(&[40, 2], 3);
-        assert!(max_gradient_error(&f, &[small], &[true], 1e-6).unwrap() < 1e-8, "{kind}");
+        assert!(
+            max_gradient_error(&f, &[small], &[true], 1e-6).unwrap() < 1e-8,
+            "{kind}"
+        );
     }
 }
 
@@ -63,9 +83,15 @@ fn f32_and_bf16_follow_f64() {
     let x = rand_tensor(&[300, 16], 5);
     let agg = WeightedSum::gcn(gv);
     let mut t = Tape::no_grad();
-    let want = agg.apply(&mut t, &Var::constant(x.clone())).unwrap().value().to_vec_f64();
+    let want = agg
+        .apply(&mut t, &Var::constant(x.clone()))
+        .unwrap()
+        .value()
+        .to_vec_f64();
     for (dtype, tol) in [(DType::F32, 1e-5), (DType::BF16, 2e-2)] {
-        let got = agg.apply(&mut t, &Var::constant(x.cast(dtype).unwrap())).unwrap();
+        let got = agg
+            .apply(&mut t, &Var::constant(x.cast(dtype).unwrap()))
+            .unwrap();
         assert_eq!(got.value().dtype(), dtype);
         assert_close(&got.value().to_vec_f64(), &want, tol, dtype.name());
     }
@@ -76,14 +102,23 @@ fn max_matches_naive_with_ties_to_the_lowest_source() {
     let g = awkward_graph(30, 60, 7);
     let gv = Arc::new(GraphView::new(&g, false));
     // Few distinct values, so ties are common.
-    let v: Vec<f64> = rand_tensor(&[30, 3], 8).to_vec_f64().iter().map(|a| (a * 3.0).round()).collect();
+    let v: Vec<f64> = rand_tensor(&[30, 3], 8)
+        .to_vec_f64()
+        .iter()
+        .map(|a| (a * 3.0).round())
+        .collect();
     let x = Tensor::from_f64(&v, &[30, 3], DType::F64).unwrap();
     let agg = MaxAggregation::new(gv);
     let mut t = Tape::new();
     let xv = t.leaf(x, true);
     let y = agg.apply(&mut t, &xv).unwrap();
     let gy = rand_tensor(&[30, 3], 9);
-    let dx = t.backward_with(&y, gy.clone()).unwrap().get(&xv).unwrap().to_vec_f64();
+    let dx = t
+        .backward_with(&y, gy.clone())
+        .unwrap()
+        .get(&xv)
+        .unwrap()
+        .to_vec_f64();
     // Naive: for each (v, j), the lowest source id reaching the max wins the gradient.
     let (n, cols) = (30, 3);
     let mut want_y = vec![0.0; n * cols];
@@ -95,8 +130,15 @@ fn max_matches_naive_with_ties_to_the_lowest_source() {
             if nb.is_empty() {
                 continue;
             }
-            let best = nb.iter().map(|&u| v[u as usize * cols + j]).fold(f64::NEG_INFINITY, f64::max);
-            let winner = *nb.iter().filter(|&&u| v[u as usize * cols + j] == best).min().unwrap() as usize;
+            let best = nb
+                .iter()
+                .map(|&u| v[u as usize * cols + j])
+                .fold(f64::NEG_INFINITY, f64::max);
+            let winner = *nb
+                .iter()
+                .filter(|&&u| v[u as usize * cols + j] == best)
+                .min()
+                .unwrap() as usize;
             want_y[d * cols + j] = best;
             want_dx[winner * cols + j] += gys[d * cols + j];
         }

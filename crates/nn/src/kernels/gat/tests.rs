@@ -15,7 +15,11 @@ fn naive(gat: &FusedGat, h: &[f64], el: &[f64], er: &[f64], c: usize) -> Vec<f64
                 .iter()
                 .map(|&u| {
                     let x = el[u as usize * heads + k] + er[v * heads + k];
-                    if x > 0.0 { x } else { gat.negative_slope * x }
+                    if x > 0.0 {
+                        x
+                    } else {
+                        gat.negative_slope * x
+                    }
                 })
                 .collect();
             let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
@@ -37,9 +41,19 @@ fn setup(dropout: bool) -> (FusedGat, [Tensor; 3]) {
         graph: Arc::new(GraphView::new(&g, true)),
         heads: 3,
         negative_slope: 0.2,
-        attention_dropout: dropout.then(|| Dropout { p: 0.3, key: RngKey::new(5, 1, 2) }),
+        attention_dropout: dropout.then(|| Dropout {
+            p: 0.3,
+            key: RngKey::new(5, 1, 2),
+        }),
     };
-    (gat, [rand_tensor(&[25, 3 * 4], 1), rand_tensor(&[25, 3], 2), rand_tensor(&[25, 3], 3)])
+    (
+        gat,
+        [
+            rand_tensor(&[25, 3 * 4], 1),
+            rand_tensor(&[25, 3], 2),
+            rand_tensor(&[25, 3], 3),
+        ],
+    )
 }
 
 #[test]
@@ -47,7 +61,14 @@ fn fused_gat_matches_naive_attention() {
     for dropout in [false, true] {
         let (gat, [h, el, er]) = setup(dropout);
         let mut t = Tape::no_grad();
-        let y = gat.apply(&mut t, &Var::constant(h.clone()), &Var::constant(el.clone()), &Var::constant(er.clone())).unwrap();
+        let y = gat
+            .apply(
+                &mut t,
+                &Var::constant(h.clone()),
+                &Var::constant(el.clone()),
+                &Var::constant(er.clone()),
+            )
+            .unwrap();
         let want = naive(&gat, &h.to_vec_f64(), &el.to_vec_f64(), &er.to_vec_f64(), 4);
         assert_close(&y.value().to_vec_f64(), &want, 1e-12, "fused gat");
     }
@@ -57,7 +78,10 @@ fn fused_gat_matches_naive_attention() {
 fn fused_gat_gradients_match_finite_differences() {
     for dropout in [false, true] {
         let (gat, inputs) = setup(dropout);
-        let f = move |t: &mut Tape, v: &[Var]| gat.apply(t, &v[0], &v[1], &v[2]).map_err(super::super::aggregate::to_tensor_error);
+        let f = move |t: &mut Tape, v: &[Var]| {
+            gat.apply(t, &v[0], &v[1], &v[2])
+                .map_err(super::super::aggregate::to_tensor_error)
+        };
         let err = max_gradient_error(&f, &inputs, &[true, true, true], 1e-6).unwrap();
         assert!(err < 1e-7, "dropout {dropout}: {err}");
     }
@@ -69,8 +93,16 @@ fn f32_follows_f64() {
     let mut t = Tape::no_grad();
     let run = |t: &mut Tape, dtype| {
         let c = |x: &Tensor| Var::constant(x.cast(dtype).unwrap());
-        gat.apply(t, &c(&h), &c(&el), &c(&er)).unwrap().value().to_vec_f64()
+        gat.apply(t, &c(&h), &c(&el), &c(&er))
+            .unwrap()
+            .value()
+            .to_vec_f64()
     };
     let want = run(&mut t, graphloom_tensor::DType::F64);
-    assert_close(&run(&mut t, graphloom_tensor::DType::F32), &want, 1e-5, "f32");
+    assert_close(
+        &run(&mut t, graphloom_tensor::DType::F32),
+        &want,
+        1e-5,
+        "f32",
+    );
 }

@@ -94,11 +94,12 @@ mod tests {
         let v: Vec<f64> = (0..24).map(|i| (i as f64 - 11.5) * 0.21).collect();
         let x = Tensor::from_f64(&v, &[4, 6], DType::F64).unwrap();
         for f in [
-            &(|t: &mut Tape, v: &[Var]| relu(t, &v[0])) as &dyn Fn(&mut Tape, &[Var]) -> Result<Var>,
+            &(|t: &mut Tape, v: &[Var]| relu(t, &v[0]))
+                as &dyn Fn(&mut Tape, &[Var]) -> Result<Var>,
             &|t, v| elu(t, &v[0], 1.0),
             &|t, v| leaky_relu(t, &v[0], 0.2),
         ] {
-            let err = max_gradient_error(f, &[x.clone()], &[true], 1e-6).unwrap();
+            let err = max_gradient_error(f, std::slice::from_ref(&x), &[true], 1e-6).unwrap();
             assert!(err < 1e-7, "{err}");
         }
     }
@@ -108,8 +109,14 @@ mod tests {
         let x = Tensor::from_f64(&[-1.0, 0.0, 2.0], &[3], DType::F64).unwrap();
         let mut t = Tape::no_grad();
         let xv = Var::constant(x);
-        assert_eq!(relu(&mut t, &xv).unwrap().value().to_vec_f64(), vec![0.0, 0.0, 2.0]);
-        assert_eq!(leaky_relu(&mut t, &xv, 0.2).unwrap().value().to_vec_f64(), vec![-0.2, 0.0, 2.0]);
+        assert_eq!(
+            relu(&mut t, &xv).unwrap().value().to_vec_f64(),
+            vec![0.0, 0.0, 2.0]
+        );
+        assert_eq!(
+            leaky_relu(&mut t, &xv, 0.2).unwrap().value().to_vec_f64(),
+            vec![-0.2, 0.0, 2.0]
+        );
         let e = elu(&mut t, &xv, 1.0).unwrap().value().to_vec_f64();
         assert!((e[0] - ((-1f64).exp() - 1.0)).abs() < 1e-15 && e[2] == 2.0);
     }

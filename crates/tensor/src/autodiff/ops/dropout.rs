@@ -35,7 +35,11 @@ impl Dropout {
         let (rows, cols) = x.dims2();
         if let Some(ids) = row_ids {
             if ids.len() != rows {
-                return Err(Error::ShapeMismatch { op: "dropout", lhs: x.shape().to_vec(), rhs: vec![ids.len()] });
+                return Err(Error::ShapeMismatch {
+                    op: "dropout",
+                    lhs: x.shape().to_vec(),
+                    rhs: vec![ids.len()],
+                });
             }
         }
         let rule = *self;
@@ -67,18 +71,28 @@ impl Op for DropoutOp {
     }
     fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
         // The mask is the same function of (id, column) as in forward: recompute, don't store.
-        Ok(vec![Some(self.rule.apply(ctx.grad, self.row_ids.as_deref())?)])
+        Ok(vec![Some(
+            self.rule.apply(ctx.grad, self.row_ids.as_deref())?,
+        )])
     }
 }
 
 /// Zeroes elements of `x` with probability `rule.p` and scales the rest by `1 / (1 - p)`.
 /// Row `r` is keyed by `row_ids[r]`, or by `r` when no ids are given.
-pub fn dropout(tape: &mut Tape, x: &Var, rule: Dropout, row_ids: Option<Arc<[i64]>>) -> Result<Var> {
+pub fn dropout(
+    tape: &mut Tape,
+    x: &Var,
+    rule: Dropout,
+    row_ids: Option<Arc<[i64]>>,
+) -> Result<Var> {
     if rule.p <= 0.0 {
         return Ok(x.clone());
     }
     if !(0.0..1.0).contains(&rule.p) {
-        return Err(Error::Autodiff(format!("dropout probability {} is not in [0, 1)", rule.p)));
+        return Err(Error::Autodiff(format!(
+            "dropout probability {} is not in [0, 1)",
+            rule.p
+        )));
     }
     tape.apply(DropoutOp { rule, row_ids }, &[x])
 }
@@ -91,7 +105,10 @@ mod tests {
 
     #[test]
     fn dropout_keeps_the_expected_share_and_its_gradient_is_the_mask() {
-        let rule = Dropout { p: 0.3, key: RngKey::new(1, 2, 3) };
+        let rule = Dropout {
+            p: 0.3,
+            key: RngKey::new(1, 2, 3),
+        };
         let x = Tensor::full(&[200, 50], DType::F64, 1.0).unwrap();
         let mut t = Tape::no_grad();
         let y = dropout(&mut t, &Var::constant(x), rule, None).unwrap();
@@ -102,7 +119,12 @@ mod tests {
         assert!(v.iter().all(|&a| a == 0.0 || (a - 1.0 / 0.7).abs() < 1e-12));
         let ids: Arc<[i64]> = (0..6).map(|i| 1000 + i).collect();
         let f = move |t: &mut Tape, v: &[Var]| dropout(t, &v[0], rule, Some(ids.clone()));
-        let x = Tensor::from_f64(&(0..18).map(|i| i as f64).collect::<Vec<_>>(), &[6, 3], DType::F64).unwrap();
+        let x = Tensor::from_f64(
+            &(0..18).map(|i| i as f64).collect::<Vec<_>>(),
+            &[6, 3],
+            DType::F64,
+        )
+        .unwrap();
         assert!(max_gradient_error(&f, &[x], &[true], 1e-6).unwrap() < 1e-8);
     }
 }

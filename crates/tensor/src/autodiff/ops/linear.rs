@@ -16,8 +16,16 @@ impl Op for MatMul {
     }
     fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
         let (a, b, g) = (ctx.inputs[0], ctx.inputs[1], ctx.grad);
-        let da = if ctx.needs_grad[0] { Some(matmul_kernel(g, b, false, true)?) } else { None };
-        let db = if ctx.needs_grad[1] { Some(matmul_kernel(a, g, true, false)?) } else { None };
+        let da = if ctx.needs_grad[0] {
+            Some(matmul_kernel(g, b, false, true)?)
+        } else {
+            None
+        };
+        let db = if ctx.needs_grad[1] {
+            Some(matmul_kernel(a, g, true, false)?)
+        } else {
+            None
+        };
         Ok(vec![da, db])
     }
 }
@@ -65,7 +73,11 @@ impl Op for AddBias {
         let (x, b) = (inputs[0], inputs[1]);
         let (_, cols) = x.dims2();
         if b.numel() != cols || x.dtype() != b.dtype() {
-            return Err(Error::ShapeMismatch { op: "add_bias", lhs: x.shape().to_vec(), rhs: b.shape().to_vec() });
+            return Err(Error::ShapeMismatch {
+                op: "add_bias",
+                lhs: x.shape().to_vec(),
+                rhs: b.shape().to_vec(),
+            });
         }
         with_float!(x.dtype(), "add_bias", T => {
             let bias = b.as_slice::<T>()?;
@@ -107,7 +119,9 @@ mod tests {
     fn rand(shape: &[usize], salt: u64) -> Tensor {
         let key = crate::rng::RngKey::new(salt, 0, 0);
         let n: usize = shape.iter().product();
-        let v: Vec<f64> = (0..n).map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0).collect();
+        let v: Vec<f64> = (0..n)
+            .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
+            .collect();
         Tensor::from_f64(&v, shape, DType::F64).unwrap()
     }
 
@@ -118,7 +132,12 @@ mod tests {
             let y = add_bias(t, &y, &v[2])?;
             add(t, &y, &v[3])
         };
-        let inputs = [rand(&[5, 4], 1), rand(&[4, 3], 2), rand(&[3], 3), rand(&[5, 3], 4)];
+        let inputs = [
+            rand(&[5, 4], 1),
+            rand(&[4, 3], 2),
+            rand(&[3], 3),
+            rand(&[5, 3], 4),
+        ];
         let err = max_gradient_error(&f, &inputs, &[true; 4], 1e-6).unwrap();
         assert!(err < 1e-7, "{err}");
     }

@@ -77,12 +77,20 @@ impl Op for NllLoss {
         let (n, c) = logp.dims2();
         for &r in self.rows.iter() {
             if r >= n {
-                return Err(Error::IndexOutOfRange { op: "nll_loss", index: r as i64, bound: n });
+                return Err(Error::IndexOutOfRange {
+                    op: "nll_loss",
+                    index: r as i64,
+                    bound: n,
+                });
             }
         }
         for &y in self.labels.iter() {
             if y < 0 || y as usize >= c {
-                return Err(Error::IndexOutOfRange { op: "nll_loss label", index: y, bound: c });
+                return Err(Error::IndexOutOfRange {
+                    op: "nll_loss label",
+                    index: y,
+                    bound: c,
+                });
             }
         }
         with_float!(logp.dtype(), "nll_loss", T => {
@@ -114,11 +122,28 @@ impl Op for NllLoss {
 /// `-sum_i logp[rows[i], labels[i]] / normaliser`: the mean negative log-likelihood when
 /// `normaliser` is the number of rows. A distributed job passes the global count, so each
 /// worker's share adds up to the loss of the whole.
-pub fn nll_loss(tape: &mut Tape, logp: &Var, rows: Arc<[usize]>, labels: Arc<[i64]>, normaliser: f64) -> Result<Var> {
+pub fn nll_loss(
+    tape: &mut Tape,
+    logp: &Var,
+    rows: Arc<[usize]>,
+    labels: Arc<[i64]>,
+    normaliser: f64,
+) -> Result<Var> {
     if rows.len() != labels.len() {
-        return Err(Error::ShapeMismatch { op: "nll_loss", lhs: vec![rows.len()], rhs: vec![labels.len()] });
+        return Err(Error::ShapeMismatch {
+            op: "nll_loss",
+            lhs: vec![rows.len()],
+            rhs: vec![labels.len()],
+        });
     }
-    tape.apply(NllLoss { rows, labels, normaliser }, &[logp])
+    tape.apply(
+        NllLoss {
+            rows,
+            labels,
+            normaliser,
+        },
+        &[logp],
+    )
 }
 
 #[cfg(test)]
@@ -138,9 +163,13 @@ mod tests {
             let lp = log_softmax(t, &v[0])?;
             nll_loss(t, &lp, r2.clone(), l2.clone(), 4.0)
         };
-        assert!(max_gradient_error(&f, &[x.clone()], &[true], 1e-6).unwrap() < 1e-8);
+        assert!(max_gradient_error(&f, std::slice::from_ref(&x), &[true], 1e-6).unwrap() < 1e-8);
         let mut t = Tape::no_grad();
-        let loss = f(&mut t, &[Var::constant(x)]).unwrap().value().scalar_f64().unwrap();
+        let loss = f(&mut t, &[Var::constant(x)])
+            .unwrap()
+            .value()
+            .scalar_f64()
+            .unwrap();
         let mut want = 0.0;
         for (&r, &y) in rows.iter().zip(labels.iter()) {
             let row = &v[r * 4..r * 4 + 4];

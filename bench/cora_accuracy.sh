@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE.
+# Usage: bench/cora_accuracy.sh [SEEDS]   (run from the repository root)
+set -euo pipefail
+seeds=${1:-10}
+cargo build --release -q
+bin=target/release/graphloom
+[ -f data/cora/meta.json ] || $bin prepare planetoid --raw ../shared/datasets/planetoid --name cora --out data/cora
+run() {
+  local name=$1; shift
+  local sum=0 accs=()
+  for s in $(seq 0 $((seeds - 1))); do
+    $bin train --dataset data/cora --quiet --seed "$s" --summary-json /tmp/cora-acc.json "$@" >/dev/null
+    accs+=("$(python3 -c 'import json; print(json.load(open("/tmp/cora-acc.json"))["test_acc"])')")
+  done
+  python3 - "$name" "${accs[@]}" <<'PY'
+import statistics, sys
+name, accs = sys.argv[1], [float(a) for a in sys.argv[2:]]
+print(f"{name}: mean test accuracy {100*statistics.mean(accs):.2f}% (std {100*statistics.pstdev(accs):.2f}) over {len(accs)} seeds")
+PY
+}
+run gcn  --model gcn  --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200
+run gat  --model gat  --layers 2 --hidden 8 --heads 8 --out-heads 1 --dropout 0.6 --attention-dropout 0.6 --lr 0.005 --weight-decay 5e-4 --epochs 1000 --patience 100
+run sage --model sage --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200
+run gcn-bf16 --model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --dtype bf16

@@ -1,0 +1,130 @@
+//! The command line end to end: the default job, the summary JSON, and a clear one-line error
+//! (no panic) for every kind of bad input.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use graphloom_graph::npy;
+
+fn graphloom(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_graphloom")).args(args).output().expect("run graphloom")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("graphloom-cli-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+fn small_dataset(dir: &Path) {
+    let out = graphloom(&["prepare", "synthetic", "--nodes", "300", "--avg-degree", "6", "--feat-dim", "8", "--classes", "3", "--out", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// Runs `train` on a dataset that `corrupt` damaged and checks the error names `file`.
+fn assert_clear_error(name: &str, file: &str, expect: &str, corrupt: impl FnOnce(&Path)) {
+    let root = scratch(name);
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    corrupt(&dir);
+    let out = graphloom(&["train", "--dataset", dir.to_str().unwrap(), "--epochs", "2", "--quiet"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+    assert!(!stderr.contains("panicked"), "{name}: {stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
+    assert!(stderr.contains(file) && stderr.contains(expect), "{name}: {stderr}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn truncated_npy() {
+    assert_clear_error("truncated", "node_feat.npy", "truncated", |d| {
+        let p = d.join("node_feat.npy");
+        let bytes = std::fs::read(&p).unwrap();
+        std::fs::write(&p, &bytes[..bytes.len() / 2]).unwrap();
+    });
+}
+
+#[test]
+fn column_index_out_of_range() {
+    assert_clear_error("col", "csr_col_idx.npy", "not a node id", |d| {
+        let p = d.join("csr_col_idx.npy");
+        let mut a = npy::read::<i32>(&p).unwrap();
+        a.data[5] = 300;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn label_out_of_range() {
+    assert_clear_error("label", "node_label.npy", "outside 0..3", |d| {
+        let p = d.join("node_label.npy");
+        let mut a = npy::read::<i64>(&p).unwrap();
+        a.data[7] = 3;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn nan_features() {
+    assert_clear_error("nan", "node_feat.npy", "node 4, column 2", |d| {
+        let p = d.join("node_feat.npy");
+        let mut a = npy::read::<f32>(&p).unwrap();
+        a.data[4 * 8 + 2] = f32::NAN;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn missing_file() {
+    assert_clear_error("missing", "train_idx.npy", "No such file", |d| std::fs::remove_file(d.join("train_idx.npy")).unwrap());
+}
+
+#[test]
+fn row_ptr_not_ending_at_num_edges() {
+    assert_clear_error("rowptr", "csr_row_ptr.npy", "ends at", |d| {
+        let p = d.join("csr_row_ptr.npy");
+        let mut a = npy::read::<i64>(&p).unwrap();
+        *a.data.last_mut().unwrap() -= 1;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn default_job_trains_and_writes_summary_plot_and_model() {
+    let dir = scratch("default");
+    let summary = dir.join("s.json");
+    let plot = dir.join("p.png");
+    let model = dir.join("m.safetensors");
+    let out = graphloom(&[
+        "train", "--epochs", "20", "--quiet", "--model", "sage",
+        "--summary-json", summary.to_str().unwrap(), "--plot", plot.to_str().unwrap(), "--save-model", model.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    for key in ["test_acc", "best_val_acc", "best_epoch", "epochs", "final_train_loss", "mean_epoch_seconds", "peak_rss_bytes"] {
+        assert!(s.get(key).is_some(), "summary lacks {key}");
+    }
+    assert!(s["test_acc"].as_f64().unwrap() > 0.5, "{s}");
+    assert!(s["peak_bytes"]["features"].as_u64().unwrap() > 0);
+    assert_eq!(&std::fs::read(&plot).unwrap()[1..4], b"PNG");
+    let bytes = std::fs::read(&model).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert!(st.names().iter().any(|n| n.as_str() == "layers.0.lin_l.weight"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_options_are_clear_errors() {
+    for (args, expect) in [
+        (vec!["train", "--model", "mlp"], "--model must be"),
+        (vec!["train", "--dtype", "i32"], "--dtype must be"),
+        (vec!["train", "--dropout", "1.5", "--epochs", "1"], "dropout 1.5"),
+    ] {
+        let out = graphloom(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(expect) && !stderr.contains("panicked"), "{stderr}");
+    }
+}
