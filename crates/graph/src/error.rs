@@ -7,12 +7,12 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum Error {
     /// The file could not be read or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {error}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
-        /// The operating system's error.
-        source: std::io::Error,
+        /// The operating system's error (shown in the message, so not chained as a source).
+        error: std::io::Error,
     },
     /// The file is not in the expected format (truncated, wrong dtype, bad header).
     #[error("{}: {msg}", path.display())]
