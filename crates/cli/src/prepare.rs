@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
-use graphloom_graph::convert::{planetoid, synthetic};
+use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic};
 use graphloom_tensor::DType;
 
 /// Arguments of `graphloom prepare`.
@@ -24,6 +24,57 @@ enum Source {
         /// Dataset name as in the file names: cora, citeseer, pubmed.
         #[arg(long)]
         name: String,
+        /// Output dataset directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// A GNN-benchmark .npz file (adj_*, attr_* or attr_matrix, labels); seeded 60/20/20 split.
+    Npz {
+        /// The .npz file.
+        #[arg(long)]
+        file: PathBuf,
+        /// Keep edges as given instead of storing both directions.
+        #[arg(long)]
+        directed: bool,
+        /// Seed of the split.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output dataset directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// An edge list (text "src dst" lines or .npy [E, 2]) with optional .npy features and labels.
+    Edgelist {
+        /// The edge file.
+        #[arg(long)]
+        edges: PathBuf,
+        /// [N, F] features (.npy).
+        #[arg(long)]
+        features: Option<PathBuf>,
+        /// [N] integer labels (.npy).
+        #[arg(long)]
+        labels: Option<PathBuf>,
+        /// Number of nodes [default: feature rows, else largest id + 1].
+        #[arg(long)]
+        num_nodes: Option<usize>,
+        /// Keep edges as given instead of storing both directions.
+        #[arg(long)]
+        directed: bool,
+        /// Seed of the split.
+        #[arg(long, default_value_t = 0)]
+        seed: u64,
+        /// Output dataset directory.
+        #[arg(long)]
+        out: PathBuf,
+    },
+    /// The OGB raw layout (raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz, split/*/...).
+    Ogb {
+        /// The OGB dataset folder (holding raw/ and split/).
+        #[arg(long)]
+        raw: PathBuf,
+        /// Also store every edge reversed (as is usual for ogbn-arxiv).
+        #[arg(long)]
+        undirected: bool,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -93,6 +144,36 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     let spinner = crate::output::spinner("preparing dataset");
     let (ds, out) = match args.source {
         Source::Planetoid { raw, name, out } => (planetoid::convert(&raw, &name)?, out),
+        Source::Npz {
+            file,
+            directed,
+            seed,
+            out,
+        } => (npz::convert(&file, !directed, seed)?, out),
+        Source::Edgelist {
+            edges,
+            features,
+            labels,
+            num_nodes,
+            directed,
+            seed,
+            out,
+        } => (
+            edgelist::convert(
+                &edges,
+                features.as_deref(),
+                labels.as_deref(),
+                num_nodes,
+                !directed,
+                seed,
+            )?,
+            out,
+        ),
+        Source::Ogb {
+            raw,
+            undirected,
+            out,
+        } => (ogb::convert(&raw, undirected)?, out),
         Source::Synthetic(s) => {
             let out = s.out.clone().context("--out is required")?;
             (synthetic::generate(&s.config()?)?, out)

@@ -7,7 +7,10 @@ use std::process::{Command, Output};
 use graphloom_graph::npy;
 
 fn graphloom(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphloom")).args(args).output().expect("run graphloom")
+    Command::new(env!("CARGO_BIN_EXE_graphloom"))
+        .args(args)
+        .output()
+        .expect("run graphloom")
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -18,8 +21,25 @@ fn scratch(name: &str) -> PathBuf {
 }
 
 fn small_dataset(dir: &Path) {
-    let out = graphloom(&["prepare", "synthetic", "--nodes", "300", "--avg-degree", "6", "--feat-dim", "8", "--classes", "3", "--out", dir.to_str().unwrap()]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = graphloom(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "300",
+        "--avg-degree",
+        "6",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 /// Runs `train` on a dataset that `corrupt` damaged and checks the error names `file`.
@@ -28,12 +48,22 @@ fn assert_clear_error(name: &str, file: &str, expect: &str, corrupt: impl FnOnce
     let dir = root.join("ds");
     small_dataset(&dir);
     corrupt(&dir);
-    let out = graphloom(&["train", "--dataset", dir.to_str().unwrap(), "--epochs", "2", "--quiet"]);
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--epochs",
+        "2",
+        "--quiet",
+    ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
     assert!(!stderr.contains("panicked"), "{name}: {stderr}");
     assert_eq!(stderr.trim().lines().count(), 1, "{name}: {stderr}");
-    assert!(stderr.contains(file) && stderr.contains(expect), "{name}: {stderr}");
+    assert!(
+        stderr.contains(file) && stderr.contains(expect),
+        "{name}: {stderr}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -78,7 +108,9 @@ fn nan_features() {
 
 #[test]
 fn missing_file() {
-    assert_clear_error("missing", "train_idx.npy", "No such file", |d| std::fs::remove_file(d.join("train_idx.npy")).unwrap());
+    assert_clear_error("missing", "train_idx.npy", "No such file", |d| {
+        std::fs::remove_file(d.join("train_idx.npy")).unwrap()
+    });
 }
 
 #[test]
@@ -98,12 +130,35 @@ fn default_job_trains_and_writes_summary_plot_and_model() {
     let plot = dir.join("p.png");
     let model = dir.join("m.safetensors");
     let out = graphloom(&[
-        "train", "--epochs", "20", "--quiet", "--model", "sage",
-        "--summary-json", summary.to_str().unwrap(), "--plot", plot.to_str().unwrap(), "--save-model", model.to_str().unwrap(),
+        "train",
+        "--epochs",
+        "20",
+        "--quiet",
+        "--model",
+        "sage",
+        "--summary-json",
+        summary.to_str().unwrap(),
+        "--plot",
+        plot.to_str().unwrap(),
+        "--save-model",
+        model.to_str().unwrap(),
     ]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let s: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
-    for key in ["test_acc", "best_val_acc", "best_epoch", "epochs", "final_train_loss", "mean_epoch_seconds", "peak_rss_bytes"] {
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    for key in [
+        "test_acc",
+        "best_val_acc",
+        "best_epoch",
+        "epochs",
+        "final_train_loss",
+        "mean_epoch_seconds",
+        "peak_rss_bytes",
+    ] {
         assert!(s.get(key).is_some(), "summary lacks {key}");
     }
     assert!(s["test_acc"].as_f64().unwrap() > 0.5, "{s}");
@@ -111,7 +166,10 @@ fn default_job_trains_and_writes_summary_plot_and_model() {
     assert_eq!(&std::fs::read(&plot).unwrap()[1..4], b"PNG");
     let bytes = std::fs::read(&model).unwrap();
     let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    assert!(st.names().iter().any(|n| n.as_str() == "layers.0.lin_l.weight"));
+    assert!(st
+        .names()
+        .iter()
+        .any(|n| n.as_str() == "layers.0.lin_l.weight"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -120,11 +178,17 @@ fn bad_options_are_clear_errors() {
     for (args, expect) in [
         (vec!["train", "--model", "mlp"], "--model must be"),
         (vec!["train", "--dtype", "i32"], "--dtype must be"),
-        (vec!["train", "--dropout", "1.5", "--epochs", "1"], "dropout 1.5"),
+        (
+            vec!["train", "--dropout", "1.5", "--epochs", "1"],
+            "dropout 1.5",
+        ),
     ] {
         let out = graphloom(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{stderr}");
-        assert!(stderr.contains(expect) && !stderr.contains("panicked"), "{stderr}");
+        assert!(
+            stderr.contains(expect) && !stderr.contains("panicked"),
+            "{stderr}"
+        );
     }
 }

@@ -51,10 +51,10 @@ impl Error {
         }
     }
     /// An [`Error::Io`] for `path`.
-    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Error {
+    pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Error {
         Error::Io {
             path: path.into(),
-            source,
+            error,
         }
     }
 }

@@ -221,7 +221,12 @@ pub struct NpyArray<T> {
 /// Reads a whole `.npy` file whose dtype must be exactly `T`'s.
 pub fn read<T: NpyElement>(path: &Path) -> Result<NpyArray<T>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let header = parse_header(&bytes, path)?;
+    decode(&bytes, path)
+}
+
+/// Decodes the bytes of a `.npy` file (read from `path`, for messages) of dtype exactly `T`.
+pub fn decode<T: NpyElement>(bytes: &[u8], path: &Path) -> Result<NpyArray<T>> {
+    let header = parse_header(bytes, path)?;
     check_length(&header, bytes.len(), path)?;
     if header.dtype != T::DTYPE {
         return Err(Error::format(
@@ -239,6 +244,18 @@ pub fn read<T: NpyElement>(path: &Path) -> Result<NpyArray<T>> {
     Ok(NpyArray {
         shape: header.shape,
         data,
+    })
+}
+
+/// Decodes the bytes of a `.npy` file of any numeric dtype, widening every element to f64.
+pub fn decode_f64(bytes: &[u8], path: &Path) -> Result<NpyArray<f64>> {
+    Ok(match parse_header(bytes, path)?.dtype {
+        NpyDType::F32 => widen(decode::<f32>(bytes, path)?, f64::from)?,
+        NpyDType::F64 => decode::<f64>(bytes, path)?,
+        NpyDType::U16 => widen(decode::<u16>(bytes, path)?, f64::from)?,
+        NpyDType::I32 => widen(decode::<i32>(bytes, path)?, f64::from)?,
+        NpyDType::I64 => widen(decode::<i64>(bytes, path)?, |v| v as f64)?,
+        NpyDType::U8 => widen(decode::<u8>(bytes, path)?, f64::from)?,
     })
 }
 

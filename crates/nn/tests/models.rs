@@ -8,16 +8,36 @@ use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, Mode, Model, ModelConfig};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
-use graphloom_tensor::{DType, Tape, Tensor, Var};
+use graphloom_tensor::{DType, Tape, Var};
 
 fn dataset(dtype: DType) -> Dataset {
-    let mut ds = generate(&SyntheticConfig { nodes: 600, avg_degree: 8, feat_dim: 24, classes: 5, seed: 3, ..Default::default() }).unwrap();
+    let mut ds = generate(&SyntheticConfig {
+        nodes: 600,
+        avg_degree: 8,
+        feat_dim: 24,
+        classes: 5,
+        seed: 3,
+        ..Default::default()
+    })
+    .unwrap();
     ds.features = ds.features.cast(dtype).unwrap();
     ds
 }
 
 fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
-    ModelConfig { arch, in_dim: 24, hidden: 32, out_dim: 5, layers: 3, heads: 4, out_heads: 2, dropout: 0.3, attention_dropout: 0.2, dtype, checkpoint }
+    ModelConfig {
+        arch,
+        in_dim: 24,
+        hidden: 32,
+        out_dim: 5,
+        layers: 3,
+        heads: 4,
+        out_heads: 2,
+        dropout: 0.3,
+        attention_dropout: 0.2,
+        dtype,
+        checkpoint,
+    }
 }
 
 /// One training step on a fresh memory tracker: the loss, every parameter gradient, and the
@@ -31,31 +51,71 @@ fn step(ds: &Dataset, cfg: ModelConfig) -> (f64, Vec<Vec<f64>>, usize, usize) {
     };
     let model = Model::new(cfg, &ds.graph, 7).unwrap();
     let mut tape = Tape::new();
-    let vars: Vec<Var> = model.params.iter().map(|p| tape.leaf(p.value.clone(), true)).collect();
+    let vars: Vec<Var> = model
+        .params
+        .iter()
+        .map(|p| tape.leaf(p.value.clone(), true))
+        .collect();
     let x = Var::constant(features);
-    let logp = model.forward(&mut tape, &x, &vars, Mode { training: true, seed: 1, step: 2 }).unwrap();
+    let logp = model
+        .forward(
+            &mut tape,
+            &x,
+            &vars,
+            Mode {
+                training: true,
+                seed: 1,
+                step: 2,
+            },
+        )
+        .unwrap();
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
     let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels, rows.len() as f64).unwrap();
     let report = tracker.report();
     let mut grads = tape.backward(&loss).unwrap();
-    let g = vars.iter().map(|v| grads.take(v).unwrap().to_vec_f64()).collect();
-    (loss.value().scalar_f64().unwrap(), g, report.peak_of(Category::Activations), report.peak_of(Category::Activations) + ds.features.bytes())
+    let g = vars
+        .iter()
+        .map(|v| grads.take(v).unwrap().to_vec_f64())
+        .collect();
+    (
+        loss.value().scalar_f64().unwrap(),
+        g,
+        report.peak_of(Category::Activations),
+        report.peak_of(Category::Activations) + ds.features.bytes(),
+    )
 }
 
 #[test]
 fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes() {
     let ds = dataset(DType::F64);
     for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
-        let (l1, g1, peak1, _) = std::thread::scope(|s| s.spawn(|| step(&ds, config(arch, DType::F64, false))).join().unwrap());
-        let (l2, g2, peak2, _) = std::thread::scope(|s| s.spawn(|| step(&ds, config(arch, DType::F64, true))).join().unwrap());
-        assert!((l1 - l2).abs() <= 1e-12 * l1.abs(), "{arch:?}: {l1} vs {l2}");
+        let (l1, g1, peak1, _) = std::thread::scope(|s| {
+            s.spawn(|| step(&ds, config(arch, DType::F64, false)))
+                .join()
+                .unwrap()
+        });
+        let (l2, g2, peak2, _) = std::thread::scope(|s| {
+            s.spawn(|| step(&ds, config(arch, DType::F64, true)))
+                .join()
+                .unwrap()
+        });
+        assert!(
+            (l1 - l2).abs() <= 1e-12 * l1.abs(),
+            "{arch:?}: {l1} vs {l2}"
+        );
         for (a, b) in g1.iter().zip(&g2) {
             for (x, y) in a.iter().zip(b) {
-                assert!((x - y).abs() <= 1e-10 * (1.0 + x.abs()), "{arch:?}: {x} vs {y}");
+                assert!(
+                    (x - y).abs() <= 1e-10 * (1.0 + x.abs()),
+                    "{arch:?}: {x} vs {y}"
+                );
             }
         }
-        assert!((peak2 as f64) < 0.6 * peak1 as f64, "{arch:?}: checkpointed peak {peak2} vs {peak1}");
+        assert!(
+            (peak2 as f64) < 0.6 * peak1 as f64,
+            "{arch:?}: checkpointed peak {peak2} vs {peak1}"
+        );
     }
 }
 
@@ -63,15 +123,36 @@ fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes()
 fn f32_follows_f64_and_bf16_halves_feature_and_activation_bytes() {
     for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
         let ds64 = dataset(DType::F64);
-        let (l64, _, _, _) = std::thread::scope(|s| s.spawn(|| step(&ds64, config(arch, DType::F64, false))).join().unwrap());
+        let (l64, _, _, _) = std::thread::scope(|s| {
+            s.spawn(|| step(&ds64, config(arch, DType::F64, false)))
+                .join()
+                .unwrap()
+        });
         let ds32 = dataset(DType::F32);
-        let (l32, _, _, both32) = std::thread::scope(|s| s.spawn(|| step(&ds32, config(arch, DType::F32, false))).join().unwrap());
+        let (l32, _, _, both32) = std::thread::scope(|s| {
+            s.spawn(|| step(&ds32, config(arch, DType::F32, false)))
+                .join()
+                .unwrap()
+        });
         let ds16 = dataset(DType::BF16);
-        let (l16, _, _, both16) = std::thread::scope(|s| s.spawn(|| step(&ds16, config(arch, DType::BF16, false))).join().unwrap());
-        assert!((l32 - l64).abs() < 1e-5 * l64.abs(), "{arch:?}: f32 {l32} vs f64 {l64}");
-        assert!((l16 - l64).abs() < 2e-2 * l64.abs(), "{arch:?}: bf16 {l16} vs f64 {l64}");
+        let (l16, _, _, both16) = std::thread::scope(|s| {
+            s.spawn(|| step(&ds16, config(arch, DType::BF16, false)))
+                .join()
+                .unwrap()
+        });
+        assert!(
+            (l32 - l64).abs() < 1e-5 * l64.abs(),
+            "{arch:?}: f32 {l32} vs f64 {l64}"
+        );
+        assert!(
+            (l16 - l64).abs() < 2e-2 * l64.abs(),
+            "{arch:?}: bf16 {l16} vs f64 {l64}"
+        );
         let ratio = both16 as f64 / both32 as f64;
-        assert!((0.45..0.62).contains(&ratio), "{arch:?}: bf16/f32 feature+activation bytes {ratio}");
+        assert!(
+            (0.45..0.62).contains(&ratio),
+            "{arch:?}: bf16/f32 feature+activation bytes {ratio}"
+        );
     }
 }
 
@@ -80,7 +161,10 @@ fn results_do_not_depend_on_the_thread_count() {
     let ds = dataset(DType::F32);
     for arch in [Architecture::Gcn, Architecture::Gat] {
         let run = |threads| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             pool.install(|| step(&ds, config(arch, DType::F32, false)))
         };
         let (l1, g1, _, _) = run(1);

@@ -1,5 +1,9 @@
 //! Converters from the formats datasets are published in to the dataset directory.
 
+mod assemble;
+pub mod edgelist;
+pub mod npz;
+pub mod ogb;
 mod pickle;
 pub mod planetoid;
 pub mod synthetic;

@@ -1,0 +1,98 @@
+//! The GNN-benchmark `.npz` layout (Shchur et al.): adjacency as CSR (`adj_data`,
+//! `adj_indices`, `adj_indptr`, `adj_shape`; row = source), attributes as CSR (`attr_*`) or
+//! dense (`attr_matrix`), and `labels`.
+
+use std::collections::HashMap;
+use std::io::Read;
+use std::path::Path;
+
+use super::assemble::{assemble, Parts};
+use crate::npy::{self, NpyArray};
+use crate::{Dataset, Error, Result};
+
+/// Converts `path`; the graph is made undirected when `undirected`; a seeded 60/20/20 split.
+pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| Error::format(path, format!("not an .npz archive: {e}")))?;
+    let mut arrays: HashMap<String, NpyArray<f64>> = HashMap::new();
+    for i in 0..zip.len() {
+        let mut entry = zip
+            .by_index(i)
+            .map_err(|e| Error::format(path, e.to_string()))?;
+        let name = entry.name().trim_end_matches(".npy").to_string();
+        if !(name.starts_with("adj_") || name.starts_with("attr_") || name == "labels") {
+            continue;
+        }
+        let mut bytes = Vec::new();
+        entry
+            .read_to_end(&mut bytes)
+            .map_err(|e| Error::format(path, format!("{name}: {e}")))?;
+        arrays.insert(
+            name.clone(),
+            npy::decode_f64(&bytes, &path.join(&name))
+                .map_err(|e| Error::format(path, format!("{name}: {e}")))?,
+        );
+    }
+    let get = |k: &str| {
+        arrays
+            .get(k)
+            .ok_or_else(|| Error::format(path, format!("missing array '{k}'")))
+    };
+    let indptr = &get("adj_indptr")?.data;
+    let indices = &get("adj_indices")?.data;
+    let n = indptr.len().saturating_sub(1);
+    let (mut src, mut dst) = (
+        Vec::with_capacity(indices.len()),
+        Vec::with_capacity(indices.len()),
+    );
+    for r in 0..n {
+        for e in indptr[r] as usize..(indptr[r + 1] as usize).min(indices.len()) {
+            src.push(r as i64);
+            dst.push(indices[e] as i64);
+        }
+    }
+    let (features, feat_dim) = if let Ok(m) = get("attr_matrix") {
+        (
+            m.data.iter().map(|&v| v as f32).collect(),
+            m.shape.get(1).copied().unwrap_or(0),
+        )
+    } else {
+        let (ap, ai, ad) = (
+            &get("attr_indptr")?.data,
+            &get("attr_indices")?.data,
+            &get("attr_data")?.data,
+        );
+        let cols = match get("attr_shape").ok().and_then(|s| s.data.get(1).copied()) {
+            Some(c) => c as usize,
+            None => ai.iter().fold(0.0f64, |a, &b| a.max(b + 1.0)) as usize,
+        };
+        let mut dense = vec![0f32; n * cols];
+        for r in 0..n.min(ap.len().saturating_sub(1)) {
+            for e in ap[r] as usize..ap[r + 1] as usize {
+                dense[r * cols + ai[e] as usize] += ad[e] as f32;
+            }
+        }
+        (dense, cols)
+    };
+    let labels = get("labels")?.data.iter().map(|&v| v as i64).collect();
+    let name = path
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "npz".into());
+    assemble(
+        Parts {
+            name,
+            num_nodes: n,
+            src,
+            dst,
+            features,
+            feat_dim,
+            labels: Some(labels),
+            split: None,
+            undirected,
+            seed,
+        },
+        path,
+    )
+}

@@ -1,0 +1,153 @@
+//! The edge-list, OGB and .npz converters on small files written here.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use graphloom_graph::convert::{edgelist, npz, ogb};
+use graphloom_graph::npy;
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("graphloom-conv-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn edgelist_text_with_features_and_labels() {
+    let d = scratch("edgelist");
+    std::fs::write(d.join("e.txt"), "# comment\n0 1\n1,2\n2\t3\n3 3\n").unwrap();
+    npy::write(
+        &d.join("x.npy"),
+        &[1f32, 2., 3., 4., 5., 6., 7., 8.],
+        &[4, 2],
+    )
+    .unwrap();
+    npy::write(&d.join("y.npy"), &[0i64, 1, 0, 1], &[4]).unwrap();
+    let ds = edgelist::convert(
+        &d.join("e.txt"),
+        Some(&d.join("x.npy")),
+        Some(&d.join("y.npy")),
+        None,
+        true,
+        0,
+    )
+    .unwrap();
+    assert_eq!(
+        (ds.meta.num_nodes, ds.meta.num_edges, ds.meta.num_classes),
+        (4, 6, 2)
+    );
+    assert_eq!(ds.graph.in_neighbors(1), &[0, 2]);
+    std::fs::write(d.join("bad.txt"), "0 1\n1 x\n").unwrap();
+    let err = edgelist::convert(&d.join("bad.txt"), None, None, None, true, 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("bad.txt") && err.contains("line 2"), "{err}");
+    let err = edgelist::convert(&d.join("e.txt"), None, None, Some(3), true, 0)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("outside 0..3"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+fn gz(path: PathBuf, text: &str) {
+    let mut e = flate2::write::GzEncoder::new(
+        std::fs::File::create(path).unwrap(),
+        flate2::Compression::fast(),
+    );
+    e.write_all(text.as_bytes()).unwrap();
+    e.finish().unwrap();
+}
+
+#[test]
+fn ogb_raw_layout() {
+    let d = scratch("ogb").join("ogbn_toy");
+    std::fs::create_dir_all(d.join("raw")).unwrap();
+    std::fs::create_dir_all(d.join("split/time")).unwrap();
+    gz(d.join("raw/edge.csv.gz"), "0,1\n2,1\n3,0\n");
+    gz(d.join("raw/node-feat.csv.gz"), "0.5,1\n1,2\n-1,0\n3,3\n");
+    gz(d.join("raw/node-label.csv.gz"), "2\n0\n1\n2\n");
+    gz(d.join("raw/num-node-list.csv.gz"), "4\n");
+    gz(d.join("split/time/train.csv.gz"), "0\n1\n");
+    gz(d.join("split/time/valid.csv.gz"), "2\n");
+    gz(d.join("split/time/test.csv.gz"), "3\n");
+    let ds = ogb::convert(&d, false).unwrap();
+    assert_eq!(
+        (
+            ds.meta.num_nodes,
+            ds.meta.num_edges,
+            ds.meta.feat_dim,
+            ds.meta.num_classes
+        ),
+        (4, 3, 2, 3)
+    );
+    assert_eq!(ds.graph.in_neighbors(1), &[0, 2]);
+    assert_eq!(
+        (
+            ds.train_idx.clone(),
+            ds.valid_idx.clone(),
+            ds.test_idx.clone()
+        ),
+        (vec![0, 1], vec![2], vec![3])
+    );
+    assert_eq!(ds.features.as_slice::<f32>().unwrap()[4], -1.0);
+    std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn npz_gnn_benchmark_layout() {
+    let d = scratch("npz");
+    let entry = |name: &str, f: &dyn Fn(&std::path::Path)| {
+        let p = d.join(name);
+        f(&p);
+        std::fs::read(&p).unwrap()
+    };
+    let files = [
+        (
+            "adj_indptr.npy",
+            entry("a.npy", &|p| npy::write(p, &[0i32, 1, 2, 3], &[4]).unwrap()),
+        ),
+        (
+            "adj_indices.npy",
+            entry("b.npy", &|p| npy::write(p, &[1i32, 2, 0], &[3]).unwrap()),
+        ),
+        (
+            "adj_data.npy",
+            entry("c.npy", &|p| npy::write(p, &[1f32, 1., 1.], &[3]).unwrap()),
+        ),
+        (
+            "attr_matrix.npy",
+            entry("d.npy", &|p| {
+                npy::write(p, &[1f32, 0., 0., 1., 1., 1.], &[3, 2]).unwrap()
+            }),
+        ),
+        (
+            "labels.npy",
+            entry("e.npy", &|p| npy::write(p, &[0i64, 1, 1], &[3]).unwrap()),
+        ),
+    ];
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(d.join("g.npz")).unwrap());
+    for (name, bytes) in files {
+        zip.start_file(name, zip::write::SimpleFileOptions::default())
+            .unwrap();
+        zip.write_all(&bytes).unwrap();
+    }
+    zip.finish().unwrap();
+    let ds = npz::convert(&d.join("g.npz"), true, 1).unwrap();
+    assert_eq!(
+        (
+            ds.meta.num_nodes,
+            ds.meta.num_edges,
+            ds.meta.feat_dim,
+            ds.meta.num_classes
+        ),
+        (3, 6, 2, 2)
+    );
+    assert_eq!(
+        ds.train_idx.len() + ds.valid_idx.len() + ds.test_idx.len(),
+        3
+    );
+    std::fs::remove_dir_all(&d).unwrap();
+}
