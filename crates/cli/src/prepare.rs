@@ -33,12 +33,8 @@ enum Source {
         /// The .npz file.
         #[arg(long)]
         file: PathBuf,
-        /// Keep edges as given instead of storing both directions.
-        #[arg(long)]
-        directed: bool,
-        /// Seed of the split.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        #[command(flatten)]
+        graph: GraphOptions,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -57,12 +53,8 @@ enum Source {
         /// Number of nodes [default: feature rows, else largest id + 1].
         #[arg(long)]
         num_nodes: Option<usize>,
-        /// Keep edges as given instead of storing both directions.
-        #[arg(long)]
-        directed: bool,
-        /// Seed of the split.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
+        #[command(flatten)]
+        graph: GraphOptions,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -81,6 +73,17 @@ enum Source {
     },
     /// A stochastic block model with class-dependent features (learnable labels), any size.
     Synthetic(SyntheticArgs),
+}
+
+/// Options shared by the converters of sources without a published split.
+#[derive(Args)]
+struct GraphOptions {
+    /// Keep edges as given instead of storing both directions.
+    #[arg(long)]
+    directed: bool,
+    /// Seed of the 60/20/20 split.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 /// Options of the synthetic generator.
@@ -144,19 +147,15 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     let spinner = crate::output::spinner("preparing dataset");
     let (ds, out) = match args.source {
         Source::Planetoid { raw, name, out } => (planetoid::convert(&raw, &name)?, out),
-        Source::Npz {
-            file,
-            directed,
-            seed,
-            out,
-        } => (npz::convert(&file, !directed, seed)?, out),
+        Source::Npz { file, graph, out } => {
+            (npz::convert(&file, !graph.directed, graph.seed)?, out)
+        }
         Source::Edgelist {
             edges,
             features,
             labels,
             num_nodes,
-            directed,
-            seed,
+            graph,
             out,
         } => (
             edgelist::convert(
@@ -164,8 +163,8 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
                 features.as_deref(),
                 labels.as_deref(),
                 num_nodes,
-                !directed,
-                seed,
+                !graph.directed,
+                graph.seed,
             )?,
             out,
         ),

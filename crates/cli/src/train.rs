@@ -9,7 +9,7 @@ use graphloom_graph::Dataset;
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_tensor::memory::{category_scope, Category};
-use graphloom_tensor::{Category as Cat, DType};
+use graphloom_tensor::DType;
 use serde_json::json;
 
 use crate::output;
@@ -84,7 +84,7 @@ pub(crate) struct TrainArgs {
 
 /// Loads the dataset, or generates the default synthetic one.
 fn load_dataset(args: &TrainArgs) -> Result<Dataset> {
-    let _g = category_scope(Category::Features);
+    // Loading and generation charge features and graph to their own categories.
     match &args.dataset {
         Some(dir) => Ok(Dataset::load(dir)?),
         None => Ok(synthetic::generate(&synthetic::SyntheticConfig {
@@ -221,7 +221,7 @@ fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Res
 }
 
 fn summary(args: &TrainArgs, ds: &Dataset, r: &TrainReport) -> serde_json::Value {
-    let peak: serde_json::Map<String, serde_json::Value> = Cat::ALL
+    let peak: serde_json::Map<String, serde_json::Value> = Category::ALL
         .iter()
         .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
         .collect();

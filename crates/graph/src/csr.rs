@@ -81,15 +81,6 @@ impl Csr {
             .collect()
     }
 
-    /// The out-degree of every node.
-    pub fn out_degrees(&self) -> Vec<usize> {
-        let mut d = vec![0usize; self.num_nodes()];
-        for &s in &self.col_idx {
-            d[s as usize] += 1;
-        }
-        d
-    }
-
     /// Every edge as `(src, dst)` lists, in edge order.
     pub fn edges(&self) -> (Vec<NodeId>, Vec<NodeId>) {
         let mut dst = Vec::with_capacity(self.num_edges());

@@ -133,14 +133,6 @@ impl MemoryTracker {
         r.total_peak = self.total.peak.load(Ordering::Relaxed);
         r
     }
-
-    /// Lowers every peak to the current value, to measure the peak of a later phase.
-    pub fn reset_peaks(&self) {
-        for c in self.categories.iter().chain(std::iter::once(&self.total)) {
-            c.peak
-                .store(c.current.load(Ordering::Relaxed), Ordering::Relaxed);
-        }
-    }
 }
 
 fn process_tracker() -> &'static Arc<MemoryTracker> {

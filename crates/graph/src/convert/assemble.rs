@@ -26,6 +26,14 @@ pub(crate) struct Parts {
     pub(crate) seed: u64,
 }
 
+/// The dataset name a converter derives from its input: the file or folder name without
+/// extension, or `fallback`.
+pub(crate) fn name_from(path: &Path, fallback: &str) -> String {
+    path.file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|| fallback.into())
+}
+
 /// Checks the parts (every id in range, features finite) and builds the dataset. `origin` is
 /// the file or folder the parts came from, named in errors.
 pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {

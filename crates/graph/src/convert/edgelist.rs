@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use super::assemble::{assemble, Parts};
+use super::assemble::{assemble, name_from, Parts};
 use crate::{npy, Dataset, Error, Result};
 
 /// Reads the edges of `path` as `(src, dst)` lists.
@@ -87,10 +87,7 @@ pub fn convert(
         .max()
         .map_or(0, |m| m.max(0) as usize + 1);
     let n = num_nodes.or(feat_rows).unwrap_or(max_id);
-    let name = edges
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "edgelist".into());
+    let name = name_from(edges, "edgelist");
     assemble(
         Parts {
             name,

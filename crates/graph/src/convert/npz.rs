@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::io::Read;
 use std::path::Path;
 
-use super::assemble::{assemble, Parts};
+use super::assemble::{assemble, name_from, Parts};
 use crate::npy::{self, NpyArray};
 use crate::{Dataset, Error, Result};
 
@@ -67,19 +67,29 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
             Some(c) => c as usize,
             None => ai.iter().fold(0.0f64, |a, &b| a.max(b + 1.0)) as usize,
         };
+        if ap.len() != n + 1 || ai.len() != ad.len() || ap[n] as usize > ai.len() {
+            return Err(Error::format(
+                path,
+                format!("attr_indptr has {} entries for {n} nodes, or attr_indices and attr_data disagree", ap.len()),
+            ));
+        }
         let mut dense = vec![0f32; n * cols];
-        for r in 0..n.min(ap.len().saturating_sub(1)) {
+        for r in 0..n {
             for e in ap[r] as usize..ap[r + 1] as usize {
-                dense[r * cols + ai[e] as usize] += ad[e] as f32;
+                let c = ai[e] as usize;
+                if c >= cols {
+                    return Err(Error::format(
+                        path,
+                        format!("attr_indices[{e}] = {c} is outside 0..{cols}"),
+                    ));
+                }
+                dense[r * cols + c] += ad[e] as f32;
             }
         }
         (dense, cols)
     };
     let labels = get("labels")?.data.iter().map(|&v| v as i64).collect();
-    let name = path
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "npz".into());
+    let name = name_from(path, "npz");
     assemble(
         Parts {
             name,

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
 
-use super::assemble::{assemble, Parts};
+use super::assemble::{assemble, name_from, Parts};
 use crate::{Dataset, Error, Result};
 
 fn read_gz(path: &Path) -> Result<String> {
@@ -100,10 +100,7 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
             .collect())
     };
     let split = [ids("train")?, ids("valid")?, ids("test")?];
-    let name = dir
-        .file_name()
-        .map(|s| s.to_string_lossy().replace('_', "-"))
-        .unwrap_or_else(|| "ogb".into());
+    let name = name_from(dir, "ogb").replace('_', "-");
     let features = feat_rows.into_iter().flatten().collect();
     assemble(
         Parts {

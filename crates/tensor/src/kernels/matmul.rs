@@ -5,7 +5,7 @@
 
 use half::bf16;
 
-use crate::{DType, Error, Result, Tensor};
+use crate::{DType, Error, Real, Result, Tensor};
 
 /// Rows of a `bf16` left operand widened to `f32` at a time.
 const BF16_ROW_BLOCK: usize = 4096;
@@ -47,7 +47,7 @@ fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
 }
 
 /// `dst = lhs * rhs` for f32 or f64, `dst` row-major `[m, n]`.
-fn gemm_into<T: 'static + Copy + Default>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
+fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
     let (m, k) = lhs.dims();
     let (k2, n) = rhs.dims();
     debug_assert_eq!(k, k2);
@@ -58,12 +58,11 @@ fn gemm_into<T: 'static + Copy + Default>(dst: &mut [T], lhs: Operand<'_, T>, rh
         return;
     }
     if k == 0 {
-        dst.fill(T::default());
+        dst.fill(T::ZERO);
         return;
     }
     let (lcs, lrs) = lhs.strides();
     let (rcs, rrs) = rhs.strides();
-    let one = one::<T>();
     // SAFETY: the pointers cover m*k, k*n and m*n elements with the strides given (checked
     // above), `dst` does not alias the operands (it is a distinct &mut), and read_dst is false
     // so alpha is ignored and dst need not be initialised.
@@ -82,25 +81,14 @@ fn gemm_into<T: 'static + Copy + Default>(dst: &mut [T], lhs: Operand<'_, T>, rh
             rhs.data.as_ptr(),
             rcs,
             rrs,
-            T::default(),
-            one,
+            T::ZERO,
+            T::ONE,
             false,
             false,
             false,
             parallelism(m, n, k),
         );
     }
-}
-
-fn one<T: 'static + Copy>() -> T {
-    use std::any::Any;
-    let v: Box<dyn Any> = if std::any::TypeId::of::<T>() == std::any::TypeId::of::<f32>() {
-        Box::new(1f32)
-    } else {
-        Box::new(1f64)
-    };
-    *v.downcast::<T>()
-        .expect("gemm_into is only instantiated for f32 and f64")
 }
 
 fn widen(x: &[bf16]) -> Vec<f32> {
