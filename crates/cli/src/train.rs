@@ -77,6 +77,9 @@ pub(crate) struct TrainArgs {
     /// Draw loss, accuracy and memory curves into this PNG.
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
+    /// Time every op and print the totals, forward and backward, at the end.
+    #[arg(long)]
+    pub(crate) profile: bool,
     /// Print only the final line.
     #[arg(long)]
     pub(crate) quiet: bool,
@@ -166,6 +169,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         patience: args.patience,
         seed: args.seed,
     };
+    graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     let pb = output::bar(args.epochs as u64, arch.name());
     if args.quiet {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -199,6 +203,18 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         report.memory.total_peak as f64 / (1 << 20) as f64,
         report.rss.peak_bytes as f64 / (1 << 20) as f64
     );
+    if args.profile {
+        eprintln!(
+            "{:<16} {:>8} {:>12} {:>12}",
+            "op", "calls", "forward s", "backward s"
+        );
+        for (name, t) in graphloom_tensor::autodiff::profile::take() {
+            eprintln!(
+                "{name:<16} {:>8} {:>12.3} {:>12.3}",
+                t.calls, t.forward_seconds, t.backward_seconds
+            );
+        }
+    }
     if let Some(path) = &args.summary_json {
         output::write_json(path, &summary(&args, &ds, &report))?;
     }

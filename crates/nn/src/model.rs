@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use graphloom_graph::Csr;
-use graphloom_tensor::autodiff::ops::{self, Dropout};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
@@ -210,8 +210,8 @@ impl Model {
         Ok(ops::log_softmax(tape, &h)?)
     }
 
-    /// Layer `l` as a pure function of its input and parameters: dropout, convolution and,
-    /// unless last, the activation. Checkpointing reruns exactly this in the backward pass.
+    /// Layer `l` as a pure function of its input and parameters: dropout, then the convolution
+    /// with its activation (none for the last layer). Checkpointing reruns exactly this in the backward pass.
     fn block(
         &self,
         l: usize,
@@ -235,19 +235,18 @@ impl Model {
                 .iter()
                 .map(|p| ops::cast(tape, p, cfg.dtype))
                 .collect::<graphloom_tensor::Result<Vec<_>>>()?;
+            let activation = match (last, cfg.arch) {
+                (true, _) => Activation::Identity,
+                (false, Architecture::Gat) => Activation::Elu(1.0),
+                (false, _) => Activation::Relu,
+            };
             let input = LayerInput {
                 attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
+                activation,
             };
-            let out = layer
+            layer
                 .forward(tape, &h, &params, input)
-                .map_err(to_tensor_error)?;
-            if last {
-                return Ok(out);
-            }
-            match cfg.arch {
-                Architecture::Gat => ops::elu(tape, &out, 1.0),
-                _ => ops::relu(tape, &out),
-            }
+                .map_err(to_tensor_error)
         }
     }
 }

@@ -26,6 +26,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod alloc;
 pub mod autodiff;
 mod dtype;
 mod error;

@@ -49,7 +49,15 @@ impl RngKey {
     /// 64 random bits for element `(id, column)`.
     #[inline(always)]
     pub fn bits(self, id: u64, column: u64) -> u64 {
-        combine(combine(self.state, id), column)
+        self.row(id).bits(column)
+    }
+
+    /// The draws of one id: hash the id once, then each column costs one mix.
+    #[inline(always)]
+    pub fn row(self, id: u64) -> RowKey {
+        RowKey {
+            state: combine(self.state, id),
+        }
     }
 
     /// A uniform draw in `[0, 1)` with 53 bits of resolution.
@@ -63,6 +71,24 @@ impl RngKey {
         let u1 = 1.0 - self.uniform(id, 2 * column);
         let u2 = self.uniform(id, 2 * column + 1);
         (-2.0 * u1.ln()).sqrt() * (std::f64::consts::TAU * u2).cos()
+    }
+}
+
+/// The draws of one id within an [`RngKey`]: a SplitMix64 sequence seeded by the hash of the
+/// key and the id, indexed by column.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowKey {
+    state: u64,
+}
+
+impl RowKey {
+    /// 64 random bits for `column`.
+    #[inline(always)]
+    pub fn bits(self, column: u64) -> u64 {
+        mix64(
+            self.state
+                .wrapping_add(column.wrapping_add(1).wrapping_mul(0x9e37_79b9_7f4a_7c15)),
+        )
     }
 }
 

@@ -48,6 +48,18 @@ struct Storage {
     charge: Charge,
 }
 
+impl Drop for Storage {
+    fn drop(&mut self) {
+        match std::mem::replace(&mut self.buffer, Buffer::F32(Vec::new())) {
+            Buffer::F32(v) => crate::alloc::recycle(v),
+            Buffer::F64(v) => crate::alloc::recycle(v),
+            Buffer::BF16(v) => crate::alloc::recycle(v),
+            Buffer::I32(v) => crate::alloc::recycle(v),
+            Buffer::I64(v) => crate::alloc::recycle(v),
+        }
+    }
+}
+
 /// A contiguous row-major array with a shape and a dtype.
 ///
 /// Cloning is cheap: the storage is shared through an `Arc`. [`Tensor::rows`] and
@@ -94,9 +106,9 @@ impl Tensor {
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
         let n = numel(shape);
         let t = match dtype {
-            DType::F32 => Tensor::from_vec(vec![0f32; n], shape),
-            DType::F64 => Tensor::from_vec(vec![0f64; n], shape),
-            DType::BF16 => Tensor::from_vec(vec![bf16::ZERO; n], shape),
+            DType::F32 => Tensor::from_vec(crate::alloc::zeros::<f32>(n), shape),
+            DType::F64 => Tensor::from_vec(crate::alloc::zeros::<f64>(n), shape),
+            DType::BF16 => Tensor::from_vec(crate::alloc::zeros::<bf16>(n), shape),
             DType::I32 => Tensor::from_vec(vec![0i32; n], shape),
             DType::I64 => Tensor::from_vec(vec![0i64; n], shape),
         };
@@ -176,7 +188,7 @@ impl Tensor {
         }
         let whole = self.offset == 0 && self.numel() == self.storage.buffer.len();
         if Arc::get_mut(&mut self.storage).is_none() || !whole {
-            let copy = self.as_slice::<T>()?.to_vec();
+            let copy = crate::alloc::copy_of(self.as_slice::<T>()?);
             *self = Tensor::from_vec(copy, &self.shape)?;
         }
         let storage = Arc::get_mut(&mut self.storage).expect("unique after copy");

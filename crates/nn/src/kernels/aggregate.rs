@@ -117,7 +117,7 @@ impl WeightedSum {
         let edge_of = |i: usize| if backward { gv.src_edge[i] } else { i };
         Ok(with_float!(x.dtype(), "aggregate", T => {
             let xs = x.as_slice::<T>()?;
-            let mut out = vec![T::ZERO; rows * cols];
+            let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
             par_row_ranges(&mut out, cols, chunks, |first, block| {
                 let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; cols];
                 for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
@@ -244,7 +244,7 @@ fn max_forward(gv: &GraphView, x: &Tensor) -> Result<(Tensor, Vec<u32>)> {
     let mut winners = vec![NO_EDGE; n * cols];
     let out = with_float!(x.dtype(), "aggregate_max", T => {
         let xs = x.as_slice::<T>()?;
-        let mut out = vec![T::ZERO; n * cols];
+        let mut out = graphloom_tensor::alloc::zeros::<T>(n * cols);
         let mut pairs: Vec<(&mut [T], &mut [u32])> = Vec::new();
         let mut rest_o: &mut [T] = &mut out;
         let mut rest_w: &mut [u32] = &mut winners;
@@ -284,7 +284,7 @@ fn max_backward(gv: &GraphView, winners: &[u32], g: &Tensor) -> Result<Tensor> {
     let csr = &gv.by_src;
     Ok(with_float!(g.dtype(), "aggregate_max", T => {
         let gs = g.as_slice::<T>()?;
-        let mut out = vec![T::ZERO; n * cols];
+        let mut out = graphloom_tensor::alloc::zeros::<T>(n * cols);
         par_row_ranges(&mut out, cols, &gv.src_chunks, |first, block| {
             for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
                 let u = first + r;

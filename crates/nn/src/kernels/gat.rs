@@ -103,7 +103,7 @@ impl Op for GatOp {
         let out = with_float!(h.dtype(), "fused_gat", T => {
             let (hs, els, ers) = (h.as_slice::<T>()?, el.as_slice::<T>()?, er.as_slice::<T>()?);
             let slope = <<T as Float>::Acc as Real>::from_f64(cfg.negative_slope);
-            let mut out = vec![T::ZERO; n * heads * c];
+            let mut out = graphloom_tensor::alloc::zeros::<T>(n * heads * c);
             // Output rows and stats rows are split by the same node ranges.
             let mut outs = Vec::new();
             let mut rest: &mut [T] = &mut out;
@@ -192,7 +192,7 @@ impl Op for GatOp {
             let dleaky = |pre: A| if pre > A::ZERO { A::ONE } else { slope };
             // Pass A, by destination: c_v and the gradient of er.
             let mut cv = vec![A::ZERO; n * heads];
-            let mut der = vec![T::ZERO; n * heads];
+            let mut der = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_dst;
                 let mut pieces = Vec::new();
@@ -234,8 +234,8 @@ impl Op for GatOp {
                 });
             }
             // Pass B, by source: the gradients of h and el.
-            let mut dh = vec![T::ZERO; n * heads * c];
-            let mut del = vec![T::ZERO; n * heads];
+            let mut dh = graphloom_tensor::alloc::zeros::<T>(n * heads * c);
+            let mut del = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_src;
                 let mut pieces = Vec::new();

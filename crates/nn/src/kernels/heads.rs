@@ -29,7 +29,7 @@ impl Op for HeadScores {
         let (heads, c) = (self.heads, width / self.heads);
         with_float!(h.dtype(), "head_scores", T => {
             let (hs, a) = (h.as_slice::<T>()?, att.as_slice::<T>()?);
-            let mut out = vec![T::ZERO; n * heads];
+            let mut out = graphloom_tensor::alloc::zeros::<T>(n * heads);
             for_each_row_mut(&mut out, heads, |v, row| {
                 for (k, o) in row.iter_mut().enumerate() {
                     let mut s = <<T as Float>::Acc as Real>::ZERO;
@@ -49,7 +49,7 @@ impl Op for HeadScores {
         with_float!(h.dtype(), "head_scores", T => {
             let (hs, a, gs) = (h.as_slice::<T>()?, att.as_slice::<T>()?, g.as_slice::<T>()?);
             let dh = if ctx.needs_grad[0] {
-                let mut dh = vec![T::ZERO; n * width];
+                let mut dh = graphloom_tensor::alloc::zeros::<T>(n * width);
                 for_each_row_mut(&mut dh, width, |v, row| {
                     for (i, d) in row.iter_mut().enumerate() {
                         *d = T::from_acc(gs[v * heads + i / c].to_acc() * a[i].to_acc());
@@ -108,7 +108,7 @@ impl Op for MeanHeads {
         with_float!(x.dtype(), "mean_heads", T => {
             let xs = x.as_slice::<T>()?;
             let inv = <<T as Float>::Acc as Real>::from_f64(1.0 / heads as f64);
-            let mut out = vec![T::ZERO; n * c];
+            let mut out = graphloom_tensor::alloc::zeros::<T>(n * c);
             for_each_row_mut(&mut out, c, |v, row| {
                 for (j, o) in row.iter_mut().enumerate() {
                     let mut s = <<T as Float>::Acc as Real>::ZERO;
@@ -128,7 +128,7 @@ impl Op for MeanHeads {
         with_float!(x.dtype(), "mean_heads", T => {
             let gs = g.as_slice::<T>()?;
             let inv = <<T as Float>::Acc as Real>::from_f64(1.0 / heads as f64);
-            let mut dx = vec![T::ZERO; n * width];
+            let mut dx = graphloom_tensor::alloc::zeros::<T>(n * width);
             for_each_row_mut(&mut dx, width, |v, row| {
                 for (i, d) in row.iter_mut().enumerate() {
                     *d = T::from_acc(gs[v * c + i % c].to_acc() * inv);

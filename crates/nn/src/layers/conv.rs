@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use graphloom_tensor::autodiff::ops::{self, Dropout};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
@@ -59,6 +59,8 @@ pub struct ConvLayer {
 pub struct LayerInput {
     /// Dropout applied to the attention coefficients (GAT), if training.
     pub attention_dropout: Option<Dropout>,
+    /// The activation applied to the output, fused with the bias.
+    pub activation: Activation,
 }
 
 impl ConvLayer {
@@ -151,34 +153,20 @@ impl ConvLayer {
         })
     }
 
-    /// The layer's output for input `x` and parameters `p` (already in the compute dtype).
+    /// The layer's activated output for input `x` and parameters `p` (already in the compute
+    /// dtype).
     pub fn forward(&self, tape: &mut Tape, x: &Var, p: &[Var], input: LayerInput) -> Result<Var> {
-        // Aggregate on the narrower side: A (X W) when the layer narrows, (A X) W otherwise.
-        let narrowing = self.out_dim < self.in_dim;
         match self.kind {
             ConvKind::Gcn => {
                 let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
-                let h = if narrowing {
-                    let xw = ops::matmul(tape, x, &p[0])?;
-                    agg.apply(tape, &xw)?
-                } else {
-                    let ax = agg.apply(tape, x)?;
-                    ops::matmul(tape, &ax, &p[0])?
-                };
-                Ok(ops::add_bias(tape, &h, &p[1])?)
+                let h = self.aggregate_linear(tape, agg, x, &p[0])?;
+                Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
             ConvKind::Sage => {
                 let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
-                let neigh = if narrowing {
-                    let xw = ops::matmul(tape, x, &p[0])?;
-                    agg.apply(tape, &xw)?
-                } else {
-                    let ax = agg.apply(tape, x)?;
-                    ops::matmul(tape, &ax, &p[0])?
-                };
-                let neigh = ops::add_bias(tape, &neigh, &p[1])?;
-                let root = ops::matmul(tape, x, &p[2])?;
-                Ok(ops::add(tape, &neigh, &root)?)
+                let neigh = self.aggregate_linear(tape, agg, x, &p[0])?;
+                let h = ops::add_matmul(tape, &neigh, x, &p[2])?;
+                Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
             ConvKind::Gat { heads, concat } => {
                 let mut gat = self.attention.clone().expect("GAT has an attention kernel");
@@ -192,8 +180,26 @@ impl ConvLayer {
                 } else {
                     mean_heads(tape, &out, heads)?
                 };
-                Ok(ops::add_bias(tape, &out, &p[3])?)
+                Ok(ops::bias_activation(tape, &out, &p[3], input.activation)?)
             }
+        }
+    }
+
+    /// `A X W` for a linear aggregation `A`, aggregating on the narrower side: `A (X W)` when
+    /// the layer narrows, `(A X) W` otherwise.
+    fn aggregate_linear(
+        &self,
+        tape: &mut Tape,
+        agg: &WeightedSum,
+        x: &Var,
+        w: &Var,
+    ) -> Result<Var> {
+        if self.out_dim < self.in_dim {
+            let xw = ops::matmul(tape, x, w)?;
+            agg.apply(tape, &xw)
+        } else {
+            let ax = agg.apply(tape, x)?;
+            Ok(ops::matmul(tape, &ax, w)?)
         }
     }
 }

@@ -9,6 +9,7 @@
 mod checkpoint;
 pub mod gradcheck;
 pub mod ops;
+pub mod profile;
 mod tape;
 
 pub use tape::{BackwardCtx, Gradients, Op, Tape, Var};

@@ -131,7 +131,9 @@ impl Tape {
     /// Runs `op` on `inputs` and records it when any input needs a gradient.
     pub fn apply(&mut self, mut op: impl Op + 'static, inputs: &[&Var]) -> Result<Var> {
         let values: Vec<&Tensor> = inputs.iter().map(|v| &v.value).collect();
+        let started = super::profile::start();
         let output = op.forward(&values)?;
+        super::profile::record(op.name(), started, false);
         if !self.grad_enabled || inputs.iter().all(|v| v.node.is_none()) {
             return Ok(Var::constant(output));
         }
@@ -185,7 +187,9 @@ impl Tape {
                 grad: &grad,
                 needs_grad: &needs_grad,
             };
+            let started = super::profile::start();
             let input_grads = op.backward(&ctx)?;
+            super::profile::record(op.name(), started, true);
             if input_grads.len() != inputs.len() {
                 return Err(Error::Autodiff(format!(
                     "{}: backward returned {} gradients for {} inputs",

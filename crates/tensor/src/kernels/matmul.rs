@@ -46,8 +46,9 @@ fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
     }
 }
 
-/// `dst = lhs * rhs` for f32 or f64, `dst` row-major `[m, n]`.
-fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
+/// `dst = lhs * rhs` (or `dst += lhs * rhs` with `accumulate`) for f32 or f64, `dst`
+/// row-major `[m, n]`.
+fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>, accumulate: bool) {
     let (m, k) = lhs.dims();
     let (k2, n) = rhs.dims();
     debug_assert_eq!(k, k2);
@@ -58,14 +59,15 @@ fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
         return;
     }
     if k == 0 {
-        dst.fill(T::ZERO);
+        if !accumulate {
+            dst.fill(T::ZERO);
+        }
         return;
     }
     let (lcs, lrs) = lhs.strides();
     let (rcs, rrs) = rhs.strides();
     // SAFETY: the pointers cover m*k, k*n and m*n elements with the strides given (checked
-    // above), `dst` does not alias the operands (it is a distinct &mut), and read_dst is false
-    // so alpha is ignored and dst need not be initialised.
+    // above), and `dst` does not alias the operands (it is a distinct &mut).
     unsafe {
         gemm::gemm(
             m,
@@ -74,14 +76,14 @@ fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>) {
             dst.as_mut_ptr(),
             1,
             n as isize,
-            false,
+            accumulate,
             lhs.data.as_ptr(),
             lcs,
             lrs,
             rhs.data.as_ptr(),
             rcs,
             rrs,
-            T::ZERO,
+            T::ONE,
             T::ONE,
             false,
             false,
@@ -99,6 +101,18 @@ fn widen(x: &[bf16]) -> Vec<f32> {
 ///
 /// `a` and `b` must be 2-D and of one dtype (f32, f64 or bf16). The result has their dtype.
 pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> Result<Tensor> {
+    matmul_add(None, a, b, transpose_a, transpose_b)
+}
+
+/// `acc + op(a) * op(b)`, the product accumulated onto a copy of `acc` by the gemm kernel
+/// itself, which saves the separate pass of an addition.
+pub fn matmul_add(
+    acc: Option<&Tensor>,
+    a: &Tensor,
+    b: &Tensor,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Result<Tensor> {
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op: "matmul",
@@ -117,6 +131,15 @@ pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> R
             rhs: b.shape().to_vec(),
         });
     }
+    if let Some(acc) = acc {
+        if acc.dtype() != a.dtype() || acc.dims2() != (m, n) {
+            return Err(Error::ShapeMismatch {
+                op: "matmul_add",
+                lhs: acc.shape().to_vec(),
+                rhs: vec![m, n],
+            });
+        }
+    }
     fn operand<T>(data: &[T], (rows, cols): (usize, usize), transposed: bool) -> Operand<'_, T> {
         Operand {
             data,
@@ -127,33 +150,45 @@ pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> R
     }
     match a.dtype() {
         DType::F32 => {
-            let mut out = vec![0f32; m * n];
+            let mut out = match acc {
+                Some(acc) => crate::alloc::copy_of(acc.as_slice::<f32>()?),
+                None => crate::alloc::zeros(m * n),
+            };
             let (l, r) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
             gemm_into(
                 &mut out,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
+                acc.is_some(),
             );
             Tensor::from_vec(out, &[m, n])
         }
         DType::F64 => {
-            let mut out = vec![0f64; m * n];
+            let mut out = match acc {
+                Some(acc) => crate::alloc::copy_of(acc.as_slice::<f64>()?),
+                None => crate::alloc::zeros(m * n),
+            };
             let (l, r) = (a.as_slice::<f64>()?, b.as_slice::<f64>()?);
             gemm_into(
                 &mut out,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
+                acc.is_some(),
             );
             Tensor::from_vec(out, &[m, n])
         }
         DType::BF16 => {
             let (l, r) = (a.as_slice::<bf16>()?, b.as_slice::<bf16>()?);
-            matmul_bf16(
+            let product = matmul_bf16(
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
                 m,
                 n,
-            )
+            )?;
+            match acc {
+                Some(acc) => crate::autodiff::ops::add_tensors(&acc.reshape(&[m, n])?, &product),
+                None => Ok(product),
+            }
         }
         other => Err(Error::UnsupportedDType {
             op: "matmul",
@@ -176,7 +211,7 @@ fn matmul_bf16(
         cols: b_shape.cols,
         transposed: b_shape.transposed,
     };
-    let mut out = vec![bf16::ZERO; m * n];
+    let mut out = crate::alloc::zeros::<bf16>(m * n);
     if a_shape.transposed {
         // A transposed left operand is read by columns: widen it whole. This is the weight
         // gradient X^T * G, whose output is small, and its input is already held in bf16.
@@ -188,7 +223,7 @@ fn matmul_bf16(
             transposed: true,
         };
         let mut out32 = vec![0f32; m * n];
-        gemm_into(&mut out32, lhs, rhs);
+        gemm_into(&mut out32, lhs, rhs, false);
         out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
     } else {
         let k = a_shape.cols;
@@ -203,7 +238,7 @@ fn matmul_bf16(
                 transposed: false,
             };
             let block = &mut out32[..(end - start) * n];
-            gemm_into(block, lhs, rhs);
+            gemm_into(block, lhs, rhs, false);
             for (o, &v) in out[start * n..end * n].iter_mut().zip(block.iter()) {
                 *o = bf16::from_f32(v);
             }
@@ -277,6 +312,18 @@ mod tests {
                     );
                 }
             }
+        }
+    }
+
+    #[test]
+    fn matmul_add_accumulates_onto_a_copy() {
+        for dtype in [DType::F64, DType::F32, DType::BF16] {
+            let a = Tensor::from_f64(&[1.0, 2.0, 3.0, 4.0], &[2, 2], dtype).unwrap();
+            let acc = Tensor::from_f64(&[0.5, -1.0, 2.0, 0.0], &[2, 2], dtype).unwrap();
+            let c = matmul_add(Some(&acc), &a, &a, false, true).unwrap();
+            // a * a^T = [[5, 11], [11, 25]]
+            assert_eq!(c.to_vec_f64(), vec![5.5, 10.0, 13.0, 25.0], "{dtype}");
+            assert_eq!(acc.to_vec_f64(), vec![0.5, -1.0, 2.0, 0.0]);
         }
     }
 

@@ -1,12 +1,16 @@
 //! Element-wise activations: ReLU, ELU and LeakyReLU.
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
-use crate::kernels::elementwise::{map_vec, zip_map_vec};
-use crate::{with_float, Float, Real, Result, Tensor};
+use crate::kernels::elementwise::{for_each_row_mut, map_vec, zip_map_vec};
+use crate::kernels::reduce::column_sums;
+use crate::{with_float, Error, Float, Real, Result, Tensor};
 
 /// Which activation, with its parameter.
-#[derive(Clone, Copy)]
-enum Kind {
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Activation {
+    /// No activation.
+    Identity,
+    /// `max(x, 0)`.
     Relu,
     /// `x` for `x > 0`, else `alpha * (e^x - 1)`.
     Elu(f64),
@@ -14,16 +18,17 @@ enum Kind {
     LeakyRelu(f64),
 }
 
-impl Kind {
+impl Activation {
     #[inline(always)]
     fn value<R: Real>(self, x: R) -> R {
         if x > R::ZERO {
             return x;
         }
         match self {
-            Kind::Relu => R::ZERO,
-            Kind::Elu(alpha) => R::from_f64(alpha) * (x.exp() - R::ONE),
-            Kind::LeakyRelu(slope) => R::from_f64(slope) * x,
+            Activation::Identity => x,
+            Activation::Relu => R::ZERO,
+            Activation::Elu(alpha) => R::from_f64(alpha) * (x.exp() - R::ONE),
+            Activation::LeakyRelu(slope) => R::from_f64(slope) * x,
         }
     }
     #[inline(always)]
@@ -32,21 +37,101 @@ impl Kind {
             return R::ONE;
         }
         match self {
-            Kind::Relu => R::ZERO,
-            Kind::Elu(alpha) => R::from_f64(alpha) * x.exp(),
-            Kind::LeakyRelu(slope) => R::from_f64(slope),
+            Activation::Identity => R::ONE,
+            Activation::Relu => R::ZERO,
+            Activation::Elu(alpha) => R::from_f64(alpha) * x.exp(),
+            Activation::LeakyRelu(slope) => R::from_f64(slope),
         }
     }
 }
 
-struct Activation(Kind);
+impl Activation {
+    /// The derivative expressed through the output `y = f(x)`, so a backward pass needs only
+    /// the output: ELU's `alpha * e^x` is `y + alpha` for `x <= 0`; ReLU and LeakyReLU (with a
+    /// positive slope) have `y > 0` exactly when `x > 0`.
+    #[inline(always)]
+    fn derivative_from_output<R: Real>(self, y: R) -> R {
+        if y > R::ZERO {
+            return R::ONE;
+        }
+        match self {
+            Activation::Identity => R::ONE,
+            Activation::Relu => R::ZERO,
+            Activation::Elu(alpha) => y + R::from_f64(alpha),
+            Activation::LeakyRelu(slope) => R::from_f64(slope),
+        }
+    }
+}
 
-impl Op for Activation {
+struct BiasActivation(Activation);
+
+impl Op for BiasActivation {
+    fn name(&self) -> &'static str {
+        "bias_activation"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        let (x, b, act) = (inputs[0], inputs[1], self.0);
+        let (_, cols) = x.dims2();
+        if b.numel() != cols || x.dtype() != b.dtype() {
+            return Err(Error::ShapeMismatch {
+                op: "bias_activation",
+                lhs: x.shape().to_vec(),
+                rhs: b.shape().to_vec(),
+            });
+        }
+        if matches!(act, Activation::LeakyRelu(s) if s <= 0.0) {
+            return Err(Error::Autodiff(
+                "bias_activation needs a positive LeakyReLU slope".into(),
+            ));
+        }
+        with_float!(x.dtype(), "bias_activation", T => {
+            let (xs, bias) = (x.as_slice::<T>()?, b.as_slice::<T>()?);
+            let mut out = crate::alloc::zeros::<T>(xs.len());
+            for_each_row_mut(&mut out, cols, |r, row| {
+                for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
+                    *o = T::from_acc(act.value(v.to_acc() + bv.to_acc()));
+                }
+            });
+            Tensor::from_vec(out, x.shape())
+        })
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let (y, g, act) = (ctx.output, ctx.grad, self.0);
+        let (_, cols) = y.dims2();
+        with_float!(y.dtype(), "bias_activation", T => {
+            let dx = Tensor::from_vec(
+                zip_map_vec(y.as_slice::<T>()?, g.as_slice::<T>()?, |a: T, b: T| {
+                    T::from_acc(act.derivative_from_output(a.to_acc()) * b.to_acc())
+                }),
+                y.shape(),
+            )?;
+            let db = if ctx.needs_grad[1] {
+                let sums = column_sums(dx.as_slice::<T>()?, cols);
+                Some(Tensor::from_vec(sums.into_iter().map(T::from_acc).collect::<Vec<T>>(), ctx.inputs[1].shape())?)
+            } else {
+                None
+            };
+            Ok(vec![Some(dx), db])
+        })
+    }
+}
+
+/// `f(x + b)`: the bias `b: [m]` added to every row of `x: [n, m]` and the activation applied,
+/// in one pass; the backward needs only the output, so the sum before the activation is never
+/// stored.
+pub fn bias_activation(tape: &mut Tape, x: &Var, b: &Var, activation: Activation) -> Result<Var> {
+    tape.apply(BiasActivation(activation), &[x, b])
+}
+
+struct ActivationOp(Activation);
+
+impl Op for ActivationOp {
     fn name(&self) -> &'static str {
         match self.0 {
-            Kind::Relu => "relu",
-            Kind::Elu(_) => "elu",
-            Kind::LeakyRelu(_) => "leaky_relu",
+            Activation::Identity => "identity",
+            Activation::Relu => "relu",
+            Activation::Elu(_) => "elu",
+            Activation::LeakyRelu(_) => "leaky_relu",
         }
     }
     fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
@@ -69,17 +154,17 @@ impl Op for Activation {
 
 /// `max(x, 0)`.
 pub fn relu(tape: &mut Tape, x: &Var) -> Result<Var> {
-    tape.apply(Activation(Kind::Relu), &[x])
+    tape.apply(ActivationOp(Activation::Relu), &[x])
 }
 
 /// `x` for `x > 0`, else `alpha * (exp(x) - 1)` (PyTorch's default `alpha` is 1).
 pub fn elu(tape: &mut Tape, x: &Var, alpha: f64) -> Result<Var> {
-    tape.apply(Activation(Kind::Elu(alpha)), &[x])
+    tape.apply(ActivationOp(Activation::Elu(alpha)), &[x])
 }
 
 /// `x` for `x > 0`, else `slope * x`.
 pub fn leaky_relu(tape: &mut Tape, x: &Var, slope: f64) -> Result<Var> {
-    tape.apply(Activation(Kind::LeakyRelu(slope)), &[x])
+    tape.apply(ActivationOp(Activation::LeakyRelu(slope)), &[x])
 }
 
 #[cfg(test)]
@@ -101,6 +186,37 @@ mod tests {
         ] {
             let err = max_gradient_error(f, std::slice::from_ref(&x), &[true], 1e-6).unwrap();
             assert!(err < 1e-7, "{err}");
+        }
+    }
+
+    #[test]
+    fn bias_activation_matches_bias_then_activation() {
+        let v: Vec<f64> = (0..24).map(|i| (i as f64 - 11.5) * 0.21).collect();
+        let x = Tensor::from_f64(&v, &[4, 6], DType::F64).unwrap();
+        let b = Tensor::from_f64(&[0.05, -0.1, 0.02, 0.3, -0.07, 0.0], &[6], DType::F64).unwrap();
+        for act in [
+            Activation::Identity,
+            Activation::Relu,
+            Activation::Elu(1.0),
+            Activation::LeakyRelu(0.2),
+        ] {
+            let fused = move |t: &mut Tape, v: &[Var]| bias_activation(t, &v[0], &v[1], act);
+            let err =
+                max_gradient_error(&fused, &[x.clone(), b.clone()], &[true, true], 1e-6).unwrap();
+            assert!(err < 1e-7, "{act:?}: {err}");
+            let mut t = Tape::no_grad();
+            let (xv, bv) = (Var::constant(x.clone()), Var::constant(b.clone()));
+            let got = bias_activation(&mut t, &xv, &bv, act)
+                .unwrap()
+                .value()
+                .to_vec_f64();
+            let pre = crate::autodiff::ops::add_bias(&mut t, &xv, &bv)
+                .unwrap()
+                .value()
+                .to_vec_f64();
+            for (g, p) in got.iter().zip(pre) {
+                assert!((g - act.value(p)).abs() < 1e-15);
+            }
         }
     }
 

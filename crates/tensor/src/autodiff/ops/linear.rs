@@ -2,7 +2,8 @@
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{for_each_row_mut, zip_map_vec};
-use crate::kernels::{matmul::matmul as matmul_kernel, reduce::column_sums};
+use crate::kernels::matmul::{matmul as matmul_kernel, matmul_add};
+use crate::kernels::reduce::column_sums;
 use crate::{with_float, Error, Float, Result, Tensor};
 
 struct MatMul;
@@ -33,6 +34,36 @@ impl Op for MatMul {
 /// `a * b` for 2-D `a: [n, k]`, `b: [k, m]`.
 pub fn matmul(tape: &mut Tape, a: &Var, b: &Var) -> Result<Var> {
     tape.apply(MatMul, &[a, b])
+}
+
+struct AddMatMul;
+
+impl Op for AddMatMul {
+    fn name(&self) -> &'static str {
+        "add_matmul"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        matmul_add(Some(inputs[0]), inputs[1], inputs[2], false, false)
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let (b, w, g) = (ctx.inputs[1], ctx.inputs[2], ctx.grad);
+        let db = if ctx.needs_grad[1] {
+            Some(matmul_kernel(g, w, false, true)?)
+        } else {
+            None
+        };
+        let dw = if ctx.needs_grad[2] {
+            Some(matmul_kernel(b, g, true, false)?)
+        } else {
+            None
+        };
+        Ok(vec![Some(g.clone()), db, dw])
+    }
+}
+
+/// `acc + b * w` for `acc: [n, m]`, `b: [n, k]`, `w: [k, m]`, in one pass of the gemm kernel.
+pub fn add_matmul(tape: &mut Tape, acc: &Var, b: &Var, w: &Var) -> Result<Var> {
+    tape.apply(AddMatMul, &[acc, b, w])
 }
 
 /// The element-wise sum of two tensors of one shape and dtype (no tape).
@@ -81,7 +112,7 @@ impl Op for AddBias {
         }
         with_float!(x.dtype(), "add_bias", T => {
             let bias = b.as_slice::<T>()?;
-            let mut out = x.as_slice::<T>()?.to_vec();
+            let mut out = crate::alloc::copy_of(x.as_slice::<T>()?);
             for_each_row_mut(&mut out, cols, |_, row| {
                 for (o, &bv) in row.iter_mut().zip(bias) {
                     *o = T::from_acc(o.to_acc() + bv.to_acc());

@@ -16,7 +16,7 @@ impl Op for LogSoftmax {
         let x = inputs[0];
         let (_, cols) = x.dims2();
         with_float!(x.dtype(), "log_softmax", T => {
-            let mut out = x.as_slice::<T>()?.to_vec();
+            let mut out = crate::alloc::copy_of(x.as_slice::<T>()?);
             for_each_row_mut(&mut out, cols, |_, row| {
                 let mut max = <<T as Float>::Acc as Real>::NEG_INFINITY;
                 for v in row.iter() {
@@ -40,7 +40,7 @@ impl Op for LogSoftmax {
         let (_, cols) = y.dims2();
         let dx = with_float!(y.dtype(), "log_softmax", T => {
             let ys = y.as_slice::<T>()?;
-            let mut out = g.as_slice::<T>()?.to_vec();
+            let mut out = crate::alloc::copy_of(g.as_slice::<T>()?);
             for_each_row_mut(&mut out, cols, |r, row| {
                 let yr = &ys[r * cols..(r + 1) * cols];
                 let mut s = <<T as Float>::Acc as Real>::ZERO;
@@ -108,7 +108,7 @@ impl Op for NllLoss {
         let (_, c) = logp.dims2();
         let g = ctx.grad.scalar_f64()?;
         let dx = with_float!(logp.dtype(), "nll_loss", T => {
-            let mut out = vec![T::ZERO; logp.numel()];
+            let mut out = crate::alloc::zeros::<T>(logp.numel());
             for (&r, &y) in self.rows.iter().zip(self.labels.iter()) {
                 let cell = &mut out[r * c + y as usize];
                 *cell = T::from_acc(<<T as Float>::Acc as Real>::from_f64(cell.to_acc().to_f64() - g / self.normaliser));

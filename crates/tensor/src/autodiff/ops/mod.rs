@@ -7,8 +7,8 @@ mod linear;
 mod loss;
 mod shape;
 
-pub use activation::{elu, leaky_relu, relu};
+pub use activation::{bias_activation, elu, leaky_relu, relu, Activation};
 pub use dropout::{dropout, Dropout};
-pub use linear::{add, add_bias, add_tensors, matmul};
+pub use linear::{add, add_bias, add_matmul, add_tensors, matmul};
 pub use loss::{log_softmax, nll_loss};
 pub use shape::{cast, reshape};

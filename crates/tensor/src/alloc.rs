@@ -1,0 +1,168 @@
+//! Allocation of large element buffers backed by transparent huge pages.
+//!
+//! A training epoch allocates and frees buffers of hundreds of megabytes. The allocator hands
+//! blocks that large straight to the kernel, so every new buffer is page-faulted in 4 KiB at a
+//! time, which on a 100 MB activation costs several times the pass that fills it. Asking for
+//! huge pages (`madvise(MADV_HUGEPAGE)`) before the first write makes that 2 MiB at a time.
+//! It is advice: where the kernel has no huge pages the buffer is an ordinary one.
+//!
+//! Freed tensor buffers of that size are also kept in a small cache (at most
+//! [`cache_limit`] bytes, oldest evicted first) and handed out again for a request of exactly
+//! their capacity: an epoch allocates the same shapes as the one before, so after the first
+//! epoch most activations and gradients land in memory that is already mapped and needs no
+//! zeroing by the kernel. [`cached_bytes`] says how much the cache holds, for memory reports.
+
+use std::any::{Any, TypeId};
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+use rayon::prelude::*;
+
+use crate::Element;
+
+/// Buffers of at least this many bytes are advised to use huge pages.
+const HUGE_PAGE_MIN_BYTES: usize = 4 << 20;
+/// The huge page size on x86-64 and most aarch64 kernels.
+const HUGE_PAGE: usize = 2 << 20;
+
+#[cfg(target_os = "linux")]
+fn advise_huge_pages<T>(v: &Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < HUGE_PAGE_MIN_BYTES {
+        return;
+    }
+    let start = v.as_ptr() as usize;
+    let aligned = start.next_multiple_of(HUGE_PAGE);
+    let end = (start + bytes) / HUGE_PAGE * HUGE_PAGE;
+    if end > aligned {
+        // SAFETY: the range lies inside the vector's own allocation; MADV_HUGEPAGE changes
+        // only how the kernel backs the pages, never their contents. Failure is harmless.
+        unsafe {
+            libc::madvise(
+                aligned as *mut libc::c_void,
+                end - aligned,
+                libc::MADV_HUGEPAGE,
+            );
+        }
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn advise_huge_pages<T>(_: &Vec<T>) {}
+
+struct Cached {
+    type_id: TypeId,
+    capacity: usize,
+    bytes: usize,
+    vec: Box<dyn Any + Send>,
+}
+
+static CACHE: Mutex<VecDeque<Cached>> = Mutex::new(VecDeque::new());
+static CACHED_BYTES: AtomicUsize = AtomicUsize::new(0);
+static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
+
+/// Bytes of freed buffers held for reuse now.
+pub fn cached_bytes() -> usize {
+    CACHED_BYTES.load(Ordering::Relaxed)
+}
+
+/// The most bytes the cache of freed buffers holds (1 GiB unless set).
+pub fn cache_limit() -> usize {
+    CACHE_LIMIT.load(Ordering::Relaxed)
+}
+
+/// Sets the cache limit; 0 turns the cache off and empties it.
+pub fn set_cache_limit(bytes: usize) {
+    CACHE_LIMIT.store(bytes, Ordering::Relaxed);
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    evict_to(&mut cache, bytes);
+}
+
+fn evict_to(cache: &mut VecDeque<Cached>, limit: usize) {
+    while CACHED_BYTES.load(Ordering::Relaxed) > limit {
+        let Some(old) = cache.pop_front() else { break };
+        CACHED_BYTES.fetch_sub(old.bytes, Ordering::Relaxed);
+    }
+}
+
+/// Takes a cached buffer of exactly `capacity` elements of `T`, emptied.
+fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let at = cache
+        .iter()
+        .position(|c| c.type_id == TypeId::of::<T>() && c.capacity == capacity)?;
+    let hit = cache.remove(at)?;
+    CACHED_BYTES.fetch_sub(hit.bytes, Ordering::Relaxed);
+    let mut v = *hit.vec.downcast::<Vec<T>>().ok()?;
+    v.clear();
+    Some(v)
+}
+
+/// Gives a freed buffer back for reuse; small buffers are simply freed.
+pub(crate) fn recycle<T: Send + 'static>(v: Vec<T>) {
+    let bytes = v.capacity() * std::mem::size_of::<T>();
+    if bytes < HUGE_PAGE_MIN_BYTES || bytes > cache_limit() {
+        return;
+    }
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    CACHED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    cache.push_back(Cached {
+        type_id: TypeId::of::<T>(),
+        capacity: v.capacity(),
+        bytes,
+        vec: Box::new(v),
+    });
+    evict_to(&mut cache, cache_limit());
+}
+
+/// An empty vector with room for `n` elements: a cached buffer of that size, or a new one
+/// advised to use huge pages when large. Fill it (push, extend) before reading.
+pub fn with_capacity<T: Send + 'static>(n: usize) -> Vec<T> {
+    if n * std::mem::size_of::<T>() >= HUGE_PAGE_MIN_BYTES {
+        if let Some(v) = take_cached(n) {
+            return v;
+        }
+    }
+    let v = Vec::with_capacity(n);
+    advise_huge_pages(&v);
+    v
+}
+
+/// A vector of `n` zeros, huge-page backed when large.
+pub fn zeros<T: Element>(n: usize) -> Vec<T> {
+    let mut v = with_capacity(n);
+    if n * std::mem::size_of::<T>() >= HUGE_PAGE_MIN_BYTES {
+        v.par_extend(rayon::iter::repeat_n(T::ZERO, n));
+    } else {
+        v.resize(n, T::ZERO);
+    }
+    v
+}
+
+/// A copy of `src`, huge-page backed when large.
+pub fn copy_of<T: Element>(src: &[T]) -> Vec<T> {
+    let mut v = with_capacity(src.len());
+    if std::mem::size_of_val(src) >= HUGE_PAGE_MIN_BYTES {
+        v.par_extend(src.par_iter().copied());
+    } else {
+        v.extend_from_slice(src);
+    }
+    v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn large_and_small_buffers_hold_the_right_values() {
+        for n in [10, 3 << 20] {
+            let z = zeros::<f32>(n);
+            recycle(copy_of(&z));
+            assert!(z.len() == n && z.iter().all(|&v| v == 0.0));
+            let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
+            assert_eq!(copy_of(&src), src);
+        }
+    }
+}
