@@ -113,6 +113,9 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
         &(args.epochs + 1).to_string(),
         "--dropout",
         "0.5",
+        // The baselines drop out between layers only, not on the input features.
+        "--input-dropout",
+        "0",
         "--attention-dropout",
         "0",
         "--lr",

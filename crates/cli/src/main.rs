@@ -25,7 +25,7 @@ enum Command {
     /// Print a dataset's shape, degrees and memory footprint.
     Info(info::InfoArgs),
     /// Train a GCN, GraphSAGE or GAT model (full batch, one worker).
-    Train(train::TrainArgs),
+    Train(Box<train::TrainArgs>),
     /// Measure speed and memory against baselines.
     Bench(bench::BenchArgs),
 }
@@ -35,7 +35,7 @@ fn main() {
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(a),
         Command::Info(a) => info::run(a),
-        Command::Train(a) => train::run(a).map(|_| ()),
+        Command::Train(a) => train::run(*a).map(|_| ()),
         Command::Bench(a) => bench::run(a),
     };
     if let Err(e) = result {

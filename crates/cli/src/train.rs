@@ -38,6 +38,9 @@ pub(crate) struct TrainArgs {
     /// Dropout before each layer [default: 0.5, gat 0.6].
     #[arg(long)]
     pub(crate) dropout: Option<f64>,
+    /// Dropout on the input features [default: the --dropout value].
+    #[arg(long)]
+    pub(crate) input_dropout: Option<f64>,
     /// GAT: dropout on attention coefficients [default: the --dropout value].
     #[arg(long)]
     pub(crate) attention_dropout: Option<f64>,
@@ -119,6 +122,7 @@ fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelCon
         heads: args.heads,
         out_heads: args.out_heads,
         dropout,
+        input_dropout: args.input_dropout.unwrap_or(dropout),
         attention_dropout: if gat {
             args.attention_dropout.unwrap_or(dropout)
         } else {
@@ -257,6 +261,7 @@ fn summary(args: &TrainArgs, ds: &Dataset, r: &TrainReport) -> serde_json::Value
         "rss": { "anon_bytes": r.rss.anon_bytes, "file_bytes": r.rss.file_bytes, "shmem_bytes": r.rss.shmem_bytes },
         "peak_bytes": peak,
         "peak_total_bytes": r.memory.total_peak,
+        "allocator_cache_bytes": graphloom_tensor::alloc::cached_bytes(),
         "history": r.epochs.iter().map(|e| json!({
             "epoch": e.epoch, "loss": e.loss, "train_acc": e.train_acc, "val_acc": e.val_acc,
             "test_acc": e.test_acc, "seconds": e.seconds, "peak_bytes": e.peak_bytes,

@@ -19,7 +19,7 @@
 //! let ds = generate(&SyntheticConfig { nodes: 200, classes: 4, feat_dim: 16, ..Default::default() })?;
 //! let cfg = ModelConfig {
 //!     arch: Architecture::Gcn, in_dim: 16, hidden: 16, out_dim: 4, layers: 2, heads: 1,
-//!     out_heads: 1, dropout: 0.5, attention_dropout: 0.0, dtype: DType::F32, checkpoint: false,
+//!     out_heads: 1, dropout: 0.5, input_dropout: 0.5, attention_dropout: 0.0, dtype: DType::F32, checkpoint: false,
 //! };
 //! let tc = train::TrainConfig {
 //!     epochs: 30, lr: 0.01, weight_decay: 5e-4, optimizer: OptimizerKind::Adam, patience: None, seed: 0,

@@ -1,6 +1,7 @@
 //! [`Model`]: a stack of convolutions with dropout and activations, as in the papers' and
 //! PyTorch Geometric's examples: `dropout -> conv -> activation` per hidden layer, then
-//! `dropout -> conv -> log_softmax`.
+//! `dropout -> conv -> log_softmax` (the first dropout, on the input features, has its own
+//! rate).
 
 use std::sync::Arc;
 
@@ -64,6 +65,8 @@ pub struct ModelConfig {
     pub out_heads: usize,
     /// Dropout before every convolution.
     pub dropout: f64,
+    /// Dropout on the input features, before the first convolution.
+    pub input_dropout: f64,
     /// GAT: dropout on the attention coefficients.
     pub attention_dropout: f64,
     /// The dtype activations are computed and stored in (parameters stay f32, or f64 for f64).
@@ -119,6 +122,7 @@ impl Model {
         }
         for (name, p) in [
             ("dropout", cfg.dropout),
+            ("input dropout", cfg.input_dropout),
             ("attention dropout", cfg.attention_dropout),
         ] {
             if !(0.0..1.0).contains(&p) {
@@ -228,7 +232,12 @@ impl Model {
                 })
             };
             let mut h = v[0].clone();
-            if let Some(rule) = dropout(2 * l as u64, cfg.dropout) {
+            let p = if l == 0 {
+                cfg.input_dropout
+            } else {
+                cfg.dropout
+            };
+            if let Some(rule) = dropout(2 * l as u64, p) {
                 h = ops::dropout(tape, &h, rule, None)?;
             }
             let params = v[1..]

@@ -34,6 +34,7 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
         heads: 4,
         out_heads: 2,
         dropout: 0.3,
+        input_dropout: 0.3,
         attention_dropout: 0.2,
         dtype,
         checkpoint,

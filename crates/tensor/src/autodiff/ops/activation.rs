@@ -5,7 +5,71 @@ use crate::kernels::elementwise::{for_each_row_mut, map_vec, zip_map_vec};
 use crate::kernels::reduce::column_sums;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
-/// Which activation, with its parameter.
+/// Binds `$value` and `$slope` to closures computing the activation of `$act` and its
+/// derivative from the output, one pair of closure types per activation, so that the match is
+/// resolved once, outside the element loop, and the loop body is branch-free where possible.
+/// `$R` is the arithmetic type.
+macro_rules! with_activation {
+    ($act:expr, $R:ty, $value:ident, $slope:ident => $body:expr) => {
+        match $act {
+            Activation::Identity => {
+                let $value = |x: $R| x;
+                let $slope = |_: $R| <$R as Real>::ONE;
+                $body
+            }
+            Activation::Relu => {
+                let $value = |x: $R| x.max(<$R as Real>::ZERO);
+                let $slope = |y: $R| {
+                    if y > <$R as Real>::ZERO {
+                        <$R as Real>::ONE
+                    } else {
+                        <$R as Real>::ZERO
+                    }
+                };
+                $body
+            }
+            Activation::Elu(alpha) => {
+                let a = <$R as Real>::from_f64(alpha);
+                let $value = move |x: $R| {
+                    if x > <$R as Real>::ZERO {
+                        x
+                    } else {
+                        a * (x.exp() - <$R as Real>::ONE)
+                    }
+                };
+                let $slope = move |y: $R| {
+                    if y > <$R as Real>::ZERO {
+                        <$R as Real>::ONE
+                    } else {
+                        y + a
+                    }
+                };
+                $body
+            }
+            Activation::LeakyRelu(slope) => {
+                let s = <$R as Real>::from_f64(slope);
+                let $value = move |x: $R| {
+                    x * if x > <$R as Real>::ZERO {
+                        <$R as Real>::ONE
+                    } else {
+                        s
+                    }
+                };
+                let $slope = move |y: $R| {
+                    if y > <$R as Real>::ZERO {
+                        <$R as Real>::ONE
+                    } else {
+                        s
+                    }
+                };
+                $body
+            }
+        }
+    };
+}
+
+/// Which activation, with its parameter. For LeakyReLU fused with a bias the slope must be
+/// positive, so that the sign of the output tells the sign of the input.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Activation {
     /// No activation.
@@ -45,24 +109,6 @@ impl Activation {
     }
 }
 
-impl Activation {
-    /// The derivative expressed through the output `y = f(x)`, so a backward pass needs only
-    /// the output: ELU's `alpha * e^x` is `y + alpha` for `x <= 0`; ReLU and LeakyReLU (with a
-    /// positive slope) have `y > 0` exactly when `x > 0`.
-    #[inline(always)]
-    fn derivative_from_output<R: Real>(self, y: R) -> R {
-        if y > R::ZERO {
-            return R::ONE;
-        }
-        match self {
-            Activation::Identity => R::ONE,
-            Activation::Relu => R::ZERO,
-            Activation::Elu(alpha) => y + R::from_f64(alpha),
-            Activation::LeakyRelu(slope) => R::from_f64(slope),
-        }
-    }
-}
-
 struct BiasActivation(Activation);
 
 impl Op for BiasActivation {
@@ -87,10 +133,12 @@ impl Op for BiasActivation {
         with_float!(x.dtype(), "bias_activation", T => {
             let (xs, bias) = (x.as_slice::<T>()?, b.as_slice::<T>()?);
             let mut out = crate::alloc::zeros::<T>(xs.len());
-            for_each_row_mut(&mut out, cols, |r, row| {
-                for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
-                    *o = T::from_acc(act.value(v.to_acc() + bv.to_acc()));
-                }
+            with_activation!(act, <T as Float>::Acc, f, _df => {
+                for_each_row_mut(&mut out, cols, |r, row| {
+                    for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
+                        *o = T::from_acc(f(v.to_acc() + bv.to_acc()));
+                    }
+                })
             });
             Tensor::from_vec(out, x.shape())
         })
@@ -100,8 +148,8 @@ impl Op for BiasActivation {
         let (_, cols) = y.dims2();
         with_float!(y.dtype(), "bias_activation", T => {
             let dx = Tensor::from_vec(
-                zip_map_vec(y.as_slice::<T>()?, g.as_slice::<T>()?, |a: T, b: T| {
-                    T::from_acc(act.derivative_from_output(a.to_acc()) * b.to_acc())
+                with_activation!(act, <T as Float>::Acc, _f, df => {
+                    zip_map_vec(y.as_slice::<T>()?, g.as_slice::<T>()?, |a: T, b: T| T::from_acc(df(a.to_acc()) * b.to_acc()))
                 }),
                 y.shape(),
             )?;
