@@ -60,7 +60,9 @@ impl FusedGat {
     fn check(&self, h: &Tensor, el: &Tensor, er: &Tensor) -> Result<(usize, usize)> {
         let n = self.graph.num_nodes();
         let (rows, width) = h.dims2();
-        if rows != n
+        if self.heads == 0
+            || self.heads > MAX_HEADS_ON_STACK
+            || rows != n
             || width % self.heads != 0
             || el.dims2() != (n, self.heads)
             || er.dims2() != (n, self.heads)
@@ -75,6 +77,36 @@ impl FusedGat {
         }
         Ok((n, width / self.heads))
     }
+}
+
+/// The most heads a layer may have: per-node partial sums of the backward pass live on the
+/// stack.
+const MAX_HEADS_ON_STACK: usize = 64;
+
+/// Lanes of the dot product's partial sums: independent sums the compiler can keep in one
+/// vector register, where a single running sum would wait on every addition.
+const DOT_LANES: usize = 8;
+
+/// `sum_i a[i] * b[i]` in the accumulation type, summed in a fixed order (lane-wise, then the
+/// lanes in order), so the result does not depend on the machine.
+#[inline(always)]
+fn dot<T: Float>(a: &[T], b: &[T]) -> T::Acc {
+    let mut lanes = [<T::Acc as Real>::ZERO; DOT_LANES];
+    let (ca, cb) = (a.chunks_exact(DOT_LANES), b.chunks_exact(DOT_LANES));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..DOT_LANES {
+            lanes[l] += x[l].to_acc() * y[l].to_acc();
+        }
+    }
+    let mut s = <T::Acc as Real>::ZERO;
+    for l in lanes {
+        s += l;
+    }
+    for (&x, &y) in ra.iter().zip(rb) {
+        s += x.to_acc() * y.to_acc();
+    }
+    s
 }
 
 #[inline(always)]
@@ -117,37 +149,50 @@ impl Op for GatOp {
             }
             use rayon::prelude::*;
             outs.into_par_iter().for_each(|(first, o, st)| {
-                let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; c];
-                let rows = o.len() / (heads * c).max(1);
-                for r in 0..rows {
+                type A = <T as Float>::Acc;
+                let width = heads * c;
+                let mut acc = vec![A::ZERO; width];
+                // Per destination: the coefficients of its in-edges, [degree, heads]. A row's
+                // worth of scratch, reused; never the whole edges x heads matrix.
+                let mut coef: Vec<A> = Vec::new();
+                let mut m = vec![A::ZERO; heads];
+                let mut z = vec![A::ZERO; heads];
+                for r in 0..o.len() / width.max(1) {
                     let v = first + r;
-                    let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
-                    for k in 0..heads {
-                        let erv = ers[v * heads + k].to_acc();
-                        let score = |u: usize| leaky(els[u * heads + k].to_acc() + erv, slope);
-                        let mut m = <<T as Float>::Acc as Real>::NEG_INFINITY;
-                        for i in lo..hi {
-                            m = m.max(score(csr.col_idx[i] as usize));
+                    let nb = &csr.col_idx[csr.row_ptr[v] as usize..csr.row_ptr[v + 1] as usize];
+                    coef.clear();
+                    m.iter_mut().for_each(|x| *x = A::NEG_INFINITY);
+                    for &u in nb {
+                        for k in 0..heads {
+                            let sc = leaky(els[u as usize * heads + k].to_acc() + ers[v * heads + k].to_acc(), slope);
+                            m[k] = m[k].max(sc);
+                            coef.push(sc);
                         }
-                        let mut z = <<T as Float>::Acc as Real>::ZERO;
-                        for i in lo..hi {
-                            z += (score(csr.col_idx[i] as usize) - m).exp();
+                    }
+                    z.iter_mut().for_each(|x| *x = A::ZERO);
+                    for e in coef.chunks_mut(heads) {
+                        for k in 0..heads {
+                            e[k] = (e[k] - m[k]).exp();
+                            z[k] += e[k];
                         }
-                        acc.iter_mut().for_each(|a| *a = Real::ZERO);
-                        for i in lo..hi {
-                            let u = csr.col_idx[i] as usize;
-                            let a = (score(u) - m).exp() / z * <<T as Float>::Acc as Real>::from_f64(cfg.factor(v, u, k));
-                            let hu = &hs[(u * heads + k) * c..(u * heads + k + 1) * c];
-                            for (x, &hv) in acc.iter_mut().zip(hu) {
+                    }
+                    acc.iter_mut().for_each(|a| *a = A::ZERO);
+                    // Edge-major: each neighbour's row of all heads is read once, contiguously.
+                    for (&u, e) in nb.iter().zip(coef.chunks(heads)) {
+                        let hu = &hs[u as usize * width..(u as usize + 1) * width];
+                        for k in 0..heads {
+                            let a = e[k] / z[k] * A::from_f64(cfg.factor(v, u as usize, k));
+                            for (x, &hv) in acc[k * c..(k + 1) * c].iter_mut().zip(&hu[k * c..(k + 1) * c]) {
                                 *x += a * hv.to_acc();
                             }
                         }
-                        let dst = &mut o[(r * heads + k) * c..(r * heads + k + 1) * c];
-                        for (d, &x) in dst.iter_mut().zip(&acc) {
-                            *d = T::from_acc(x);
-                        }
-                        st[(r * heads + k) * 2] = m.to_f64();
-                        st[(r * heads + k) * 2 + 1] = z.to_f64();
+                    }
+                    for (d, &x) in o[r * width..(r + 1) * width].iter_mut().zip(&acc) {
+                        *d = T::from_acc(x);
+                    }
+                    for k in 0..heads {
+                        st[(r * heads + k) * 2] = m[k].to_f64();
+                        st[(r * heads + k) * 2 + 1] = z[k].to_f64();
                     }
                 }
             });
@@ -173,16 +218,7 @@ impl Op for GatOp {
             type A = <T as Float>::Acc;
             let (hs, els, ers, gs) = (h.as_slice::<T>()?, el.as_slice::<T>()?, er.as_slice::<T>()?, g.as_slice::<T>()?);
             let slope = A::from_f64(cfg.negative_slope);
-            let dot = |a: &[T], b: &[T]| {
-                let mut s = A::ZERO;
-                for (&x, &y) in a.iter().zip(b) {
-                    s += x.to_acc() * y.to_acc();
-                }
-                s
-            };
-            fn row<T>(x: &[T], node: usize, k: usize, heads: usize, c: usize) -> &[T] {
-                &x[(node * heads + k) * c..(node * heads + k + 1) * c]
-            }
+            let dot = |a: &[T], b: &[T]| dot::<T>(a, b);
             // alpha (before dropout), the pre-activation score, of edge u -> v at head k.
             let alpha = |u: usize, v: usize, k: usize| {
                 let pre = els[u * heads + k].to_acc() + ers[v * heads + k].to_acc();
@@ -206,29 +242,37 @@ impl Op for GatOp {
                 }
                 use rayon::prelude::*;
                 pieces.into_par_iter().for_each(|(first, cpart, dpart)| {
-                    let mut scratch: Vec<A> = Vec::new();
+                    let width = heads * c;
+                    // Per destination, per in-edge and head: alpha, the pre-activation score and
+                    // dA (the gradient of the dropped-out coefficient). Row-sized scratch.
+                    let mut scratch: Vec<(A, A, A)> = Vec::new();
                     for r in 0..cpart.len() / heads.max(1) {
                         let v = first + r;
-                        let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
-                        for k in 0..heads {
-                            let gvk = row(gs, v, k, heads, c);
-                            scratch.clear();
-                            let mut sum = A::ZERO;
-                            for i in lo..hi {
-                                let u = csr.col_idx[i] as usize;
-                                let (a, _) = alpha(u, v, k);
-                                let da = dot(gvk, row(hs, u, k, heads, c)) * A::from_f64(cfg.factor(v, u, k));
-                                scratch.push(da);
-                                sum += a * da;
-                            }
-                            cpart[r * heads + k] = sum;
-                            let mut d = A::ZERO;
-                            for (j, i) in (lo..hi).enumerate() {
-                                let u = csr.col_idx[i] as usize;
+                        let nb = &csr.col_idx[csr.row_ptr[v] as usize..csr.row_ptr[v + 1] as usize];
+                        let gv_row = &gs[v * width..(v + 1) * width];
+                        scratch.clear();
+                        let sums = &mut cpart[r * heads..(r + 1) * heads];
+                        sums.iter_mut().for_each(|x| *x = A::ZERO);
+                        for &u in nb {
+                            let u = u as usize;
+                            let hu = &hs[u * width..(u + 1) * width];
+                            for k in 0..heads {
                                 let (a, pre) = alpha(u, v, k);
-                                d += a * (scratch[j] - sum) * dleaky(pre);
+                                let da = dot(&gv_row[k * c..(k + 1) * c], &hu[k * c..(k + 1) * c]) * A::from_f64(cfg.factor(v, u, k));
+                                scratch.push((a, pre, da));
+                                sums[k] += a * da;
                             }
-                            dpart[r * heads + k] = T::from_acc(d);
+                        }
+                        // At most MAX_HEADS_ON_STACK heads (checked by FusedGat::check).
+                        let mut d = [A::ZERO; MAX_HEADS_ON_STACK];
+                        for e in scratch.chunks(heads) {
+                            for k in 0..heads {
+                                let (a, pre, da) = e[k];
+                                d[k] += a * (da - sums[k]) * dleaky(pre);
+                            }
+                        }
+                        for k in 0..heads {
+                            dpart[r * heads + k] = T::from_acc(d[k]);
                         }
                     }
                 });
@@ -249,30 +293,35 @@ impl Op for GatOp {
                 }
                 use rayon::prelude::*;
                 pieces.into_par_iter().for_each(|(first, hpart, lpart)| {
-                    let mut acc = vec![A::ZERO; c];
+                    let width = heads * c;
+                    let mut acc = vec![A::ZERO; width];
                     for r in 0..lpart.len() / heads.max(1) {
                         let u = first + r;
-                        let (lo, hi) = (csr.row_ptr[u] as usize, csr.row_ptr[u + 1] as usize);
-                        for k in 0..heads {
-                            acc.iter_mut().for_each(|a| *a = A::ZERO);
-                            let mut dl = A::ZERO;
-                            let hu = row(hs, u, k, heads, c);
-                            for i in lo..hi {
-                                let v = csr.col_idx[i] as usize;
+                        let hu = &hs[u * width..(u + 1) * width];
+                        acc.iter_mut().for_each(|a| *a = A::ZERO);
+                        let dl = &mut lpart[r * heads..(r + 1) * heads];
+                        let mut dls = [A::ZERO; MAX_HEADS_ON_STACK];
+                        // Edge-major: each destination's gradient row is read once, contiguously.
+                        for &v in &csr.col_idx[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize] {
+                            let v = v as usize;
+                            let gv_row = &gs[v * width..(v + 1) * width];
+                            for k in 0..heads {
                                 let (a, pre) = alpha(u, v, k);
                                 let f = A::from_f64(cfg.factor(v, u, k));
-                                let gvk = row(gs, v, k, heads, c);
-                                let ds = a * (dot(gvk, hu) * f - cv[v * heads + k]);
-                                dl += ds * dleaky(pre);
+                                let gvk = &gv_row[k * c..(k + 1) * c];
+                                let ds = a * (dot(gvk, &hu[k * c..(k + 1) * c]) * f - cv[v * heads + k]);
+                                dls[k] += ds * dleaky(pre);
                                 let w = a * f;
-                                for (x, &gval) in acc.iter_mut().zip(gvk) {
+                                for (x, &gval) in acc[k * c..(k + 1) * c].iter_mut().zip(gvk) {
                                     *x += w * gval.to_acc();
                                 }
                             }
-                            lpart[r * heads + k] = T::from_acc(dl);
-                            for (d, &x) in hpart[(r * heads + k) * c..(r * heads + k + 1) * c].iter_mut().zip(&acc) {
-                                *d = T::from_acc(x);
-                            }
+                        }
+                        for k in 0..heads {
+                            dl[k] = T::from_acc(dls[k]);
+                        }
+                        for (d, &x) in hpart[r * width..(r + 1) * width].iter_mut().zip(&acc) {
+                            *d = T::from_acc(x);
                         }
                     }
                 });
