@@ -2,5 +2,6 @@
 //! with its backward in the same file, and each checked against a naive implementation.
 
 pub mod aggregate;
+pub mod edge;
 pub mod gat;
 pub mod heads;
