@@ -12,6 +12,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::to_tensor_error;
+use crate::kernels::sparse::SparseFeatures;
 use crate::layers::{ConvKind, ConvLayer, LayerInput};
 use crate::{Error, GraphView, Result};
 
@@ -104,7 +105,12 @@ pub struct Model {
     pub params: Vec<Param>,
     /// The range of `params` each layer takes.
     param_ranges: Vec<std::ops::Range<usize>>,
+    /// The input features as a sparse matrix, when they are sparse enough to be worth it.
+    sparse_input: Option<Arc<SparseFeatures>>,
 }
+
+/// Inputs with at most this share of non-zeros take the sparse first layer.
+const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
 
 impl Model {
     /// Builds the model over `graph` with parameters initialised from `seed`.
@@ -179,7 +185,20 @@ impl Model {
             layers,
             params,
             param_ranges,
+            sparse_input: None,
         })
+    }
+
+    /// Uses a sparse copy of `features` in the first layer when at most 10% of them are
+    /// non-zero and the layer projects before it aggregates; returns whether it does. The
+    /// results are those of the dense input, up to the order of additions.
+    pub fn use_sparse_input(&mut self, features: &Tensor) -> bool {
+        self.sparse_input = None;
+        if self.layers[0].projects_first() {
+            self.sparse_input =
+                SparseFeatures::from_dense(features, SPARSE_INPUT_MAX_DENSITY).map(Arc::new);
+        }
+        self.sparse_input.is_some()
     }
 
     /// The number of scalar parameters.
@@ -224,6 +243,11 @@ impl Model {
         mode: Mode,
     ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
+        let sparse = if l == 0 {
+            self.sparse_input.clone()
+        } else {
+            None
+        };
         move |tape: &mut Tape, v: &[Var]| {
             let dropout = |purpose: u64, p: f64| {
                 (mode.training && p > 0.0).then(|| Dropout {
@@ -237,7 +261,10 @@ impl Model {
             } else {
                 cfg.dropout
             };
-            if let Some(rule) = dropout(2 * l as u64, p) {
+            let rule = dropout(2 * l as u64, p);
+            // The sparse input takes its dropout inside the product.
+            let sparse = sparse.clone().map(|x| (x, rule));
+            if let (Some(rule), None) = (rule, &sparse) {
                 h = ops::dropout(tape, &h, rule, None)?;
             }
             let params = v[1..]
@@ -250,6 +277,7 @@ impl Model {
                 (false, _) => Activation::Relu,
             };
             let input = LayerInput {
+                sparse,
                 attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
                 activation,
             };

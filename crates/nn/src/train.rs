@@ -123,6 +123,7 @@ pub fn train_full_batch(
         return Err(Error::Config("the dataset has no training nodes".into()));
     }
     let mut model = Model::new(cfg, &ds.graph, tc.seed)?;
+    model.use_sparse_input(&ds.features);
     let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
     let rows: Arc<[usize]> = ds.train_idx.clone().into();

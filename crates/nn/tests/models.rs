@@ -44,13 +44,24 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
 /// One training step on a fresh memory tracker: the loss, every parameter gradient, and the
 /// peak bytes of activations and of features plus activations.
 fn step(ds: &Dataset, cfg: ModelConfig) -> (f64, Vec<Vec<f64>>, usize, usize) {
+    step_with(ds, cfg, false)
+}
+
+/// [`step`], optionally letting the model take its input as sparse features.
+fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>>, usize, usize) {
     let tracker = MemoryTracker::new();
     set_thread_tracker(tracker.clone());
     let features = {
         let _g = category_scope(Category::Features);
         ds.features.cast(cfg.dtype).unwrap()
     };
-    let model = Model::new(cfg, &ds.graph, 7).unwrap();
+    let mut model = Model::new(cfg, &ds.graph, 7).unwrap();
+    if sparse {
+        assert!(
+            model.use_sparse_input(&features),
+            "features should be sparse enough"
+        );
+    }
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -172,5 +183,55 @@ fn results_do_not_depend_on_the_thread_count() {
         let (l3, g3, _, _) = run(3);
         assert_eq!(l1.to_bits(), l3.to_bits(), "{arch:?}");
         assert_eq!(g1, g3, "{arch:?}");
+    }
+}
+
+#[test]
+fn sparse_input_gives_the_dense_loss_and_gradients() {
+    // Keep about 5% of the features, as bag-of-words inputs are.
+    let mut ds = dataset(DType::F64);
+    let key = graphloom_tensor::rng::RngKey::new(4, 0, 0);
+    let v: Vec<f64> = ds
+        .features
+        .to_vec_f64()
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| {
+            if key.uniform(i as u64, 0) < 0.05 {
+                x
+            } else {
+                0.0
+            }
+        })
+        .collect();
+    ds.features = graphloom_tensor::Tensor::from_f64(&v, ds.features.shape(), DType::F64).unwrap();
+    for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
+        // A first layer that narrows, so that it projects before aggregating.
+        let cfg = ModelConfig {
+            hidden: 8,
+            ..config(arch, DType::F64, false)
+        };
+        let (l1, g1, _, _) = std::thread::scope(|s| {
+            s.spawn(|| step_with(&ds, cfg.clone(), false))
+                .join()
+                .unwrap()
+        });
+        let (l2, g2, _, _) = std::thread::scope(|s| {
+            s.spawn(|| step_with(&ds, cfg.clone(), true))
+                .join()
+                .unwrap()
+        });
+        assert!(
+            (l1 - l2).abs() <= 1e-12 * l1.abs(),
+            "{arch:?}: {l1} vs {l2}"
+        );
+        for (a, b) in g1.iter().zip(&g2) {
+            for (x, y) in a.iter().zip(b) {
+                assert!(
+                    (x - y).abs() <= 1e-10 * (1.0 + x.abs()),
+                    "{arch:?}: {x} vs {y}"
+                );
+            }
+        }
     }
 }

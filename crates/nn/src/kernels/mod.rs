@@ -5,3 +5,4 @@ pub mod aggregate;
 pub mod edge;
 pub mod gat;
 pub mod heads;
+pub mod sparse;

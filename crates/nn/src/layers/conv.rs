@@ -21,6 +21,7 @@ use super::init::{glorot, kaiming_uniform};
 use crate::kernels::aggregate::WeightedSum;
 use crate::kernels::gat::FusedGat;
 use crate::kernels::heads::{head_scores, mean_heads};
+use crate::kernels::sparse::SparseFeatures;
 use crate::{GraphView, Result};
 
 /// Which convolution a layer is.
@@ -55,8 +56,12 @@ pub struct ConvLayer {
 }
 
 /// What a layer's forward pass needs besides its input and parameters.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct LayerInput {
+    /// The input as sparse features with the input dropout to apply to them, used instead of
+    /// the dense input for the products `X W` (first layer only, and only where the layer
+    /// projects before it aggregates).
+    pub sparse: Option<(Arc<SparseFeatures>, Option<Dropout>)>,
     /// Dropout applied to the attention coefficients (GAT), if training.
     pub attention_dropout: Option<Dropout>,
     /// The activation applied to the output, fused with the bias.
@@ -159,19 +164,24 @@ impl ConvLayer {
         match self.kind {
             ConvKind::Gcn => {
                 let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
-                let h = self.aggregate_linear(tape, agg, x, &p[0])?;
+                let h = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
                 Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
             ConvKind::Sage => {
                 let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
-                let neigh = self.aggregate_linear(tape, agg, x, &p[0])?;
-                let h = ops::add_matmul(tape, &neigh, x, &p[2])?;
+                let neigh = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
+                let h = if input.sparse.is_some() {
+                    let root = self.project(tape, x, &p[2], &input)?;
+                    ops::add(tape, &neigh, &root)?
+                } else {
+                    ops::add_matmul(tape, &neigh, x, &p[2])?
+                };
                 Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
             ConvKind::Gat { heads, concat } => {
                 let mut gat = self.attention.clone().expect("GAT has an attention kernel");
                 gat.attention_dropout = input.attention_dropout;
-                let h = ops::matmul(tape, x, &p[0])?;
+                let h = self.project(tape, x, &p[0], &input)?;
                 let el = head_scores(tape, &h, &p[1], heads)?;
                 let er = head_scores(tape, &h, &p[2], heads)?;
                 let out = gat.apply(tape, &h, &el, &er)?;
@@ -185,6 +195,20 @@ impl ConvLayer {
         }
     }
 
+    /// Whether the layer multiplies its input by a weight before anything else, so that a
+    /// sparse input can be used: GAT always, GCN and SAGE when they narrow.
+    pub fn projects_first(&self) -> bool {
+        matches!(self.kind, ConvKind::Gat { .. }) || self.out_dim < self.in_dim
+    }
+
+    /// `X W`, from the sparse input when there is one.
+    fn project(&self, tape: &mut Tape, x: &Var, w: &Var, input: &LayerInput) -> Result<Var> {
+        match &input.sparse {
+            Some((sparse, dropout)) => sparse.matmul(tape, w, *dropout),
+            None => Ok(ops::matmul(tape, x, w)?),
+        }
+    }
+
     /// `A X W` for a linear aggregation `A`, aggregating on the narrower side: `A (X W)` when
     /// the layer narrows, `(A X) W` otherwise.
     fn aggregate_linear(
@@ -193,9 +217,10 @@ impl ConvLayer {
         agg: &WeightedSum,
         x: &Var,
         w: &Var,
+        input: &LayerInput,
     ) -> Result<Var> {
-        if self.out_dim < self.in_dim {
-            let xw = ops::matmul(tape, x, w)?;
+        if self.projects_first() {
+            let xw = self.project(tape, x, w, input)?;
             agg.apply(tape, &xw)
         } else {
             let ax = agg.apply(tape, x)?;
