@@ -282,6 +282,13 @@ impl Tensor {
         })
     }
 
+    /// Whether `other` is the same view of the same storage (not merely equal values).
+    pub fn is_same_view(&self, other: &Tensor) -> bool {
+        Arc::ptr_eq(&self.storage, &other.storage)
+            && self.offset == other.offset
+            && self.shape == other.shape
+    }
+
     /// Checks that `other` has this tensor's dtype and shape, naming `op` otherwise.
     pub fn check_same(&self, other: &Tensor, op: &'static str) -> Result<()> {
         if self.dtype() != other.dtype() {

@@ -14,9 +14,9 @@
 //! Max: `out[v, j] = max_{u -> v} x[u, j]` (0 without in-edges); ties go to the lowest source
 //! id. The winning edge of every output element is kept for the backward pass.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
-use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::graph::{par_row_ranges, GraphView};
 use crate::{Error, Result};
@@ -24,6 +24,10 @@ use crate::{Error, Result};
 /// The coefficients of a weighted-sum aggregation.
 #[derive(Clone)]
 pub struct WeightedSum {
+    /// The last input features aggregated and their aggregation: input features carry no
+    /// gradient and, without input dropout, are the same tensor every epoch, so a first layer
+    /// that aggregates before it projects needs their aggregation only once.
+    feature_cache: Arc<Mutex<Option<(Tensor, Tensor)>>>,
     graph: Arc<GraphView>,
     src_scale: Option<Arc<[f64]>>,
     dst_scale: Option<Arc<[f64]>>,
@@ -35,6 +39,7 @@ impl WeightedSum {
     /// `out[v] = sum of x[u] over in-edges u -> v`.
     pub fn sum(graph: Arc<GraphView>) -> WeightedSum {
         WeightedSum {
+            feature_cache: Arc::default(),
             graph,
             src_scale: None,
             dst_scale: None,
@@ -93,8 +98,22 @@ impl WeightedSum {
     }
 
     /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.
+    ///
+    /// The aggregation of input features (a constant charged to [`Category::Features`]) is
+    /// kept and returned again while the same features tensor comes back.
     pub fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
-        Ok(tape.apply(Aggregate::Weighted(self.clone()), &[x])?)
+        if x.requires_grad() || x.value().category() != Category::Features {
+            return Ok(tape.apply(Aggregate::Weighted(self.clone()), &[x])?);
+        }
+        let mut cache = self.feature_cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((input, out)) = cache.as_ref() {
+            if input.is_same_view(x.value()) {
+                return Ok(Var::constant(out.clone()));
+            }
+        }
+        let out = tape.apply(Aggregate::Weighted(self.clone()), &[x])?;
+        *cache = Some((x.value().clone(), out.value().clone()));
+        Ok(out)
     }
 
     fn run(&self, x: &Tensor, backward: bool) -> Result<Tensor> {

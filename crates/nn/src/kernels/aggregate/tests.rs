@@ -155,3 +155,25 @@ fn wrong_row_count_is_an_error() {
     assert!(WeightedSum::sum(gv.clone()).apply(&mut t, &x).is_err());
     assert!(MaxAggregation::new(gv).apply(&mut t, &x).is_err());
 }
+
+#[test]
+fn input_features_are_aggregated_once_per_tensor() {
+    let gv = Arc::new(GraphView::new(&awkward_graph(12, 30, 2), false));
+    let agg = WeightedSum::mean(gv);
+    let features = |seed| {
+        let _g = graphloom_tensor::memory::category_scope(Category::Features);
+        rand_tensor(&[12, 3], seed).cast(DType::F64).unwrap()
+    };
+    let (x, y) = (features(1), features(2));
+    let mut t = Tape::no_grad();
+    let a = agg.apply(&mut t, &Var::constant(x.clone())).unwrap();
+    let b = agg.apply(&mut t, &Var::constant(x.clone())).unwrap();
+    assert!(a.value().is_same_view(b.value()), "the second call reuses the first result");
+    let c = agg.apply(&mut t, &Var::constant(y.clone())).unwrap();
+    assert!(!c.value().is_same_view(a.value()));
+    // An equal-valued activation (not features) is never served from the cache.
+    let act = Var::constant(Tensor::from_f64(&y.to_vec_f64(), &[12, 3], DType::F64).unwrap());
+    let d = agg.apply(&mut t, &act).unwrap();
+    assert!(!d.value().is_same_view(c.value()));
+    assert_eq!(d.value().to_vec_f64(), c.value().to_vec_f64());
+}
