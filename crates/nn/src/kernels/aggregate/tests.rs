@@ -168,7 +168,10 @@ fn input_features_are_aggregated_once_per_tensor() {
     let mut t = Tape::no_grad();
     let a = agg.apply(&mut t, &Var::constant(x.clone())).unwrap();
     let b = agg.apply(&mut t, &Var::constant(x.clone())).unwrap();
-    assert!(a.value().is_same_view(b.value()), "the second call reuses the first result");
+    assert!(
+        a.value().is_same_view(b.value()),
+        "the second call reuses the first result"
+    );
     let c = agg.apply(&mut t, &Var::constant(y.clone())).unwrap();
     assert!(!c.value().is_same_view(a.value()));
     // An equal-valued activation (not features) is never served from the cache.
