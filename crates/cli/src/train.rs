@@ -80,6 +80,10 @@ pub(crate) struct TrainArgs {
     /// Draw loss, accuracy and memory curves into this PNG.
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
+    /// MiB of freed tensor buffers kept for reuse in the next epoch (0: none; less memory,
+    /// slower epochs).
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) buffer_cache_mib: usize,
     /// Time every op and print the totals, forward and backward, at the end.
     #[arg(long)]
     pub(crate) profile: bool,
@@ -174,6 +178,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         seed: args.seed,
     };
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
+    graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
     let pb = output::bar(args.epochs as u64, arch.name());
     if args.quiet {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());

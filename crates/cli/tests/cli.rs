@@ -174,6 +174,31 @@ fn default_job_trains_and_writes_summary_plot_and_model() {
 }
 
 #[test]
+fn buffer_cache_can_be_turned_off() {
+    let dir = scratch("cache");
+    let summary = dir.join("s.json");
+    let out = graphloom(&[
+        "train",
+        "--epochs",
+        "3",
+        "--quiet",
+        "--buffer-cache-mib",
+        "0",
+        "--summary-json",
+        summary.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+    assert_eq!(s["allocator_cache_bytes"].as_u64(), Some(0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_options_are_clear_errors() {
     for (args, expect) in [
         (vec!["train", "--model", "mlp"], "--model must be"),
