@@ -1,0 +1,34 @@
+//! Starting MPI jobs from a running program: the `mpirun` command line that works here, for the
+//! tests and benchmarks that run a program on several processes.
+
+use std::process::Command;
+
+/// Whether an `mpirun` executable is on the `PATH`.
+pub fn mpirun_available() -> bool {
+    Command::new("mpirun")
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+/// An `mpirun -np {processes}` command, ready for the program and its arguments.
+///
+/// More processes than cores are allowed (`OMPI_MCA_rmaps_base_oversubscribe`), and as root
+/// OpenMPI's refusal to run is lifted (`OMPI_ALLOW_RUN_AS_ROOT`), so the command works in
+/// containers and CI machines. The receive deadline of the parent (`GRAPHLOOM_COMM_TIMEOUT`)
+/// passes through to the processes.
+pub fn mpirun(processes: usize) -> Command {
+    let mut command = Command::new("mpirun");
+    command
+        .arg("-np")
+        .arg(processes.to_string())
+        .env("OMPI_MCA_rmaps_base_oversubscribe", "1");
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    if unsafe { libc::geteuid() } == 0 {
+        command
+            .env("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            .env("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1");
+    }
+    command
+}
