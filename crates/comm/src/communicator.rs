@@ -242,15 +242,25 @@ pub(crate) fn wait_all(requests: Vec<SendRequest>) -> Result<()> {
 /// The element types [`Communicator::all_reduce`] combines.
 trait Reducible: Pod + PartialOrd {
     fn add(self, other: Self) -> Self;
+    /// Whether the value is NaN (never for integers).
+    fn is_nan(self) -> bool {
+        false
+    }
 }
 impl Reducible for f32 {
     fn add(self, other: f32) -> f32 {
         self + other
     }
+    fn is_nan(self) -> bool {
+        f32::is_nan(self)
+    }
 }
 impl Reducible for f64 {
     fn add(self, other: f64) -> f64 {
         self + other
+    }
+    fn is_nan(self) -> bool {
+        f64::is_nan(self)
     }
 }
 impl Reducible for i64 {
@@ -265,14 +275,14 @@ fn combine<T: Reducible>(acc: T, x: T, op: ReduceOp) -> T {
         // NaN propagates: a comparison with NaN is false, so NaN in `x` wins and NaN in `acc`
         // stays.
         ReduceOp::Max => {
-            if x > acc || x != x {
+            if x > acc || x.is_nan() {
                 x
             } else {
                 acc
             }
         }
         ReduceOp::Min => {
-            if x < acc || x != x {
+            if x < acc || x.is_nan() {
                 x
             } else {
                 acc
@@ -322,7 +332,10 @@ pub trait CommunicatorExt: Communicator {
     /// [`Communicator::all_gather_v`] of typed slices.
     fn all_gather_typed<T: Pod>(&self, data: &[T]) -> Result<Vec<Vec<T>>> {
         let all = self.all_gather_v(bytemuck::cast_slice(data))?;
-        Ok(all.iter().map(|b| bytemuck::pod_collect_to_vec(b)).collect())
+        Ok(all
+            .iter()
+            .map(|b| bytemuck::pod_collect_to_vec(b))
+            .collect())
     }
 
     /// [`Communicator::all_to_all_v`] of typed slices.
@@ -332,7 +345,10 @@ pub trait CommunicatorExt: Communicator {
             .map(|s| bytemuck::cast_slice(s).to_vec())
             .collect();
         let all = self.all_to_all_v(bytes)?;
-        Ok(all.iter().map(|b| bytemuck::pod_collect_to_vec(b)).collect())
+        Ok(all
+            .iter()
+            .map(|b| bytemuck::pod_collect_to_vec(b))
+            .collect())
     }
 
     /// [`Communicator::broadcast`] of a typed vector.

@@ -32,3 +32,23 @@ pub fn mpirun(processes: usize) -> Command {
     }
     command
 }
+
+/// Runs the ignored test `entry` of the current test binary as an `mpirun` job of `processes`
+/// processes, each running only that test, and returns the job's output. Test suites use it to
+/// run one scenario under MPI next to the same scenario under the local backend.
+pub fn run_test_under_mpirun(
+    processes: usize,
+    entry: &str,
+) -> std::io::Result<std::process::Output> {
+    let exe = std::env::current_exe()?;
+    mpirun(processes)
+        .arg(exe)
+        .args([
+            entry,
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .output()
+}

@@ -110,7 +110,9 @@ impl Group {
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A rank that panicked while holding a lock left consistent data (every critical section
     // here is a single push, pop or insert), so the poison flag carries no information.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// One rank of an in-process job; see [`Local::run`].
@@ -161,9 +163,10 @@ impl Local {
                         std::thread::Builder::new()
                             .name(format!("rank-{rank}"))
                             .spawn_scoped(scope, move || {
-                                let outcome = std::panic::catch_unwind(
-                                    std::panic::AssertUnwindSafe(|| job(comm)),
-                                );
+                                let outcome =
+                                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                                        job(comm)
+                                    }));
                                 match &outcome {
                                     Ok(Ok(_)) => {}
                                     Ok(Err(e)) => board.mark(rank, e.to_string()),
@@ -255,8 +258,7 @@ impl Communicator for LocalComm {
 
     fn isend_raw(&self, dest: usize, tag: i32, data: Vec<u8>) -> Result<SendRequest> {
         self.check_peer(dest, "send")?;
-        self.group
-            .post(self.rank, dest, tag, Payload::Bytes(data));
+        self.group.post(self.rank, dest, tag, Payload::Bytes(data));
         Ok(SendRequest::done())
     }
 
@@ -275,8 +277,12 @@ impl Communicator for LocalComm {
     fn share_handles(&self, mine: Handle) -> Result<Option<Vec<Handle>>> {
         let size = self.size();
         for peer in (0..size).filter(|&p| p != self.rank) {
-            self.group
-                .post(self.rank, peer, COLLECTIVE_TAG, Payload::Handle(mine.clone()));
+            self.group.post(
+                self.rank,
+                peer,
+                COLLECTIVE_TAG,
+                Payload::Handle(mine.clone()),
+            );
         }
         let mut all = Vec::with_capacity(size);
         for peer in 0..size {
@@ -308,7 +314,11 @@ impl Communicator for LocalComm {
             .map(|(rank, ck)| (ck[1], rank))
             .collect();
         members.sort_unstable();
-        let leader = members.iter().map(|&(_, r)| r).min().expect("self is a member");
+        let leader = members
+            .iter()
+            .map(|&(_, r)| r)
+            .min()
+            .expect("self is a member");
         // The leader of each new group builds it; every rank picks up its own leader's.
         let mine: Handle = if leader == self.rank {
             let world = members

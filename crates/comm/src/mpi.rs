@@ -209,7 +209,12 @@ impl MpiRecv {
                 return Ok(buffer);
             }
             if start.elapsed() >= timeout {
-                return Err(CommError::timeout(self.comm.rank, self.op, self.src, timeout));
+                return Err(CommError::timeout(
+                    self.comm.rank,
+                    self.op,
+                    self.src,
+                    timeout,
+                ));
             }
             backoff.snooze();
         }
@@ -313,7 +318,10 @@ impl Communicator for SharedMpi {
     }
 
     fn node(&self) -> Result<Arc<dyn Communicator>> {
-        Ok(wrap(self.0.comm.split_shared(self.0.rank as i32), self.timeout()))
+        Ok(wrap(
+            self.0.comm.split_shared(self.0.rank as i32),
+            self.timeout(),
+        ))
     }
 
     fn fail(&self, reason: &str) {
@@ -333,4 +341,19 @@ fn wrap(comm: SimpleCommunicator, timeout: Duration) -> Arc<dyn Communicator> {
     let comm = SharedMpi(Arc::new(MpiComm::new(comm)));
     comm.set_timeout(timeout);
     Arc::new(comm)
+}
+
+/// Runs `job` as this process's rank of an MPI job: initialises MPI, runs the job on the world
+/// communicator and finalises MPI. An error aborts the whole job after printing
+/// `rank R failed: ...`, so no other rank waits for this one.
+pub fn run_rank<E: std::fmt::Display>(
+    job: impl FnOnce(Arc<dyn Communicator>) -> std::result::Result<(), E>,
+) -> Result<()> {
+    let (runtime, comm) = init()?;
+    if let Err(e) = job(comm.clone()) {
+        comm.fail(&e.to_string());
+    }
+    drop(comm);
+    drop(runtime);
+    Ok(())
 }

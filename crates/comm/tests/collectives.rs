@@ -15,7 +15,11 @@ fn collectives(comm: &Comm) -> Result<(), CommError> {
     comm.barrier()?;
 
     let root = size - 1;
-    let data = if rank == root { vec![7u8, 8, 9] } else { vec![] };
+    let data = if rank == root {
+        vec![7u8, 8, 9]
+    } else {
+        vec![]
+    };
     assert_eq!(comm.broadcast(root, data)?, vec![7, 8, 9]);
 
     // Ranks contribute different lengths.
@@ -77,7 +81,11 @@ fn collectives(comm: &Comm) -> Result<(), CommError> {
     sub.all_reduce(ReduceData::I64(&mut z), ReduceOp::Sum)?;
     assert_eq!(z[0], members.iter().sum::<usize>() as i64);
     let node = comm.node()?;
-    assert_eq!(node.size(), size, "every rank of these tests runs on one machine");
+    assert_eq!(
+        node.size(),
+        size,
+        "every rank of these tests runs on one machine"
+    );
 
     // Agreement checks name the rank that differs.
     comm.check_same("test", "same")?;
@@ -130,7 +138,10 @@ fn local_collectives_match_hand_computed_values() {
 fn local_failed_rank_is_named_by_every_other_rank() {
     let start = Instant::now();
     let results = Local::run(4, |comm| one_rank_fails(&comm));
-    assert!(start.elapsed() < Duration::from_secs(10), "failure noticed late");
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "failure noticed late"
+    );
     for (rank, result) in results.iter().enumerate() {
         let err = result.as_ref().unwrap_err().to_string();
         if rank != 1 {
@@ -148,7 +159,10 @@ fn local_panicking_rank_is_named_and_the_panic_resurfaces() {
                 panic!("injected panic");
             }
             let err = comm.barrier().unwrap_err().to_string();
-            assert!(err.contains("rank 0 failed") && err.contains("injected panic"), "{err}");
+            assert!(
+                err.contains("rank 0 failed") && err.contains("injected panic"),
+                "{err}"
+            );
             Ok::<(), CommError>(())
         })
     });
@@ -163,35 +177,25 @@ fn local_stalled_rank_is_named_after_the_deadline() {
             continue;
         }
         let err = result.as_ref().unwrap_err().to_string();
-        assert!(err.contains("timed out") && err.contains("waiting for rank 1"), "{err}");
+        assert!(
+            err.contains("timed out") && err.contains("waiting for rank 1"),
+            "{err}"
+        );
     }
 }
 
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
-    use graphloom_comm::launch::mpirun;
     use graphloom_comm::mpi::launched_by_mpirun;
 
-    /// Runs the ignored test `entry` of this binary as an `mpirun` job of `np` processes.
     fn run_job(np: usize, entry: &str) -> std::process::Output {
-        let exe = std::env::current_exe().unwrap();
-        mpirun(np)
-            .arg(exe)
-            .args([entry, "--exact", "--ignored", "--nocapture", "--test-threads=1"])
-            .env("GRAPHLOOM_COMM_TIMEOUT", "120")
-            .output()
-            .expect("starting mpirun")
+        graphloom_comm::launch::run_test_under_mpirun(np, entry).expect("starting mpirun")
     }
 
     fn as_rank(scenario: fn(&Comm) -> Result<(), CommError>) {
         assert!(launched_by_mpirun(), "run by the mpi_ tests under mpirun");
-        let (runtime, comm) = graphloom_comm::mpi::init().unwrap();
-        if let Err(e) = scenario(&comm) {
-            comm.fail(&e.to_string());
-        }
-        drop(comm);
-        drop(runtime);
+        graphloom_comm::mpi::run_rank(|comm| scenario(&comm)).unwrap();
     }
 
     #[test]
@@ -231,7 +235,10 @@ mod mpi {
         let out = run_job(4, "mpi::rank_one_fails");
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success());
-        assert!(stderr.contains("rank 1 failed: injected failure"), "{stderr}");
+        assert!(
+            stderr.contains("rank 1 failed: injected failure"),
+            "{stderr}"
+        );
         assert!(start.elapsed() < Duration::from_secs(60));
     }
 

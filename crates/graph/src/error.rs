@@ -59,5 +59,18 @@ impl Error {
     }
 }
 
+impl From<graphloom_io::Error> for Error {
+    fn from(e: graphloom_io::Error) -> Error {
+        match e {
+            graphloom_io::Error::Io { path, error } => Error::Io { path, error },
+            graphloom_io::Error::Format { path, msg } => Error::Format { path, msg },
+            other => Error::Format {
+                path: Default::default(),
+                msg: other.to_string(),
+            },
+        }
+    }
+}
+
 /// The result type of the graph crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -24,10 +24,8 @@ pub mod convert;
 mod csr;
 mod dataset;
 mod error;
-mod io;
-pub mod npy;
 
 pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta};
 pub use error::{Error, Result};
-pub use io::write_atomic;
+pub use graphloom_io::{npy, write_atomic};

@@ -195,6 +195,45 @@ impl Tensor {
         Ok(T::from_buffer_mut(&mut storage.buffer).expect("dtype checked above"))
     }
 
+    /// The elements as raw native-endian bytes, without a copy.
+    pub fn as_bytes(&self) -> &[u8] {
+        fn bytes<T>(v: &[T]) -> &[u8] {
+            // SAFETY: every element type is plain old data without padding; the byte view
+            // covers exactly the elements.
+            unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), std::mem::size_of_val(v)) }
+        }
+        let range = self.offset..self.offset + self.numel();
+        match &self.storage.buffer {
+            Buffer::F32(v) => bytes(&v[range]),
+            Buffer::F64(v) => bytes(&v[range]),
+            Buffer::BF16(v) => bytes(&v[range]),
+            Buffer::I32(v) => bytes(&v[range]),
+            Buffer::I64(v) => bytes(&v[range]),
+        }
+    }
+
+    /// The elements as mutable raw bytes, copying shared storage first (see
+    /// [`Tensor::as_mut_slice`]).
+    pub fn as_mut_bytes(&mut self) -> &mut [u8] {
+        fn bytes<T>(v: &mut [T]) -> &mut [u8] {
+            // SAFETY: as in `as_bytes`; any bit pattern is a valid element.
+            unsafe {
+                std::slice::from_raw_parts_mut(
+                    v.as_mut_ptr().cast::<u8>(),
+                    std::mem::size_of_val(v),
+                )
+            }
+        }
+        let dtype_checked = "the slice type follows the dtype";
+        match self.dtype() {
+            DType::F32 => bytes(self.as_mut_slice::<f32>().expect(dtype_checked)),
+            DType::F64 => bytes(self.as_mut_slice::<f64>().expect(dtype_checked)),
+            DType::BF16 => bytes(self.as_mut_slice::<bf16>().expect(dtype_checked)),
+            DType::I32 => bytes(self.as_mut_slice::<i32>().expect(dtype_checked)),
+            DType::I64 => bytes(self.as_mut_slice::<i64>().expect(dtype_checked)),
+        }
+    }
+
     /// Copies the elements out as f64 (floats and integers alike), for tests and reports.
     pub fn to_vec_f64(&self) -> Vec<f64> {
         match self.dtype() {

@@ -308,7 +308,7 @@ pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<
         dict.push(' ');
     }
     dict.push('\n');
-    crate::io::write_atomic(path, |w: &mut BufWriter<File>| {
+    crate::write_atomic(path, |w: &mut BufWriter<File>| {
         w.write_all(b"\x93NUMPY\x01\x00")?;
         w.write_all(&(dict.len() as u16).to_le_bytes())?;
         w.write_all(dict.as_bytes())?;

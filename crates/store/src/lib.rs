@@ -1,0 +1,26 @@
+//! The store: one logical tensor (node features, embeddings, a graph's CSR arrays) spread over
+//! the ranks of a job and over memory tiers, as WholeGraph's WholeMemory does on GPUs.
+//!
+//! - [`Layout`] (Continuous, Chunked, Distributed) says how rows are split and who addresses
+//!   them; [`Location`] (Host, SharedHost, Mmap) which memory holds them; [`check_support`]
+//!   which combinations a job can have.
+//! - [`StoreTensor`]: gather, scatter, zero-copy local chunk (also as DLPack), load from file
+//!   lists, save one file per rank.
+//! - [`Embedding`]: a trainable or frozen table with a cache of remote rows and sparse
+//!   optimizers.
+#![deny(missing_docs)]
+
+mod copy;
+mod dlpack;
+
+mod error;
+mod files;
+mod layout;
+mod memory;
+mod routing;
+mod tensor;
+
+pub use error::{Result, StoreError};
+pub use files::{npy_dtype, part_path, part_paths, RowFiles};
+pub use layout::{check_support, Layout, Location, RowPartition, Topology};
+pub use tensor::{GatherStats, StoreSpec, StoreTensor};
