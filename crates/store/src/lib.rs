@@ -12,6 +12,7 @@
 
 mod copy;
 mod dlpack;
+mod embedding;
 
 mod error;
 mod files;
@@ -20,6 +21,11 @@ mod memory;
 mod routing;
 mod tensor;
 
+pub use embedding::{
+    cache::{Admission, CacheConfig, CacheStats},
+    optimizer::SparseOptimizer,
+    Embedding,
+};
 pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
 pub use layout::{check_support, Layout, Location, RowPartition, Topology};

@@ -372,12 +372,7 @@ impl StoreTensor {
     /// Turns one rank's failure in a collective step into an error on every rank, so no rank
     /// continues with a half-done tensor.
     fn agree(&self, result: Result<()>) -> Result<()> {
-        let ok = self.comm.all_gather_one(u8::from(result.is_ok()))?;
-        result?;
-        if let Some(bad) = ok.iter().position(|&o| o == 0) {
-            return Err(StoreError::Invalid(format!("rank {bad} failed this step")));
-        }
-        Ok(())
+        agree(self.comm.as_ref(), result)
     }
 
     /// The communicator the tensor lives on.
@@ -500,7 +495,7 @@ impl StoreTensor {
     }
 
     /// Fails with [`StoreError::OutOfRange`] naming the first id outside the tensor.
-    fn check_ids(&self, op: &'static str, ids: &[i64]) -> Result<()> {
+    pub(crate) fn check_ids(&self, op: &'static str, ids: &[i64]) -> Result<()> {
         let rows = self.rows();
         match ids.iter().find(|&&id| id < 0 || id as usize >= rows) {
             Some(&id) => Err(StoreError::OutOfRange { op, id, rows }),
@@ -726,6 +721,17 @@ impl StoreTensor {
             comm_seconds: c.comm_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
         }
     }
+}
+
+/// Turns one rank's failure in a collective step into an error on every rank: the failing rank
+/// returns its own error, the others an error naming it.
+pub(crate) fn agree(comm: &dyn Communicator, result: Result<()>) -> Result<()> {
+    let ok = comm.all_gather_one(u8::from(result.is_ok()))?;
+    result?;
+    if let Some(bad) = ok.iter().position(|&o| o == 0) {
+        return Err(StoreError::Invalid(format!("rank {bad} failed this step")));
+    }
+    Ok(())
 }
 
 /// Keeps the last occurrence of each id and its row, sorted by id.
