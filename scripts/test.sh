@@ -30,7 +30,7 @@ cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo nextest run --workspace --all-features --no-fail-fast 2>&1 | tee target/nextest.log
 # The MPI tests are named mpi_*; a suite in which none ran has not tested the MPI backend.
-mpi_passed=$(grep -cE '^\s+PASS .* mpi_' target/nextest.log || true)
+mpi_passed=$(grep -cE '^\s+PASS .*mpi_' target/nextest.log || true)
 if [ "$mpi_passed" -eq 0 ]; then
   echo "no MPI test ran: the suite must run the mpirun tests" >&2
   exit 1

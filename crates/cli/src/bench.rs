@@ -14,10 +14,13 @@ pub(crate) struct BenchArgs {
 enum Which {
     /// Full-batch epochs of GCN, GraphSAGE and GAT against DGL and PyG on the same dataset.
     Fullbatch(crate::bench_fullbatch::FullbatchArgs),
+    /// Random row gathers from the store, for every layout and location, against memcpy.
+    Gather(crate::bench_gather::GatherArgs),
 }
 
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
+        Which::Gather(a) => crate::bench_gather::run(a),
     }
 }

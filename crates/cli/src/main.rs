@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_fullbatch;
+mod bench_gather;
 mod info;
 mod output;
 mod plot;

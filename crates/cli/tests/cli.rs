@@ -217,3 +217,58 @@ fn bad_options_are_clear_errors() {
         );
     }
 }
+
+/// `bench gather --json` prints one object per measurement with the keys the issue names, for
+/// every layout and location this job supports, and the cache measurement.
+#[test]
+fn bench_gather_prints_one_json_object_per_measurement() {
+    let dir = scratch("gather");
+    let out = graphloom(&[
+        "bench",
+        "gather",
+        "--rows",
+        "3000",
+        "--ids",
+        "2000",
+        "--row-bytes",
+        "64,512",
+        "--repeats",
+        "1",
+        "--cache-multiple",
+        "0",
+        "--mpi-ranks",
+        "0",
+        "--json",
+        "--mmap-dir",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let records: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    // 2 row sizes x 3 layouts x 3 locations, and the cache.
+    assert_eq!(records.len(), 2 * 9 + 1, "{text}");
+    for r in &records {
+        for key in [
+            "layout",
+            "location",
+            "ranks",
+            "row_bytes",
+            "gbps",
+            "memcpy_gbps",
+            "ratio",
+        ] {
+            assert!(!r[key].is_null(), "{key} missing in {r}");
+        }
+        assert!(r["gbps"].as_f64().unwrap() > 0.0);
+    }
+    assert!(records.last().unwrap()["cache_hit_rate"].as_f64().unwrap() > 0.0);
+    // The memory-mapped tables are removed after their measurement.
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+}

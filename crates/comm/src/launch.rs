@@ -52,3 +52,14 @@ pub fn run_test_under_mpirun(
         ])
         .output()
 }
+
+/// [`run_test_under_mpirun`], panicking with the job's output unless every process succeeded.
+pub fn expect_test_under_mpirun(processes: usize, entry: &str) {
+    let out = run_test_under_mpirun(processes, entry).expect("starting mpirun");
+    assert!(
+        out.status.success(),
+        "{entry} on {processes} processes failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -168,7 +168,8 @@ impl MpiSend {
         if !self.buffer.is_null() {
             // SAFETY: the buffer came from Box::leak in `isend_raw`, and every request reading
             // it has completed.
-            drop(unsafe { Box::from_raw(self.buffer) });
+            let buffer = unsafe { Box::from_raw(self.buffer) };
+            graphloom_tensor::alloc::recycle(buffer.into_vec());
             self.buffer = std::ptr::slice_from_raw_parts_mut(std::ptr::null_mut(), 0);
         }
         Ok(())
@@ -204,7 +205,10 @@ impl MpiRecv {
         loop {
             if let Some((message, status)) = process.immediate_matched_probe_with_tag(self.tag) {
                 let count = status.count(u8::equivalent_datatype()) as usize;
-                let mut buffer = vec![0u8; count];
+                // A reused, huge-page backed buffer: a fresh one would be faulted in 4 KiB at
+                // a time while the message streams in.
+                let mut buffer = graphloom_tensor::alloc::with_capacity::<u8>(count);
+                buffer.resize(count, 0);
                 message.matched_receive_into(&mut buffer[..]);
                 return Ok(buffer);
             }

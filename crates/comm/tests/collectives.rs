@@ -187,6 +187,7 @@ fn local_stalled_rank_is_named_after_the_deadline() {
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
+    use graphloom_comm::launch::expect_test_under_mpirun;
     use graphloom_comm::mpi::launched_by_mpirun;
 
     fn run_job(np: usize, entry: &str) -> std::process::Output {
@@ -219,13 +220,7 @@ mod mpi {
     #[test]
     fn mpi_collectives_match_hand_computed_values() {
         for np in [2, 4] {
-            let out = run_job(np, "mpi::rank_collectives");
-            assert!(
-                out.status.success(),
-                "np {np}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            expect_test_under_mpirun(np, "mpi::rank_collectives");
         }
     }
 

@@ -6,22 +6,10 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
-    /// The file could not be read or written.
-    #[error("{}: {error}", path.display())]
-    Io {
-        /// The file.
-        path: PathBuf,
-        /// The operating system's error (shown in the message, so not chained as a source).
-        error: std::io::Error,
-    },
-    /// The file is not in the expected format (truncated, wrong dtype, bad header).
-    #[error("{}: {msg}", path.display())]
-    Format {
-        /// The file.
-        path: PathBuf,
-        /// What is wrong.
-        msg: String,
-    },
+    /// The file could not be read or written, or is not in the expected format (truncated,
+    /// wrong dtype, bad header).
+    #[error(transparent)]
+    File(#[from] graphloom_io::Error),
     /// The contents are well-formed but inconsistent (an id out of range, NaN features).
     #[error("{}: {msg}", path.display())]
     Invalid {
@@ -36,12 +24,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// A [`Error::Format`] for `path`.
+    /// A format error for `path`.
     pub fn format(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
-        Error::Format {
-            path: path.into(),
-            msg: msg.into(),
-        }
+        Error::File(graphloom_io::Error::format(path, msg))
     }
     /// An [`Error::Invalid`] for `path`.
     pub fn invalid(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
@@ -50,25 +35,9 @@ impl Error {
             msg: msg.into(),
         }
     }
-    /// An [`Error::Io`] for `path`.
+    /// An I/O error for `path`.
     pub fn io(path: impl Into<PathBuf>, error: std::io::Error) -> Error {
-        Error::Io {
-            path: path.into(),
-            error,
-        }
-    }
-}
-
-impl From<graphloom_io::Error> for Error {
-    fn from(e: graphloom_io::Error) -> Error {
-        match e {
-            graphloom_io::Error::Io { path, error } => Error::Io { path, error },
-            graphloom_io::Error::Format { path, msg } => Error::Format { path, msg },
-            other => Error::Format {
-                path: Default::default(),
-                msg: other.to_string(),
-            },
-        }
+        Error::File(graphloom_io::Error::io(path, error))
     }
 }
 

@@ -1,10 +1,34 @@
-//! The row-copy loops under gather and scatter: parallel, one row at a time, with the source
-//! or destination address of each row computed by the caller.
+//! The row-copy loop under every gather and scatter: parallel, one row at a time, with the
+//! source and destination address of each row computed by the caller.
+
+use std::mem::MaybeUninit;
 
 use rayon::prelude::*;
 
 /// Rows per parallel task: enough to amortise scheduling, few enough to balance two threads.
 const ROWS_PER_TASK: usize = 2048;
+
+/// How many rows ahead the copy loop asks for the source rows: random rows miss every cache,
+/// and a loop that waits for each in turn leaves the memory system idle.
+const PREFETCH_DISTANCE: usize = 8;
+
+/// Hints the processor to load the first cache lines of a row (at most 256 bytes: beyond that
+/// the hardware's own prefetcher follows the copy).
+#[inline(always)]
+fn prefetch(row: *const u8, row_bytes: usize) {
+    #[cfg(target_arch = "x86_64")]
+    for line in (0..row_bytes.min(256)).step_by(64) {
+        // SAFETY: prefetching never faults, whatever the address.
+        unsafe {
+            std::arch::x86_64::_mm_prefetch(
+                row.wrapping_add(line).cast::<i8>(),
+                std::arch::x86_64::_MM_HINT_T0,
+            )
+        };
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = (row, row_bytes);
+}
 
 /// A pointer that may cross threads: each task touches rows no other task touches.
 #[derive(Clone, Copy)]
@@ -23,51 +47,82 @@ impl SendPtr {
     }
 }
 
-/// Copies `count` rows of `row_bytes` into `out`, row `i` read from `src(i)`.
+/// Copies `count` rows of `row_bytes` from `src(i)` to `dst(i)`, in parallel.
 ///
 /// # Safety
-/// `src(i)` must point to `row_bytes` readable bytes that no one writes during the call.
+/// `src(i)` must point to `row_bytes` readable bytes and `dst(i)` to `row_bytes` writable
+/// bytes, distinct for distinct `i`, and no one else may touch the destinations during the call.
+pub(crate) unsafe fn copy_rows(
+    count: usize,
+    row_bytes: usize,
+    dst: impl Fn(usize) -> *mut u8 + Sync,
+    src: impl Fn(usize) -> *const u8 + Sync,
+) {
+    if row_bytes == 0 {
+        return;
+    }
+    (0..count.div_ceil(ROWS_PER_TASK))
+        .into_par_iter()
+        .for_each(|task| {
+            let end = ((task + 1) * ROWS_PER_TASK).min(count);
+            for i in task * ROWS_PER_TASK..end {
+                if i + PREFETCH_DISTANCE < end {
+                    prefetch(src(i + PREFETCH_DISTANCE), row_bytes);
+                }
+                // SAFETY: guaranteed by the caller.
+                unsafe { std::ptr::copy_nonoverlapping(src(i), dst(i), row_bytes) };
+            }
+        });
+}
+
+/// Copies rows into the consecutive rows of `out` (which may be uninitialised: every byte is
+/// written), row `i` read from `src(i)`.
+///
+/// # Safety
+/// As for [`copy_rows`]: `src(i)` must point to `row_bytes` readable bytes.
 pub(crate) unsafe fn gather_rows(
-    out: &mut [u8],
+    out: &mut [MaybeUninit<u8>],
     row_bytes: usize,
     src: impl Fn(usize) -> *const u8 + Sync,
 ) {
     if row_bytes == 0 {
         return;
     }
-    out.par_chunks_mut(row_bytes * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, block)| {
-            let first = task * ROWS_PER_TASK;
-            for (i, row) in block.chunks_exact_mut(row_bytes).enumerate() {
-                // SAFETY: the caller guarantees the source row; `row` is this task's own.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(src(first + i), row.as_mut_ptr(), row_bytes)
-                };
-            }
-        });
+    let base = SendPtr(out.as_mut_ptr().cast());
+    // SAFETY: destination rows are the distinct consecutive rows of `out`.
+    unsafe {
+        copy_rows(
+            out.len() / row_bytes,
+            row_bytes,
+            |i| base.get().add(i * row_bytes),
+            src,
+        )
+    };
 }
 
-/// Writes `rows` (`count` rows of `row_bytes`) to `dst(i)` for each row `i`.
+/// The bytes of `out` as possibly-uninitialised memory, for [`gather_rows`].
+pub(crate) fn as_uninit(out: &mut [u8]) -> &mut [MaybeUninit<u8>] {
+    // SAFETY: MaybeUninit<u8> has the layout of u8, and gather_rows only writes initialised
+    // bytes, so `out` stays initialised.
+    unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr().cast(), out.len()) }
+}
+
+/// A buffer of `count` rows filled by [`gather_rows`] from `src`: taken from the reuse cache
+/// of large buffers (no page faults, no zeroing pass) and written once.
 ///
 /// # Safety
-/// `dst(i)` must point to `row_bytes` writable bytes, distinct for distinct `i`, that no one
-/// reads or writes during the call.
-pub(crate) unsafe fn scatter_rows(
-    rows: &[u8],
+/// As for [`gather_rows`].
+pub(crate) unsafe fn gathered(
+    count: usize,
     row_bytes: usize,
-    dst: impl Fn(usize) -> *mut u8 + Sync,
-) {
-    if row_bytes == 0 {
-        return;
+    src: impl Fn(usize) -> *const u8 + Sync,
+) -> Vec<u8> {
+    let len = count * row_bytes;
+    let mut buffer = graphloom_tensor::alloc::with_capacity::<u8>(len);
+    // SAFETY: forwarded to the caller; every one of the `len` bytes is written.
+    unsafe {
+        gather_rows(&mut buffer.spare_capacity_mut()[..len], row_bytes, src);
+        buffer.set_len(len);
     }
-    rows.par_chunks(row_bytes * ROWS_PER_TASK)
-        .enumerate()
-        .for_each(|(task, block)| {
-            let first = task * ROWS_PER_TASK;
-            for (i, row) in block.chunks_exact(row_bytes).enumerate() {
-                // SAFETY: the caller guarantees distinct, writable destinations.
-                unsafe { std::ptr::copy_nonoverlapping(row.as_ptr(), dst(first + i), row_bytes) };
-            }
-        });
+    buffer
 }

@@ -9,7 +9,7 @@ use std::time::Instant;
 use graphloom_comm::{Communicator, CommunicatorExt, Handle};
 use graphloom_tensor::{DType, Element, Tensor};
 
-use crate::copy::{gather_rows, scatter_rows, SendPtr};
+use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
 use crate::files::{part_path, RowFiles};
 use crate::layout::{check_support, Layout, Location, RowPartition, Topology};
 use crate::memory::{self, Region};
@@ -530,24 +530,31 @@ impl StoreTensor {
                 let base = SendPtr(self.whole.as_ref().expect("continuous").ptr());
                 let rb = self.row_bytes;
                 // SAFETY: ids are in range, so each source row lies inside the whole region.
-                unsafe { gather_rows(out, rb, |i| base.get().add(ids[i] as usize * rb)) };
+                unsafe {
+                    gather_rows(as_uninit(out), rb, |i| base.get().add(ids[i] as usize * rb))
+                };
             }
             Layout::Chunked => {
+                let rb = self.row_bytes;
+                // Each chunk's base moved back by its first row, so a row's address is one
+                // multiply-add from its owner's entry.
                 let bases: Vec<SendPtr> = self
                     .chunks
                     .iter()
-                    .map(|c| SendPtr(c.as_ref().expect("chunked maps every chunk").ptr()))
+                    .enumerate()
+                    .map(|(r, c)| {
+                        let chunk = c.as_ref().expect("chunked maps every chunk");
+                        let first = self.partition.range(r).start * rb;
+                        SendPtr(chunk.ptr().wrapping_sub(first))
+                    })
                     .collect();
                 let partition = &self.partition;
-                let rb = self.row_bytes;
-                // SAFETY: ids are in range; each row lies inside its owner's chunk.
+                // SAFETY: ids are in range; each row lies inside its owner's chunk, where the
+                // moved-back base plus the row's offset points.
                 unsafe {
-                    gather_rows(out, rb, |i| {
+                    gather_rows(as_uninit(out), rb, |i| {
                         let row = ids[i] as usize;
-                        let owner = partition.owner(row);
-                        bases[owner]
-                            .0
-                            .add((row - partition.range(owner).start) * rb)
+                        bases[partition.owner(row)].get().wrapping_add(row * rb)
                     })
                 };
             }
@@ -563,50 +570,61 @@ impl StoreTensor {
         Ok(())
     }
 
-    /// Copies local rows (global ids owned by this rank) into a new buffer.
-    fn read_local(&self, ids: &[i64]) -> Vec<u8> {
-        let mut out = vec![0u8; ids.len() * self.row_bytes];
-        let base = SendPtr(self.own_chunk().ptr());
-        let first = self.local_rows().start;
-        let rb = self.row_bytes;
-        // SAFETY: the caller's ids are owned by this rank (checked by the requester's bucketing
-        // against the same partition), so each row lies inside the own chunk.
-        unsafe {
-            gather_rows(&mut out, rb, |i| {
-                base.get().add((ids[i] as usize - first) * rb)
-            })
-        };
-        out
-    }
-
-    /// Distributed gather: send each owner the ids it holds, read them there, send the rows
-    /// back and put them in the caller's order.
+    /// Distributed gather: rows this rank owns are copied directly; for the others, each
+    /// owner gets the ids it holds, reads them, sends the rows back, and they are put in the
+    /// caller's order.
     fn gather_distributed(&self, ids: &[i64], out: &mut [u8]) -> Result<()> {
+        let me = self.comm.rank();
+        let rb = self.row_bytes;
         let buckets = Buckets::by_owner(&self.partition, ids);
-        let requests = buckets.collect(|p| ids[p]);
+        let dst = SendPtr(out.as_mut_ptr());
+        let own = buckets.of(me);
+        let chunk = SendPtr(self.own_chunk().ptr());
+        let first = self.local_rows().start;
+        // SAFETY: positions are distinct rows of `out`; the ids are this rank's rows.
+        unsafe {
+            copy_rows(
+                own.len(),
+                rb,
+                |k| dst.get().add(own[k] * rb),
+                |k| chunk.get().add((ids[own[k]] as usize - first) * rb),
+            )
+        };
+        let mut requests = buckets.collect(|p| ids[p]);
+        requests[me].clear();
         let comm_start = Instant::now();
         let incoming = self.comm.all_to_all_typed(&requests)?;
         let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
+        let mine = self.local_rows();
         for (src, wanted) in incoming.iter().enumerate() {
-            let mine = self.local_rows();
             if let Some(&bad) = wanted.iter().find(|&&id| !mine.contains(&(id as usize))) {
                 return Err(StoreError::Invalid(format!(
-                    "rank {src} asked rank {} for row {bad}, which it does not own: the ranks \
-                     disagree about the partition",
-                    self.comm.rank()
+                    "rank {src} asked rank {me} for row {bad}, which it does not own: the \
+                     ranks disagree about the partition"
                 )));
             }
         }
-        let replies = incoming.iter().map(|w| self.read_local(w)).collect();
+        let replies = incoming
+            .iter()
+            .map(|wanted| {
+                // SAFETY: every wanted id is this rank's (checked above).
+                unsafe {
+                    gathered(wanted.len(), rb, |i| {
+                        chunk.get().add((wanted[i] as usize - first) * rb)
+                    })
+                }
+            })
+            .collect();
         let comm_start = Instant::now();
         let rows = self.comm.all_to_all_v(replies)?;
         comm_nanos += comm_start.elapsed().as_nanos() as u64;
         self.counters
             .comm_nanos
             .fetch_add(comm_nanos, Ordering::Relaxed);
-        let rb = self.row_bytes;
-        let dst = SendPtr(out.as_mut_ptr());
-        for (owner, reply) in rows.iter().enumerate() {
+        for (owner, reply) in rows.into_iter().enumerate() {
+            if owner == me {
+                continue;
+            }
             let positions = buckets.of(owner);
             if reply.len() != positions.len() * rb {
                 return Err(StoreError::Invalid(format!(
@@ -615,8 +633,17 @@ impl StoreTensor {
                     positions.len()
                 )));
             }
-            // SAFETY: positions are distinct indices into `out`, which holds ids.len() rows.
-            unsafe { scatter_rows(reply, rb, |k| dst.get().add(positions[k] * rb)) };
+            let src = SendPtr(reply.as_ptr() as *mut u8);
+            // SAFETY: positions are distinct rows of `out`; the reply holds their rows in order.
+            unsafe {
+                copy_rows(
+                    positions.len(),
+                    rb,
+                    |k| dst.get().add(positions[k] * rb),
+                    |k| src.get().add(k * rb),
+                )
+            };
+            graphloom_tensor::alloc::recycle(reply);
         }
         Ok(())
     }
@@ -695,14 +722,20 @@ impl StoreTensor {
         // SAFETY: ids are distinct (last_occurrences) and in range; every row lies in its
         // owner's chunk, which this rank maps (all chunks for Continuous and Chunked, its own
         // for Distributed, where the ids were routed to their owner).
+        let src = SendPtr(rows.as_ptr() as *mut u8);
         unsafe {
-            scatter_rows(rows, rb, |i| {
-                let row = ids[i] as usize;
-                let owner = partition.owner(row);
-                debug_assert!(any_chunk || owner == me);
-                let base = bases[owner].expect("the owner's chunk is mapped");
-                base.get().add((row - partition.range(owner).start) * rb)
-            })
+            copy_rows(
+                ids.len(),
+                rb,
+                |i| {
+                    let row = ids[i] as usize;
+                    let owner = partition.owner(row);
+                    debug_assert!(any_chunk || owner == me);
+                    let base = bases[owner].expect("the owner's chunk is mapped");
+                    base.get().add((row - partition.range(owner).start) * rb)
+                },
+                |i| src.get().add(i * rb),
+            )
         };
     }
 

@@ -454,7 +454,7 @@ fn the_cache_returns_the_same_rows_and_hits_hot_ones() {
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
-    use graphloom_comm::launch::run_test_under_mpirun;
+    use graphloom_comm::launch::expect_test_under_mpirun;
 
     #[test]
     #[ignore = "one rank of an mpirun job, started by the mpi_ tests"]
@@ -465,13 +465,7 @@ mod mpi {
     #[test]
     fn mpi_training_gives_the_same_table_on_2_and_4_processes() {
         for np in [2, 4] {
-            let out = run_test_under_mpirun(np, "mpi::rank_same_table_as_one_rank").unwrap();
-            assert!(
-                out.status.success(),
-                "np {np}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            expect_test_under_mpirun(np, "mpi::rank_same_table_as_one_rank");
         }
     }
 }

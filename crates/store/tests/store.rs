@@ -435,7 +435,7 @@ fn the_support_check_refuses_what_cannot_work() {
 #[cfg(feature = "mpi")]
 mod mpi {
     use super::*;
-    use graphloom_comm::launch::run_test_under_mpirun;
+    use graphloom_comm::launch::{expect_test_under_mpirun, run_test_under_mpirun};
 
     #[test]
     #[ignore = "one rank of an mpirun job, started by the mpi_ tests"]
@@ -493,13 +493,7 @@ mod mpi {
     #[test]
     fn mpi_every_layout_and_location_acts_as_a_plain_array() {
         for np in [2, 4] {
-            let out = run_test_under_mpirun(np, "mpi::rank_layouts_and_locations").unwrap();
-            assert!(
-                out.status.success(),
-                "np {np}: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            );
+            expect_test_under_mpirun(np, "mpi::rank_layouts_and_locations");
         }
     }
 }

@@ -100,7 +100,7 @@ fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
 }
 
 /// Gives a freed buffer back for reuse; small buffers are simply freed.
-pub(crate) fn recycle<T: Send + 'static>(v: Vec<T>) {
+pub fn recycle<T: Send + 'static>(v: Vec<T>) {
     let bytes = v.capacity() * std::mem::size_of::<T>();
     if bytes < HUGE_PAGE_MIN_BYTES || bytes > cache_limit() {
         return;

@@ -3,8 +3,10 @@
 //! then read locally instead of being fetched from their owner at every gather.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use crate::copy::{as_uninit, gather_rows, SendPtr};
 use crate::{Result, StoreError, StoreTensor};
 
 /// The smallest cache, as a fraction of a rank's rows (WholeGraph's lower bound).
@@ -58,14 +60,98 @@ impl CacheStats {
     }
 }
 
+/// Where one gathered row comes from.
+#[derive(Clone, Copy)]
+enum Source {
+    Local(usize),
+    Cached(usize),
+    Fetched(usize),
+}
+
+/// Remote accesses counted for frequency admission: one in this many.
+const COUNT_EVERY: usize = 4;
+
+/// Which cache slot holds a row: open addressing with linear probing, at most half full, so a
+/// lookup is one or two probes of one cache line.
+struct SlotTable {
+    keys: Vec<i64>,
+    slots: Vec<u32>,
+    len: usize,
+}
+
+impl SlotTable {
+    const EMPTY: i64 = -1;
+
+    /// A table in which `ids[s]` is in slot `s`.
+    fn new(ids: &[i64]) -> SlotTable {
+        let size = (2 * ids.len()).next_power_of_two().max(2);
+        let mut table = SlotTable {
+            keys: vec![Self::EMPTY; size],
+            slots: vec![0; size],
+            len: ids.len(),
+        };
+        for (slot, &id) in ids.iter().enumerate() {
+            let mut at = table.home(id);
+            while table.keys[at] != Self::EMPTY {
+                at = (at + 1) & (size - 1);
+            }
+            table.keys[at] = id;
+            table.slots[at] = slot as u32;
+        }
+        table
+    }
+
+    fn home(&self, id: i64) -> usize {
+        let hash = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        (hash >> (64 - self.keys.len().trailing_zeros())) as usize
+    }
+
+    fn get(&self, id: i64) -> Option<usize> {
+        let mask = self.keys.len() - 1;
+        let mut at = self.home(id);
+        loop {
+            match self.keys[at] {
+                key if key == id => return Some(self.slots[at] as usize),
+                Self::EMPTY => return None,
+                _ => at = (at + 1) & mask,
+            }
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+}
+
+/// A hasher for row ids: one multiply, enough for counting accesses (SipHash costs more than
+/// the lookup it protects).
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ u64::from(b)).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        }
+    }
+    fn write_i64(&mut self, id: i64) {
+        self.0 = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    }
+}
+
 /// The cached rows: sorted ids and their bytes.
 pub(crate) struct Cache {
     config: CacheConfig,
     capacity: usize,
-    ids: Vec<i64>,
+    slots: SlotTable,
     rows: Vec<u8>,
-    counts: HashMap<i64, u32>,
+    counts: HashMap<i64, u32, BuildHasherDefault<IdHasher>>,
     gathers: usize,
+    /// Remote accesses so far; every `COUNT_EVERY`-th is counted.
+    remote_seen: usize,
     hits: u64,
     misses: u64,
 }
@@ -97,10 +183,11 @@ impl Cache {
         let mut cache = Cache {
             config,
             capacity,
-            ids: Vec::new(),
+            slots: SlotTable::new(&[]),
             rows: Vec::new(),
-            counts: HashMap::new(),
+            counts: HashMap::default(),
             gathers: 0,
+            remote_seen: 0,
             hits: 0,
             misses: 0,
         };
@@ -122,11 +209,10 @@ impl Cache {
     }
 
     /// Replaces the cached rows with `ids` (fetched from their owners). Collective.
-    fn fill(&mut self, table: &StoreTensor, mut ids: Vec<i64>) -> Result<()> {
-        ids.sort_unstable();
+    fn fill(&mut self, table: &StoreTensor, ids: Vec<i64>) -> Result<()> {
         let mut rows = vec![0u8; ids.len() * table.row_bytes()];
         table.gather_into(&ids, &mut rows)?;
-        self.ids = ids;
+        self.slots = SlotTable::new(&ids);
         self.rows = rows;
         Ok(())
     }
@@ -141,36 +227,48 @@ impl Cache {
     ) -> Result<()> {
         let rb = table.row_bytes();
         let local = table.local_rows();
+        let counting = matches!(self.config.admission, Admission::Frequency { .. });
+        // Where each row comes from: the local chunk, a cache slot, or the fetched misses.
+        let mut sources = Vec::with_capacity(ids.len());
         let mut fetch = Vec::new();
-        let mut fetch_positions = Vec::new();
-        for (pos, &id) in ids.iter().enumerate() {
-            if id >= 0 && local.contains(&(id as usize)) {
-                let start = (id as usize - local.start) * rb;
-                out[pos * rb..(pos + 1) * rb]
-                    .copy_from_slice(&table.local_bytes()[start..start + rb]);
+        for &id in ids {
+            let row = id as usize;
+            if local.contains(&row) {
+                sources.push(Source::Local(row - local.start));
                 continue;
             }
-            if let Admission::Frequency { .. } = self.config.admission {
+            // A sample of the accesses is enough to find the hot rows, at a fraction of the
+            // cost of counting every one.
+            self.remote_seen += 1;
+            if counting && self.remote_seen % COUNT_EVERY == 0 {
                 *self.counts.entry(id).or_insert(0) += 1;
             }
-            match self.ids.binary_search(&id) {
-                Ok(at) => {
+            match self.slots.get(id) {
+                Some(slot) => {
                     self.hits += 1;
-                    out[pos * rb..(pos + 1) * rb]
-                        .copy_from_slice(&self.rows[at * rb..(at + 1) * rb]);
+                    sources.push(Source::Cached(slot));
                 }
-                Err(_) => {
+                None => {
                     self.misses += 1;
+                    sources.push(Source::Fetched(fetch.len()));
                     fetch.push(id);
-                    fetch_positions.push(pos);
                 }
             }
         }
         let mut fetched = vec![0u8; fetch.len() * rb];
         table.gather_into(&fetch, &mut fetched)?;
-        for (k, &pos) in fetch_positions.iter().enumerate() {
-            out[pos * rb..(pos + 1) * rb].copy_from_slice(&fetched[k * rb..(k + 1) * rb]);
-        }
+        let chunk = SendPtr(table.local_bytes().as_ptr() as *mut u8);
+        let cached = SendPtr(self.rows.as_ptr() as *mut u8);
+        let fetched_ptr = SendPtr(fetched.as_ptr() as *mut u8);
+        // SAFETY: every source row lies inside its buffer (local rows in the chunk, slots in
+        // the cache, fetched rows in `fetched`), and `out` holds ids.len() rows.
+        unsafe {
+            gather_rows(as_uninit(out), rb, |i| match sources[i] {
+                Source::Local(r) => chunk.get().add(r * rb),
+                Source::Cached(s) => cached.get().add(s * rb),
+                Source::Fetched(f) => fetched_ptr.get().add(f * rb),
+            })
+        };
         self.gathers += 1;
         if let Admission::Frequency { refresh_every } = self.config.admission {
             // Every rank gathers the same number of times, so all refresh together.
@@ -198,7 +296,7 @@ impl Cache {
         CacheStats {
             hits: self.hits,
             misses: self.misses,
-            rows: self.ids.len(),
+            rows: self.slots.len(),
             capacity: self.capacity,
         }
     }
