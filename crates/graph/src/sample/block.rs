@@ -1,0 +1,93 @@
+//! [`Block`]s (message-flow graphs) and the append-unique relabelling that builds them.
+
+use crate::NodeId;
+
+/// One layer's message-flow graph: the sampled in-edges of its destination nodes, CSR by
+/// destination, over local ids.
+///
+/// `src_nodes[..num_dst]` are the destination nodes themselves, in order (seeds first), so a
+/// layer reads a destination's own features at the same local index; the rest are the new
+/// neighbours in order of first appearance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Block {
+    /// How many of `src_nodes` are destinations.
+    pub num_dst: usize,
+    /// Original node ids of the block's sources (destinations first).
+    pub src_nodes: Vec<NodeId>,
+    /// `num_dst + 1` offsets into `col_idx`.
+    pub row_ptr: Vec<i64>,
+    /// Local source index (into `src_nodes`) of each edge.
+    pub col_idx: Vec<u32>,
+    /// Original edge id (the position in the graph's `col_idx`) of each edge.
+    pub edge_ids: Vec<i64>,
+}
+
+impl Block {
+    /// The number of sampled edges.
+    pub fn num_edges(&self) -> usize {
+        self.col_idx.len()
+    }
+
+    /// Original ids of the destination nodes.
+    pub fn dst_nodes(&self) -> &[NodeId] {
+        &self.src_nodes[..self.num_dst]
+    }
+
+    /// The block as a square CSR over its source nodes, in which only the first `num_dst`
+    /// rows have edges: the shape the message-passing layers take. The extra rows are empty,
+    /// so a layer computes them as nodes without in-edges and the caller keeps the first
+    /// `num_dst` rows.
+    pub fn to_csr(&self) -> crate::Csr {
+        let mut row_ptr = self.row_ptr.clone();
+        let last = *row_ptr.last().expect("row_ptr has num_dst + 1 entries");
+        row_ptr.resize(self.src_nodes.len() + 1, last);
+        crate::Csr {
+            row_ptr,
+            col_idx: self.col_idx.clone(),
+        }
+    }
+}
+
+/// Maps original node ids to local ids in order of first appearance, with a dense table the
+/// size of the graph that is reset after each use (touching only what was set).
+#[derive(Debug)]
+pub struct Relabeler {
+    local: Vec<u32>,
+    nodes: Vec<NodeId>,
+}
+
+const UNSET: u32 = u32::MAX;
+
+impl Relabeler {
+    /// A relabeler for a graph of `num_nodes` nodes.
+    pub fn new(num_nodes: usize) -> Relabeler {
+        Relabeler {
+            local: vec![UNSET; num_nodes],
+            nodes: Vec::new(),
+        }
+    }
+
+    /// The local id of `node`, appending it when new.
+    #[inline]
+    pub fn insert(&mut self, node: NodeId) -> u32 {
+        let slot = &mut self.local[node as usize];
+        if *slot == UNSET {
+            *slot = self.nodes.len() as u32;
+            self.nodes.push(node);
+        }
+        *slot
+    }
+
+    /// The nodes seen so far, in order.
+    pub fn nodes(&self) -> &[NodeId] {
+        &self.nodes
+    }
+
+    /// Forgets every node and returns them in order.
+    pub fn finish(&mut self) -> Vec<NodeId> {
+        for &n in &self.nodes {
+            self.local[n as usize] = UNSET;
+        }
+        std::mem::take(&mut self.nodes)
+    }
+}

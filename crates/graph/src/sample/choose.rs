@@ -1,0 +1,66 @@
+//! Choosing which neighbours of one node to keep: uniform k-subsets (Floyd's algorithm) and
+//! weighted sampling without replacement (A-Res), from counter-based draws.
+//!
+//! The draws of a node come from a [`RowKey`] of (seed, epoch, hop, node id) indexed by
+//! position, so a node's choice depends on nothing else: not on the thread, the rank or the
+//! batch that asks.
+
+use graphloom_tensor::rng::RowKey;
+
+/// A uniform integer in `0..n` from 64 random bits (Lemire's multiply-shift; the bias is below
+/// `n / 2^64`).
+#[inline(always)]
+pub fn below(n: usize, bits: u64) -> usize {
+    ((u128::from(bits) * n as u128) >> 64) as usize
+}
+
+/// Appends to `out` the positions `0..degree` of a uniformly random `k`-subset (every subset
+/// equally likely), in increasing order; all positions when `degree <= k`.
+///
+/// Floyd's algorithm: for `j` in `degree - k..degree`, draw `t` uniform in `0..=j` and keep `t`,
+/// or `j` when `t` is already kept. It draws exactly `k` numbers and needs no copy of the
+/// neighbourhood.
+pub fn uniform_positions(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
+    let start = out.len();
+    if degree <= k {
+        out.extend(0..degree as u32);
+        return;
+    }
+    for j in degree - k..degree {
+        let t = below(j + 1, draws.bits(j as u64)) as u32;
+        let kept = &out[start..];
+        out.push(if kept.contains(&t) { j as u32 } else { t });
+    }
+    out[start..].sort_unstable();
+}
+
+/// Appends to `out` the positions of `k` neighbours drawn without replacement with probability
+/// proportional to `weights` (A-Res: keep the `k` largest `ln(u) / w`, which is successive
+/// weighted sampling without replacement), in increasing order; all positions when
+/// `weights.len() <= k`. Zero weights are chosen last.
+pub fn weighted_positions(
+    weights: &[f32],
+    k: usize,
+    draws: RowKey,
+    scratch: &mut Vec<(f64, u32)>,
+    out: &mut Vec<u32>,
+) {
+    let degree = weights.len();
+    let start = out.len();
+    if degree <= k {
+        out.extend(0..degree as u32);
+        return;
+    }
+    scratch.clear();
+    scratch.extend(weights.iter().enumerate().map(|(i, &w)| {
+        // u in (0, 1]: ln(u) is finite and at most 0.
+        let u = ((draws.bits(i as u64) >> 11) + 1) as f64 / (1u64 << 53) as f64;
+        let key = if w > 0.0 { u.ln() / f64::from(w) } else { f64::NEG_INFINITY };
+        (key, i as u32)
+    }));
+    // The k largest keys; ties (only among zero weights) broken by position.
+    let by_key = |a: &(f64, u32), b: &(f64, u32)| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1));
+    scratch.select_nth_unstable_by(k - 1, by_key);
+    out.extend(scratch[..k].iter().map(|&(_, i)| i));
+    out[start..].sort_unstable();
+}
