@@ -21,6 +21,9 @@ pub enum Error {
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] graphloom_tensor::Error),
+    /// A store operation failed (a gather, a collective, a file of the store).
+    #[error(transparent)]
+    Store(#[from] graphloom_store::StoreError),
 }
 
 impl Error {

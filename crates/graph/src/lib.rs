@@ -24,8 +24,11 @@ pub mod convert;
 mod csr;
 mod dataset;
 mod error;
+pub mod sample;
+mod store_graph;
 
 pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta};
 pub use error::{Error, Result};
 pub use graphloom_io::{npy, write_atomic};
+pub use store_graph::StoreGraph;

@@ -55,7 +55,11 @@ pub fn weighted_positions(
     scratch.extend(weights.iter().enumerate().map(|(i, &w)| {
         // u in (0, 1]: ln(u) is finite and at most 0.
         let u = ((draws.bits(i as u64) >> 11) + 1) as f64 / (1u64 << 53) as f64;
-        let key = if w > 0.0 { u.ln() / f64::from(w) } else { f64::NEG_INFINITY };
+        let key = if w > 0.0 {
+            u.ln() / f64::from(w)
+        } else {
+            f64::NEG_INFINITY
+        };
         (key, i as u32)
     }));
     // The k largest keys; ties (only among zero weights) broken by position.
