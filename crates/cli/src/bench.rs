@@ -16,11 +16,14 @@ enum Which {
     Fullbatch(crate::bench_fullbatch::FullbatchArgs),
     /// Random row gathers from the store, for every layout and location, against memcpy.
     Gather(crate::bench_gather::GatherArgs),
+    /// Neighbour-sampling throughput against DGL's and PyG's samplers on the same graphs.
+    Sample(crate::bench_sample::SampleArgs),
 }
 
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
         Which::Gather(a) => crate::bench_gather::run(a),
+        Which::Sample(a) => crate::bench_sample::run(a),
     }
 }

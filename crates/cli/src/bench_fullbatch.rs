@@ -1,13 +1,14 @@
 //! `graphloom bench fullbatch`: full-batch epoch time and peak memory of GraphLoom, DGL and
 //! PyG on one synthetic dataset, each run in its own process so its peak RSS is its own.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::Args;
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use serde_json::{json, Value};
+
+use crate::bench_peers as peers;
 
 /// Arguments of `graphloom bench fullbatch`.
 #[derive(Args)]
@@ -37,54 +38,6 @@ pub(crate) struct FullbatchArgs {
     /// Print one JSON object per measurement per line.
     #[arg(long)]
     json: bool,
-}
-
-fn ensure_dataset(dir: &Path) -> Result<()> {
-    if dir.join("meta.json").exists() {
-        return Ok(());
-    }
-    eprintln!(
-        "generating {} (100,000 nodes, 2,000,000 edges, 128 features, 47 classes)",
-        dir.display()
-    );
-    let ds = generate(&SyntheticConfig {
-        nodes: 100_000,
-        avg_degree: 20,
-        feat_dim: 128,
-        classes: 47,
-        seed: 0,
-        ..Default::default()
-    })?;
-    ds.save(dir)?;
-    Ok(())
-}
-
-fn baselines_dir(arg: &Option<PathBuf>) -> PathBuf {
-    arg.clone().unwrap_or_else(|| {
-        std::env::var_os("GRAPHLOOM_SHARED")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| PathBuf::from("../shared"))
-            .join("baselines")
-    })
-}
-
-/// The interpreter of a peer: `$DGL_PYTHON`/`$PYG_PYTHON`, else `.venv-dgl`/`.venv-pyg`.
-fn python_for(system: &str) -> Option<PathBuf> {
-    let var = format!("{}_PYTHON", system.to_uppercase());
-    let p = std::env::var_os(&var)
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(format!(".venv-{system}/bin/python")));
-    p.exists().then_some(p)
-}
-
-fn last_json_line(stdout: &[u8]) -> Result<Value> {
-    let text = String::from_utf8_lossy(stdout);
-    let line = text
-        .lines()
-        .rev()
-        .find(|l| l.trim_start().starts_with('{'))
-        .context("no JSON line in the output")?;
-    Ok(serde_json::from_str(line)?)
 }
 
 fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
@@ -138,41 +91,27 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
 }
 
 fn run_peer(args: &FullbatchArgs, system: &str, model: &str) -> Result<Option<Value>> {
-    let Some(python) = python_for(system) else {
-        return Ok(None);
-    };
-    let script = baselines_dir(&args.baselines).join(format!("{system}_fullbatch.py"));
-    let mut cmd = Command::new(python);
-    cmd.arg(&script).arg(&args.dataset);
-    cmd.args([
-        "--model",
-        model,
-        "--hidden",
-        &args.hidden.to_string(),
-        "--heads",
-        &args.heads.to_string(),
-        "--epochs",
-        &args.epochs.to_string(),
-    ]);
+    let mut script_args: Vec<String> = vec![
+        args.dataset.display().to_string(),
+        "--model".into(),
+        model.into(),
+        "--hidden".into(),
+        args.hidden.to_string(),
+        "--heads".into(),
+        args.heads.to_string(),
+        "--epochs".into(),
+        args.epochs.to_string(),
+    ];
     if let Some(t) = args.threads {
-        cmd.args(["--threads", &t.to_string()]);
+        script_args.extend(["--threads".into(), t.to_string()]);
     }
-    let out = cmd
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        bail!(
-            "{system} baseline failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(Some(last_json_line(&out.stdout)?))
+    peers::run_script(&args.baselines, system, "fullbatch", &script_args)
 }
 
 pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
-    ensure_dataset(&args.dataset)?;
+    peers::ensure_synthetic(&args.dataset, &peers::bench_graph_100k())?;
     for system in ["dgl", "pyg"] {
-        if python_for(system).is_none() && !args.json {
+        if peers::python_for(system).is_none() && !args.json {
             eprintln!(
                 "{system}: not installed (set {}_PYTHON or create .venv-{system}); skipped",
                 system.to_uppercase()

@@ -3,6 +3,8 @@
 mod bench;
 mod bench_fullbatch;
 mod bench_gather;
+mod bench_peers;
+mod bench_sample;
 mod info;
 mod output;
 mod plot;

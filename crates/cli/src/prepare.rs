@@ -113,6 +113,9 @@ pub(crate) struct SyntheticArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
+    /// Edge model: sbm (classes shape the edges) or rmat (power-law degrees, Graph500's R-MAT).
+    #[arg(long, default_value = "sbm")]
+    pub(crate) edge_model: String,
     /// Output dataset directory.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
@@ -130,7 +133,14 @@ impl SyntheticArgs {
         if self.nodes < 2 || self.classes == 0 || self.feat_dim == 0 {
             bail!("--nodes must be at least 2, --classes and --feat-dim positive");
         }
+        let edges = synthetic::EdgeModel::parse(&self.edge_model).with_context(|| {
+            format!(
+                "--edge-model must be sbm or rmat, not '{}'",
+                self.edge_model
+            )
+        })?;
         Ok(synthetic::SyntheticConfig {
+            edges,
             nodes: self.nodes,
             avg_degree: self.avg_degree,
             feat_dim: self.feat_dim,

@@ -151,3 +151,27 @@ fn npz_gnn_benchmark_layout() {
     );
     std::fs::remove_dir_all(&d).unwrap();
 }
+
+#[test]
+fn rmat_graphs_have_power_law_hubs_and_sbm_graphs_do_not() {
+    use graphloom_graph::convert::synthetic::{generate, EdgeModel, SyntheticConfig};
+    let max_over_mean = |edges| {
+        let ds = generate(&SyntheticConfig {
+            nodes: 1 << 13,
+            avg_degree: 16,
+            feat_dim: 2,
+            edges,
+            ..Default::default()
+        })
+        .unwrap();
+        ds.graph.check().unwrap();
+        assert_eq!(ds.graph.num_edges(), (1 << 13) * 16);
+        let (src, dst) = ds.graph.edges();
+        assert!(src.iter().zip(&dst).all(|(s, d)| s != d), "a self-loop");
+        let degrees = ds.graph.in_degrees();
+        *degrees.iter().max().unwrap() as f64 / 16.0
+    };
+    // Poisson(16) stays below 3x its mean among 8k nodes; R-MAT's hubs are far above.
+    assert!(max_over_mean(EdgeModel::Sbm) < 3.0);
+    assert!(max_over_mean(EdgeModel::Rmat) > 20.0);
+}

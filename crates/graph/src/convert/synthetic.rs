@@ -27,11 +27,58 @@ pub struct SyntheticConfig {
     pub feat_dtype: DType,
     /// Seed of every draw.
     pub seed: u64,
+    /// How the edges are drawn.
+    pub edges: EdgeModel,
+}
+
+/// How a synthetic graph's edges are drawn.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EdgeModel {
+    /// A stochastic block model: a share `homophily` of the pairs join two nodes of one class,
+    /// the rest join uniform pairs. Degrees are close to Poisson.
+    #[default]
+    Sbm,
+    /// R-MAT with the Graph500 quadrant probabilities (0.57, 0.19, 0.19, 0.05): a power-law
+    /// degree distribution with hubs; the classes only shape the features.
+    Rmat,
+}
+
+impl EdgeModel {
+    /// Parses `sbm` or `rmat`.
+    pub fn parse(name: &str) -> Option<EdgeModel> {
+        match name {
+            "sbm" => Some(EdgeModel::Sbm),
+            "rmat" => Some(EdgeModel::Rmat),
+            _ => None,
+        }
+    }
+}
+
+/// One R-MAT pair for draw `e` over `2^levels` ids folded onto `0..n`: at each level, pick a
+/// quadrant with probabilities (a, b, c, d) = (0.57, 0.19, 0.19, 0.05).
+fn rmat_pair(key: RngKey, e: u64, attempt: u64, levels: u32, n: usize) -> (usize, usize) {
+    let (mut u, mut v) = (0usize, 0usize);
+    for level in 0..levels {
+        let r = key.uniform(e, u64::from(level) + 64 * attempt);
+        let (du, dv) = if r < 0.57 {
+            (0, 0)
+        } else if r < 0.76 {
+            (0, 1)
+        } else if r < 0.95 {
+            (1, 0)
+        } else {
+            (1, 1)
+        };
+        u = 2 * u + du;
+        v = 2 * v + dv;
+    }
+    (u % n, v % n)
 }
 
 impl Default for SyntheticConfig {
     fn default() -> Self {
         SyntheticConfig {
+            edges: EdgeModel::Sbm,
             nodes: 10_000,
             avg_degree: 10,
             feat_dim: 64,
@@ -45,7 +92,7 @@ impl Default for SyntheticConfig {
 }
 
 /// Generates the dataset: node `v` has class `v mod classes`; `nodes * avg_degree / 2` pairs
-/// are drawn (a share `homophily` within a class) and stored in both directions; features are
+/// are drawn (by `cfg.edges`) and stored in both directions; features are
 /// a per-class mean plus unit noise; a 60/20/20 random split. Every draw is keyed by ids, so
 /// the result does not depend on the thread count.
 pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
@@ -56,6 +103,15 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
     let edges: Vec<(NodeId, NodeId)> = (0..pairs as u64)
         .into_par_iter()
         .map(|e| {
+            if cfg.edges == EdgeModel::Rmat {
+                let levels = n.next_power_of_two().trailing_zeros();
+                for attempt in 0..64 {
+                    let (u, v) = rmat_pair(key, e, attempt, levels, n);
+                    if u != v || attempt == 63 {
+                        return (u as NodeId, v as NodeId);
+                    }
+                }
+            }
             let u = (key.bits(e, 0) % n as u64) as usize;
             let mut k = 1;
             loop {

@@ -1,0 +1,110 @@
+//! What the benchmarks share: the benchmark graphs, generated on first use, and running the
+//! DGL and PyG baseline scripts of `../shared/baselines` on the same dataset directory.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use anyhow::{bail, Context, Result};
+use graphloom_graph::convert::synthetic::{generate, EdgeModel, SyntheticConfig};
+use serde_json::Value;
+
+/// The 100k-node / 2M-edge graph of the full-batch and sampling benchmarks: 128 features, 47
+/// classes (the baselines' README measures the same graph).
+pub(crate) fn bench_graph_100k() -> SyntheticConfig {
+    SyntheticConfig {
+        nodes: 100_000,
+        avg_degree: 20,
+        feat_dim: 128,
+        classes: 47,
+        seed: 0,
+        ..Default::default()
+    }
+}
+
+/// The 1M-node / 25M-edge power-law graph of the sampling benchmark (R-MAT; 16 features, so
+/// that the graph, not the features, dominates).
+pub(crate) fn bench_graph_rmat_1m() -> SyntheticConfig {
+    SyntheticConfig {
+        nodes: 1_000_000,
+        avg_degree: 25,
+        feat_dim: 16,
+        classes: 47,
+        seed: 0,
+        edges: EdgeModel::Rmat,
+        ..Default::default()
+    }
+}
+
+/// Generates the synthetic dataset `cfg` into `dir` unless it is already there.
+pub(crate) fn ensure_synthetic(dir: &Path, cfg: &SyntheticConfig) -> Result<()> {
+    if dir.join("meta.json").exists() {
+        return Ok(());
+    }
+    eprintln!(
+        "generating {} ({} nodes, {} edges, {:?} edges, {} features, {} classes)",
+        dir.display(),
+        cfg.nodes,
+        cfg.nodes * cfg.avg_degree,
+        cfg.edges,
+        cfg.feat_dim,
+        cfg.classes
+    );
+    generate(cfg)?.save(dir)?;
+    Ok(())
+}
+
+/// The folder of the baseline scripts: `--baselines`, else `$GRAPHLOOM_SHARED/baselines`, else
+/// `../shared/baselines`.
+pub(crate) fn baselines_dir(arg: &Option<PathBuf>) -> PathBuf {
+    arg.clone().unwrap_or_else(|| {
+        std::env::var_os("GRAPHLOOM_SHARED")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| PathBuf::from("../shared"))
+            .join("baselines")
+    })
+}
+
+/// The interpreter of a peer: `$DGL_PYTHON`/`$PYG_PYTHON`, else `.venv-dgl`/`.venv-pyg`.
+pub(crate) fn python_for(system: &str) -> Option<PathBuf> {
+    let var = format!("{}_PYTHON", system.to_uppercase());
+    let p = std::env::var_os(&var)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(format!(".venv-{system}/bin/python")));
+    p.exists().then_some(p)
+}
+
+fn last_json_line(stdout: &[u8]) -> Result<Value> {
+    let text = String::from_utf8_lossy(stdout);
+    let line = text
+        .lines()
+        .rev()
+        .find(|l| l.trim_start().starts_with('{'))
+        .context("no JSON line in the output")?;
+    Ok(serde_json::from_str(line)?)
+}
+
+/// Runs `{system}_{task}.py` with `args` and returns its last JSON line; `None` when the peer
+/// is not installed.
+pub(crate) fn run_script(
+    baselines: &Option<PathBuf>,
+    system: &str,
+    task: &str,
+    args: &[String],
+) -> Result<Option<Value>> {
+    let Some(python) = python_for(system) else {
+        return Ok(None);
+    };
+    let script = baselines_dir(baselines).join(format!("{system}_{task}.py"));
+    let out = Command::new(python)
+        .arg(&script)
+        .args(args)
+        .output()
+        .with_context(|| format!("running {}", script.display()))?;
+    if !out.status.success() {
+        bail!(
+            "{system} baseline failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    Ok(Some(last_json_line(&out.stdout)?))
+}
