@@ -1,13 +1,16 @@
-//! `graphloom train`: full-batch training on one worker.
+//! `graphloom train`: full-batch training on one worker, or sampled mini-batches through the store.
 
 use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::Dataset;
+use graphloom_nn::minibatch::{train_mini_batch, MiniBatchConfig, StageSeconds};
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
+use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::DType;
 use serde_json::json;
@@ -90,6 +93,20 @@ pub(crate) struct TrainArgs {
     /// Print only the final line.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Train in sampled mini-batches with these fanouts, one per layer from the seeds outwards
+    /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub(crate) fanouts: Option<Vec<i64>>,
+    /// Mini-batch: seeds per batch.
+    #[arg(long, default_value_t = 1024)]
+    pub(crate) batch_size: usize,
+    /// Mini-batch: batches sampled and gathered ahead of the compute.
+    #[arg(long, default_value_t = 4)]
+    pub(crate) queue_depth: usize,
+    /// Mini-batch: where the store keeps the features: host, shared, or mmap (node_feat.npy
+    /// mapped from disk, for features larger than memory).
+    #[arg(long, default_value = "host")]
+    pub(crate) features_location: String,
 }
 
 /// Loads the dataset, or generates the default synthetic one.
@@ -155,7 +172,14 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             args.optimizer
         )
     })?;
-    let mut ds = load_dataset(&args)?;
+    let on_disk = args.fanouts.is_some() && args.features_location == "mmap";
+    let mut ds = match (&args.dataset, on_disk) {
+        (Some(dir), true) => Dataset::load_without_features(dir)?,
+        (None, true) => {
+            bail!("--features-location mmap needs --dataset (a directory with node_feat.npy)")
+        }
+        _ => load_dataset(&args)?,
+    };
     if ds.meta.feat_dim == 0 {
         bail!("the dataset has no node features");
     }
@@ -184,7 +208,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
     }
     let quiet = args.quiet;
-    let report = train_full_batch(&ds, cfg, &tc, |r| {
+    let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
         pb.inc(1);
         pb.set_message(format!("loss {:.4} val {:.4}", r.loss, r.val_acc));
         if !quiet {
@@ -199,7 +223,19 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
                 r.peak_bytes as f64 / (1 << 20) as f64
             ));
         }
-    })?;
+    };
+    let (report, stages) = match &args.fanouts {
+        None => (train_full_batch(&ds, cfg, &tc, on_epoch)?, None),
+        Some(fanouts) => {
+            let mb = MiniBatchConfig {
+                fanouts: fanouts.clone(),
+                batch_size: args.batch_size,
+                queue_depth: args.queue_depth,
+            };
+            let (report, stages) = train_sampled(&args, &ds, cfg, &tc, &mb, on_epoch)?;
+            (report, Some(stages))
+        }
+    };
     pb.finish_and_clear();
     println!(
         "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
@@ -225,7 +261,21 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
     }
     if let Some(path) = &args.summary_json {
-        output::write_json(path, &summary(&args, &ds, &report))?;
+        let mut value = summary(&args, &ds, &report);
+        if let Some(st) = stages {
+            // Sampling and gathering run beside the compute: their shares of the pipeline's
+            // total stage time.
+            let total = (st.sample + st.gather + st.compute).max(f64::MIN_POSITIVE);
+            value["fanouts"] = json!(args.fanouts);
+            value["batch_size"] = json!(args.batch_size);
+            value["features_location"] = json!(args.features_location);
+            value["sample_seconds"] = json!(st.sample);
+            value["gather_seconds"] = json!(st.gather);
+            value["compute_seconds"] = json!(st.compute);
+            value["sample_share"] = json!(st.sample / total);
+            value["gather_share"] = json!(st.gather / total);
+        }
+        output::write_json(path, &value)?;
     }
     if let Some(path) = &args.plot {
         output_plot(
@@ -238,6 +288,66 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         save_model(path, &report)?;
     }
     Ok(report)
+}
+
+/// Mini-batch training on one in-process rank, with the features in the store at
+/// `--features-location`.
+fn train_sampled(
+    args: &TrainArgs,
+    ds: &Dataset,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    mb: &MiniBatchConfig,
+    on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
+) -> Result<(TrainReport, StageSeconds)> {
+    let on_epoch = std::sync::Mutex::new(on_epoch);
+    let results = Local::run(1, |comm| -> Result<(TrainReport, StageSeconds)> {
+        let features = match args.features_location.as_str() {
+            "mmap" => {
+                let dir = args.dataset.as_ref().expect("checked when loading");
+                let dtype = DType::parse(&ds.meta.feat_dtype)
+                    .with_context(|| format!("feature dtype '{}'", ds.meta.feat_dtype))?;
+                let location = Location::Mmap {
+                    path: dir.join("node_feat.npy"),
+                    writable: false,
+                };
+                let spec = StoreSpec::new(
+                    &[ds.meta.num_nodes, ds.meta.feat_dim],
+                    dtype,
+                    Layout::Continuous,
+                    location,
+                );
+                StoreTensor::new(comm, spec)?
+            }
+            name @ ("host" | "shared") => {
+                let location = if name == "host" {
+                    Location::Host
+                } else {
+                    Location::SharedHost
+                };
+                let spec = StoreSpec::new(
+                    ds.features.shape(),
+                    ds.features.dtype(),
+                    Layout::Continuous,
+                    location,
+                );
+                let mut t = StoreTensor::new(comm, spec)?;
+                t.local_bytes_mut()?.copy_from_slice(ds.features.as_bytes());
+                t
+            }
+            other => bail!("--features-location must be host, shared or mmap, not '{other}'"),
+        };
+        let mut on_epoch = on_epoch.lock().unwrap_or_else(|e| e.into_inner());
+        Ok(train_mini_batch(
+            ds,
+            &features,
+            cfg.clone(),
+            tc,
+            mb,
+            &mut *on_epoch,
+        )?)
+    });
+    results.into_iter().next().expect("one rank")
 }
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {

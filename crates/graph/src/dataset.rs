@@ -64,6 +64,17 @@ fn file(dir: &Path, name: &str) -> PathBuf {
 impl Dataset {
     /// Loads and checks a dataset directory. Any inconsistency is an error naming the file.
     pub fn load(dir: &Path) -> Result<Dataset> {
+        Dataset::load_impl(dir, true)
+    }
+
+    /// Loads everything but the features, which stay on disk (for a memory-mapped store
+    /// tensor): `features` is an empty `[0, feat_dim]` tensor. The feature file's header is
+    /// still checked.
+    pub fn load_without_features(dir: &Path) -> Result<Dataset> {
+        Dataset::load_impl(dir, false)
+    }
+
+    fn load_impl(dir: &Path, read_features: bool) -> Result<Dataset> {
         let meta_path = file(dir, "meta.json");
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
@@ -115,7 +126,12 @@ impl Dataset {
         graph
             .check()
             .map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
-        let features = load_features(dir, &meta)?;
+        let features = if read_features {
+            load_features(dir, &meta)?
+        } else {
+            check_feature_header(dir, &meta)?;
+            Tensor::zeros(&[0, meta.feat_dim], DType::F32)
+        };
         let label_path = file(dir, "node_label.npy");
         let labels = npy::read_ints(&label_path)?.data;
         if labels.len() != meta.num_nodes {
@@ -254,7 +270,8 @@ impl Dataset {
     }
 }
 
-fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
+/// Checks that `node_feat.npy` holds `[num_nodes, feat_dim]` elements; returns its header.
+fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
     let path = file(dir, "node_feat.npy");
     let header = npy::read_header(&path)?;
     if header.shape != [meta.num_nodes, meta.feat_dim] {
@@ -266,6 +283,12 @@ fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
             ),
         ));
     }
+    Ok(header)
+}
+
+fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
+    let path = file(dir, "node_feat.npy");
+    let header = check_feature_header(dir, meta)?;
     let _g = category_scope(Category::Features);
     let shape = [meta.num_nodes, meta.feat_dim];
     let bad_value = |i: usize| {

@@ -10,6 +10,9 @@ pub enum Error {
     /// Reading or checking the graph or dataset failed.
     #[error(transparent)]
     Graph(#[from] graphloom_graph::Error),
+    /// A store operation failed (a feature gather).
+    #[error(transparent)]
+    Store(#[from] graphloom_store::StoreError),
     /// A model or training setting is invalid.
     #[error("invalid configuration: {0}")]
     Config(String),

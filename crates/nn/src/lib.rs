@@ -34,6 +34,7 @@ mod error;
 mod graph;
 pub mod kernels;
 pub mod layers;
+pub mod minibatch;
 mod model;
 mod optim;
 #[cfg(test)]
@@ -42,5 +43,5 @@ pub mod train;
 
 pub use error::{Error, Result};
 pub use graph::{balanced_chunks, GraphView};
-pub use model::{Architecture, Mode, Model, ModelConfig, Param};
+pub use model::{Architecture, LayerGraph, Mode, Model, ModelConfig, Param};
 pub use optim::{Optimizer, OptimizerKind};

@@ -96,6 +96,30 @@ pub struct Param {
     pub value: Tensor,
 }
 
+/// The graph of one layer of a sampled batch: a block as a square graph over its sources
+/// (only the first `num_dst` rows have in-edges), and with self-loops for GAT.
+#[derive(Clone)]
+pub struct LayerGraph {
+    /// The block.
+    pub view: Arc<GraphView>,
+    /// The block with one self-loop per node (GAT only).
+    pub looped: Option<Arc<GraphView>>,
+    /// How many rows of the layer's output are the block's destinations.
+    pub num_dst: usize,
+}
+
+impl LayerGraph {
+    /// The layer graph of `block`, with the self-looped copy when `gat`.
+    pub fn new(block: &graphloom_graph::sample::Block, gat: bool) -> LayerGraph {
+        let csr = block.to_csr();
+        LayerGraph {
+            view: Arc::new(GraphView::new(&csr, false)),
+            looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
+            num_dst: block.num_dst,
+        }
+    }
+}
+
 /// A GNN: layers, their parameters and the graph operators they use.
 pub struct Model {
     /// The configuration.
@@ -209,10 +233,45 @@ impl Model {
     /// Log-probabilities `[N, classes]` for input `x` (in the compute dtype) with parameters
     /// `params` (on the tape, in the order of [`Model::params`]).
     pub fn forward(&self, tape: &mut Tape, x: &Var, params: &[Var], mode: Mode) -> Result<Var> {
+        self.run_layers(tape, x, params, mode, None)
+    }
+
+    /// Log-probabilities of the seeds of a sampled batch: layer `l` runs over `blocks[l]`, from
+    /// input rows `x` (the first block's sources) to the last block's destinations.
+    pub fn forward_blocks(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        blocks: &[LayerGraph],
+        mode: Mode,
+    ) -> Result<Var> {
+        if blocks.len() != self.layers.len() {
+            return Err(Error::Config(format!(
+                "{} blocks for a model of {} layers",
+                blocks.len(),
+                self.layers.len()
+            )));
+        }
+        self.run_layers(tape, x, params, mode, Some(blocks))
+    }
+
+    fn run_layers(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        mode: Mode,
+        blocks: Option<&[LayerGraph]>,
+    ) -> Result<Var> {
         let mut h = x.clone();
         for (l, layer) in self.layers.iter().enumerate() {
             let last = l + 1 == self.layers.len();
-            let block = self.block(l, layer.clone(), last, mode);
+            let layer = match blocks {
+                Some(b) => layer.on_graph(&b[l].view, b[l].looped.as_ref()),
+                None => layer.clone(),
+            };
+            let block = self.block(l, layer, last, mode, blocks.is_none());
             let p = &params[self.param_ranges[l].clone()];
             h = if self.cfg.checkpoint && tape.grad_enabled() {
                 let mut inputs: Vec<&Var> = vec![&h];
@@ -223,6 +282,9 @@ impl Model {
                 inputs.extend(p.iter().cloned());
                 block(tape, &inputs)?
             };
+            if let Some(b) = blocks {
+                h = ops::leading_rows(tape, &h, b[l].num_dst)?;
+            }
         }
         // Class scores are few: take the softmax in f32 even when activations are bf16.
         let h = if h.value().dtype() == DType::BF16 {
@@ -241,9 +303,11 @@ impl Model {
         layer: ConvLayer,
         last: bool,
         mode: Mode,
+        whole_graph: bool,
     ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
-        let sparse = if l == 0 {
+        // The sparse copy holds the whole graph's features: a sampled batch has its own rows.
+        let sparse = if l == 0 && whole_graph {
             self.sparse_input.clone()
         } else {
             None

@@ -104,6 +104,92 @@ pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
     correct as f64 / idx.len() as f64
 }
 
+/// Log-probabilities of every node with dropout off: the whole graph in one forward pass, which
+/// is exact full-neighbour inference.
+pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> Result<Tensor> {
+    let _g = category_scope(Category::Activations);
+    let mut tape = Tape::no_grad();
+    let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
+    let mode = Mode {
+        training: false,
+        seed,
+        step: 0,
+    };
+    Ok(model.forward(&mut tape, x, &vars, mode)?.value().clone())
+}
+
+/// Backpropagates `loss`, applies the optimizer to `values` (a parameter without a gradient
+/// gets zero) and returns the loss.
+pub(crate) fn backward_and_step(
+    mut tape: Tape,
+    loss: &Var,
+    vars: Vec<Var>,
+    values: &mut [Tensor],
+    opt: &mut Optimizer,
+) -> Result<f64> {
+    let mut grads = tape.backward(loss)?;
+    let grads: Vec<Tensor> = vars
+        .iter()
+        .zip(values.iter())
+        .map(|(v, p)| {
+            grads
+                .take(v)
+                .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
+        })
+        .collect();
+    drop(vars);
+    drop(tape);
+    {
+        let _g = category_scope(Category::Optimizer);
+        opt.step(values, &grads)?;
+    }
+    Ok(loss.value().scalar_f64()?)
+}
+
+/// Model selection: keeps the parameters of the epoch with the best validation accuracy (the
+/// first of equals) and says when patience has run out.
+#[derive(Default)]
+pub(crate) struct Selection {
+    records: Vec<EpochRecord>,
+    best: Option<(usize, f64, f64, Vec<Tensor>)>,
+}
+
+/// What [`Selection::finish`] returns: the records, the best epoch, its validation and test
+/// accuracies and its parameters.
+pub(crate) type Selected = (Vec<EpochRecord>, usize, f64, f64, Vec<Tensor>);
+
+impl Selection {
+    /// Records an epoch; returns whether to stop.
+    pub(crate) fn observe(
+        &mut self,
+        record: EpochRecord,
+        values: &[Tensor],
+        patience: Option<usize>,
+    ) -> bool {
+        if self.best.as_ref().is_none_or(|b| record.val_acc > b.1) {
+            self.best = Some((
+                record.epoch,
+                record.val_acc,
+                record.test_acc,
+                values.to_vec(),
+            ));
+        }
+        let epoch = record.epoch;
+        self.records.push(record);
+        match (patience, self.best.as_ref()) {
+            (Some(p), Some(b)) => epoch - b.0 >= p,
+            _ => false,
+        }
+    }
+
+    pub(crate) fn finish(self) -> Result<Selected> {
+        let (epoch, val, test, values) = self
+            .best
+            .ok_or_else(|| Error::Config("no epoch was run".into()))?;
+        Ok((self.records, epoch, val, test, values))
+    }
+}
+
 /// Trains `cfg` on `ds`, calling `on_epoch` after every epoch. The features must already be in
 /// the model's compute dtype.
 pub fn train_full_batch(
@@ -129,8 +215,7 @@ pub fn train_full_batch(
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
     let x = Var::constant(ds.features.clone());
-    let mut records = Vec::new();
-    let mut best: Option<(usize, f64, f64, Vec<Tensor>)> = None;
+    let mut selection = Selection::default();
     for epoch in 1..=tc.epochs {
         let start = Instant::now();
         let loss = {
@@ -151,22 +236,7 @@ pub fn train_full_batch(
                 rows.len() as f64,
             )?;
             drop(logp);
-            let mut grads = tape.backward(&loss)?;
-            let grads: Vec<Tensor> = vars
-                .iter()
-                .zip(&values)
-                .map(|(v, p)| {
-                    grads
-                        .take(v)
-                        .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
-                })
-                .collect();
-            drop(vars);
-            {
-                let _g = category_scope(Category::Optimizer);
-                opt.step(&mut values, &grads)?;
-            }
-            loss.value().scalar_f64()?
+            backward_and_step(tape, &loss, vars, &mut values, &mut opt)?
         };
         let seconds = start.elapsed().as_secs_f64();
         if !loss.is_finite() {
@@ -174,24 +244,7 @@ pub fn train_full_batch(
                 "the loss became {loss} at epoch {epoch}; lower the learning rate"
             )));
         }
-        let logp = {
-            let _g = category_scope(Category::Activations);
-            let mut tape = Tape::no_grad();
-            let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
-            model
-                .forward(
-                    &mut tape,
-                    &x,
-                    &vars,
-                    Mode {
-                        training: false,
-                        seed: tc.seed,
-                        step: 0,
-                    },
-                )?
-                .value()
-                .clone()
-        };
+        let logp = evaluate(&model, &x, &values, tc.seed)?;
         let record = EpochRecord {
             epoch,
             loss,
@@ -203,19 +256,12 @@ pub fn train_full_batch(
         };
         drop(logp);
         on_epoch(&record);
-        let improved = best.as_ref().is_none_or(|b| record.val_acc > b.1);
-        if improved {
-            best = Some((epoch, record.val_acc, record.test_acc, values.clone()));
-        }
-        records.push(record);
-        if let (Some(p), Some(b)) = (tc.patience, best.as_ref()) {
-            if epoch - b.0 >= p {
-                break;
-            }
+        let stop = selection.observe(record, &values, tc.patience);
+        if stop {
+            break;
         }
     }
-    let (best_epoch, best_val_acc, test_acc, best_values) =
-        best.ok_or_else(|| Error::Config("no epoch was run".into()))?;
+    let (records, best_epoch, best_val_acc, test_acc, best_values) = selection.finish()?;
     for (p, v) in model.params.iter_mut().zip(best_values) {
         p.value = v;
     }

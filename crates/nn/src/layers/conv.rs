@@ -101,6 +101,22 @@ impl ConvLayer {
         }
     }
 
+    /// The same layer (kind and widths, so the same parameters) over another graph: a
+    /// sampled block.
+    pub fn on_graph(
+        &self,
+        graph: &Arc<GraphView>,
+        graph_with_loops: Option<&Arc<GraphView>>,
+    ) -> ConvLayer {
+        ConvLayer::new(
+            self.kind,
+            self.in_dim,
+            self.out_dim,
+            graph,
+            graph_with_loops,
+        )
+    }
+
     /// Width of the output.
     pub fn output_width(&self) -> usize {
         match self.kind {

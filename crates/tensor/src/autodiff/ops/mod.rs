@@ -11,4 +11,4 @@ pub use activation::{bias_activation, elu, leaky_relu, relu, Activation};
 pub use dropout::{dropout, Dropout};
 pub use linear::{add, add_bias, add_matmul, add_tensors, matmul};
 pub use loss::{log_softmax, nll_loss};
-pub use shape::{cast, reshape};
+pub use shape::{cast, leading_rows, reshape};

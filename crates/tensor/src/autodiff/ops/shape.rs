@@ -44,3 +44,53 @@ pub fn cast(tape: &mut Tape, x: &Var, dtype: DType) -> Result<Var> {
     }
     tape.apply(Cast(dtype), &[x])
 }
+
+struct LeadingRows(usize);
+
+impl Op for LeadingRows {
+    fn name(&self) -> &'static str {
+        "leading_rows"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        inputs[0].rows(0, self.0)
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let input = ctx.inputs[0];
+        let mut grad = Tensor::zeros(input.shape(), ctx.grad.dtype());
+        let kept = ctx.grad.as_bytes().len();
+        grad.as_mut_bytes()[..kept].copy_from_slice(ctx.grad.as_bytes());
+        Ok(vec![Some(grad)])
+    }
+}
+
+/// The first `n` rows (a view, no copy); the gradient of the other rows is zero. A sampled
+/// block keeps the outputs of its destination nodes, which come first.
+pub fn leading_rows(tape: &mut Tape, x: &Var, n: usize) -> Result<Var> {
+    if n == x.value().shape()[0] {
+        return Ok(x.clone());
+    }
+    tape.apply(LeadingRows(n), &[x])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn leading_rows_keeps_the_first_rows_and_zeroes_the_rest_of_the_gradient() {
+        let mut tape = Tape::new();
+        let x = tape.leaf(
+            Tensor::from_f64(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], &[3, 2], DType::F64).unwrap(),
+            true,
+        );
+        let y = leading_rows(&mut tape, &x, 2).unwrap();
+        assert_eq!(y.value().to_vec_f64(), vec![1.0, 2.0, 3.0, 4.0]);
+        let grads = tape
+            .backward_with(&y, Tensor::full(&[2, 2], DType::F64, 1.5).unwrap())
+            .unwrap();
+        assert_eq!(
+            grads.get(&x).unwrap().to_vec_f64(),
+            vec![1.5, 1.5, 1.5, 1.5, 0.0, 0.0]
+        );
+    }
+}
