@@ -36,9 +36,65 @@ pub(crate) struct SampleArgs {
     /// Folder of the DGL and PyG scripts [default: ../shared/baselines or $GRAPHLOOM_SHARED/baselines].
     #[arg(long)]
     baselines: Option<PathBuf>,
+    /// Graphs (dataset folder names) on which a whole mini-batch GraphSAGE epoch is timed too
+    /// (hidden 256, dropout 0.5, Adam at 0.003, as the baseline scripts train).
+    #[arg(long, value_delimiter = ',', default_value = "bench-syn-100k")]
+    train_graphs: Vec<String>,
     /// Print one JSON object per measurement per line.
     #[arg(long)]
     json: bool,
+}
+
+/// Seconds of one mini-batch GraphSAGE epoch of `graphloom train` (the second of two, the
+/// first warming up), run in its own process.
+fn graphloom_epoch(args: &SampleArgs, dir: &std::path::Path, fanouts: &[i64]) -> Result<f64> {
+    let summary = std::env::temp_dir().join(format!(
+        "graphloom-bench-sample-{}.json",
+        std::process::id()
+    ));
+    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    cmd.args([
+        "train", "--quiet", "--model", "sage", "--hidden", "256", "--epochs", "2",
+    ])
+    .args([
+        "--dropout",
+        "0.5",
+        "--input-dropout",
+        "0",
+        "--lr",
+        "0.003",
+        "--weight-decay",
+        "0",
+    ])
+    .arg("--fanouts")
+    .arg(
+        fanouts
+            .iter()
+            .map(|f| f.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+    .arg("--batch-size")
+    .arg(args.batch_size.to_string())
+    .arg("--dataset")
+    .arg(dir)
+    .arg("--summary-json")
+    .arg(&summary);
+    if let Some(t) = args.threads {
+        cmd.args(["--threads", &t.to_string()]);
+    }
+    let out = cmd.output()?;
+    if !out.status.success() {
+        bail!(
+            "graphloom train failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
+    let _ = std::fs::remove_file(&summary);
+    value["mean_epoch_seconds"]
+        .as_f64()
+        .context("no mean_epoch_seconds in the summary")
 }
 
 fn parse_fanouts(text: &str) -> Result<Vec<Vec<i64>>> {
@@ -101,8 +157,11 @@ fn report(json_out: bool, record: &Value, ours: Option<f64>) {
     let ratio = ours.map_or(String::new(), |o| {
         format!("  graphloom / this: {:.2}", o / eps)
     });
+    let epoch = record["train_epoch_seconds"]
+        .as_f64()
+        .map_or(String::new(), |s| format!("  GraphSAGE epoch {s:.2} s"));
     println!(
-        "{:<10} {:<18} fanouts {:<8} {:>8.2} M sampled edges/s{ratio}",
+        "{:<10} {:<18} fanouts {:<8} {:>8.2} M sampled edges/s{ratio}{epoch}",
         record["system"].as_str().unwrap_or(""),
         record["graph"].as_str().unwrap_or(""),
         record["fanouts"]
@@ -162,6 +221,12 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
             }
             let (edges, seconds) = best.expect("at least one repeat");
             let ours = edges as f64 / seconds;
+            let train = args.train_graphs.contains(&graph);
+            let epoch = if train {
+                json!(graphloom_epoch(&args, dir, fanouts)?)
+            } else {
+                Value::Null
+            };
             report(
                 args.json,
                 &json!({
@@ -173,7 +238,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                     "sampled_edges": edges,
                     "sample_epoch_seconds": seconds,
                     "sampled_edges_per_second": ours,
-                    "train_epoch_seconds": Value::Null,
+                    "train_epoch_seconds": epoch,
                 }),
                 None,
             );
@@ -188,8 +253,10 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                         .join(","),
                     "--batch-size".to_string(),
                     args.batch_size.to_string(),
-                    "--no-train".to_string(),
                 ];
+                if !train {
+                    script_args.push("--no-train".to_string());
+                }
                 if let Some(t) = args.threads {
                     script_args.extend(["--threads".to_string(), t.to_string()]);
                 }

@@ -268,7 +268,7 @@ impl Model {
         for (l, layer) in self.layers.iter().enumerate() {
             let last = l + 1 == self.layers.len();
             let layer = match blocks {
-                Some(b) => layer.on_graph(&b[l].view, b[l].looped.as_ref()),
+                Some(b) => layer.on_block(&b[l].view, b[l].looped.as_ref(), b[l].num_dst),
                 None => layer.clone(),
             };
             let block = self.block(l, layer, last, mode, blocks.is_none());
@@ -282,9 +282,6 @@ impl Model {
                 inputs.extend(p.iter().cloned());
                 block(tape, &inputs)?
             };
-            if let Some(b) = blocks {
-                h = ops::leading_rows(tape, &h, b[l].num_dst)?;
-            }
         }
         // Class scores are few: take the softmax in f32 even when activations are bf16.
         let h = if h.value().dtype() == DType::BF16 {

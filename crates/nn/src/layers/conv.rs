@@ -53,6 +53,9 @@ pub struct ConvLayer {
     aggregation: Option<WeightedSum>,
     /// GAT's attention kernel (graph with self-loops).
     attention: Option<FusedGat>,
+    /// For a sampled block: only the first rows (the block's destinations) are outputs, so
+    /// the layer drops the others right after aggregating, before any dense product.
+    keep_rows: Option<usize>,
 }
 
 /// What a layer's forward pass needs besides its input and parameters.
@@ -98,23 +101,35 @@ impl ConvLayer {
             out_dim,
             aggregation,
             attention,
+            keep_rows: None,
         }
     }
 
-    /// The same layer (kind and widths, so the same parameters) over another graph: a
-    /// sampled block.
-    pub fn on_graph(
+    /// The same layer (kind and widths, so the same parameters) over a sampled block given as
+    /// a square graph over its sources: its output is the first `num_dst` rows.
+    pub fn on_block(
         &self,
         graph: &Arc<GraphView>,
         graph_with_loops: Option<&Arc<GraphView>>,
+        num_dst: usize,
     ) -> ConvLayer {
-        ConvLayer::new(
+        let mut layer = ConvLayer::new(
             self.kind,
             self.in_dim,
             self.out_dim,
             graph,
             graph_with_loops,
-        )
+        );
+        layer.keep_rows = Some(num_dst);
+        layer
+    }
+
+    /// The rows this layer outputs: all, or a block's destinations.
+    fn kept(&self, tape: &mut Tape, h: &Var) -> Result<Var> {
+        match self.keep_rows {
+            Some(n) => Ok(ops::leading_rows(tape, h, n)?),
+            None => Ok(h.clone()),
+        }
     }
 
     /// Width of the output.
@@ -190,7 +205,8 @@ impl ConvLayer {
                     let root = self.project(tape, x, &p[2], &input)?;
                     ops::add(tape, &neigh, &root)?
                 } else {
-                    ops::add_matmul(tape, &neigh, x, &p[2])?
+                    let x_dst = self.kept(tape, x)?;
+                    ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
                 };
                 Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
@@ -201,6 +217,7 @@ impl ConvLayer {
                 let el = head_scores(tape, &h, &p[1], heads)?;
                 let er = head_scores(tape, &h, &p[2], heads)?;
                 let out = gat.apply(tape, &h, &el, &er)?;
+                let out = self.kept(tape, &out)?;
                 let out = if concat {
                     out
                 } else {
@@ -237,9 +254,11 @@ impl ConvLayer {
     ) -> Result<Var> {
         if self.projects_first() {
             let xw = self.project(tape, x, w, input)?;
-            agg.apply(tape, &xw)
+            let axw = agg.apply(tape, &xw)?;
+            self.kept(tape, &axw)
         } else {
             let ax = agg.apply(tape, x)?;
+            let ax = self.kept(tape, &ax)?;
             Ok(ops::matmul(tape, &ax, w)?)
         }
     }
