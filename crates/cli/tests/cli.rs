@@ -272,3 +272,56 @@ fn bench_gather_prints_one_json_object_per_measurement() {
     // The memory-mapped tables are removed after their measurement.
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
 }
+
+/// Sampled mini-batch training reads its features from the store: memory-mapped from
+/// `node_feat.npy` it gives exactly the losses of features in host memory, and the summary
+/// reports the stage shares.
+#[test]
+fn mini_batch_training_from_mapped_features_matches_host_features() {
+    let root = scratch("minibatch");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let losses = |location: &str| {
+        let summary = root.join(format!("{location}.json"));
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--model",
+            "sage",
+            "--fanouts",
+            "5,-1",
+            "--batch-size",
+            "32",
+            "--epochs",
+            "3",
+            "--quiet",
+            "--features-location",
+            location,
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        assert!(v["sample_share"].as_f64().unwrap() > 0.0);
+        assert!(v["gather_share"].as_f64().unwrap() > 0.0);
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["loss"].as_f64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    let host = losses("host");
+    assert_eq!(host.len(), 3);
+    assert_eq!(losses("mmap"), host);
+    assert_eq!(losses("shared"), host);
+    let out = graphloom(&["train", "--fanouts", "5,5", "--features-location", "mmap"]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("needs --dataset"));
+}
