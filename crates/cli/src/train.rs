@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use graphloom_comm::Local;
+use std::sync::Arc;
+
+use graphloom_comm::{Communicator, Local};
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::Dataset;
 use graphloom_nn::minibatch::{train_mini_batch, MiniBatchConfig, StageSeconds};
@@ -107,6 +109,14 @@ pub(crate) struct TrainArgs {
     /// mapped from disk, for features larger than memory).
     #[arg(long, default_value = "host")]
     pub(crate) features_location: String,
+    /// Mini-batch: data-parallel workers in this process (each takes a slice of every batch;
+    /// gradients are summed over the workers).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) workers: usize,
+    /// Mini-batch: `local` (the --workers threads of this process) or `mpi` (the processes of
+    /// an mpirun job; needs a build with --features mpi).
+    #[arg(long, default_value = "local")]
+    pub(crate) comm: String,
 }
 
 /// Loads the dataset, or generates the default synthetic one.
@@ -232,7 +242,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
                 batch_size: args.batch_size,
                 queue_depth: args.queue_depth,
             };
-            let (report, stages) = train_sampled(&args, &ds, cfg, &tc, &mb, on_epoch)?;
+            let (report, stages, root) = train_sampled(&args, &ds, cfg, &tc, &mb, on_epoch)?;
+            if !root {
+                // Rank 0 prints and writes the results of the job.
+                return Ok(report);
+            }
             (report, Some(stages))
         }
     };
@@ -290,8 +304,48 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     Ok(report)
 }
 
-/// Mini-batch training on one in-process rank, with the features in the store at
-/// `--features-location`.
+/// The features of `ds` in the store at `--features-location`: one table the threads share
+/// (Continuous), or each process's own rows (Distributed) under MPI, or the mapped file.
+fn feature_table(
+    args: &TrainArgs,
+    ds: &Dataset,
+    comm: Arc<dyn Communicator>,
+) -> Result<StoreTensor> {
+    let layout = if comm.backend() == "mpi" && comm.size() > 1 {
+        Layout::Distributed
+    } else {
+        Layout::Continuous
+    };
+    Ok(match args.features_location.as_str() {
+        "mmap" => {
+            let dir = args.dataset.as_ref().expect("checked when loading");
+            let dtype = DType::parse(&ds.meta.feat_dtype)
+                .with_context(|| format!("feature dtype '{}'", ds.meta.feat_dtype))?;
+            let location = Location::Mmap {
+                path: dir.join("node_feat.npy"),
+                writable: false,
+            };
+            let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
+            StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
+        }
+        name @ ("host" | "shared") => {
+            let location = if name == "host" {
+                Location::Host
+            } else {
+                Location::SharedHost
+            };
+            let spec = StoreSpec::new(ds.features.shape(), ds.features.dtype(), layout, location);
+            let mut t = StoreTensor::new(comm, spec)?;
+            t.fill_from_whole(ds.features.as_bytes())?;
+            t
+        }
+        other => bail!("--features-location must be host, shared or mmap, not '{other}'"),
+    })
+}
+
+/// Mini-batch training on `--workers` in-process ranks or the processes of an MPI job; returns
+/// the report, the stage times, and whether this process prints and writes the results (rank
+/// 0 does).
 fn train_sampled(
     args: &TrainArgs,
     ds: &Dataset,
@@ -299,55 +353,45 @@ fn train_sampled(
     tc: &TrainConfig,
     mb: &MiniBatchConfig,
     on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
-) -> Result<(TrainReport, StageSeconds)> {
+) -> Result<(TrainReport, StageSeconds, bool)> {
     let on_epoch = std::sync::Mutex::new(on_epoch);
-    let results = Local::run(1, |comm| -> Result<(TrainReport, StageSeconds)> {
-        let features = match args.features_location.as_str() {
-            "mmap" => {
-                let dir = args.dataset.as_ref().expect("checked when loading");
-                let dtype = DType::parse(&ds.meta.feat_dtype)
-                    .with_context(|| format!("feature dtype '{}'", ds.meta.feat_dtype))?;
-                let location = Location::Mmap {
-                    path: dir.join("node_feat.npy"),
-                    writable: false,
-                };
-                let spec = StoreSpec::new(
-                    &[ds.meta.num_nodes, ds.meta.feat_dim],
-                    dtype,
-                    Layout::Continuous,
-                    location,
-                );
-                StoreTensor::new(comm, spec)?
+    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, StageSeconds, bool)> {
+        let root = comm.rank() == 0;
+        let features = feature_table(args, ds, comm)?;
+        // Only rank 0 reports; the lock is taken per call, never held across collectives.
+        let (report, stages) = train_mini_batch(ds, &features, cfg.clone(), tc, mb, |r| {
+            if root {
+                (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
             }
-            name @ ("host" | "shared") => {
-                let location = if name == "host" {
-                    Location::Host
-                } else {
-                    Location::SharedHost
-                };
-                let spec = StoreSpec::new(
-                    ds.features.shape(),
-                    ds.features.dtype(),
-                    Layout::Continuous,
-                    location,
-                );
-                let mut t = StoreTensor::new(comm, spec)?;
-                t.local_bytes_mut()?.copy_from_slice(ds.features.as_bytes());
-                t
+        })?;
+        Ok((report, stages, root))
+    };
+    match args.comm.as_str() {
+        "local" => {
+            if args.workers == 0 {
+                bail!("--workers must be at least 1");
             }
-            other => bail!("--features-location must be host, shared or mmap, not '{other}'"),
-        };
-        let mut on_epoch = on_epoch.lock().unwrap_or_else(|e| e.into_inner());
-        Ok(train_mini_batch(
-            ds,
-            &features,
-            cfg.clone(),
-            tc,
-            mb,
-            &mut *on_epoch,
-        )?)
-    });
-    results.into_iter().next().expect("one rank")
+            let mut results = Local::run(args.workers, job);
+            results.swap_remove(0)
+        }
+        "mpi" => run_under_mpi(job),
+        other => bail!("--comm must be local or mpi, not '{other}'"),
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn run_under_mpi<T>(job: impl FnOnce(Arc<dyn Communicator>) -> Result<T>) -> Result<T> {
+    let mut out = None;
+    graphloom_comm::mpi::run_rank(|comm| {
+        out = Some(job(comm)?);
+        Ok::<(), anyhow::Error>(())
+    })?;
+    Ok(out.expect("run_rank aborts the job on error"))
+}
+
+#[cfg(not(feature = "mpi"))]
+fn run_under_mpi<T>(_job: impl FnOnce(Arc<dyn Communicator>) -> Result<T>) -> Result<T> {
+    bail!("this graphloom was built without MPI: build with --features mpi")
 }
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {

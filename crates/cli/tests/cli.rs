@@ -325,3 +325,88 @@ fn mini_batch_training_from_mapped_features_matches_host_features() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("needs --dataset"));
 }
+
+/// Data-parallel workers, in-process or as MPI processes, train exactly as one worker: the same
+/// losses epoch by epoch (to rounding: gradients are summed in another order).
+#[test]
+fn mpi_and_local_workers_train_like_one_worker() {
+    let root = scratch("workers");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let losses = |summary: &Path| -> Vec<f64> {
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(summary).unwrap()).unwrap();
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let args = |summary: &Path| -> Vec<String> {
+        [
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--model",
+            "sage",
+            "--fanouts",
+            "4,4",
+            "--batch-size",
+            "50",
+            "--epochs",
+            "3",
+            "--quiet",
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let one = root.join("one.json");
+    assert!(
+        graphloom(&args(&one).iter().map(String::as_str).collect::<Vec<_>>())
+            .status
+            .success()
+    );
+    let two = root.join("two.json");
+    let mut two_args = args(&two);
+    two_args.extend(["--workers".into(), "2".into()]);
+    let out = graphloom(&two_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let close = |a: &[f64], b: &[f64]| {
+        a.len() == b.len() && a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-5 * y.abs())
+    };
+    assert!(
+        close(&losses(&two), &losses(&one)),
+        "{:?} vs {:?}",
+        losses(&two),
+        losses(&one)
+    );
+    if cfg!(feature = "mpi") {
+        let mpi = root.join("mpi.json");
+        let mut mpi_args = args(&mpi);
+        mpi_args.extend(["--comm".into(), "mpi".into()]);
+        let out = graphloom_comm::launch::mpirun(2)
+            .arg(env!("CARGO_BIN_EXE_graphloom"))
+            .args(&mpi_args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            close(&losses(&mpi), &losses(&one)),
+            "{:?} vs {:?}",
+            losses(&mpi),
+            losses(&one)
+        );
+    }
+}

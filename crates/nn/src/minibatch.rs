@@ -8,13 +8,14 @@ use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Instant;
 
+use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::{Dataset, NodeId};
 use graphloom_store::StoreTensor;
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
 use graphloom_tensor::rng::RngKey;
-use graphloom_tensor::{RssReport, Tape, Tensor, Var};
+use graphloom_tensor::{DType, RssReport, Tape, Tensor, Var};
 
 use crate::model::{Architecture, LayerGraph, Mode, Model, ModelConfig};
 use crate::optim::Optimizer;
@@ -55,18 +56,52 @@ struct Batch {
     gather_seconds: f64,
 }
 
-/// The training nodes in this epoch's order: sorted by a counter-based key of (seed, epoch).
-fn epoch_order(train: &[usize], seed: u64, epoch: u64) -> Vec<NodeId> {
+/// The seeds of each step of an epoch for worker `rank` of `ranks`: the training nodes are put
+/// in an order drawn from (seed, epoch), cut into global batches of `batch_size`, and each
+/// global batch into `ranks` contiguous slices. Every worker gets one slice per step (possibly
+/// empty), so all run the same number of steps, and the slices of a step together are that
+/// step's batch on one worker.
+pub fn epoch_batches(
+    train: &[usize],
+    seed: u64,
+    epoch: u64,
+    batch_size: usize,
+    rank: usize,
+    ranks: usize,
+) -> Vec<Vec<NodeId>> {
     let key = RngKey::new(seed, epoch, 0x5348_5546);
     let mut order: Vec<(u64, NodeId)> = train
         .iter()
         .map(|&v| (key.bits(v as u64, 0), v as NodeId))
         .collect();
     order.sort_unstable();
-    order.into_iter().map(|(_, v)| v).collect()
+    let order: Vec<NodeId> = order.into_iter().map(|(_, v)| v).collect();
+    order
+        .chunks(batch_size.max(1))
+        .map(|global| {
+            let n = global.len();
+            global[n * rank / ranks..n * (rank + 1) / ranks].to_vec()
+        })
+        .collect()
 }
 
-/// Samples and gathers one batch.
+/// Sums the gradients over the workers (in rank order, so every worker gets the same bits).
+fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    for g in grads {
+        let data = match g.dtype() {
+            DType::F64 => ReduceData::F64(g.as_mut_slice::<f64>()?),
+            _ => ReduceData::F32(g.as_mut_slice::<f32>()?),
+        };
+        comm.all_reduce(data, ReduceOp::Sum)
+            .map_err(|e| Error::Config(format!("gradient all-reduce: {e}")))?;
+    }
+    Ok(())
+}
+
+/// Samples and gathers one batch (`None` for an empty slice of a global batch).
 fn prepare(
     ds: &Dataset,
     features: &StoreTensor,
@@ -76,7 +111,14 @@ fn prepare(
     cfg: &ModelConfig,
     seed: u64,
     epoch: u64,
-) -> Result<Batch> {
+) -> Result<Option<Batch>> {
+    if seeds.is_empty() {
+        // A Distributed gather is collective: take part with no ids.
+        if features.spec().layout == graphloom_store::Layout::Distributed {
+            features.gather(&[])?;
+        }
+        return Ok(None);
+    }
     let start = Instant::now();
     let blocks = sampler.sample(
         &CsrSource::new(&ds.graph),
@@ -91,18 +133,23 @@ fn prepare(
     let x = features.gather(&ids)?.cast(cfg.dtype)?;
     let gat = cfg.arch == Architecture::Gat;
     let graphs = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
-    Ok(Batch {
+    Ok(Some(Batch {
         x,
         graphs,
         rows: (0..seeds.len()).collect(),
         labels: seeds.iter().map(|&v| ds.labels[v as usize]).collect(),
         sample_seconds: (sampled - start).as_secs_f64(),
         gather_seconds: sampled.elapsed().as_secs_f64(),
-    })
+    }))
 }
 
 /// Trains `cfg` on `ds` in sampled mini-batches, with input features read from `features` (any
 /// layout and location, e.g. a memory-mapped file), calling `on_epoch` after every epoch.
+///
+/// Data parallel over the ranks of the features' communicator: each worker trains on its slice
+/// of every global batch (see [`epoch_batches`]), the loss is normalised by the global batch
+/// size, and the gradients are summed over the workers before every worker applies the same
+/// step, so the workers hold the same parameters throughout. Collective.
 pub fn train_mini_batch(
     ds: &Dataset,
     features: &StoreTensor,
@@ -136,20 +183,39 @@ pub fn train_mini_batch(
     // Evaluation reads every node's features once per epoch.
     let all: Vec<i64> = (0..features.rows() as i64).collect();
     let x_all = Var::constant(features.gather(&all)?.cast(cfg.dtype)?);
+    // The producer thread gathers features over the features' communicator while this thread
+    // all-reduces gradients: each needs its own communicator.
+    let grad_comm = features
+        .comm()
+        .split(0, features.comm().rank())
+        .map_err(|e| Error::Config(format!("creating the gradient communicator: {e}")))?;
     let mut selection = Selection::default();
     let mut stages = StageSeconds::default();
     let mut step = 0u64;
     for epoch in 1..=tc.epochs {
         let start = Instant::now();
-        let order = epoch_order(&ds.train_idx, tc.seed, epoch as u64);
+        let comm = features.comm();
+        let (rank, ranks) = (comm.rank(), comm.size());
+        let batches = epoch_batches(
+            &ds.train_idx,
+            tc.seed,
+            epoch as u64,
+            mb.batch_size,
+            rank,
+            ranks,
+        );
+        let global_sizes = epoch_batches(&ds.train_idx, tc.seed, epoch as u64, mb.batch_size, 0, 1)
+            .iter()
+            .map(Vec::len)
+            .collect::<Vec<_>>();
         let (mut loss_sum, mut seen) = (0.0, 0usize);
         std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = sync_channel::<Result<Batch>>(mb.queue_depth.max(1));
+            let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
             let producer = {
-                let (order, cfg) = (&order, &cfg);
+                let (batches, cfg) = (&batches, &cfg);
                 scope.spawn(move || {
                     let mut sampler = Sampler::new(ds.graph.num_nodes());
-                    for seeds in order.chunks(mb.batch_size) {
+                    for seeds in batches {
                         let batch = prepare(
                             ds,
                             features,
@@ -167,39 +233,71 @@ pub fn train_mini_batch(
                     }
                 })
             };
-            for batch in rx {
+            for (batch, &global) in rx.into_iter().zip(&global_sizes) {
                 let batch = batch?;
-                stages.sample += batch.sample_seconds;
-                stages.gather += batch.gather_seconds;
                 let compute = Instant::now();
                 step += 1;
                 let _g = category_scope(Category::Activations);
                 let mut tape = Tape::new();
                 let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
-                let x = Var::constant(batch.x);
-                let mode = Mode {
-                    training: true,
-                    seed: tc.seed,
-                    step,
+                let reduce = |grads: &mut [Tensor]| all_reduce_gradients(grad_comm.as_ref(), grads);
+                let loss = match batch {
+                    Some(batch) => {
+                        stages.sample += batch.sample_seconds;
+                        stages.gather += batch.gather_seconds;
+                        let x = Var::constant(batch.x);
+                        let mode = Mode {
+                            training: true,
+                            seed: tc.seed,
+                            step,
+                        };
+                        let logp =
+                            model.forward_blocks(&mut tape, &x, &vars, &batch.graphs, mode)?;
+                        // Normalised by the global batch: the workers' gradients sum to the
+                        // gradient of the global batch's mean loss.
+                        let loss = ops::nll_loss(
+                            &mut tape,
+                            &logp,
+                            batch.rows,
+                            batch.labels,
+                            global as f64,
+                        )?;
+                        drop(logp);
+                        backward_and_step(tape, &loss, vars, &mut values, &mut opt, reduce)?
+                    }
+                    // An empty slice still takes part in the all-reduce, with zero gradients.
+                    None => {
+                        drop((tape, vars));
+                        let mut grads: Vec<Tensor> = values
+                            .iter()
+                            .map(|p| Tensor::zeros(p.shape(), p.dtype()))
+                            .collect();
+                        reduce(&mut grads)?;
+                        let _g = category_scope(Category::Optimizer);
+                        opt.step(&mut values, &grads)?;
+                        0.0
+                    }
                 };
-                let logp = model.forward_blocks(&mut tape, &x, &vars, &batch.graphs, mode)?;
-                let n = batch.rows.len();
-                let loss = ops::nll_loss(&mut tape, &logp, batch.rows, batch.labels, n as f64)?;
-                drop(logp);
-                let loss = backward_and_step(tape, &loss, vars, &mut values, &mut opt)?;
                 if !loss.is_finite() {
                     return Err(Error::Config(format!(
                         "the loss became {loss} at epoch {epoch}; lower the learning rate"
                     )));
                 }
-                loss_sum += loss * n as f64;
-                seen += n;
+                loss_sum += loss * global as f64;
+                seen += global;
                 stages.compute += compute.elapsed().as_secs_f64();
             }
             producer.join().expect("the producer thread does not panic");
             Ok(())
         })?;
         let seconds = start.elapsed().as_secs_f64();
+        // Each worker's loss is its share of the global batches' mean: sum them.
+        let mut total = [loss_sum];
+        features
+            .comm()
+            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)
+            .map_err(|e| Error::Config(format!("loss all-reduce: {e}")))?;
+        let loss_sum = total[0];
         let logp = evaluate(&model, &x_all, &values, tc.seed)?;
         let record = EpochRecord {
             epoch,

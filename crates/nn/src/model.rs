@@ -106,6 +106,9 @@ pub struct LayerGraph {
     pub looped: Option<Arc<GraphView>>,
     /// How many rows of the layer's output are the block's destinations.
     pub num_dst: usize,
+    /// The original node id of each input row, so dropout draws the same mask for a node
+    /// whichever batch, worker or position holds it.
+    pub src_ids: Arc<[i64]>,
 }
 
 impl LayerGraph {
@@ -116,6 +119,7 @@ impl LayerGraph {
             view: Arc::new(GraphView::new(&csr, false)),
             looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
             num_dst: block.num_dst,
+            src_ids: block.src_nodes.iter().map(|&v| i64::from(v)).collect(),
         }
     }
 }
@@ -271,7 +275,8 @@ impl Model {
                 Some(b) => layer.on_block(&b[l].view, b[l].looped.as_ref(), b[l].num_dst),
                 None => layer.clone(),
             };
-            let block = self.block(l, layer, last, mode, blocks.is_none());
+            let row_ids = blocks.map(|b| b[l].src_ids.clone());
+            let block = self.block(l, layer, last, mode, row_ids);
             let p = &params[self.param_ranges[l].clone()];
             h = if self.cfg.checkpoint && tape.grad_enabled() {
                 let mut inputs: Vec<&Var> = vec![&h];
@@ -300,11 +305,11 @@ impl Model {
         layer: ConvLayer,
         last: bool,
         mode: Mode,
-        whole_graph: bool,
+        row_ids: Option<Arc<[i64]>>,
     ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
         // The sparse copy holds the whole graph's features: a sampled batch has its own rows.
-        let sparse = if l == 0 && whole_graph {
+        let sparse = if l == 0 && row_ids.is_none() {
             self.sparse_input.clone()
         } else {
             None
@@ -326,7 +331,7 @@ impl Model {
             // The sparse input takes its dropout inside the product.
             let sparse = sparse.clone().map(|x| (x, rule));
             if let (Some(rule), None) = (rule, &sparse) {
-                h = ops::dropout(tape, &h, rule, None)?;
+                h = ops::dropout(tape, &h, rule, row_ids.clone())?;
             }
             let params = v[1..]
                 .iter()

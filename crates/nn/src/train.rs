@@ -118,17 +118,19 @@ pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> 
     Ok(model.forward(&mut tape, x, &vars, mode)?.value().clone())
 }
 
-/// Backpropagates `loss`, applies the optimizer to `values` (a parameter without a gradient
-/// gets zero) and returns the loss.
+/// Backpropagates `loss`, lets `reduce` combine the gradients (an all-reduce over data-parallel
+/// workers), applies the optimizer to `values` (a parameter without a gradient gets zero) and
+/// returns the loss.
 pub(crate) fn backward_and_step(
     mut tape: Tape,
     loss: &Var,
     vars: Vec<Var>,
     values: &mut [Tensor],
     opt: &mut Optimizer,
+    reduce: impl FnOnce(&mut [Tensor]) -> Result<()>,
 ) -> Result<f64> {
     let mut grads = tape.backward(loss)?;
-    let grads: Vec<Tensor> = vars
+    let mut grads: Vec<Tensor> = vars
         .iter()
         .zip(values.iter())
         .map(|(v, p)| {
@@ -139,6 +141,7 @@ pub(crate) fn backward_and_step(
         .collect();
     drop(vars);
     drop(tape);
+    reduce(&mut grads)?;
     {
         let _g = category_scope(Category::Optimizer);
         opt.step(values, &grads)?;
@@ -236,7 +239,7 @@ pub fn train_full_batch(
                 rows.len() as f64,
             )?;
             drop(logp);
-            backward_and_step(tape, &loss, vars, &mut values, &mut opt)?
+            backward_and_step(tape, &loss, vars, &mut values, &mut opt, |_| Ok(()))?
         };
         let seconds = start.elapsed().as_secs_f64();
         if !loss.is_finite() {

@@ -8,7 +8,7 @@ use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::Dataset;
-use graphloom_nn::minibatch::{train_mini_batch, MiniBatchConfig};
+use graphloom_nn::minibatch::{epoch_batches, train_mini_batch, MiniBatchConfig};
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, LayerGraph, Mode, Model, ModelConfig, OptimizerKind};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
@@ -162,9 +162,7 @@ fn features_in_store(ds: &Dataset, comm: Arc<dyn graphloom_comm::Communicator>) 
         Location::Host,
     );
     let mut t = StoreTensor::new(comm, spec).unwrap();
-    t.local_bytes_mut()
-        .unwrap()
-        .copy_from_slice(ds.features.as_bytes());
+    t.fill_from_whole(ds.features.as_bytes()).unwrap();
     t
 }
 
@@ -215,5 +213,81 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
         Ok::<(), graphloom_nn::Error>(())
     }) {
         r.unwrap();
+    }
+}
+
+#[test]
+fn workers_split_every_global_batch_and_together_hold_its_seeds() {
+    let train: Vec<usize> = (0..1003).map(|i| i * 3).collect();
+    let one = epoch_batches(&train, 4, 2, 100, 0, 1);
+    for ranks in [2, 3] {
+        let parts: Vec<Vec<Vec<u32>>> = (0..ranks)
+            .map(|r| epoch_batches(&train, 4, 2, 100, r, ranks))
+            .collect();
+        for (step, batch) in one.iter().enumerate() {
+            let joined: Vec<u32> = parts.iter().flat_map(|p| p[step].clone()).collect();
+            assert_eq!(&joined, batch, "step {step} on {ranks} workers");
+        }
+    }
+}
+
+/// One epoch of data-parallel training in f64, with dropout: the parameters of every worker
+/// after the epoch, and the epoch's loss.
+fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
+    let tc = TrainConfig {
+        epochs: 1,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        optimizer: OptimizerKind::Adam,
+        patience: None,
+        seed: 6,
+    };
+    let mut ds = dataset();
+    ds.features = ds.features.cast(DType::F64).unwrap();
+    Local::run(workers, |comm| {
+        let features = features_in_store(&ds, comm);
+        let mut cfg = config(Architecture::Sage, DType::F64);
+        cfg.layers = 2;
+        cfg.dropout = 0.5;
+        cfg.input_dropout = 0.2;
+        let mb = MiniBatchConfig {
+            fanouts: vec![4, 3],
+            batch_size,
+            queue_depth: 2,
+        };
+        let (report, _) = train_mini_batch(&ds, &features, cfg, &tc, &mb, |_| {})?;
+        let params = report
+            .best_params
+            .iter()
+            .map(|p| p.value.to_vec_f64())
+            .collect();
+        Ok::<_, graphloom_nn::Error>((params, report.epochs[0].loss))
+    })
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+#[test]
+fn two_workers_take_the_steps_of_one_to_1e_9_in_f64() {
+    // 300 training nodes in batches of 299: the last global batch has one seed, so one
+    // worker's slice is empty at that step.
+    assert_eq!(dataset().train_idx.len(), 300);
+    let one = train_on(1, 299);
+    let two = train_on(2, 299);
+    let (want, want_loss) = &one[0];
+    for (rank, (got, loss)) in two.iter().enumerate() {
+        assert!(
+            (loss - want_loss).abs() <= 1e-9 * want_loss.abs(),
+            "rank {rank}: loss {loss} vs {want_loss}"
+        );
+        for (g, w) in got.iter().zip(want) {
+            for (a, b) in g.iter().zip(w) {
+                assert!(
+                    (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
+                    "rank {rank}: {a} vs {b}"
+                );
+            }
+        }
     }
 }

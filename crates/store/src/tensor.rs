@@ -356,6 +356,25 @@ impl StoreTensor {
         self.agree(result)
     }
 
+    /// Copies this rank's rows out of `all`, the bytes of the whole table (every rank holds a
+    /// copy), then waits for every rank. Collective.
+    pub fn fill_from_whole(&mut self, all: &[u8]) -> Result<()> {
+        let expected = self.rows() * self.row_bytes;
+        let result = if all.len() != expected {
+            Err(StoreError::Invalid(format!(
+                "fill_from_whole: {} bytes for a table of {expected}",
+                all.len()
+            )))
+        } else {
+            let range = self.local_rows();
+            let row_bytes = self.row_bytes;
+            self.local_bytes_mut().map(|local| {
+                local.copy_from_slice(&all[range.start * row_bytes..range.end * row_bytes])
+            })
+        };
+        self.agree(result)
+    }
+
     /// Writes this rank's rows to `{prefix}_part_{rank}_of_{ranks}` (through a temporary file
     /// renamed into place) and returns the path. Collective: returns once every rank's part is
     /// written. [`crate::part_paths`] lists the parts for [`StoreTensor::from_files`], at any
