@@ -9,10 +9,10 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, Local};
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::Dataset;
-use graphloom_nn::minibatch::{train_mini_batch, MiniBatchConfig, StageSeconds};
+use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig, StageSeconds};
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
-use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::DType;
 use serde_json::json;
@@ -117,6 +117,13 @@ pub(crate) struct TrainArgs {
     /// an mpirun job; needs a build with --features mpi).
     #[arg(long, default_value = "local")]
     pub(crate) comm: String,
+    /// Mini-batch: learn a node-embedding table of this width as the input instead of reading
+    /// features (for graphs without features), trained with LazyAdam.
+    #[arg(long)]
+    pub(crate) embedding_dim: Option<usize>,
+    /// Mini-batch: learning rate of the embedding table's LazyAdam.
+    #[arg(long, default_value_t = 0.01)]
+    pub(crate) embedding_lr: f32,
 }
 
 /// Loads the dataset, or generates the default synthetic one.
@@ -190,14 +197,21 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
         _ => load_dataset(&args)?,
     };
-    if ds.meta.feat_dim == 0 {
-        bail!("the dataset has no node features");
+    if let Some(dim) = args.embedding_dim {
+        if args.fanouts.is_none() || dim == 0 {
+            bail!("--embedding-dim needs mini-batch training (--fanouts) and a positive width");
+        }
+    } else if ds.meta.feat_dim == 0 {
+        bail!("the dataset has no node features: train an input embedding with --fanouts and --embedding-dim");
     }
     {
         let _g = category_scope(Category::Features);
         ds.features = ds.features.cast(dtype)?;
     }
-    let cfg = model_config(&args, &ds, dtype)?;
+    let mut cfg = model_config(&args, &ds, dtype)?;
+    if let Some(dim) = args.embedding_dim {
+        cfg.in_dim = dim;
+    }
     let arch = cfg.arch;
     let tc = TrainConfig {
         epochs: args.epochs,
@@ -357,13 +371,31 @@ fn train_sampled(
     let on_epoch = std::sync::Mutex::new(on_epoch);
     let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, StageSeconds, bool)> {
         let root = comm.rank() == 0;
-        let features = feature_table(args, ds, comm)?;
         // Only rank 0 reports; the lock is taken per call, never held across collectives.
-        let (report, stages) = train_mini_batch(ds, &features, cfg.clone(), tc, mb, |r| {
+        let report = |r: &graphloom_nn::train::EpochRecord| {
             if root {
                 (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
             }
-        })?;
+        };
+        let (report, stages) = match args.embedding_dim {
+            Some(dim) => {
+                let shape = [ds.meta.num_nodes, dim];
+                let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
+                let table = StoreTensor::new(comm, spec)?;
+                let mut table = Embedding::trainable(table, SparseOptimizer::lazy_adam())?;
+                table.init_uniform(args.seed, 1.0 / (dim as f32).sqrt())?;
+                let inputs = Inputs::Embedding {
+                    table: &mut table,
+                    lr: args.embedding_lr,
+                };
+                train_mini_batch(ds, inputs, cfg.clone(), tc, mb, report)?
+            }
+            None => {
+                let features = feature_table(args, ds, comm)?;
+                let inputs = Inputs::Features(&features);
+                train_mini_batch(ds, inputs, cfg.clone(), tc, mb, report)?
+            }
+        };
         Ok((report, stages, root))
     };
     match args.comm.as_str() {

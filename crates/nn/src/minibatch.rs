@@ -11,7 +11,7 @@ use std::time::Instant;
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::{Dataset, NodeId};
-use graphloom_store::StoreTensor;
+use graphloom_store::{Embedding, StoreTensor};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
 use graphloom_tensor::rng::RngKey;
@@ -48,7 +48,9 @@ pub struct StageSeconds {
 
 /// One prepared batch.
 struct Batch {
-    x: Tensor,
+    /// The input rows, gathered ahead from a feature table (`None` for an embedding table,
+    /// whose rows change every step and are gathered by the compute thread).
+    x: Option<Tensor>,
     graphs: Vec<LayerGraph>,
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
@@ -104,7 +106,7 @@ fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result
 /// Samples and gathers one batch (`None` for an empty slice of a global batch).
 fn prepare(
     ds: &Dataset,
-    features: &StoreTensor,
+    features: Option<&StoreTensor>,
     sampler: &mut Sampler,
     seeds: &[NodeId],
     mb: &MiniBatchConfig,
@@ -114,8 +116,10 @@ fn prepare(
 ) -> Result<Option<Batch>> {
     if seeds.is_empty() {
         // A Distributed gather is collective: take part with no ids.
-        if features.spec().layout == graphloom_store::Layout::Distributed {
-            features.gather(&[])?;
+        if let Some(f) =
+            features.filter(|f| f.spec().layout == graphloom_store::Layout::Distributed)
+        {
+            f.gather(&[])?;
         }
         return Ok(None);
     }
@@ -130,7 +134,10 @@ fn prepare(
     )?;
     let sampled = Instant::now();
     let ids: Vec<i64> = blocks[0].src_nodes.iter().map(|&v| i64::from(v)).collect();
-    let x = features.gather(&ids)?.cast(cfg.dtype)?;
+    let x = match features {
+        Some(f) => Some(f.gather(&ids)?.cast(cfg.dtype)?),
+        None => None,
+    };
     let gat = cfg.arch == Architecture::Gat;
     let graphs = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
     Ok(Some(Batch {
@@ -143,8 +150,40 @@ fn prepare(
     }))
 }
 
-/// Trains `cfg` on `ds` in sampled mini-batches, with input features read from `features` (any
-/// layout and location, e.g. a memory-mapped file), calling `on_epoch` after every epoch.
+/// Where the first layer's input rows come from.
+pub enum Inputs<'a> {
+    /// Node features in the store (any layout and location, e.g. a memory-mapped file),
+    /// gathered ahead by the producer thread.
+    Features(&'a StoreTensor),
+    /// A trainable node-embedding table, for graphs without features: its rows are gathered by
+    /// the compute thread at every step, and their gradients go to its sparse optimizer (the
+    /// rows' owners apply them) with learning rate `lr`.
+    Embedding {
+        /// The table: one row per node, as wide as the model's input.
+        table: &'a mut Embedding,
+        /// The sparse optimizer's learning rate.
+        lr: f32,
+    },
+}
+
+impl Inputs<'_> {
+    fn rows(&self) -> usize {
+        match self {
+            Inputs::Features(f) => f.rows(),
+            Inputs::Embedding { table, .. } => table.table().rows(),
+        }
+    }
+
+    fn comm(&self) -> Arc<dyn Communicator> {
+        match self {
+            Inputs::Features(f) => f.comm().clone(),
+            Inputs::Embedding { table, .. } => table.table().comm().clone(),
+        }
+    }
+}
+
+/// Trains `cfg` on `ds` in sampled mini-batches, with input rows from `inputs`, calling
+/// `on_epoch` after every epoch.
 ///
 /// Data parallel over the ranks of the features' communicator: each worker trains on its slice
 /// of every global batch (see [`epoch_batches`]), the loss is normalised by the global batch
@@ -152,7 +191,7 @@ fn prepare(
 /// step, so the workers hold the same parameters throughout. Collective.
 pub fn train_mini_batch(
     ds: &Dataset,
-    features: &StoreTensor,
+    mut inputs: Inputs<'_>,
     cfg: ModelConfig,
     tc: &TrainConfig,
     mb: &MiniBatchConfig,
@@ -170,32 +209,38 @@ pub fn train_mini_batch(
             "the batch size and the training set must not be empty".into(),
         ));
     }
-    if features.rows() != ds.graph.num_nodes() {
+    if inputs.rows() != ds.graph.num_nodes() {
         return Err(Error::Config(format!(
-            "{} feature rows for {} nodes",
-            features.rows(),
+            "{} input rows for {} nodes",
+            inputs.rows(),
             ds.graph.num_nodes()
         )));
     }
     let mut model = Model::new(cfg.clone(), &ds.graph, tc.seed)?;
     let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
-    // Evaluation reads every node's features once per epoch.
-    let all: Vec<i64> = (0..features.rows() as i64).collect();
-    let x_all = Var::constant(features.gather(&all)?.cast(cfg.dtype)?);
+    let all: Vec<i64> = (0..inputs.rows() as i64).collect();
+    // Evaluation reads every node's features: once, for a feature table.
+    let fixed_inputs = match &inputs {
+        Inputs::Features(f) => Some(Var::constant(f.gather(&all)?.cast(cfg.dtype)?)),
+        Inputs::Embedding { .. } => None,
+    };
+    let comm = inputs.comm();
     // The producer thread gathers features over the features' communicator while this thread
     // all-reduces gradients: each needs its own communicator.
-    let grad_comm = features
-        .comm()
-        .split(0, features.comm().rank())
+    let grad_comm = comm
+        .split(0, comm.rank())
         .map_err(|e| Error::Config(format!("creating the gradient communicator: {e}")))?;
     let mut selection = Selection::default();
     let mut stages = StageSeconds::default();
     let mut step = 0u64;
     for epoch in 1..=tc.epochs {
         let start = Instant::now();
-        let comm = features.comm();
         let (rank, ranks) = (comm.rank(), comm.size());
+        let features = match &inputs {
+            Inputs::Features(f) => Some(*f),
+            Inputs::Embedding { .. } => None,
+        };
         let batches = epoch_batches(
             &ds.train_idx,
             tc.seed,
@@ -245,7 +290,17 @@ pub fn train_mini_batch(
                     Some(batch) => {
                         stages.sample += batch.sample_seconds;
                         stages.gather += batch.gather_seconds;
-                        let x = Var::constant(batch.x);
+                        let ids = batch.graphs[0].src_ids.clone();
+                        let (x, table) = match (&mut inputs, batch.x) {
+                            (_, Some(x)) => (Var::constant(x), None),
+                            (Inputs::Embedding { table, lr }, None) => {
+                                let rows = table.gather(&ids)?.cast(cfg.dtype)?;
+                                (tape.leaf(rows, true), Some((table, *lr)))
+                            }
+                            (Inputs::Features(_), None) => {
+                                unreachable!("features are gathered ahead")
+                            }
+                        };
                         let mode = Mode {
                             training: true,
                             seed: tc.seed,
@@ -263,9 +318,26 @@ pub fn train_mini_batch(
                             global as f64,
                         )?;
                         drop(logp);
-                        backward_and_step(tape, &loss, vars, &mut values, &mut opt, reduce)?
+                        let wants_input = table.is_some().then_some(&x);
+                        let (loss, input_grad) = backward_and_step(
+                            tape,
+                            &loss,
+                            vars,
+                            &mut values,
+                            &mut opt,
+                            reduce,
+                            wants_input,
+                        )?;
+                        if let Some((table, lr)) = table {
+                            let grad = input_grad
+                                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
+                                .cast(DType::F32)?;
+                            table.apply_gradients(&ids, &grad, lr)?;
+                        }
+                        loss
                     }
-                    // An empty slice still takes part in the all-reduce, with zero gradients.
+                    // An empty slice still takes part in the all-reduce, with zero gradients,
+                    // and in the embedding table's collective gather and update.
                     None => {
                         drop((tape, vars));
                         let mut grads: Vec<Tensor> = values
@@ -273,8 +345,19 @@ pub fn train_mini_batch(
                             .map(|p| Tensor::zeros(p.shape(), p.dtype()))
                             .collect();
                         reduce(&mut grads)?;
-                        let _g = category_scope(Category::Optimizer);
-                        opt.step(&mut values, &grads)?;
+                        {
+                            let _g = category_scope(Category::Optimizer);
+                            opt.step(&mut values, &grads)?;
+                        }
+                        if let Inputs::Embedding { table, lr } = &mut inputs {
+                            table.gather(&[])?;
+                            let width = table.dim();
+                            table.apply_gradients(
+                                &[],
+                                &Tensor::zeros(&[0, width], DType::F32),
+                                *lr,
+                            )?;
+                        }
                         0.0
                     }
                 };
@@ -293,12 +376,17 @@ pub fn train_mini_batch(
         let seconds = start.elapsed().as_secs_f64();
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
-        features
-            .comm()
-            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)
+        comm.all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)
             .map_err(|e| Error::Config(format!("loss all-reduce: {e}")))?;
         let loss_sum = total[0];
-        let logp = evaluate(&model, &x_all, &values, tc.seed)?;
+        let logp = match (&fixed_inputs, &mut inputs) {
+            (Some(x), _) => evaluate(&model, x, &values, tc.seed)?,
+            (None, Inputs::Embedding { table, .. }) => {
+                let x = Var::constant(table.gather(&all)?.cast(cfg.dtype)?);
+                evaluate(&model, &x, &values, tc.seed)?
+            }
+            (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
+        };
         let record = EpochRecord {
             epoch,
             loss: loss_sum / seen.max(1) as f64,

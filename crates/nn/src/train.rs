@@ -120,7 +120,7 @@ pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> 
 
 /// Backpropagates `loss`, lets `reduce` combine the gradients (an all-reduce over data-parallel
 /// workers), applies the optimizer to `values` (a parameter without a gradient gets zero) and
-/// returns the loss.
+/// returns the loss, with the gradient of `input` when asked (a trainable input table's rows).
 pub(crate) fn backward_and_step(
     mut tape: Tape,
     loss: &Var,
@@ -128,8 +128,10 @@ pub(crate) fn backward_and_step(
     values: &mut [Tensor],
     opt: &mut Optimizer,
     reduce: impl FnOnce(&mut [Tensor]) -> Result<()>,
-) -> Result<f64> {
+    input: Option<&Var>,
+) -> Result<(f64, Option<Tensor>)> {
     let mut grads = tape.backward(loss)?;
+    let input_grad = input.and_then(|x| grads.take(x));
     let mut grads: Vec<Tensor> = vars
         .iter()
         .zip(values.iter())
@@ -146,7 +148,7 @@ pub(crate) fn backward_and_step(
         let _g = category_scope(Category::Optimizer);
         opt.step(values, &grads)?;
     }
-    Ok(loss.value().scalar_f64()?)
+    Ok((loss.value().scalar_f64()?, input_grad))
 }
 
 /// Model selection: keeps the parameters of the epoch with the best validation accuracy (the
@@ -239,7 +241,7 @@ pub fn train_full_batch(
                 rows.len() as f64,
             )?;
             drop(logp);
-            backward_and_step(tape, &loss, vars, &mut values, &mut opt, |_| Ok(()))?
+            backward_and_step(tape, &loss, vars, &mut values, &mut opt, |_| Ok(()), None)?.0
         };
         let seconds = start.elapsed().as_secs_f64();
         if !loss.is_finite() {

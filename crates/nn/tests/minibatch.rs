@@ -8,7 +8,7 @@ use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::Dataset;
-use graphloom_nn::minibatch::{epoch_batches, train_mini_batch, MiniBatchConfig};
+use graphloom_nn::minibatch::{epoch_batches, train_mini_batch, Inputs, MiniBatchConfig};
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, LayerGraph, Mode, Model, ModelConfig, OptimizerKind};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
@@ -188,8 +188,15 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
                 batch_size: 64,
                 queue_depth: 2,
             };
-            let (report, stages) =
-                train_mini_batch(&ds, &features, cfg.clone(), &tc, &mb, |_| {}).unwrap();
+            let (report, stages) = train_mini_batch(
+                &ds,
+                Inputs::Features(&features),
+                cfg.clone(),
+                &tc,
+                &mb,
+                |_| {},
+            )
+            .unwrap();
             assert!(
                 report.test_acc > 0.6,
                 "{arch:?}: test accuracy {}",
@@ -201,7 +208,7 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
                 fanouts: vec![5],
                 ..mb
             };
-            let err = train_mini_batch(&ds, &features, cfg, &tc, &bad, |_| {})
+            let err = train_mini_batch(&ds, Inputs::Features(&features), cfg, &tc, &bad, |_| {})
                 .err()
                 .unwrap();
             assert!(
@@ -255,7 +262,8 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
             batch_size,
             queue_depth: 2,
         };
-        let (report, _) = train_mini_batch(&ds, &features, cfg, &tc, &mb, |_| {})?;
+        let (report, _) =
+            train_mini_batch(&ds, Inputs::Features(&features), cfg, &tc, &mb, |_| {})?;
         let params = report
             .best_params
             .iter()
@@ -289,5 +297,64 @@ fn two_workers_take_the_steps_of_one_to_1e_9_in_f64() {
                 );
             }
         }
+    }
+}
+
+/// A graph trained from a node-embedding table instead of features: the table learns (LazyAdam,
+/// rows updated by their owners), and two workers train like one.
+fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
+    let ds = generate(&SyntheticConfig {
+        nodes: 400,
+        avg_degree: 10,
+        feat_dim: 1,
+        classes: 2,
+        homophily: 0.9,
+        seed: 3,
+        ..Default::default()
+    })
+    .unwrap();
+    let tc = TrainConfig {
+        epochs: 12,
+        lr: 0.01,
+        weight_decay: 0.0,
+        optimizer: OptimizerKind::Adam,
+        patience: None,
+        seed: 1,
+    };
+    Local::run(workers, |comm| {
+        let spec = StoreSpec::new(&[400, 8], DType::F32, Layout::Distributed, Location::Host);
+        let mut table = graphloom_store::Embedding::trainable(
+            StoreTensor::new(comm, spec)?,
+            graphloom_store::SparseOptimizer::lazy_adam(),
+        )?;
+        table.init_uniform(4, 0.3)?;
+        let mut cfg = config(Architecture::Sage, DType::F32);
+        cfg.in_dim = 8;
+        cfg.out_dim = 2;
+        cfg.layers = 2;
+        let mb = MiniBatchConfig {
+            fanouts: vec![5, 5],
+            batch_size: 60,
+            queue_depth: 2,
+        };
+        let inputs = Inputs::Embedding {
+            table: &mut table,
+            lr: 0.05,
+        };
+        let (report, _) = train_mini_batch(&ds, inputs, cfg, &tc, &mb, |_| {})?;
+        assert!(report.test_acc > 0.8, "test accuracy {}", report.test_acc);
+        Ok::<_, graphloom_nn::Error>(report.epochs.iter().map(|e| e.loss).collect::<Vec<f64>>())
+    })
+    .into_iter()
+    .map(|r| r.unwrap())
+    .collect()
+}
+
+#[test]
+fn a_graph_without_features_trains_a_node_embedding_table() {
+    let one = train_embedding(1);
+    let two = train_embedding(2);
+    for (a, b) in two[0].iter().zip(&one[0]) {
+        assert!((a - b).abs() < 1e-4 * b.abs(), "{a} vs {b}");
     }
 }
