@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE.
+# Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE
+# (full batch), and GraphSAGE in sampled mini-batches (fanouts 25,10, batch size 32).
 # Usage: bench/cora_accuracy.sh [SEEDS]   (run from the repository root)
 set -euo pipefail
 seeds=${1:-10}
@@ -23,3 +24,4 @@ run gcn  --model gcn  --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-de
 run gat  --model gat  --layers 2 --hidden 8 --heads 8 --out-heads 1 --dropout 0.6 --attention-dropout 0.6 --lr 0.005 --weight-decay 5e-4 --epochs 1000 --patience 100
 run sage --model sage --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200
 run gcn-bf16 --model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --dtype bf16
+run sage-minibatch --model sage --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 50 --fanouts 25,10 --batch-size 32

@@ -1,6 +1,7 @@
 //! [`StoreTensor`]: one logical 1-D or 2-D tensor whose rows are spread over the ranks of a job
 //! by a [`Layout`] and held in a [`Location`].
 
+use std::mem::MaybeUninit;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -527,13 +528,17 @@ impl StoreTensor {
     pub fn gather(&self, ids: &[i64]) -> Result<Tensor> {
         let mut shape = self.spec.shape.clone();
         shape[0] = ids.len();
-        let mut out = Tensor::zeros(&shape, self.spec.dtype);
-        self.gather_into(ids, out.as_mut_bytes())?;
-        Ok(out)
+        // SAFETY: a successful gather writes every row of the output.
+        unsafe { Tensor::from_fill(&shape, self.spec.dtype, |out| self.gather_uninit(ids, out)) }
     }
 
     /// Gathers rows `ids` into `out`, which must hold exactly `ids.len()` rows.
     pub fn gather_into(&self, ids: &[i64], out: &mut [u8]) -> Result<()> {
+        self.gather_uninit(ids, as_uninit(out))
+    }
+
+    /// Gathers rows `ids` into possibly-uninitialised `out`; on success every byte is written.
+    fn gather_uninit(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
         let start = Instant::now();
         if out.len() != ids.len() * self.row_bytes {
             return Err(StoreError::Invalid(format!(
@@ -549,9 +554,7 @@ impl StoreTensor {
                 let base = SendPtr(self.whole.as_ref().expect("continuous").ptr());
                 let rb = self.row_bytes;
                 // SAFETY: ids are in range, so each source row lies inside the whole region.
-                unsafe {
-                    gather_rows(as_uninit(out), rb, |i| base.get().add(ids[i] as usize * rb))
-                };
+                unsafe { gather_rows(out, rb, |i| base.get().add(ids[i] as usize * rb)) };
             }
             Layout::Chunked => {
                 let rb = self.row_bytes;
@@ -571,7 +574,7 @@ impl StoreTensor {
                 // SAFETY: ids are in range; each row lies inside its owner's chunk, where the
                 // moved-back base plus the row's offset points.
                 unsafe {
-                    gather_rows(as_uninit(out), rb, |i| {
+                    gather_rows(out, rb, |i| {
                         let row = ids[i] as usize;
                         bases[partition.owner(row)].get().wrapping_add(row * rb)
                     })
@@ -592,11 +595,11 @@ impl StoreTensor {
     /// Distributed gather: rows this rank owns are copied directly; for the others, each
     /// owner gets the ids it holds, reads them, sends the rows back, and they are put in the
     /// caller's order.
-    fn gather_distributed(&self, ids: &[i64], out: &mut [u8]) -> Result<()> {
+    fn gather_distributed(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
         let me = self.comm.rank();
         let rb = self.row_bytes;
         let buckets = Buckets::by_owner(&self.partition, ids);
-        let dst = SendPtr(out.as_mut_ptr());
+        let dst = SendPtr(out.as_mut_ptr().cast());
         let own = buckets.of(me);
         let chunk = SendPtr(self.own_chunk().ptr());
         let first = self.local_rows().start;

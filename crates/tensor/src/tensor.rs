@@ -102,6 +102,55 @@ impl Tensor {
         })
     }
 
+    /// A tensor whose bytes `fill` writes into fresh memory: a large buffer comes from the reuse
+    /// cache without a zeroing pass, for outputs that are overwritten whole anyway (a gather).
+    ///
+    /// # Safety
+    /// `fill` must initialise every byte of the slice it is given before returning `Ok`.
+    pub unsafe fn from_fill<E>(
+        shape: &[usize],
+        dtype: DType,
+        fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<Tensor, E>
+    where
+        E: From<Error>,
+    {
+        /// Fills `n` elements of `T`.
+        ///
+        /// # Safety
+        /// As for `from_fill`.
+        unsafe fn filled<T: Element, E: From<Error>>(
+            shape: &[usize],
+            fill: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> std::result::Result<(), E>,
+        ) -> std::result::Result<Tensor, E> {
+            let n = numel(shape);
+            let mut v = crate::alloc::with_capacity::<T>(n);
+            let spare = &mut v.spare_capacity_mut()[..n];
+            // SAFETY: MaybeUninit<T> is n * size_of::<T>() possibly-uninitialised bytes.
+            let bytes = unsafe {
+                std::slice::from_raw_parts_mut(
+                    spare.as_mut_ptr().cast::<std::mem::MaybeUninit<u8>>(),
+                    std::mem::size_of_val(spare),
+                )
+            };
+            fill(bytes)?;
+            // SAFETY: the caller's `fill` initialised every byte, and any bytes are a valid
+            // element of these plain types.
+            unsafe { v.set_len(n) };
+            Ok(Tensor::from_vec(v, shape)?)
+        }
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match dtype {
+                DType::F32 => filled::<f32, E>(shape, fill),
+                DType::F64 => filled::<f64, E>(shape, fill),
+                DType::BF16 => filled::<bf16, E>(shape, fill),
+                DType::I32 => filled::<i32, E>(shape, fill),
+                DType::I64 => filled::<i64, E>(shape, fill),
+            }
+        }
+    }
+
     /// A tensor of zeros.
     pub fn zeros(shape: &[usize], dtype: DType) -> Tensor {
         let n = numel(shape);

@@ -33,6 +33,9 @@ pub struct WeightedSum {
     dst_scale: Option<Arc<[f64]>>,
     self_weight: Option<Arc<[f64]>>,
     edge_weight: Option<Arc<[f32]>>,
+    /// Only the first rows are outputs (a sampled block's destinations, the only rows with
+    /// in-edges): the forward pass returns `[rows, cols]`, the backward pass takes it.
+    output_rows: Option<usize>,
 }
 
 impl WeightedSum {
@@ -45,7 +48,15 @@ impl WeightedSum {
             dst_scale: None,
             self_weight: None,
             edge_weight: None,
+            output_rows: None,
         }
+    }
+
+    /// The same aggregation computing only the first `rows` outputs; rows beyond them must
+    /// have no in-edges (a block's sources that are not destinations).
+    pub fn with_output_rows(mut self, rows: usize) -> WeightedSum {
+        self.output_rows = Some(rows.min(self.graph.by_dst.num_nodes()));
+        self
     }
 
     /// `out[v] = mean of x[u] over in-edges u -> v` (0 without in-edges).
@@ -119,13 +130,19 @@ impl WeightedSum {
     fn run(&self, x: &Tensor, backward: bool) -> Result<Tensor> {
         let gv = &*self.graph;
         let n = gv.num_nodes();
-        let (rows, cols) = x.dims2();
-        check_rows(x, n)?;
+        let kept = self.output_rows.unwrap_or(n);
+        let (in_rows, rows) = if backward { (kept, n) } else { (n, kept) };
+        let cols = x.dims2().1;
+        check_rows(x, in_rows)?;
         let (csr, chunks) = if backward {
-            (&gv.by_src, &gv.src_chunks)
+            (&gv.by_src, gv.src_chunks.clone())
         } else {
-            (&gv.by_dst, &gv.dst_chunks)
+            // Only the kept destinations: cut the row ranges there.
+            let mut cut: Vec<usize> = gv.dst_chunks.iter().map(|&c| c.min(rows)).collect();
+            cut.dedup();
+            (&gv.by_dst, cut)
         };
+        let chunks = &chunks;
         // Forward: row v gathers from its in-edges; the scale of the row is dst_scale and the
         // neighbour's is src_scale. Backward swaps the two roles.
         let (row_scale, nb_scale) = if backward {
@@ -158,14 +175,25 @@ impl WeightedSum {
                         }
                     }
                     let rs = <<T as Float>::Acc as Real>::from_f64(row_scale.as_ref().map_or(1.0, |s| s[v]));
-                    let sw = <<T as Float>::Acc as Real>::from_f64(self.self_weight.as_ref().map_or(0.0, |s| s[v]));
-                    let own = &xs[v * cols..(v + 1) * cols];
-                    for ((o, &a), &xv) in orow.iter_mut().zip(&acc).zip(own) {
-                        *o = T::from_acc(rs * a + sw * xv.to_acc());
+                    // The self-loop term reads the input's own row, which a kept-rows backward
+                    // pass has only for the kept rows.
+                    match self.self_weight.as_ref().filter(|_| v < in_rows) {
+                        Some(s) => {
+                            let sw = <<T as Float>::Acc as Real>::from_f64(s[v]);
+                            let own = &xs[v * cols..(v + 1) * cols];
+                            for ((o, &a), &xv) in orow.iter_mut().zip(&acc).zip(own) {
+                                *o = T::from_acc(rs * a + sw * xv.to_acc());
+                            }
+                        }
+                        None => {
+                            for (o, &a) in orow.iter_mut().zip(&acc) {
+                                *o = T::from_acc(rs * a);
+                            }
+                        }
                     }
                 }
             });
-            Tensor::from_vec(out, x.shape())
+            Tensor::from_vec(out, &[rows, cols])
         })?)
     }
 }

@@ -121,6 +121,8 @@ impl ConvLayer {
             graph_with_loops,
         );
         layer.keep_rows = Some(num_dst);
+        // Aggregations compute only the kept rows themselves.
+        layer.aggregation = layer.aggregation.map(|a| a.with_output_rows(num_dst));
         layer
     }
 
@@ -253,12 +255,11 @@ impl ConvLayer {
         input: &LayerInput,
     ) -> Result<Var> {
         if self.projects_first() {
+            // The aggregation returns only the kept rows.
             let xw = self.project(tape, x, w, input)?;
-            let axw = agg.apply(tape, &xw)?;
-            self.kept(tape, &axw)
+            agg.apply(tape, &xw)
         } else {
             let ax = agg.apply(tape, x)?;
-            let ax = self.kept(tape, &ax)?;
             Ok(ops::matmul(tape, &ax, w)?)
         }
     }
