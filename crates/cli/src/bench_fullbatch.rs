@@ -2,9 +2,8 @@
 //! PyG on one synthetic dataset, each run in its own process so its peak RSS is its own.
 
 use std::path::PathBuf;
-use std::process::Command;
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use clap::Args;
 use serde_json::{json, Value};
 
@@ -41,27 +40,22 @@ pub(crate) struct FullbatchArgs {
 }
 
 fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
-    let summary = std::env::temp_dir().join(format!(
-        "graphloom-bench-{}-{model}.json",
-        std::process::id()
-    ));
     let hidden = if model == "gat" {
         args.hidden / args.heads
     } else {
         args.hidden
     };
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.args(["train", "--quiet", "--model", model, "--dataset"])
-        .arg(&args.dataset);
-    cmd.args([
+    let train_args: Vec<String> = [
+        "--model",
+        model,
+        "--dataset",
+        &args.dataset.display().to_string(),
         "--hidden",
         &hidden.to_string(),
         "--heads",
         &args.heads.to_string(),
         "--out-heads",
         "1",
-    ]);
-    cmd.args([
         "--epochs",
         &(args.epochs + 1).to_string(),
         "--dropout",
@@ -73,21 +67,11 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
         "0",
         "--lr",
         "0.01",
-    ]);
-    cmd.arg("--summary-json").arg(&summary);
-    if let Some(t) = args.threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    let out = cmd.output()?;
-    if !out.status.success() {
-        bail!(
-            "graphloom train failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let v: Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
-    let _ = std::fs::remove_file(&summary);
-    Ok(v)
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    peers::run_graphloom_train(&train_args, args.threads)
 }
 
 fn run_peer(args: &FullbatchArgs, system: &str, model: &str) -> Result<Option<Value>> {

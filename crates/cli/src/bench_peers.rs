@@ -108,3 +108,31 @@ pub(crate) fn run_script(
     }
     Ok(Some(last_json_line(&out.stdout)?))
 }
+
+/// Runs `graphloom train --quiet` with `args` (and `--threads`) in its own process, so its
+/// peak RSS is its own, and returns its summary JSON.
+pub(crate) fn run_graphloom_train(args: &[String], threads: Option<usize>) -> Result<Value> {
+    let summary = std::env::temp_dir().join(format!(
+        "graphloom-bench-{}-{}.json",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(["train", "--quiet"]).args(args);
+    cmd.arg("--summary-json").arg(&summary);
+    if let Some(t) = threads {
+        cmd.args(["--threads", &t.to_string()]);
+    }
+    let out = cmd.output()?;
+    if !out.status.success() {
+        bail!(
+            "graphloom train failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let value: Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
+    let _ = std::fs::remove_file(&summary);
+    Ok(value)
+}

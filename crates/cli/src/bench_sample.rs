@@ -48,15 +48,18 @@ pub(crate) struct SampleArgs {
 /// Seconds of one mini-batch GraphSAGE epoch of `graphloom train` (the second of two, the
 /// first warming up), run in its own process.
 fn graphloom_epoch(args: &SampleArgs, dir: &std::path::Path, fanouts: &[i64]) -> Result<f64> {
-    let summary = std::env::temp_dir().join(format!(
-        "graphloom-bench-sample-{}.json",
-        std::process::id()
-    ));
-    let mut cmd = std::process::Command::new(std::env::current_exe()?);
-    cmd.args([
-        "train", "--quiet", "--model", "sage", "--hidden", "256", "--epochs", "2",
-    ])
-    .args([
+    let fanouts = fanouts
+        .iter()
+        .map(|f| f.to_string())
+        .collect::<Vec<_>>()
+        .join(",");
+    let train_args: Vec<String> = [
+        "--model",
+        "sage",
+        "--hidden",
+        "256",
+        "--epochs",
+        "2",
         "--dropout",
         "0.5",
         "--input-dropout",
@@ -65,33 +68,17 @@ fn graphloom_epoch(args: &SampleArgs, dir: &std::path::Path, fanouts: &[i64]) ->
         "0.003",
         "--weight-decay",
         "0",
-    ])
-    .arg("--fanouts")
-    .arg(
-        fanouts
-            .iter()
-            .map(|f| f.to_string())
-            .collect::<Vec<_>>()
-            .join(","),
-    )
-    .arg("--batch-size")
-    .arg(args.batch_size.to_string())
-    .arg("--dataset")
-    .arg(dir)
-    .arg("--summary-json")
-    .arg(&summary);
-    if let Some(t) = args.threads {
-        cmd.args(["--threads", &t.to_string()]);
-    }
-    let out = cmd.output()?;
-    if !out.status.success() {
-        bail!(
-            "graphloom train failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    let value: Value = serde_json::from_str(&std::fs::read_to_string(&summary)?)?;
-    let _ = std::fs::remove_file(&summary);
+        "--fanouts",
+        &fanouts,
+        "--batch-size",
+        &args.batch_size.to_string(),
+        "--dataset",
+        &dir.display().to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let value = peers::run_graphloom_train(&train_args, args.threads)?;
     value["mean_epoch_seconds"]
         .as_f64()
         .context("no mean_epoch_seconds in the summary")

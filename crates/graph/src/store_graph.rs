@@ -11,7 +11,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::DType;
 use rayon::prelude::*;
 
-use crate::sample::{choose, HopSample, NeighborSource, SamplerKind};
+use crate::sample::{choose, require_weights, HopSample, NeighborSource, SamplerKind};
 use crate::{Csr, Error, NodeId, Result};
 
 /// A CSR graph (by destination) whose arrays live in the store.
@@ -231,12 +231,7 @@ impl NeighborSource for StoreGraph {
         kind: SamplerKind,
         key: RngKey,
     ) -> Result<HopSample> {
-        if kind == SamplerKind::Weighted && self.edge_weight.is_none() {
-            return Err(Error::invalid(
-                "edge_weight",
-                "weighted sampling needs edge weights",
-            ));
-        }
+        require_weights(kind, self.edge_weight.is_some())?;
         let ranges = self.ranges(frontier)?;
         // Weighted sampling reads every weight of each neighbourhood; uniform needs none.
         let (weights, weight_offsets) = match (&self.edge_weight, kind) {

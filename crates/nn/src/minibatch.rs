@@ -13,15 +13,13 @@ use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::{Dataset, NodeId};
 use graphloom_store::{Embedding, StoreTensor};
 use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
+use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
-use graphloom_tensor::{DType, RssReport, Tape, Tensor, Var};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::model::{Architecture, LayerGraph, Mode, Model, ModelConfig};
 use crate::optim::Optimizer;
-use crate::train::{
-    accuracy, backward_and_step, evaluate, EpochRecord, Selection, TrainConfig, TrainReport,
-};
+use crate::train::{backward_and_step, evaluate, EpochRecord, Selection, TrainConfig, TrainReport};
 use crate::{Error, Result};
 
 /// How batches are made.
@@ -216,7 +214,7 @@ pub fn train_mini_batch(
             ds.graph.num_nodes()
         )));
     }
-    let mut model = Model::new(cfg.clone(), &ds.graph, tc.seed)?;
+    let model = Model::new(cfg.clone(), &ds.graph, tc.seed)?;
     let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
     let all: Vec<i64> = (0..inputs.rows() as i64).collect();
@@ -387,35 +385,13 @@ pub fn train_mini_batch(
             }
             (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
         };
-        let record = EpochRecord {
-            epoch,
-            loss: loss_sum / seen.max(1) as f64,
-            train_acc: accuracy(&logp, &ds.labels, &ds.train_idx),
-            val_acc: accuracy(&logp, &ds.labels, &ds.valid_idx),
-            test_acc: accuracy(&logp, &ds.labels, &ds.test_idx),
-            seconds,
-            peak_bytes: thread_tracker().report().total_peak,
-        };
+        let loss = loss_sum / seen.max(1) as f64;
+        let record = EpochRecord::measure(epoch, loss, seconds, &logp, ds);
         drop(logp);
         on_epoch(&record);
         if selection.observe(record, &values, tc.patience) {
             break;
         }
     }
-    let (records, best_epoch, best_val_acc, test_acc, best_values) = selection.finish()?;
-    for (p, v) in model.params.iter_mut().zip(best_values) {
-        p.value = v;
-    }
-    Ok((
-        TrainReport {
-            epochs: records,
-            best_epoch,
-            best_val_acc,
-            test_acc,
-            best_params: model.params,
-            memory: thread_tracker().report(),
-            rss: RssReport::read(),
-        },
-        stages,
-    ))
+    Ok((selection.into_report(model)?, stages))
 }

@@ -50,6 +50,28 @@ pub struct EpochRecord {
     pub peak_bytes: usize,
 }
 
+impl EpochRecord {
+    /// The record of an epoch: its loss and seconds, and the accuracies of `logp` (every
+    /// node's log-probabilities) on the three splits.
+    pub(crate) fn measure(
+        epoch: usize,
+        loss: f64,
+        seconds: f64,
+        logp: &Tensor,
+        ds: &Dataset,
+    ) -> EpochRecord {
+        EpochRecord {
+            epoch,
+            loss,
+            train_acc: accuracy(logp, &ds.labels, &ds.train_idx),
+            val_acc: accuracy(logp, &ds.labels, &ds.valid_idx),
+            test_acc: accuracy(logp, &ds.labels, &ds.test_idx),
+            seconds,
+            peak_bytes: thread_tracker().report().total_peak,
+        }
+    }
+}
+
 /// The outcome of a run.
 pub struct TrainReport {
     /// One record per epoch run.
@@ -159,10 +181,6 @@ pub(crate) struct Selection {
     best: Option<(usize, f64, f64, Vec<Tensor>)>,
 }
 
-/// What [`Selection::finish`] returns: the records, the best epoch, its validation and test
-/// accuracies and its parameters.
-pub(crate) type Selected = (Vec<EpochRecord>, usize, f64, f64, Vec<Tensor>);
-
 impl Selection {
     /// Records an epoch; returns whether to stop.
     pub(crate) fn observe(
@@ -187,11 +205,23 @@ impl Selection {
         }
     }
 
-    pub(crate) fn finish(self) -> Result<Selected> {
+    /// The report of the run: the model gets the best epoch's parameters.
+    pub(crate) fn into_report(self, mut model: Model) -> Result<TrainReport> {
         let (epoch, val, test, values) = self
             .best
             .ok_or_else(|| Error::Config("no epoch was run".into()))?;
-        Ok((self.records, epoch, val, test, values))
+        for (p, v) in model.params.iter_mut().zip(values) {
+            p.value = v;
+        }
+        Ok(TrainReport {
+            epochs: self.records,
+            best_epoch: epoch,
+            best_val_acc: val,
+            test_acc: test,
+            best_params: model.params,
+            memory: thread_tracker().report(),
+            rss: RssReport::read(),
+        })
     }
 }
 
@@ -250,15 +280,7 @@ pub fn train_full_batch(
             )));
         }
         let logp = evaluate(&model, &x, &values, tc.seed)?;
-        let record = EpochRecord {
-            epoch,
-            loss,
-            train_acc: accuracy(&logp, &ds.labels, &ds.train_idx),
-            val_acc: accuracy(&logp, &ds.labels, &ds.valid_idx),
-            test_acc: accuracy(&logp, &ds.labels, &ds.test_idx),
-            seconds,
-            peak_bytes: thread_tracker().report().total_peak,
-        };
+        let record = EpochRecord::measure(epoch, loss, seconds, &logp, ds);
         drop(logp);
         on_epoch(&record);
         let stop = selection.observe(record, &values, tc.patience);
@@ -266,17 +288,5 @@ pub fn train_full_batch(
             break;
         }
     }
-    let (records, best_epoch, best_val_acc, test_acc, best_values) = selection.finish()?;
-    for (p, v) in model.params.iter_mut().zip(best_values) {
-        p.value = v;
-    }
-    Ok(TrainReport {
-        epochs: records,
-        best_epoch,
-        best_val_acc,
-        test_acc,
-        best_params: model.params,
-        memory: thread_tracker().report(),
-        rss: RssReport::read(),
-    })
+    selection.into_report(model)
 }

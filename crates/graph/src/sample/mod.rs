@@ -87,6 +87,17 @@ pub trait NeighborSource: Sync {
     ) -> Result<HopSample>;
 }
 
+/// Fails when weighted sampling is asked of a graph without edge weights.
+pub(crate) fn require_weights(kind: SamplerKind, has_weights: bool) -> Result<()> {
+    if kind == SamplerKind::Weighted && !has_weights {
+        return Err(Error::invalid(
+            "edge_weight",
+            "weighted sampling needs edge weights",
+        ));
+    }
+    Ok(())
+}
+
 /// Frontier nodes per parallel task.
 const NODES_PER_TASK: usize = 256;
 
@@ -160,12 +171,7 @@ impl NeighborSource for CsrSource<'_> {
         kind: SamplerKind,
         key: RngKey,
     ) -> Result<HopSample> {
-        if kind == SamplerKind::Weighted && self.weights.is_none() {
-            return Err(Error::invalid(
-                "edge_weight",
-                "weighted sampling needs edge weights",
-            ));
-        }
+        require_weights(kind, self.weights.is_some())?;
         let row_ptr = &self.graph.row_ptr;
         let parts = frontier
             .par_chunks(NODES_PER_TASK)
