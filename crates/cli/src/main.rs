@@ -7,6 +7,7 @@ mod bench_peers;
 mod bench_sample;
 mod info;
 mod output;
+mod partition;
 mod plot;
 mod prepare;
 mod train;
@@ -27,7 +28,9 @@ enum Command {
     Prepare(prepare::PrepareArgs),
     /// Print a dataset's shape, degrees and memory footprint.
     Info(info::InfoArgs),
-    /// Train a GCN, GraphSAGE or GAT model (full batch, one worker).
+    /// Split a dataset into parts with METIS for distributed full-batch training.
+    Partition(partition::PartitionArgs),
+    /// Train a GCN, GraphSAGE or GAT model (full batch, or sampled mini-batches with --fanouts).
     Train(Box<train::TrainArgs>),
     /// Measure speed and memory against baselines.
     Bench(bench::BenchArgs),
@@ -38,6 +41,7 @@ fn main() {
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(a),
         Command::Info(a) => info::run(a),
+        Command::Partition(a) => partition::run(a),
         Command::Train(a) => train::run(*a).map(|_| ()),
         Command::Bench(a) => bench::run(a),
     };

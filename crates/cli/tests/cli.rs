@@ -410,3 +410,53 @@ fn mpi_and_local_workers_train_like_one_worker() {
         );
     }
 }
+
+/// `graphloom partition` writes one folder per part and reports the cut; impossible splits are
+/// clear errors.
+#[test]
+fn partition_writes_parts_and_refuses_impossible_splits() {
+    let root = scratch("partition");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let out = root.join("parts");
+    let run = graphloom(&[
+        "partition",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--parts",
+        "3",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout).unwrap();
+    assert_eq!(
+        report["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|n| n.as_u64().unwrap())
+            .sum::<u64>(),
+        300
+    );
+    for p in 0..3 {
+        assert!(out.join(format!("part_{p}/node_feat.npy")).exists());
+    }
+    let bad = graphloom(&[
+        "partition",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--parts",
+        "301",
+        "--out",
+        root.join("bad").to_str().unwrap(),
+    ]);
+    assert!(!bad.status.success());
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot cut 300 nodes into 301 parts"));
+    assert!(!root.join("bad").exists(), "no half-written output");
+}

@@ -57,6 +57,50 @@ pub struct Dataset {
     pub edge_weight: Option<Vec<f32>>,
 }
 
+/// Writes the directory `dir` by filling a temporary directory beside it and renaming it into
+/// place, so no reader ever sees half of it.
+pub(crate) fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
+    let parent = dir
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
+    let name = dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "dataset".into());
+    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let result = fill(&tmp).and_then(|()| {
+        if dir.exists() {
+            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        }
+        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))
+    });
+    if result.is_err() {
+        let _ = std::fs::remove_dir_all(&tmp);
+    }
+    result
+}
+
+/// Writes `[rows, dim]` features as `.npy`: f32, or bf16 as its `u16` bits.
+pub(crate) fn write_features(path: &Path, features: &Tensor) -> Result<()> {
+    let shape = features.shape();
+    match features.dtype() {
+        DType::BF16 => {
+            let bits: Vec<u16> = features
+                .as_slice::<bf16>()?
+                .iter()
+                .map(|v| v.to_bits())
+                .collect();
+            npy::write(path, &bits, shape)?
+        }
+        _ => npy::write(path, features.cast(DType::F32)?.as_slice::<f32>()?, shape)?,
+    }
+    Ok(())
+}
+
 fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
@@ -191,28 +235,7 @@ impl Dataset {
     /// Writes the dataset directory: into a temporary directory beside `dir`, renamed into
     /// place at the end, so an interrupted run leaves no half-written dataset.
     pub fn save(&self, dir: &Path) -> Result<()> {
-        let parent = dir
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(Path::new("."));
-        std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-        let name = dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "dataset".into());
-        let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        let result = self.write_files(&tmp).and_then(|()| {
-            if dir.exists() {
-                std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-            }
-            std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))
-        });
-        if result.is_err() {
-            let _ = std::fs::remove_dir_all(&tmp);
-        }
-        result
+        write_dir_atomic(dir, |tmp| self.write_files(tmp))
     }
 
     fn write_files(&self, dir: &Path) -> Result<()> {
@@ -232,24 +255,7 @@ impl Dataset {
             let cols: Vec<i64> = g.col_idx.iter().map(|&c| c as i64).collect();
             npy::write(&file(dir, "csr_col_idx.npy"), &cols, &[cols.len()])?;
         }
-        let shape = [self.meta.num_nodes, self.meta.feat_dim];
-        let feat_path = file(dir, "node_feat.npy");
-        match self.features.dtype() {
-            DType::BF16 => {
-                let bits: Vec<u16> = self
-                    .features
-                    .as_slice::<bf16>()?
-                    .iter()
-                    .map(|v| v.to_bits())
-                    .collect();
-                npy::write(&feat_path, &bits, &shape)?
-            }
-            _ => npy::write(
-                &feat_path,
-                self.features.cast(DType::F32)?.as_slice::<f32>()?,
-                &shape,
-            )?,
-        }
+        write_features(&file(dir, "node_feat.npy"), &self.features)?;
         npy::write(
             &file(dir, "node_label.npy"),
             &self.labels,
@@ -287,10 +293,26 @@ fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
 }
 
 fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
-    let path = file(dir, "node_feat.npy");
-    let header = check_feature_header(dir, meta)?;
+    check_feature_header(dir, meta)?;
+    load_features_file(&file(dir, "node_feat.npy"), meta.num_nodes, meta)
+}
+
+/// Reads `rows` feature rows of `meta.feat_dim` columns, checked for shape, dtype and
+/// non-finite values.
+pub(crate) fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Result<Tensor> {
+    let path = path.to_path_buf();
+    let header = npy::read_header(&path)?;
+    if header.shape != [rows, meta.feat_dim] {
+        return Err(Error::invalid(
+            &path,
+            format!(
+                "shape {:?}, expected [{rows}, {}]",
+                header.shape, meta.feat_dim
+            ),
+        ));
+    }
     let _g = category_scope(Category::Features);
-    let shape = [meta.num_nodes, meta.feat_dim];
+    let shape = [rows, meta.feat_dim];
     let bad_value = |i: usize| {
         Error::invalid(
             &path,

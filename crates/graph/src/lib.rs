@@ -24,6 +24,8 @@ pub mod convert;
 mod csr;
 mod dataset;
 mod error;
+pub mod partition;
+pub mod parts;
 pub mod sample;
 mod store_graph;
 
