@@ -12,6 +12,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::to_tensor_error;
+use crate::kernels::aggregate::LinearAggregation;
 use crate::kernels::sparse::SparseFeatures;
 use crate::layers::{ConvKind, ConvLayer, LayerInput};
 use crate::{Error, GraphView, Result};
@@ -143,6 +144,18 @@ const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
 impl Model {
     /// Builds the model over `graph` with parameters initialised from `seed`.
     pub fn new(cfg: ModelConfig, graph: &Csr, seed: u64) -> Result<Model> {
+        Model::check(&cfg)?;
+        let _g = category_scope(Category::Graph);
+        let view = Arc::new(GraphView::new(graph, false));
+        let looped = (cfg.arch == Architecture::Gat).then(|| Arc::new(GraphView::new(graph, true)));
+        drop(_g);
+        Model::build(cfg, seed, |kind, width, out| {
+            Ok(ConvLayer::new(kind, width, out, &view, looped.as_ref()))
+        })
+    }
+
+    /// Fails unless the configuration can make a model.
+    fn check(cfg: &ModelConfig) -> Result<()> {
         if cfg.layers == 0 || cfg.hidden == 0 || cfg.out_dim == 0 || cfg.in_dim == 0 {
             return Err(Error::Config(format!(
                 "layers, hidden, in_dim and out_dim must be positive: {cfg:?}"
@@ -163,10 +176,31 @@ impl Model {
                 return Err(Error::Config(format!("{name} {p} is not in [0, 1)")));
             }
         }
-        let _g = category_scope(Category::Graph);
-        let view = Arc::new(GraphView::new(graph, false));
-        let looped = (cfg.arch == Architecture::Gat).then(|| Arc::new(GraphView::new(graph, true)));
-        drop(_g);
+        Ok(())
+    }
+
+    /// A GCN or GraphSAGE model whose layers aggregate with `aggregation` (one spread over the
+    /// workers of a job, say) instead of a graph in memory; the parameters are those
+    /// [`Model::new`] draws from the same seed.
+    pub fn with_aggregation(
+        cfg: ModelConfig,
+        seed: u64,
+        aggregation: Arc<dyn LinearAggregation>,
+    ) -> Result<Model> {
+        Model::check(&cfg)?;
+        Model::build(cfg, seed, |kind, width, out| {
+            ConvLayer::with_aggregation(kind, width, out, aggregation.clone()).ok_or_else(|| {
+                Error::Config("only GCN and GraphSAGE take an external aggregation".into())
+            })
+        })
+    }
+
+    /// The layers (made by `layer` from kind and widths) and their parameters drawn from `seed`.
+    fn build(
+        cfg: ModelConfig,
+        seed: u64,
+        layer: impl Fn(ConvKind, usize, usize) -> Result<ConvLayer>,
+    ) -> Result<Model> {
         let mut layers = Vec::new();
         let mut width = cfg.in_dim;
         for l in 0..cfg.layers {
@@ -184,7 +218,7 @@ impl Model {
                     concat: true,
                 },
             };
-            let layer = ConvLayer::new(kind, width, out, &view, looped.as_ref());
+            let layer = layer(kind, width, out)?;
             width = layer.output_width();
             layers.push(layer);
         }
@@ -237,7 +271,20 @@ impl Model {
     /// Log-probabilities `[N, classes]` for input `x` (in the compute dtype) with parameters
     /// `params` (on the tape, in the order of [`Model::params`]).
     pub fn forward(&self, tape: &mut Tape, x: &Var, params: &[Var], mode: Mode) -> Result<Var> {
-        self.run_layers(tape, x, params, mode, None)
+        self.run_layers(tape, x, params, mode, None, None)
+    }
+
+    /// [`Model::forward`] over rows that are a subset of the graph's nodes (a worker's part):
+    /// `row_ids` are their node ids, so dropout draws each node's own mask.
+    pub fn forward_rows(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        mode: Mode,
+        row_ids: Arc<[i64]>,
+    ) -> Result<Var> {
+        self.run_layers(tape, x, params, mode, None, Some(row_ids))
     }
 
     /// Log-probabilities of the seeds of a sampled batch: layer `l` runs over `blocks[l]`, from
@@ -257,7 +304,7 @@ impl Model {
                 self.layers.len()
             )));
         }
-        self.run_layers(tape, x, params, mode, Some(blocks))
+        self.run_layers(tape, x, params, mode, Some(blocks), None)
     }
 
     fn run_layers(
@@ -267,6 +314,7 @@ impl Model {
         params: &[Var],
         mode: Mode,
         blocks: Option<&[LayerGraph]>,
+        rows: Option<Arc<[i64]>>,
     ) -> Result<Var> {
         let mut h = x.clone();
         for (l, layer) in self.layers.iter().enumerate() {
@@ -275,7 +323,9 @@ impl Model {
                 Some(b) => layer.on_block(&b[l].view, b[l].looped.as_ref(), b[l].num_dst),
                 None => layer.clone(),
             };
-            let row_ids = blocks.map(|b| b[l].src_ids.clone());
+            let row_ids = blocks
+                .map(|b| b[l].src_ids.clone())
+                .or_else(|| rows.clone());
             let block = self.block(l, layer, last, mode, row_ids);
             let p = &params[self.param_ranges[l].clone()];
             h = if self.cfg.checkpoint && tape.grad_enabled() {

@@ -21,6 +21,19 @@ use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape,
 use crate::graph::{par_row_ranges, GraphView};
 use crate::{Error, Result};
 
+/// A linear aggregation as a layer uses it: the graph's in memory ([`WeightedSum`]), or one
+/// spread over workers (the SAR crate's ring aggregation).
+pub trait LinearAggregation: Send + Sync {
+    /// The aggregation of `x` (one row per node), on the tape.
+    fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var>;
+}
+
+impl LinearAggregation for WeightedSum {
+    fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
+        WeightedSum::apply(self, tape, x)
+    }
+}
+
 /// The coefficients of a weighted-sum aggregation.
 #[derive(Clone)]
 pub struct WeightedSum {

@@ -18,7 +18,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::init::{glorot, kaiming_uniform};
-use crate::kernels::aggregate::WeightedSum;
+use crate::kernels::aggregate::{LinearAggregation, WeightedSum};
 use crate::kernels::gat::FusedGat;
 use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
@@ -50,12 +50,29 @@ pub struct ConvLayer {
     /// Output width per head.
     pub out_dim: usize,
     /// GCN's normalised adjacency, or SAGE's mean.
-    aggregation: Option<WeightedSum>,
+    aggregation: Option<Arc<dyn LinearAggregation>>,
     /// GAT's attention kernel (graph with self-loops).
     attention: Option<FusedGat>,
     /// For a sampled block: only the first rows (the block's destinations) are outputs, so
     /// the layer drops the others right after aggregating, before any dense product.
     keep_rows: Option<usize>,
+}
+
+/// The aggregation of a GCN or GraphSAGE layer over `graph`, computing the first `rows` outputs
+/// only when given.
+fn local_aggregation(
+    kind: ConvKind,
+    graph: &Arc<GraphView>,
+    rows: Option<usize>,
+) -> Arc<dyn LinearAggregation> {
+    let sum = match kind {
+        ConvKind::Gcn => WeightedSum::gcn(graph.clone()),
+        _ => WeightedSum::mean(graph.clone()),
+    };
+    Arc::new(match rows {
+        Some(n) => sum.with_output_rows(n),
+        None => sum,
+    })
 }
 
 /// What a layer's forward pass needs besides its input and parameters.
@@ -81,8 +98,7 @@ impl ConvLayer {
         graph_with_loops: Option<&Arc<GraphView>>,
     ) -> ConvLayer {
         let (aggregation, attention) = match kind {
-            ConvKind::Gcn => (Some(WeightedSum::gcn(graph.clone())), None),
-            ConvKind::Sage => (Some(WeightedSum::mean(graph.clone())), None),
+            ConvKind::Gcn | ConvKind::Sage => (Some(local_aggregation(kind, graph, None)), None),
             ConvKind::Gat { heads, .. } => (
                 None,
                 Some(FusedGat {
@@ -122,8 +138,29 @@ impl ConvLayer {
         );
         layer.keep_rows = Some(num_dst);
         // Aggregations compute only the kept rows themselves.
-        layer.aggregation = layer.aggregation.map(|a| a.with_output_rows(num_dst));
+        if layer.aggregation.is_some() {
+            layer.aggregation = Some(local_aggregation(self.kind, graph, Some(num_dst)));
+        }
         layer
+    }
+
+    /// A GCN or GraphSAGE layer whose aggregation is `aggregation` (one spread over workers,
+    /// say) rather than the mean or GCN normalisation over a graph in memory; `None` for GAT,
+    /// which needs its attention kernel.
+    pub fn with_aggregation(
+        kind: ConvKind,
+        in_dim: usize,
+        out_dim: usize,
+        aggregation: Arc<dyn LinearAggregation>,
+    ) -> Option<ConvLayer> {
+        matches!(kind, ConvKind::Gcn | ConvKind::Sage).then(|| ConvLayer {
+            kind,
+            in_dim,
+            out_dim,
+            aggregation: Some(aggregation),
+            attention: None,
+            keep_rows: None,
+        })
     }
 
     /// The rows this layer outputs: all, or a block's destinations.
@@ -249,7 +286,7 @@ impl ConvLayer {
     fn aggregate_linear(
         &self,
         tape: &mut Tape,
-        agg: &WeightedSum,
+        agg: &Arc<dyn LinearAggregation>,
         x: &Var,
         w: &Var,
         input: &LayerInput,
