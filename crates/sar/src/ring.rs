@@ -19,6 +19,10 @@ pub enum Normalisation {
     /// The mean over the destination's in-edges (its full in-degree, known locally because a
     /// part holds all in-edges of its nodes); 0 without in-edges.
     Mean,
+    /// GCN's `D^-1/2 (A + I) D^-1/2`, a self-loop added where a node has none. Each owner
+    /// scales its rows by its own `degree^-1/2` before sending them, so no part needs another
+    /// part's degrees.
+    Gcn,
 }
 
 /// What a worker knows of the graph: its in-edges by source part, and which of its rows each
@@ -35,6 +39,8 @@ pub struct PartGraph {
     pub halo_rows: Vec<usize>,
     /// Full in-degree of each local row.
     pub in_degree: Vec<i64>,
+    /// Whether each local row has a self-loop among its in-edges.
+    pub has_loop: Vec<bool>,
 }
 
 impl PartGraph {
@@ -45,8 +51,20 @@ impl PartGraph {
             .iter()
             .map(|s| s.src.iter().max().map_or(0, |&m| m as usize + 1))
             .collect();
+        let rows = part.orig_ids.len();
+        // A self-loop is an edge of the own shard whose source row is its destination.
+        let mut has_loop = vec![false; rows];
+        let own = &part.shards[part.index];
+        for (i, &dst) in own.dst.iter().enumerate() {
+            for k in own.ptr[i] as usize..own.ptr[i + 1] as usize {
+                if part.send[part.index][own.src[k] as usize] == dst {
+                    has_loop[dst as usize] = true;
+                }
+            }
+        }
         PartGraph {
-            rows: part.orig_ids.len(),
+            has_loop,
+            rows,
             shards: part.shards.clone(),
             send: part.send.clone(),
             halo_rows,
@@ -106,6 +124,7 @@ fn message(data: &[f64], dtype: DType) -> Vec<u8> {
 }
 
 impl RingAggregation {
+    /// The factor of destination row `v`'s sum.
     fn scale(&self, v: usize) -> f64 {
         match self.norm {
             Normalisation::Sum => 1.0,
@@ -113,6 +132,22 @@ impl RingAggregation {
                 0 => 0.0,
                 d => 1.0 / d as f64,
             },
+            Normalisation::Gcn => self.gcn_dinv(v),
+        }
+    }
+
+    /// GCN's `degree^-1/2` of row `v`, the added self-loop counted.
+    fn gcn_dinv(&self, v: usize) -> f64 {
+        let loops = usize::from(!self.graph.has_loop[v]) as f64;
+        1.0 / (self.graph.in_degree[v] as f64 + loops).sqrt()
+    }
+
+    /// The factor a row is multiplied by before it is sent (GCN's source normalisation), and
+    /// whether it adds itself to its own sum (GCN's added self-loop).
+    fn source(&self, v: usize) -> (f64, bool) {
+        match self.norm {
+            Normalisation::Gcn => (self.gcn_dinv(v), !self.graph.has_loop[v]),
+            _ => (1.0, false),
         }
     }
 
@@ -121,10 +156,18 @@ impl RingAggregation {
     fn forward(&self, x: &Tensor) -> graphloom_tensor::Result<Tensor> {
         let (rows, cols) = x.dims2();
         let dtype = x.dtype();
-        let xs = x.to_vec_f64();
+        let mut xs = x.to_vec_f64();
+        let mut acc = vec![0f64; rows * cols];
+        for v in 0..rows {
+            let (s, self_loop) = self.source(v);
+            let row = &mut xs[v * cols..(v + 1) * cols];
+            row.iter_mut().for_each(|a| *a *= s);
+            if self_loop {
+                acc[v * cols..(v + 1) * cols].copy_from_slice(row);
+            }
+        }
         let (rank, size) = (self.comm.rank(), self.comm.size());
         let g = &self.graph;
-        let mut acc = vec![0f64; rows * cols];
         for r in 0..size {
             let to = (rank + r) % size;
             let from = (rank + size - r) % size;
@@ -215,6 +258,16 @@ impl RingAggregation {
                     *d += v;
                 }
             }
+        }
+        for v in 0..rows {
+            let (s, self_loop) = self.source(v);
+            let row = &mut grad_x[v * cols..(v + 1) * cols];
+            if self_loop {
+                for (d, &g) in row.iter_mut().zip(&gs[v * cols..(v + 1) * cols]) {
+                    *d += g;
+                }
+            }
+            row.iter_mut().for_each(|a| *a *= s);
         }
         Tensor::from_f64(&grad_x, &[rows, cols], dtype)
     }

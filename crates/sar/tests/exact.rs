@@ -1,5 +1,5 @@
 //! SAR is exact: for N = 2, 3 and 4 workers, the loss and every parameter gradient of one
-//! GraphSAGE step with dropout equal those of one worker on the whole graph (1e-9 in f64,
+//! GraphSAGE or GCN step with dropout equal those of one worker on the whole graph (1e-9 in f64,
 //! 1e-4 norm-wise in f32).
 
 use std::path::{Path, PathBuf};
@@ -27,9 +27,9 @@ fn dataset() -> Dataset {
     .unwrap()
 }
 
-fn config(dtype: DType) -> ModelConfig {
+fn config(arch: Architecture, dtype: DType) -> ModelConfig {
     ModelConfig {
-        arch: Architecture::Sage,
+        arch,
         in_dim: 10,
         hidden: 12,
         out_dim: 3,
@@ -53,8 +53,8 @@ fn mode() -> Mode {
 }
 
 /// Loss and parameter gradients of one step on the whole graph, one worker.
-fn whole_graph(ds: &Dataset, dtype: DType) -> (f64, Vec<Vec<f64>>) {
-    let model = Model::new(config(dtype), &ds.graph, 5).unwrap();
+fn whole_graph(ds: &Dataset, arch: Architecture, dtype: DType) -> (f64, Vec<Vec<f64>>) {
+    let model = Model::new(config(arch, dtype), &ds.graph, 5).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -76,15 +76,21 @@ fn whole_graph(ds: &Dataset, dtype: DType) -> (f64, Vec<Vec<f64>>) {
 }
 
 /// Loss and parameter gradients of the same step on this worker's part, summed over workers.
-fn one_part(comm: Arc<dyn Communicator>, dir: &Path, dtype: DType) -> (f64, Vec<Vec<f64>>) {
+fn one_part(
+    comm: Arc<dyn Communicator>,
+    dir: &Path,
+    arch: Architecture,
+    dtype: DType,
+) -> (f64, Vec<Vec<f64>>) {
     let part = Part::load(dir, comm.rank()).unwrap();
     let graph = Arc::new(PartGraph::new(&part));
-    let agg = Arc::new(RingAggregation::new(
-        comm.clone(),
-        graph,
-        Normalisation::Mean,
-    ));
-    let model = Model::with_aggregation(config(dtype), 5, agg).unwrap();
+    let norm = if arch == Architecture::Gcn {
+        Normalisation::Gcn
+    } else {
+        Normalisation::Mean
+    };
+    let agg = Arc::new(RingAggregation::new(comm.clone(), graph, norm));
+    let model = Model::with_aggregation(config(arch, dtype), 5, agg).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -128,16 +134,20 @@ fn partitioned(ds: &Dataset, parts: usize) -> PathBuf {
 }
 
 #[test]
-fn sar_sage_matches_one_worker_in_f64_and_f32() {
+fn sar_sage_and_gcn_match_one_worker_in_f64_and_f32() {
     let ds = dataset();
     for parts in [2, 3, 4] {
         let dir = partitioned(&ds, parts);
-        for dtype in [DType::F64, DType::F32] {
-            let (want_loss, want) = whole_graph(&ds, dtype);
-            for (got_loss, got) in
-                Local::run(parts, |comm| Ok::<_, String>(one_part(comm, &dir, dtype)))
-                    .into_iter()
-                    .map(|r| r.unwrap())
+        let cases = [Architecture::Sage, Architecture::Gcn]
+            .into_iter()
+            .flat_map(|a| [(a, DType::F64), (a, DType::F32)]);
+        for (arch, dtype) in cases {
+            let (want_loss, want) = whole_graph(&ds, arch, dtype);
+            for (got_loss, got) in Local::run(parts, |comm| {
+                Ok::<_, String>(one_part(comm, &dir, arch, dtype))
+            })
+            .into_iter()
+            .map(|r| r.unwrap())
             {
                 if dtype == DType::F64 {
                     assert!(
@@ -186,8 +196,8 @@ mod mpi {
     fn rank_sar_sage_matches_one_worker() {
         let dir = PathBuf::from(std::env::var(DIR_ENV).expect("set by the mpi_ test"));
         graphloom_comm::mpi::run_rank(|comm| {
-            let (want_loss, want) = whole_graph(&dataset(), DType::F64);
-            let (got_loss, got) = one_part(comm, &dir, DType::F64);
+            let (want_loss, want) = whole_graph(&dataset(), Architecture::Sage, DType::F64);
+            let (got_loss, got) = one_part(comm, &dir, Architecture::Sage, DType::F64);
             if (got_loss - want_loss).abs() > 1e-9 * want_loss.abs() {
                 return Err(format!("loss {got_loss} vs {want_loss}"));
             }
