@@ -8,10 +8,12 @@ use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local};
 use graphloom_graph::convert::synthetic;
-use graphloom_graph::Dataset;
+use graphloom_graph::parts::{Part, PartitionMeta};
+use graphloom_graph::{Dataset, Meta};
 use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig, StageSeconds};
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
+use graphloom_sar::train_sar;
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::DType;
@@ -142,20 +144,20 @@ fn load_dataset(args: &TrainArgs) -> Result<Dataset> {
     }
 }
 
-fn model_config(args: &TrainArgs, ds: &Dataset, dtype: DType) -> Result<ModelConfig> {
+fn model_config(args: &TrainArgs, meta: &Meta, dtype: DType) -> Result<ModelConfig> {
     let arch = Architecture::parse(&args.model)
         .with_context(|| format!("--model must be gcn, sage or gat, not '{}'", args.model))?;
     let gat = arch == Architecture::Gat;
     let dropout = args.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
     Ok(ModelConfig {
         arch,
-        in_dim: ds.meta.feat_dim,
+        in_dim: meta.feat_dim,
         hidden: args.hidden.unwrap_or(match arch {
             Architecture::Gcn => 16,
             Architecture::Sage => 64,
             Architecture::Gat => 8,
         }),
-        out_dim: ds.meta.num_classes,
+        out_dim: meta.num_classes,
         layers: args.layers,
         heads: args.heads,
         out_heads: args.out_heads,
@@ -189,26 +191,24 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             args.optimizer
         )
     })?;
-    let on_disk = args.fanouts.is_some() && args.features_location == "mmap";
-    let mut ds = match (&args.dataset, on_disk) {
-        (Some(dir), true) => Dataset::load_without_features(dir)?,
-        (None, true) => {
-            bail!("--features-location mmap needs --dataset (a directory with node_feat.npy)")
+    // A partitioned directory (from `graphloom partition`) trains with SAR, one part a worker.
+    let partitioned = args
+        .dataset
+        .clone()
+        .filter(|d| d.join("partition.json").exists());
+    let (meta, ds) = match &partitioned {
+        Some(dir) => {
+            if args.fanouts.is_some() || args.embedding_dim.is_some() {
+                bail!("a partitioned dataset trains full-batch with SAR: drop --fanouts and --embedding-dim");
+            }
+            (PartitionMeta::load(dir)?.dataset, None)
         }
-        _ => load_dataset(&args)?,
+        None => {
+            let ds = load_for_training(&args, dtype)?;
+            (ds.meta.clone(), Some(ds))
+        }
     };
-    if let Some(dim) = args.embedding_dim {
-        if args.fanouts.is_none() || dim == 0 {
-            bail!("--embedding-dim needs mini-batch training (--fanouts) and a positive width");
-        }
-    } else if ds.meta.feat_dim == 0 {
-        bail!("the dataset has no node features: train an input embedding with --fanouts and --embedding-dim");
-    }
-    {
-        let _g = category_scope(Category::Features);
-        ds.features = ds.features.cast(dtype)?;
-    }
-    let mut cfg = model_config(&args, &ds, dtype)?;
+    let mut cfg = model_config(&args, &meta, dtype)?;
     if let Some(dim) = args.embedding_dim {
         cfg.in_dim = dim;
     }
@@ -248,27 +248,35 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             ));
         }
     };
-    let (report, stages) = match &args.fanouts {
-        None => (train_full_batch(&ds, cfg, &tc, on_epoch)?, None),
-        Some(fanouts) => {
+    let (report, stages) = match (&partitioned, &ds, &args.fanouts) {
+        (Some(dir), _, _) => {
+            let (report, root) = train_partitioned(&args, dir, cfg, &tc, on_epoch)?;
+            if !root {
+                return Ok(report);
+            }
+            (report, None)
+        }
+        (None, Some(ds), None) => (train_full_batch(ds, cfg, &tc, on_epoch)?, None),
+        (None, Some(ds), Some(fanouts)) => {
             let mb = MiniBatchConfig {
                 fanouts: fanouts.clone(),
                 batch_size: args.batch_size,
                 queue_depth: args.queue_depth,
             };
-            let (report, stages, root) = train_sampled(&args, &ds, cfg, &tc, &mb, on_epoch)?;
+            let (report, stages, root) = train_sampled(&args, ds, cfg, &tc, &mb, on_epoch)?;
             if !root {
                 // Rank 0 prints and writes the results of the job.
                 return Ok(report);
             }
             (report, Some(stages))
         }
+        (None, None, _) => unreachable!("a dataset is loaded unless it is partitioned"),
     };
     pb.finish_and_clear();
     println!(
         "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
         arch.name(),
-        ds.meta.name,
+        meta.name,
         report.test_acc,
         report.best_epoch,
         report.best_val_acc,
@@ -289,7 +297,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
     }
     if let Some(path) = &args.summary_json {
-        let mut value = summary(&args, &ds, &report);
+        let mut value = summary(&args, &meta, &report);
         if let Some(st) = stages {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.
@@ -306,16 +314,78 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         output::write_json(path, &value)?;
     }
     if let Some(path) = &args.plot {
-        output_plot(
-            path,
-            &format!("{} on {}", arch.name(), ds.meta.name),
-            &report,
-        )?;
+        output_plot(path, &format!("{} on {}", arch.name(), meta.name), &report)?;
     }
     if let Some(path) = &args.save_model {
         save_model(path, &report)?;
     }
     Ok(report)
+}
+
+/// Loads the dataset for training on one machine (the features stay on disk for
+/// `--features-location mmap`) and casts its features to the compute dtype.
+fn load_for_training(args: &TrainArgs, dtype: DType) -> Result<Dataset> {
+    let on_disk = args.fanouts.is_some() && args.features_location == "mmap";
+    let mut ds = match (&args.dataset, on_disk) {
+        (Some(dir), true) => Dataset::load_without_features(dir)?,
+        (None, true) => {
+            bail!("--features-location mmap needs --dataset (a directory with node_feat.npy)")
+        }
+        _ => load_dataset(args)?,
+    };
+    if let Some(dim) = args.embedding_dim {
+        if args.fanouts.is_none() || dim == 0 {
+            bail!("--embedding-dim needs mini-batch training (--fanouts) and a positive width");
+        }
+    } else if ds.meta.feat_dim == 0 {
+        bail!("the dataset has no node features: train an input embedding with --fanouts and --embedding-dim");
+    }
+    let _g = category_scope(Category::Features);
+    ds.features = ds.features.cast(dtype)?;
+    Ok(ds)
+}
+
+/// Full-batch SAR training of a partitioned dataset on `--workers` in-process ranks or the
+/// processes of an MPI job, each loading only its part; returns the report and whether this
+/// process prints the results (rank 0 does).
+fn train_partitioned(
+    args: &TrainArgs,
+    dir: &std::path::Path,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
+) -> Result<(TrainReport, bool)> {
+    let on_epoch = std::sync::Mutex::new(on_epoch);
+    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, bool)> {
+        let root = comm.rank() == 0;
+        let part = Part::load(dir, comm.rank())?;
+        let report = train_sar(comm, &part, cfg.clone(), tc, |r| {
+            if root {
+                (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
+            }
+        })?;
+        Ok((report, root))
+    };
+    run_job(args, job)
+}
+
+/// Runs `job` on `--workers` in-process ranks (returning rank 0's result) or as this process's
+/// rank of an MPI job (`--comm mpi`).
+fn run_job<T: Send>(
+    args: &TrainArgs,
+    job: impl Fn(Arc<dyn Communicator>) -> Result<T> + Sync,
+) -> Result<T> {
+    match args.comm.as_str() {
+        "local" => {
+            if args.workers == 0 {
+                bail!("--workers must be at least 1");
+            }
+            let mut results = Local::run(args.workers, job);
+            results.swap_remove(0)
+        }
+        "mpi" => run_under_mpi(job),
+        other => bail!("--comm must be local or mpi, not '{other}'"),
+    }
 }
 
 /// The features of `ds` in the store at `--features-location`: one table the threads share
@@ -398,17 +468,7 @@ fn train_sampled(
         };
         Ok((report, stages, root))
     };
-    match args.comm.as_str() {
-        "local" => {
-            if args.workers == 0 {
-                bail!("--workers must be at least 1");
-            }
-            let mut results = Local::run(args.workers, job);
-            results.swap_remove(0)
-        }
-        "mpi" => run_under_mpi(job),
-        other => bail!("--comm must be local or mpi, not '{other}'"),
-    }
+    run_job(args, job)
 }
 
 #[cfg(feature = "mpi")]
@@ -431,13 +491,13 @@ fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Res
         .with_context(|| format!("drawing {}", path.display()))
 }
 
-fn summary(args: &TrainArgs, ds: &Dataset, r: &TrainReport) -> serde_json::Value {
+fn summary(args: &TrainArgs, meta: &Meta, r: &TrainReport) -> serde_json::Value {
     let peak: serde_json::Map<String, serde_json::Value> = Category::ALL
         .iter()
         .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
         .collect();
     json!({
-        "dataset": ds.meta.name,
+        "dataset": meta.name,
         "model": args.model,
         "dtype": args.dtype,
         "checkpoint": args.checkpoint,

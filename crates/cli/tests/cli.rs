@@ -460,3 +460,74 @@ fn partition_writes_parts_and_refuses_impossible_splits() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("cannot cut 300 nodes into 301 parts"));
     assert!(!root.join("bad").exists(), "no half-written output");
 }
+
+/// A partitioned dataset trains full-batch with SAR: 3 workers give the losses of one worker
+/// on the whole graph, and a worker count that does not match the parts is a clear error.
+#[test]
+fn sar_workers_train_like_one_worker_on_the_whole_graph() {
+    let root = scratch("sar");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let parts = root.join("parts");
+    let run = graphloom(&[
+        "partition",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--parts",
+        "3",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let losses = |dataset: &Path, workers: &str| -> Vec<f64> {
+        let summary = root.join(format!("{workers}.json"));
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            dataset.to_str().unwrap(),
+            "--model",
+            "sage",
+            "--epochs",
+            "10",
+            "--workers",
+            workers,
+            "--quiet",
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let one = losses(&dir, "1");
+    let three = losses(&parts, "3");
+    assert_eq!(one.len(), three.len());
+    for (a, b) in three.iter().zip(&one) {
+        assert!((a - b).abs() <= 1e-4 * b.abs(), "{a} vs {b}");
+    }
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        parts.to_str().unwrap(),
+        "--workers",
+        "2",
+        "--epochs",
+        "1",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("3 parts but the job has 2 workers"));
+}

@@ -221,13 +221,20 @@ fn gather_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
     Ok(out)
 }
 
+impl PartitionMeta {
+    /// Reads `partition.json` of the partitioned directory `root`.
+    pub fn load(root: &Path) -> Result<PartitionMeta> {
+        let meta_path = root.join("partition.json");
+        let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+        serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))
+    }
+}
+
 impl Part {
     /// Loads part `index` of the partitioned directory `root`, and nothing of the other parts.
     pub fn load(root: &Path, index: usize) -> Result<Part> {
         let meta_path = root.join("partition.json");
-        let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-        let meta: PartitionMeta =
-            serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
+        let meta = PartitionMeta::load(root)?;
         if index >= meta.parts {
             return Err(Error::invalid(
                 &meta_path,

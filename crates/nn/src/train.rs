@@ -108,10 +108,14 @@ pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
     if idx.is_empty() {
         return 0.0;
     }
+    correct_predictions(logp, labels, idx) as f64 / idx.len() as f64
+}
+
+/// How many of `idx` have their largest entry of `logp` (the first of equals) at the label.
+pub fn correct_predictions(logp: &Tensor, labels: &[i64], idx: &[usize]) -> usize {
     let (_, c) = logp.dims2();
     let v = logp.to_vec_f64();
-    let correct = idx
-        .iter()
+    idx.iter()
         .filter(|&&i| {
             let row = &v[i * c..(i + 1) * c];
             let mut best = 0;
@@ -122,8 +126,7 @@ pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
             }
             best as i64 == labels[i]
         })
-        .count();
-    correct as f64 / idx.len() as f64
+        .count()
 }
 
 /// Log-probabilities of every node with dropout off: the whole graph in one forward pass, which
@@ -143,7 +146,7 @@ pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> 
 /// Backpropagates `loss`, lets `reduce` combine the gradients (an all-reduce over data-parallel
 /// workers), applies the optimizer to `values` (a parameter without a gradient gets zero) and
 /// returns the loss, with the gradient of `input` when asked (a trainable input table's rows).
-pub(crate) fn backward_and_step(
+pub fn backward_and_step(
     mut tape: Tape,
     loss: &Var,
     vars: Vec<Var>,
@@ -176,14 +179,14 @@ pub(crate) fn backward_and_step(
 /// Model selection: keeps the parameters of the epoch with the best validation accuracy (the
 /// first of equals) and says when patience has run out.
 #[derive(Default)]
-pub(crate) struct Selection {
+pub struct Selection {
     records: Vec<EpochRecord>,
     best: Option<(usize, f64, f64, Vec<Tensor>)>,
 }
 
 impl Selection {
     /// Records an epoch; returns whether to stop.
-    pub(crate) fn observe(
+    pub fn observe(
         &mut self,
         record: EpochRecord,
         values: &[Tensor],
@@ -206,7 +209,7 @@ impl Selection {
     }
 
     /// The report of the run: the model gets the best epoch's parameters.
-    pub(crate) fn into_report(self, mut model: Model) -> Result<TrainReport> {
+    pub fn into_report(self, mut model: Model) -> Result<TrainReport> {
         let (epoch, val, test, values) = self
             .best
             .ok_or_else(|| Error::Config("no epoch was run".into()))?;

@@ -12,5 +12,7 @@
 #![deny(missing_docs)]
 
 mod ring;
+mod train;
 
 pub use ring::{Normalisation, PartGraph, RingAggregation};
+pub use train::train_sar;

@@ -1,0 +1,139 @@
+//! The SAR training loop: every worker runs the same steps on its part, with the loss divided
+//! by the global number of training nodes and the parameter gradients summed over workers, so
+//! the run follows one worker's full-batch run on the whole graph.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use graphloom_comm::{Communicator, ReduceData, ReduceOp};
+use graphloom_graph::parts::Part;
+use graphloom_nn::train::{
+    backward_and_step, correct_predictions, EpochRecord, Selection, TrainConfig, TrainReport,
+};
+use graphloom_nn::{Architecture, Error, Mode, Model, ModelConfig, Optimizer, Result};
+use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
+use graphloom_tensor::{Tape, Tensor, Var};
+
+use crate::{Normalisation, PartGraph, RingAggregation};
+
+fn comm_error(e: graphloom_comm::CommError) -> Error {
+    Error::Config(format!("SAR: {e}"))
+}
+
+/// Sums `values` over the workers, in place.
+fn sum_over_workers(comm: &dyn Communicator, values: &mut [f64]) -> Result<()> {
+    comm.all_reduce(ReduceData::F64(values), ReduceOp::Sum)
+        .map_err(comm_error)
+}
+
+/// Correct predictions and node counts of this worker's part of each split: train, valid, test.
+fn local_hits(logp: &Tensor, part: &Part) -> [f64; 6] {
+    let hits = |idx: &[usize]| correct_predictions(logp, &part.labels, idx) as f64;
+    [
+        hits(&part.train_idx),
+        part.train_idx.len() as f64,
+        hits(&part.valid_idx),
+        part.valid_idx.len() as f64,
+        hits(&part.test_idx),
+        part.test_idx.len() as f64,
+    ]
+}
+
+/// Trains GCN or GraphSAGE full-batch on the part of this worker (`comm.rank()` is its part of a
+/// partition into `comm.size()` parts), calling `on_epoch` on every worker after every epoch
+/// with the job's loss and accuracies. Collective.
+pub fn train_sar(
+    comm: Arc<dyn Communicator>,
+    part: &Part,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    mut on_epoch: impl FnMut(&EpochRecord),
+) -> Result<TrainReport> {
+    if part.meta.parts != comm.size() {
+        return Err(Error::Config(format!(
+            "the partition has {} parts but the job has {} workers: partition again or change \
+             the worker count",
+            part.meta.parts,
+            comm.size()
+        )));
+    }
+    let norm = match cfg.arch {
+        Architecture::Gcn => Normalisation::Gcn,
+        Architecture::Sage => Normalisation::Mean,
+        Architecture::Gat => {
+            return Err(Error::Config(
+                "SAR trains GCN and GraphSAGE; GAT is not supported yet".into(),
+            ))
+        }
+    };
+    let graph = Arc::new(PartGraph::new(part));
+    let agg = Arc::new(RingAggregation::new(comm.clone(), graph, norm));
+    let model = Model::with_aggregation(cfg.clone(), tc.seed, agg)?;
+    let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
+    let x = Var::constant(part.features.cast(cfg.dtype)?);
+    let ids: Arc<[i64]> = part.orig_ids.clone().into();
+    let rows: Arc<[usize]> = part.train_idx.clone().into();
+    let labels: Arc<[i64]> = part.train_idx.iter().map(|&v| part.labels[v]).collect();
+    let mut selection = Selection::default();
+    for epoch in 1..=tc.epochs {
+        let start = Instant::now();
+        let loss = {
+            let _g = category_scope(Category::Activations);
+            let mut tape = Tape::new();
+            let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
+            let mode = Mode {
+                training: true,
+                seed: tc.seed,
+                step: epoch as u64,
+            };
+            let logp = model.forward_rows(&mut tape, &x, &vars, mode, ids.clone())?;
+            let normaliser = part.meta.num_train as f64;
+            let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels.clone(), normaliser)?;
+            drop(logp);
+            let reduce = |grads: &mut [Tensor]| {
+                for g in grads.iter_mut() {
+                    let mut v = g.to_vec_f64();
+                    sum_over_workers(comm.as_ref(), &mut v)?;
+                    *g = Tensor::from_f64(&v, g.shape(), g.dtype())?;
+                }
+                Ok(())
+            };
+            backward_and_step(tape, &loss, vars, &mut values, &mut opt, reduce, None)?.0
+        };
+        let mut total = [loss];
+        sum_over_workers(comm.as_ref(), &mut total)?;
+        let seconds = start.elapsed().as_secs_f64();
+        let logp = {
+            let mut tape = Tape::no_grad();
+            let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
+            let mode = Mode {
+                training: false,
+                seed: tc.seed,
+                step: 0,
+            };
+            model
+                .forward_rows(&mut tape, &x, &vars, mode, ids.clone())?
+                .value()
+                .clone()
+        };
+        let mut hits = local_hits(&logp, part);
+        sum_over_workers(comm.as_ref(), &mut hits)?;
+        let share = |h: f64, n: f64| if n > 0.0 { h / n } else { 0.0 };
+        let record = EpochRecord {
+            epoch,
+            loss: total[0],
+            train_acc: share(hits[0], hits[1]),
+            val_acc: share(hits[2], hits[3]),
+            test_acc: share(hits[4], hits[5]),
+            seconds,
+            peak_bytes: thread_tracker().report().total_peak,
+        };
+        on_epoch(&record);
+        if selection.observe(record, &values, tc.patience) {
+            break;
+        }
+    }
+    selection.into_report(model)
+}

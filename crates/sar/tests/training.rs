@@ -1,0 +1,81 @@
+//! SAR training follows one worker's full-batch run: the same losses epoch by epoch over 20
+//! epochs, with 1 and 4 workers, and a partition for another worker count is refused.
+
+use graphloom_comm::Local;
+use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_graph::partition::metis;
+use graphloom_graph::parts::{write_parts, Part};
+use graphloom_nn::train::{train_full_batch, TrainConfig};
+use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
+use graphloom_sar::train_sar;
+use graphloom_tensor::DType;
+
+#[test]
+fn four_workers_train_like_one_for_twenty_epochs() {
+    let ds = generate(&SyntheticConfig {
+        nodes: 600,
+        avg_degree: 8,
+        feat_dim: 16,
+        classes: 4,
+        seed: 21,
+        ..Default::default()
+    })
+    .unwrap();
+    let tc = TrainConfig {
+        epochs: 20,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        optimizer: OptimizerKind::Adam,
+        patience: None,
+        seed: 4,
+    };
+    for arch in [Architecture::Sage, Architecture::Gcn] {
+        let cfg = ModelConfig {
+            arch,
+            in_dim: 16,
+            hidden: 16,
+            out_dim: 4,
+            layers: 2,
+            heads: 1,
+            out_heads: 1,
+            dropout: 0.5,
+            input_dropout: 0.5,
+            attention_dropout: 0.0,
+            dtype: DType::F32,
+            checkpoint: false,
+        };
+        let one = train_full_batch(&ds, cfg.clone(), &tc, |_| {}).unwrap();
+        let dir = std::env::temp_dir().join(format!(
+            "graphloom-sar-train-{}-{arch:?}",
+            std::process::id()
+        ));
+        write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 4, 0).unwrap(), &dir).unwrap();
+        for report in Local::run(4, |comm| {
+            let part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
+            train_sar(comm, &part, cfg.clone(), &tc, |_| {}).map_err(|e| e.to_string())
+        }) {
+            let report = report.unwrap();
+            for (a, b) in report.epochs.iter().zip(&one.epochs) {
+                assert!(
+                    (a.loss - b.loss).abs() <= 1e-4 * b.loss.abs(),
+                    "{arch:?} epoch {}: {} vs {}",
+                    a.epoch,
+                    a.loss,
+                    b.loss
+                );
+            }
+            assert_eq!(report.best_epoch, one.best_epoch, "{arch:?}");
+            assert!((report.test_acc - one.test_acc).abs() < 1e-9, "{arch:?}");
+        }
+        // A partition into 4 parts cannot run on 2 workers.
+        for r in Local::run(2, |comm| {
+            let part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
+            train_sar(comm, &part, cfg.clone(), &tc, |_| {})
+                .map(drop)
+                .map_err(|e| e.to_string())
+        }) {
+            assert!(r.unwrap_err().contains("4 parts but the job has 2 workers"));
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
