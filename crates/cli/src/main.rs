@@ -30,7 +30,8 @@ enum Command {
     Info(info::InfoArgs),
     /// Split a dataset into parts with METIS for distributed full-batch training.
     Partition(partition::PartitionArgs),
-    /// Train a GCN, GraphSAGE or GAT model (full batch, or sampled mini-batches with --fanouts).
+    /// Train a GCN, GraphSAGE or GAT model: full batch, sampled mini-batches (--fanouts), or
+    /// full batch over the parts of a partitioned dataset with SAR (--workers).
     Train(Box<train::TrainArgs>),
     /// Measure speed and memory against baselines.
     Bench(bench::BenchArgs),
