@@ -15,7 +15,7 @@ use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_sar::train_sar;
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
-use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::DType;
 use serde_json::json;
 
@@ -358,7 +358,12 @@ fn train_partitioned(
     let on_epoch = std::sync::Mutex::new(on_epoch);
     let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, bool)> {
         let root = comm.rank() == 0;
-        let part = Part::load(dir, comm.rank())?;
+        // Each worker's memory is its own: the rank thread charges a tracker of its own.
+        set_thread_tracker(MemoryTracker::new());
+        let part = {
+            let _g = category_scope(Category::Features);
+            Part::load(dir, comm.rank())?
+        };
         let report = train_sar(comm, &part, cfg.clone(), tc, |r| {
             if root {
                 (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)

@@ -42,7 +42,8 @@ fn local_hits(logp: &Tensor, part: &Part) -> [f64; 6] {
 
 /// Trains GCN or GraphSAGE full-batch on the part of this worker (`comm.rank()` is its part of a
 /// partition into `comm.size()` parts), calling `on_epoch` on every worker after every epoch
-/// with the job's loss and accuracies. Collective.
+/// with the job's loss and accuracies. Collective. Memory is charged to the calling thread's
+/// tracker: give each in-process worker its own for per-worker figures.
 pub fn train_sar(
     comm: Arc<dyn Communicator>,
     part: &Part,
