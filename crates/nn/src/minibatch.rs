@@ -19,7 +19,10 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::model::{Architecture, LayerGraph, Mode, Model, ModelConfig};
 use crate::optim::Optimizer;
-use crate::train::{backward_and_step, evaluate, EpochRecord, Selection, TrainConfig, TrainReport};
+use crate::train::{
+    all_reduce_gradients, backward_and_step, evaluate, EpochRecord, Selection, TrainConfig,
+    TrainReport,
+};
 use crate::{Error, Result};
 
 /// How batches are made.
@@ -83,22 +86,6 @@ pub fn epoch_batches(
             global[n * rank / ranks..n * (rank + 1) / ranks].to_vec()
         })
         .collect()
-}
-
-/// Sums the gradients over the workers (in rank order, so every worker gets the same bits).
-fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result<()> {
-    if comm.size() == 1 {
-        return Ok(());
-    }
-    for g in grads {
-        let data = match g.dtype() {
-            DType::F64 => ReduceData::F64(g.as_mut_slice::<f64>()?),
-            _ => ReduceData::F32(g.as_mut_slice::<f32>()?),
-        };
-        comm.all_reduce(data, ReduceOp::Sum)
-            .map_err(|e| Error::Config(format!("gradient all-reduce: {e}")))?;
-    }
-    Ok(())
 }
 
 /// Samples and gathers one batch (`None` for an empty slice of a global batch).

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::Dataset;
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, thread_tracker, Category, MemoryReport};
@@ -174,6 +175,23 @@ pub fn backward_and_step(
         opt.step(values, &grads)?;
     }
     Ok((loss.value().scalar_f64()?, input_grad))
+}
+
+/// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
+/// the same bits).
+pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result<()> {
+    if comm.size() == 1 {
+        return Ok(());
+    }
+    for g in grads {
+        let data = match g.dtype() {
+            graphloom_tensor::DType::F64 => ReduceData::F64(g.as_mut_slice::<f64>()?),
+            _ => ReduceData::F32(g.as_mut_slice::<f32>()?),
+        };
+        comm.all_reduce(data, ReduceOp::Sum)
+            .map_err(|e| Error::Config(format!("gradient all-reduce: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Model selection: keeps the parameters of the epoch with the best validation accuracy (the

@@ -8,7 +8,8 @@ use std::time::Instant;
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_nn::train::{
-    backward_and_step, correct_predictions, EpochRecord, Selection, TrainConfig, TrainReport,
+    all_reduce_gradients, backward_and_step, correct_predictions, EpochRecord, Selection,
+    TrainConfig, TrainReport,
 };
 use graphloom_nn::{Architecture, Error, Mode, Model, ModelConfig, Optimizer, Result};
 use graphloom_tensor::autodiff::ops;
@@ -93,14 +94,7 @@ pub fn train_sar(
             let normaliser = part.meta.num_train as f64;
             let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels.clone(), normaliser)?;
             drop(logp);
-            let reduce = |grads: &mut [Tensor]| {
-                for g in grads.iter_mut() {
-                    let mut v = g.to_vec_f64();
-                    sum_over_workers(comm.as_ref(), &mut v)?;
-                    *g = Tensor::from_f64(&v, g.shape(), g.dtype())?;
-                }
-                Ok(())
-            };
+            let reduce = |grads: &mut [Tensor]| all_reduce_gradients(comm.as_ref(), grads);
             backward_and_step(tape, &loss, vars, &mut values, &mut opt, reduce, None)?.0
         };
         let mut total = [loss];
