@@ -6,17 +6,17 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use std::sync::Arc;
 
-use graphloom_comm::{Communicator, Local};
+use graphloom_comm::{Communicator, Counting, Local, ReduceData, ReduceOp};
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::parts::{Part, PartitionMeta};
 use graphloom_graph::{Dataset, Meta};
 use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig, StageSeconds};
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
-use graphloom_sar::train_sar;
+use graphloom_sar::{train_sar, SarMode};
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
-use graphloom_tensor::DType;
+use graphloom_tensor::{DType, RssReport};
 use serde_json::json;
 
 use crate::output;
@@ -123,6 +123,11 @@ pub(crate) struct TrainArgs {
     /// features (for graphs without features), trained with LazyAdam.
     #[arg(long)]
     pub(crate) embedding_dim: Option<usize>,
+    /// Partitioned dataset (SAR): how the other parts' rows travel: sar (one halo at a time,
+    /// fetched again in the backward pass where needed), sa (one at a time, kept for the
+    /// backward pass) or osa (all at once).
+    #[arg(long, default_value = "sar")]
+    pub(crate) mode: String,
     /// Mini-batch: learning rate of the embedding table's LazyAdam.
     #[arg(long, default_value_t = 0.01)]
     pub(crate) embedding_lr: f32,
@@ -248,12 +253,14 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             ));
         }
     };
+    let mut workers = None;
     let (report, stages) = match (&partitioned, &ds, &args.fanouts) {
         (Some(dir), _, _) => {
-            let (report, root) = train_partitioned(&args, dir, cfg, &tc, on_epoch)?;
-            if !root {
+            let (report, figures) = train_partitioned(&args, dir, cfg, &tc, on_epoch)?;
+            let Some(figures) = figures else {
                 return Ok(report);
-            }
+            };
+            workers = Some(figures);
             (report, None)
         }
         (None, Some(ds), None) => (train_full_batch(ds, cfg, &tc, on_epoch)?, None),
@@ -311,6 +318,19 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             value["sample_share"] = json!(st.sample / total);
             value["gather_share"] = json!(st.gather / total);
         }
+        if let Some(workers) = &workers {
+            value["mode"] = json!(args.mode);
+            value["workers"] = json!(workers
+                .iter()
+                .enumerate()
+                .map(|(rank, w)| json!({
+                    "rank": rank,
+                    "peak_tracked_bytes": w.peak_tracked_bytes,
+                    "peak_rss_bytes": w.peak_rss_bytes,
+                    "bytes_sent": w.bytes_sent,
+                }))
+                .collect::<Vec<_>>());
+        }
         output::write_json(path, &value)?;
     }
     if let Some(path) = &args.plot {
@@ -345,31 +365,56 @@ fn load_for_training(args: &TrainArgs, dtype: DType) -> Result<Dataset> {
     Ok(ds)
 }
 
+/// What one worker of a SAR job used: its peak tracked bytes, its process's peak RSS (the
+/// same process for every in-process worker) and the bytes it sent.
+pub(crate) struct WorkerFigures {
+    pub(crate) peak_tracked_bytes: u64,
+    pub(crate) peak_rss_bytes: u64,
+    pub(crate) bytes_sent: u64,
+}
+
 /// Full-batch SAR training of a partitioned dataset on `--workers` in-process ranks or the
-/// processes of an MPI job, each loading only its part; returns the report and whether this
-/// process prints the results (rank 0 does).
+/// processes of an MPI job, each loading only its part; returns the report, and on rank 0
+/// (which prints the results) every worker's figures.
 fn train_partitioned(
     args: &TrainArgs,
     dir: &std::path::Path,
     cfg: ModelConfig,
     tc: &TrainConfig,
     on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
-) -> Result<(TrainReport, bool)> {
+) -> Result<(TrainReport, Option<Vec<WorkerFigures>>)> {
+    let mode = SarMode::parse(&args.mode)
+        .with_context(|| format!("--mode must be sar, sa or osa, not '{}'", args.mode))?;
     let on_epoch = std::sync::Mutex::new(on_epoch);
-    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, bool)> {
-        let root = comm.rank() == 0;
+    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, Option<Vec<WorkerFigures>>)> {
+        let (rank, size) = (comm.rank(), comm.size());
         // Each worker's memory is its own: the rank thread charges a tracker of its own.
         set_thread_tracker(MemoryTracker::new());
-        let part = {
+        let mut part = {
             let _g = category_scope(Category::Features);
-            Part::load(dir, comm.rank())?
+            Part::load(dir, rank)?
         };
-        let report = train_sar(comm, &part, cfg.clone(), tc, |r| {
-            if root {
+        let counting = Arc::new(Counting::new(comm.clone()));
+        let report = train_sar(counting.clone(), &mut part, cfg.clone(), tc, mode, |r| {
+            if rank == 0 {
                 (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
             }
         })?;
-        Ok((report, root))
+        // Every worker's figures, gathered by a sum into each worker's own slots.
+        let mut figures = vec![0f64; 3 * size];
+        figures[3 * rank] = report.memory.total_peak as f64;
+        figures[3 * rank + 1] = RssReport::read().peak_bytes as f64;
+        figures[3 * rank + 2] = counting.bytes_sent() as f64;
+        comm.all_reduce(ReduceData::F64(&mut figures), ReduceOp::Sum)?;
+        let figures = figures
+            .chunks(3)
+            .map(|f| WorkerFigures {
+                peak_tracked_bytes: f[0] as u64,
+                peak_rss_bytes: f[1] as u64,
+                bytes_sent: f[2] as u64,
+            })
+            .collect();
+        Ok((report, (rank == 0).then_some(figures)))
     };
     run_job(args, job)
 }

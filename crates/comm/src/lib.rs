@@ -9,6 +9,7 @@
 #![deny(missing_docs)]
 
 mod communicator;
+mod counting;
 mod error;
 pub mod launch;
 mod local;
@@ -19,6 +20,7 @@ mod request;
 use std::time::Duration;
 
 pub use communicator::{Communicator, CommunicatorExt, Handle, ReduceData, ReduceOp, TAG_LIMIT};
+pub use counting::Counting;
 pub use error::{CommError, Result};
 pub use local::{Local, LocalComm};
 pub use request::{RecvRequest, SendRequest};

@@ -13,6 +13,7 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::to_tensor_error;
 use crate::kernels::aggregate::LinearAggregation;
+use crate::kernels::gat::Attention;
 use crate::kernels::sparse::SparseFeatures;
 use crate::layers::{ConvKind, ConvLayer, LayerInput};
 use crate::{Error, GraphView, Result};
@@ -179,19 +180,25 @@ impl Model {
         Ok(())
     }
 
-    /// A GCN or GraphSAGE model whose layers aggregate with `aggregation` (one spread over the
-    /// workers of a job, say) instead of a graph in memory; the parameters are those
-    /// [`Model::new`] draws from the same seed.
-    pub fn with_aggregation(
+    /// A model whose layers use given graph operators (ones spread over the workers of a job,
+    /// say) instead of a graph in memory: `aggregation` for GCN and GraphSAGE (GCN's
+    /// normalisation or the mean, to match the architecture), `attention` for GAT. The
+    /// parameters are those [`Model::new`] draws from the same seed.
+    pub fn with_operators(
         cfg: ModelConfig,
         seed: u64,
         aggregation: Arc<dyn LinearAggregation>,
+        attention: Arc<dyn Attention>,
     ) -> Result<Model> {
         Model::check(&cfg)?;
         Model::build(cfg, seed, |kind, width, out| {
-            ConvLayer::with_aggregation(kind, width, out, aggregation.clone()).ok_or_else(|| {
-                Error::Config("only GCN and GraphSAGE take an external aggregation".into())
-            })
+            Ok(ConvLayer::with_operators(
+                kind,
+                width,
+                out,
+                aggregation.clone(),
+                attention.clone(),
+            ))
         })
     }
 

@@ -2,17 +2,34 @@
 //! (SAR, Mostafa 2021): each worker holds one part of the graph, and a layer aggregates the
 //! other parts' rows one part at a time, in ring rounds, freeing each halo after use.
 //!
-//! This crate has the linear aggregations (sum, mean and GCN's symmetric normalisation) as a
-//! tape op,
-//! [`RingAggregation`]: its forward pass receives one halo per round; its backward pass sends
-//! each part the gradient of the rows it sent, computed from the stored output gradient,
-//! without fetching any halo again. Plugged into a GraphSAGE or GCN model
-//! ([`graphloom_nn::Model::with_aggregation`]), N workers compute the loss and gradients of one
-//! worker on the whole graph, up to the order of additions.
+//! - [`PartGraph`]: a worker's in-edges by source part and the rows each part needs.
+//! - [`Exchange`] and [`SarMode`]: how halos travel. In `sar` and `sa` mode, N ring rounds
+//!   with the next round's messages in flight on a communication thread while the current
+//!   one is aggregated; in `osa` mode, one all-to-all.
+//! - [`RingAggregation`]: sum, mean and GCN's normalisation. Its backward pass sends each
+//!   part the gradient of the rows it sent, computed from the output gradient, without
+//!   fetching any halo again.
+//! - [`RingAttention`]: GAT's attention with an online softmax; its backward pass fetches
+//!   each halo again (`sar`) to recompute the attention of its edges.
+//! - [`train_sar`]: the training loop.
+//!
+//! Plugged into a model ([`graphloom_nn::Model::with_operators`]), N workers compute the loss
+//! and gradients of one worker on the whole graph, up to the order of additions.
 #![deny(missing_docs)]
 
-mod ring;
+mod attention;
+mod exchange;
+mod graph;
+mod linear;
 mod train;
 
-pub use ring::{Normalisation, PartGraph, RingAggregation};
-pub use train::train_sar;
+pub use attention::RingAttention;
+pub use exchange::{Exchange, SarMode};
+pub use graph::PartGraph;
+pub use linear::{Normalisation, RingAggregation};
+pub use train::{sar_model, train_sar};
+
+/// Errors of the exchanges, as the tape reports them.
+fn comm_error(e: graphloom_comm::CommError) -> graphloom_tensor::Error {
+    graphloom_tensor::Error::Autodiff(format!("SAR exchange: {e}"))
+}

@@ -16,7 +16,7 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
 use graphloom_tensor::{Tape, Tensor, Var};
 
-use crate::{Normalisation, PartGraph, RingAggregation};
+use crate::{Exchange, Normalisation, PartGraph, RingAggregation, RingAttention, SarMode};
 
 fn comm_error(e: graphloom_comm::CommError) -> Error {
     Error::Config(format!("SAR: {e}"))
@@ -41,37 +41,50 @@ fn local_hits(logp: &Tensor, part: &Part) -> [f64; 6] {
     ]
 }
 
-/// Trains GCN or GraphSAGE full-batch on the part of this worker (`comm.rank()` is its part of a
-/// partition into `comm.size()` parts), calling `on_epoch` on every worker after every epoch
+/// The model `cfg` with parameters drawn from `seed` (those of the one-worker model), whose
+/// layers aggregate over the parts of the job in `mode`. Collective.
+pub fn sar_model(
+    comm: Arc<dyn Communicator>,
+    part: &mut Part,
+    cfg: ModelConfig,
+    seed: u64,
+    mode: SarMode,
+) -> Result<Model> {
+    if part.meta.parts != comm.size() || part.index != comm.rank() {
+        return Err(Error::Config(format!(
+            "rank {} of a job of {} workers got part {} of a partition into {} parts: \
+             partition again or change the worker count",
+            comm.rank(),
+            comm.size(),
+            part.index,
+            part.meta.parts,
+        )));
+    }
+    let graph = Arc::new(PartGraph::new(comm.as_ref(), part).map_err(comm_error)?);
+    let exchange = Arc::new(Exchange::new(comm, graph, mode).map_err(comm_error)?);
+    let norm = match cfg.arch {
+        Architecture::Gcn => Normalisation::Gcn,
+        _ => Normalisation::Mean,
+    };
+    let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
+    let attention = Arc::new(RingAttention::new(exchange, cfg.heads.max(1)));
+    Model::with_operators(cfg, seed, aggregation, attention)
+}
+
+/// Trains GCN, GraphSAGE or GAT full-batch on the part of this worker (`comm.rank()` is its
+/// part of a partition into `comm.size()` parts; its graph arrays move into the model), with
+/// halos travelling as `sar_mode` says, calling `on_epoch` on every worker after every epoch
 /// with the job's loss and accuracies. Collective. Memory is charged to the calling thread's
 /// tracker: give each in-process worker its own for per-worker figures.
 pub fn train_sar(
     comm: Arc<dyn Communicator>,
-    part: &Part,
+    part: &mut Part,
     cfg: ModelConfig,
     tc: &TrainConfig,
+    sar_mode: SarMode,
     mut on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<TrainReport> {
-    if part.meta.parts != comm.size() {
-        return Err(Error::Config(format!(
-            "the partition has {} parts but the job has {} workers: partition again or change \
-             the worker count",
-            part.meta.parts,
-            comm.size()
-        )));
-    }
-    let norm = match cfg.arch {
-        Architecture::Gcn => Normalisation::Gcn,
-        Architecture::Sage => Normalisation::Mean,
-        Architecture::Gat => {
-            return Err(Error::Config(
-                "SAR trains GCN and GraphSAGE; GAT is not supported yet".into(),
-            ))
-        }
-    };
-    let graph = Arc::new(PartGraph::new(part));
-    let agg = Arc::new(RingAggregation::new(comm.clone(), graph, norm));
-    let model = Model::with_aggregation(cfg.clone(), tc.seed, agg)?;
+    let model = sar_model(comm.clone(), part, cfg.clone(), tc.seed, sar_mode)?;
     let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
     let x = Var::constant(part.features.cast(cfg.dtype)?);

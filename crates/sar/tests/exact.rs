@@ -1,6 +1,6 @@
-//! SAR is exact: for N = 2, 3 and 4 workers, the loss and every parameter gradient of one
-//! GraphSAGE or GCN step with dropout equal those of one worker on the whole graph (1e-9 in f64,
-//! 1e-4 norm-wise in f32).
+//! SAR is exact: for N = 2, 4 and 8 workers, the loss and every parameter gradient of one
+//! GCN, GraphSAGE or GAT step with dropout (attention dropout included) equal those of one
+//! worker on the whole graph: 1e-9 in f64, 1e-4 norm-wise in f32. The three modes agree.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,9 +11,11 @@ use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, Mode, Model, ModelConfig};
-use graphloom_sar::{Normalisation, PartGraph, RingAggregation};
+use graphloom_sar::{sar_model, SarMode};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{DType, Tape, Var};
+
+const ARCHS: [Architecture; 3] = [Architecture::Sage, Architecture::Gcn, Architecture::Gat];
 
 fn dataset() -> Dataset {
     generate(&SyntheticConfig {
@@ -34,11 +36,11 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         hidden: 12,
         out_dim: 3,
         layers: 2,
-        heads: 1,
+        heads: 2,
         out_heads: 1,
         dropout: 0.5,
         input_dropout: 0.2,
-        attention_dropout: 0.0,
+        attention_dropout: 0.3,
         dtype,
         checkpoint: false,
     }
@@ -52,8 +54,11 @@ fn mode() -> Mode {
     }
 }
 
-/// Loss and parameter gradients of one step on the whole graph, one worker.
-fn whole_graph(ds: &Dataset, arch: Architecture, dtype: DType) -> (f64, Vec<Vec<f64>>) {
+/// Loss and parameter gradients of one step.
+type Step = (f64, Vec<Vec<f64>>);
+
+/// One step on the whole graph, one worker.
+fn whole_graph(ds: &Dataset, arch: Architecture, dtype: DType) -> Step {
     let model = Model::new(config(arch, dtype), &ds.graph, 5).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
@@ -75,22 +80,16 @@ fn whole_graph(ds: &Dataset, arch: Architecture, dtype: DType) -> (f64, Vec<Vec<
     )
 }
 
-/// Loss and parameter gradients of the same step on this worker's part, summed over workers.
+/// The same step on this worker's part, loss and gradients summed over workers.
 fn one_part(
     comm: Arc<dyn Communicator>,
     dir: &Path,
     arch: Architecture,
     dtype: DType,
-) -> (f64, Vec<Vec<f64>>) {
-    let part = Part::load(dir, comm.rank()).unwrap();
-    let graph = Arc::new(PartGraph::new(&part));
-    let norm = if arch == Architecture::Gcn {
-        Normalisation::Gcn
-    } else {
-        Normalisation::Mean
-    };
-    let agg = Arc::new(RingAggregation::new(comm.clone(), graph, norm));
-    let model = Model::with_aggregation(config(arch, dtype), 5, agg).unwrap();
+    sar: SarMode,
+) -> Step {
+    let mut part = Part::load(dir, comm.rank()).unwrap();
+    let model = sar_model(comm.clone(), &mut part, config(arch, dtype), 5, sar).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -122,6 +121,41 @@ fn one_part(
     (total[0], grads)
 }
 
+/// Fails with a description unless `got` equals `want` to the tolerance of `dtype`.
+fn compare(got: &Step, want: &Step, dtype: DType) -> Result<(), String> {
+    let (tol_loss, f64_mode) = match dtype {
+        DType::F64 => (1e-9, true),
+        _ => (1e-5, false),
+    };
+    if (got.0 - want.0).abs() > tol_loss * want.0.abs() {
+        return Err(format!("loss {} vs {}", got.0, want.0));
+    }
+    for (i, (g, w)) in got.1.iter().zip(&want.1).enumerate() {
+        if f64_mode {
+            for (a, b) in g.iter().zip(w) {
+                if (a - b).abs() > 1e-9 * (1.0 + b.abs()) {
+                    return Err(format!("parameter {i}: gradient {a} vs {b}"));
+                }
+            }
+        } else {
+            let diff: f64 = g
+                .iter()
+                .zip(w)
+                .map(|(a, b)| (a - b).powi(2))
+                .sum::<f64>()
+                .sqrt();
+            let norm: f64 = w.iter().map(|b| b * b).sum::<f64>().sqrt();
+            if diff > 1e-4 * norm {
+                return Err(format!(
+                    "parameter {i}: relative difference {}",
+                    diff / norm
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
 fn partitioned(ds: &Dataset, parts: usize) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("graphloom-sar-{}-{parts}", std::process::id()));
     write_parts(
@@ -133,56 +167,52 @@ fn partitioned(ds: &Dataset, parts: usize) -> PathBuf {
     dir
 }
 
+/// Runs one step on `parts` in-process workers and compares each worker's sums with `want`.
+fn check_local(
+    dir: &Path,
+    parts: usize,
+    arch: Architecture,
+    dtype: DType,
+    sar: SarMode,
+    want: &Step,
+) {
+    for got in Local::run(parts, |comm| {
+        Ok::<_, String>(one_part(comm, dir, arch, dtype, sar))
+    }) {
+        if let Err(e) = compare(&got.unwrap(), want, dtype) {
+            panic!("{arch:?} {dtype} {} on {parts} workers: {e}", sar.name());
+        }
+    }
+}
+
 #[test]
-fn sar_sage_and_gcn_match_one_worker_in_f64_and_f32() {
+fn sar_matches_one_worker_for_every_model_on_2_4_and_8_workers() {
     let ds = dataset();
-    for parts in [2, 3, 4] {
-        let dir = partitioned(&ds, parts);
-        let cases = [Architecture::Sage, Architecture::Gcn]
-            .into_iter()
-            .flat_map(|a| [(a, DType::F64), (a, DType::F32)]);
-        for (arch, dtype) in cases {
-            let (want_loss, want) = whole_graph(&ds, arch, dtype);
-            for (got_loss, got) in Local::run(parts, |comm| {
-                Ok::<_, String>(one_part(comm, &dir, arch, dtype))
-            })
-            .into_iter()
-            .map(|r| r.unwrap())
-            {
-                if dtype == DType::F64 {
-                    assert!(
-                        (got_loss - want_loss).abs() <= 1e-9 * want_loss.abs(),
-                        "{parts} parts: loss {got_loss} vs {want_loss}"
-                    );
-                    for (g, w) in got.iter().zip(&want) {
-                        for (a, b) in g.iter().zip(w) {
-                            assert!(
-                                (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
-                                "{parts} parts: {a} vs {b}"
-                            );
-                        }
-                    }
-                } else {
-                    assert!((got_loss - want_loss).abs() <= 1e-5 * want_loss.abs());
-                    for (g, w) in got.iter().zip(&want) {
-                        let diff: f64 = g
-                            .iter()
-                            .zip(w)
-                            .map(|(a, b)| (a - b).powi(2))
-                            .sum::<f64>()
-                            .sqrt();
-                        let norm: f64 = w.iter().map(|b| b * b).sum::<f64>().sqrt();
-                        assert!(
-                            diff <= 1e-4 * norm,
-                            "{parts} parts: relative difference {}",
-                            diff / norm
-                        );
-                    }
-                }
+    let dirs: Vec<(usize, PathBuf)> = [2, 4, 8].map(|n| (n, partitioned(&ds, n))).into();
+    for arch in ARCHS {
+        for dtype in [DType::F64, DType::F32] {
+            let want = whole_graph(&ds, arch, dtype);
+            for (parts, dir) in &dirs {
+                check_local(dir, *parts, arch, dtype, SarMode::Sar, &want);
             }
         }
-        std::fs::remove_dir_all(&dir).unwrap();
     }
+    for (_, dir) in dirs {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+#[test]
+fn sa_and_osa_modes_match_one_worker() {
+    let ds = dataset();
+    let dir = partitioned(&ds, 3);
+    for arch in ARCHS {
+        let want = whole_graph(&ds, arch, DType::F64);
+        for sar in [SarMode::Sa, SarMode::Osa] {
+            check_local(&dir, 3, arch, DType::F64, sar, &want);
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 #[cfg(feature = "mpi")]
@@ -193,28 +223,24 @@ mod mpi {
 
     #[test]
     #[ignore = "one rank of an mpirun job, started by the mpi_ tests"]
-    fn rank_sar_sage_matches_one_worker() {
+    fn rank_sar_matches_one_worker() {
         let dir = PathBuf::from(std::env::var(DIR_ENV).expect("set by the mpi_ test"));
         graphloom_comm::mpi::run_rank(|comm| {
-            let (want_loss, want) = whole_graph(&dataset(), Architecture::Sage, DType::F64);
-            let (got_loss, got) = one_part(comm, &dir, Architecture::Sage, DType::F64);
-            if (got_loss - want_loss).abs() > 1e-9 * want_loss.abs() {
-                return Err(format!("loss {got_loss} vs {want_loss}"));
-            }
-            for (g, w) in got.iter().zip(&want) {
-                for (a, b) in g.iter().zip(w) {
-                    if (a - b).abs() > 1e-9 * (1.0 + b.abs()) {
-                        return Err(format!("gradient {a} vs {b}"));
-                    }
+            let ds = dataset();
+            for arch in ARCHS {
+                for dtype in [DType::F64, DType::F32] {
+                    let want = whole_graph(&ds, arch, dtype);
+                    let got = one_part(comm.clone(), &dir, arch, dtype, SarMode::Sar);
+                    compare(&got, &want, dtype).map_err(|e| format!("{arch:?} {dtype}: {e}"))?;
                 }
             }
-            Ok(())
+            Ok::<_, String>(())
         })
         .unwrap();
     }
 
     #[test]
-    fn mpi_sar_sage_matches_one_worker() {
+    fn mpi_sar_matches_one_worker_for_every_model() {
         let ds = dataset();
         for np in [2, 4] {
             let dir = partitioned(&ds, np);
@@ -222,7 +248,7 @@ mod mpi {
                 .env(DIR_ENV, &dir)
                 .arg(std::env::current_exe().unwrap())
                 .args([
-                    "mpi::rank_sar_sage_matches_one_worker",
+                    "mpi::rank_sar_matches_one_worker",
                     "--exact",
                     "--ignored",
                     "--nocapture",

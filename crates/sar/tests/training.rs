@@ -7,7 +7,7 @@ use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_nn::train::{train_full_batch, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
-use graphloom_sar::train_sar;
+use graphloom_sar::{train_sar, SarMode};
 use graphloom_tensor::DType;
 
 #[test]
@@ -51,8 +51,9 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         ));
         write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 4, 0).unwrap(), &dir).unwrap();
         for report in Local::run(4, |comm| {
-            let part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
-            train_sar(comm, &part, cfg.clone(), &tc, |_| {}).map_err(|e| e.to_string())
+            let mut part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
+            train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})
+                .map_err(|e| e.to_string())
         }) {
             let report = report.unwrap();
             for (a, b) in report.epochs.iter().zip(&one.epochs) {
@@ -69,12 +70,12 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         }
         // A partition into 4 parts cannot run on 2 workers.
         for r in Local::run(2, |comm| {
-            let part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
-            train_sar(comm, &part, cfg.clone(), &tc, |_| {})
+            let mut part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
+            train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})
                 .map(drop)
                 .map_err(|e| e.to_string())
         }) {
-            assert!(r.unwrap_err().contains("4 parts but the job has 2 workers"));
+            assert!(r.unwrap_err().contains("a partition into 4 parts"));
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

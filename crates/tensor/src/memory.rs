@@ -184,8 +184,9 @@ impl Drop for CategoryGuard {
     }
 }
 
-/// Bytes charged to a tracker, released on drop.
-pub(crate) struct Charge {
+/// Bytes charged to a tracker, released on drop: how buffers that are not tensors (messages
+/// in flight, say) show up in a worker's report.
+pub struct Charge {
     tracker: Arc<MemoryTracker>,
     category: Category,
     bytes: usize,
@@ -193,7 +194,7 @@ pub(crate) struct Charge {
 
 impl Charge {
     /// Charges `bytes` to this thread's tracker under its current category.
-    pub(crate) fn new(bytes: usize) -> Charge {
+    pub fn new(bytes: usize) -> Charge {
         let tracker = thread_tracker();
         let category = current_category();
         tracker.charge(category, bytes);
@@ -206,6 +207,17 @@ impl Charge {
 
     pub(crate) fn category(&self) -> Category {
         self.category
+    }
+}
+
+impl std::fmt::Debug for Charge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Charge({} bytes of {})",
+            self.bytes,
+            self.category.name()
+        )
     }
 }
 

@@ -33,6 +33,38 @@ pub struct FusedGat {
     pub attention_dropout: Option<Dropout>,
 }
 
+/// The attention step of a GAT layer as a layer uses it: the fused kernel over a graph in
+/// memory ([`FusedGat`]), or one spread over workers (the SAR crate's ring attention).
+pub trait Attention: Send + Sync {
+    /// `out = attention(h, el, er)` on the tape, for `h: [rows, heads * c]` and
+    /// `el, er: [rows, heads]`, with `dropout` on the attention coefficients.
+    fn apply(
+        &self,
+        tape: &mut Tape,
+        h: &Var,
+        el: &Var,
+        er: &Var,
+        dropout: Option<Dropout>,
+    ) -> Result<Var>;
+}
+
+impl Attention for FusedGat {
+    fn apply(
+        &self,
+        tape: &mut Tape,
+        h: &Var,
+        el: &Var,
+        er: &Var,
+        dropout: Option<Dropout>,
+    ) -> Result<Var> {
+        let gat = FusedGat {
+            attention_dropout: dropout,
+            ..self.clone()
+        };
+        FusedGat::apply(&gat, tape, h, el, er)
+    }
+}
+
 struct GatOp {
     cfg: FusedGat,
     /// `[nodes, heads, 2]`: the max score and the softmax denominator of each (node, head).
@@ -90,7 +122,7 @@ const DOT_LANES: usize = 8;
 /// `sum_i a[i] * b[i]` in the accumulation type, summed in a fixed order (lane-wise, then the
 /// lanes in order), so the result does not depend on the machine.
 #[inline(always)]
-fn dot<T: Float>(a: &[T], b: &[T]) -> T::Acc {
+pub fn dot<T: Float>(a: &[T], b: &[T]) -> T::Acc {
     let mut lanes = [<T::Acc as Real>::ZERO; DOT_LANES];
     let (ca, cb) = (a.chunks_exact(DOT_LANES), b.chunks_exact(DOT_LANES));
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -109,8 +141,9 @@ fn dot<T: Float>(a: &[T], b: &[T]) -> T::Acc {
     s
 }
 
+/// LeakyReLU with negative slope `slope`.
 #[inline(always)]
-fn leaky<R: Real>(x: R, slope: R) -> R {
+pub fn leaky<R: Real>(x: R, slope: R) -> R {
     if x > R::ZERO {
         x
     } else {

@@ -19,7 +19,7 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::init::{glorot, kaiming_uniform};
 use crate::kernels::aggregate::{LinearAggregation, WeightedSum};
-use crate::kernels::gat::FusedGat;
+use crate::kernels::gat::{Attention, FusedGat};
 use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
 use crate::{GraphView, Result};
@@ -52,7 +52,7 @@ pub struct ConvLayer {
     /// GCN's normalised adjacency, or SAGE's mean.
     aggregation: Option<Arc<dyn LinearAggregation>>,
     /// GAT's attention kernel (graph with self-loops).
-    attention: Option<FusedGat>,
+    attention: Option<Arc<dyn Attention>>,
     /// For a sampled block: only the first rows (the block's destinations) are outputs, so
     /// the layer drops the others right after aggregating, before any dense product.
     keep_rows: Option<usize>,
@@ -74,6 +74,9 @@ fn local_aggregation(
         None => sum,
     })
 }
+
+/// LeakyReLU's negative slope in GAT's attention scores (0.2, as in the paper and PyG).
+pub const GAT_NEGATIVE_SLOPE: f64 = 0.2;
 
 /// What a layer's forward pass needs besides its input and parameters.
 #[derive(Clone)]
@@ -101,14 +104,14 @@ impl ConvLayer {
             ConvKind::Gcn | ConvKind::Sage => (Some(local_aggregation(kind, graph, None)), None),
             ConvKind::Gat { heads, .. } => (
                 None,
-                Some(FusedGat {
+                Some(Arc::new(FusedGat {
                     graph: graph_with_loops
                         .expect("GAT layers need the graph with self-loops")
                         .clone(),
                     heads,
-                    negative_slope: 0.2,
+                    negative_slope: GAT_NEGATIVE_SLOPE,
                     attention_dropout: None,
-                }),
+                }) as Arc<dyn Attention>),
             ),
         };
         ConvLayer {
@@ -144,23 +147,25 @@ impl ConvLayer {
         layer
     }
 
-    /// A GCN or GraphSAGE layer whose aggregation is `aggregation` (one spread over workers,
-    /// say) rather than the mean or GCN normalisation over a graph in memory; `None` for GAT,
-    /// which needs its attention kernel.
-    pub fn with_aggregation(
+    /// A layer whose graph operators are given (ones spread over workers, say) rather than
+    /// built over a graph in memory: GCN and GraphSAGE use `aggregation` (which must be GCN's
+    /// normalisation or the mean), GAT uses `attention`.
+    pub fn with_operators(
         kind: ConvKind,
         in_dim: usize,
         out_dim: usize,
         aggregation: Arc<dyn LinearAggregation>,
-    ) -> Option<ConvLayer> {
-        matches!(kind, ConvKind::Gcn | ConvKind::Sage).then(|| ConvLayer {
+        attention: Arc<dyn Attention>,
+    ) -> ConvLayer {
+        let gat = matches!(kind, ConvKind::Gat { .. });
+        ConvLayer {
             kind,
             in_dim,
             out_dim,
-            aggregation: Some(aggregation),
-            attention: None,
+            aggregation: (!gat).then_some(aggregation),
+            attention: gat.then_some(attention),
             keep_rows: None,
-        })
+        }
     }
 
     /// The rows this layer outputs: all, or a block's destinations.
@@ -250,12 +255,14 @@ impl ConvLayer {
                 Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
             }
             ConvKind::Gat { heads, concat } => {
-                let mut gat = self.attention.clone().expect("GAT has an attention kernel");
-                gat.attention_dropout = input.attention_dropout;
+                let gat = self
+                    .attention
+                    .as_ref()
+                    .expect("GAT has an attention kernel");
                 let h = self.project(tape, x, &p[0], &input)?;
                 let el = head_scores(tape, &h, &p[1], heads)?;
                 let er = head_scores(tape, &h, &p[2], heads)?;
-                let out = gat.apply(tape, &h, &el, &er)?;
+                let out = gat.apply(tape, &h, &el, &er, input.attention_dropout)?;
                 let out = self.kept(tape, &out)?;
                 let out = if concat {
                     out

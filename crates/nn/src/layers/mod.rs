@@ -3,4 +3,4 @@
 mod conv;
 pub mod init;
 
-pub use conv::{ConvKind, ConvLayer, LayerInput};
+pub use conv::{ConvKind, ConvLayer, LayerInput, GAT_NEGATIVE_SLOPE};

@@ -1,0 +1,417 @@
+//! [`RingAttention`]: GAT's attention over a graph split into parts, with the softmax over a
+//! destination's in-edges computed online as the parts' rows arrive.
+//!
+//! For destination `v` and head `k`, every worker keeps a running max `m`, a running sum `z`
+//! of `exp(s - m)` and an unnormalised output `acc`. An edge with score `s > m` rescales `z`
+//! and `acc` by `exp(m - s)` first, so after the last part `acc / z` is the softmax-weighted
+//! sum over all in-edges, whatever order the parts came in. Only `m` and `z` are kept for the
+//! backward pass (`[rows, heads]`), never a coefficient per edge.
+//!
+//! The backward pass needs each halo's rows again. With `c_v = g_v . out_v` per head (the
+//! softmax's `sum_u alpha_uv dA_uv`, from the output, so no pass over the edges is needed
+//! first), every edge's gradients follow from the halo, `m`, `z` and the output gradient:
+//! `ds = alpha (d g_v . h_u - c_v) LeakyReLU'`, `der_v += ds`, `del_u += ds`,
+//! `dh_u += alpha d g_v`. The gradients of a halo go back to its owner. In [`SarMode::Sar`]
+//! the halo is fetched again, round by round; the other modes kept it.
+
+use std::sync::{Arc, Mutex};
+
+use bytemuck::Pod;
+use graphloom_nn::kernels::gat::{dot, leaky, Attention};
+use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::memory::{category_scope, Charge};
+use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
+
+use crate::exchange::{Direction, Exchange, Message, SarMode};
+use crate::linear::check_rows;
+use crate::{comm_error, PartGraph};
+
+/// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
+/// in the single-graph layer (existing self-loops are ignored and one is added).
+#[derive(Clone)]
+pub struct RingAttention {
+    exchange: Arc<Exchange>,
+    heads: usize,
+    negative_slope: f64,
+}
+
+impl RingAttention {
+    /// The attention of this worker over its exchange's graph, with `heads` heads.
+    pub fn new(exchange: Arc<Exchange>, heads: usize) -> RingAttention {
+        RingAttention {
+            exchange,
+            heads,
+            negative_slope: graphloom_nn::layers::GAT_NEGATIVE_SLOPE,
+        }
+    }
+}
+
+impl Attention for RingAttention {
+    fn apply(
+        &self,
+        tape: &mut Tape,
+        h: &Var,
+        el: &Var,
+        er: &Var,
+        dropout: Option<Dropout>,
+    ) -> graphloom_nn::Result<Var> {
+        let heads = el.value().dims2().1;
+        let op = AttentionOp {
+            att: RingAttention {
+                heads,
+                ..self.clone()
+            },
+            dropout,
+            stats: Vec::new(),
+            kept: Mutex::default(),
+        };
+        Ok(tape.apply(op, &[h, el, er])?)
+    }
+}
+
+struct AttentionOp {
+    att: RingAttention,
+    dropout: Option<Dropout>,
+    /// `[rows, heads, 2]`: the max score and the softmax denominator of each (node, head).
+    stats: Vec<f64>,
+    /// Halos kept from the forward pass (modes sa and osa), by part.
+    kept: Mutex<Vec<Option<Message>>>,
+}
+
+/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
+fn scratch<A: Real>(n: usize) -> (Vec<A>, Charge) {
+    let _g = category_scope(Category::Activations);
+    (vec![A::ZERO; n], Charge::new(n * std::mem::size_of::<A>()))
+}
+
+/// The local tensors of one application: `h: [rows, heads * c]`, `el, er: [rows, heads]`.
+struct Inputs<'a, T> {
+    h: &'a [T],
+    el: &'a [T],
+    er: &'a [T],
+    heads: usize,
+    c: usize,
+}
+
+impl<T: Float + Pod> Inputs<'_, T> {
+    fn width(&self) -> usize {
+        self.heads * self.c
+    }
+
+    /// Row `i`'s message: its `h` row, then its `el` row.
+    fn pack(&self, rows: &[u32]) -> Message {
+        let (w, heads) = (self.width(), self.heads);
+        let mut out = Vec::with_capacity(rows.len() * (w + heads));
+        for &i in rows {
+            let i = i as usize;
+            out.extend_from_slice(&self.h[i * w..(i + 1) * w]);
+            out.extend_from_slice(&self.el[i * heads..(i + 1) * heads]);
+        }
+        Message::of(&out)
+    }
+}
+
+impl AttentionOp {
+    fn graph(&self) -> &PartGraph {
+        &self.att.exchange.graph
+    }
+
+    /// The dropout factor of edge `u -> v` at head `k` (node ids).
+    #[inline(always)]
+    fn factor(&self, v: i64, u: i64, k: usize) -> f64 {
+        self.dropout.map_or(1.0, |d| {
+            d.factor(v as u64, u as u64 * self.att.heads as u64 + k as u64)
+        })
+    }
+
+    /// Calls `edge(v, u_id, u_row)` for every in-edge of a local destination from the halo of
+    /// part `from` (rows of `row_width`), skipping self-loops, which are added separately.
+    fn for_each_edge<T>(
+        &self,
+        from: usize,
+        halo: &[T],
+        row_width: usize,
+        mut edge: impl FnMut(usize, i64, usize, &[T]),
+    ) {
+        let g = self.graph();
+        let shard = &g.shards[from];
+        let ids = &g.halo_ids[from];
+        for (i, &dst) in shard.dst.iter().enumerate() {
+            let v = dst as usize;
+            for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+                let src = src as usize;
+                if from == g.index && g.send[from][src] == dst {
+                    continue;
+                }
+                edge(
+                    v,
+                    ids[src],
+                    src,
+                    &halo[src * row_width..(src + 1) * row_width],
+                );
+            }
+        }
+    }
+
+    fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor> {
+        type A<T> = <T as Float>::Acc;
+        let (heads, c, w) = (x.heads, x.c, x.width());
+        let rows = self.graph().rows;
+        let slope = <A<T>>::from_f64(self.att.negative_slope);
+        let (mut m, _cm) = scratch::<A<T>>(rows * heads);
+        m.iter_mut().for_each(|v| *v = <A<T>>::NEG_INFINITY);
+        let (mut z, _cz) = scratch::<A<T>>(rows * heads);
+        let (mut acc, _ca) = scratch::<A<T>>(rows * w);
+        let mut kept: Vec<Option<Message>> =
+            (0..self.att.exchange.comm.size()).map(|_| None).collect();
+        let keep = self.att.exchange.mode.keeps_halos();
+        {
+            let this = &*self;
+            let ids = &this.graph().ids;
+            // The online-softmax update of destination v with source row (hu, elu).
+            let mut update = |v: usize, u: i64, hu: &[T], elu: &[T]| {
+                for k in 0..heads {
+                    let s = leaky(elu[k].to_acc() + x.er[v * heads + k].to_acc(), slope);
+                    let (mk, zk) = (&mut m[v * heads + k], &mut z[v * heads + k]);
+                    let out = &mut acc[v * w + k * c..v * w + (k + 1) * c];
+                    if s > *mk {
+                        let f = (*mk - s).exp();
+                        *zk = *zk * f;
+                        out.iter_mut().for_each(|a| *a = *a * f);
+                        *mk = s;
+                    }
+                    let p = (s - *mk).exp();
+                    *zk += p;
+                    let a = p * <A<T>>::from_f64(this.factor(ids[v], u, k));
+                    for (o, &hv) in out.iter_mut().zip(&hu[k * c..(k + 1) * c]) {
+                        *o += a * hv.to_acc();
+                    }
+                }
+            };
+            for v in 0..rows {
+                update(
+                    v,
+                    ids[v],
+                    &x.h[v * w..(v + 1) * w],
+                    &x.el[v * heads..(v + 1) * heads],
+                );
+            }
+            let ex = &this.att.exchange;
+            let produce = |to: usize| Ok(x.pack(&ex.graph.send[to]));
+            let consume = |from: usize, message: Message| {
+                {
+                    let halo = message.values::<T>();
+                    this.for_each_edge(from, &halo, w + heads, |v, u, _, row| {
+                        update(v, u, &row[..w], &row[w..])
+                    });
+                }
+                if keep {
+                    kept[from] = Some(message);
+                }
+                Ok(())
+            };
+            ex.pass(Direction::Out, produce, consume)
+                .map_err(comm_error)?;
+        }
+        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * w);
+        for v in 0..rows {
+            for k in 0..heads {
+                let zk = z[v * heads + k];
+                for (o, &a) in out[v * w + k * c..v * w + (k + 1) * c]
+                    .iter_mut()
+                    .zip(&acc[v * w + k * c..v * w + (k + 1) * c])
+                {
+                    *o = T::from_acc(a / zk);
+                }
+            }
+        }
+        self.stats = (0..rows * heads)
+            .flat_map(|i| [m[i].to_f64(), z[i].to_f64()])
+            .collect();
+        *self.kept.get_mut().unwrap_or_else(|e| e.into_inner()) = kept;
+        Tensor::from_vec(out, &[rows, w])
+    }
+
+    fn backward<T: Float + Pod>(
+        &self,
+        x: Inputs<'_, T>,
+        out: &[T],
+        grad: &[T],
+    ) -> graphloom_tensor::Result<[Tensor; 3]> {
+        type A<T> = <T as Float>::Acc;
+        let (heads, c, w) = (x.heads, x.c, x.width());
+        let g = self.graph();
+        let rows = g.rows;
+        let slope = <A<T>>::from_f64(self.att.negative_slope);
+        let st = &self.stats;
+        let (mut cv, _cc) = scratch::<A<T>>(rows * heads);
+        for v in 0..rows {
+            for k in 0..heads {
+                let r = v * w + k * c..v * w + (k + 1) * c;
+                cv[v * heads + k] = dot::<T>(&grad[r.clone()], &out[r]);
+            }
+        }
+        let (mut der, _cr) = scratch::<A<T>>(rows * heads);
+        // The gradients of my own rows: `[h | el]` per row, as in the messages.
+        let (mut mine, _cmine) = scratch::<A<T>>(rows * (w + heads));
+        let ids = &g.ids;
+        // Adds edge u -> v's gradients: er into `der`, h and el into `into` (u's row).
+        let mut edge_grads = |v: usize, u: i64, row: &[T], into: &mut [A<T>]| {
+            for k in 0..heads {
+                let pre = row[w + k].to_acc() + x.er[v * heads + k].to_acc();
+                let (mv, zv) = (st[(v * heads + k) * 2], st[(v * heads + k) * 2 + 1]);
+                let alpha = (leaky(pre, slope) - <A<T>>::from_f64(mv)).exp() / <A<T>>::from_f64(zv);
+                let d = <A<T>>::from_f64(self.factor(ids[v], u, k));
+                let gk = &grad[v * w + k * c..v * w + (k + 1) * c];
+                let da = dot::<T>(gk, &row[k * c..(k + 1) * c]) * d;
+                let dleaky = if pre > <A<T>>::ZERO {
+                    <A<T>>::ONE
+                } else {
+                    slope
+                };
+                let ds = alpha * (da - cv[v * heads + k]) * dleaky;
+                der[v * heads + k] += ds;
+                into[w + k] += ds;
+                let a = alpha * d;
+                for (o, &gv) in into[k * c..(k + 1) * c].iter_mut().zip(gk) {
+                    *o += a * gv.to_acc();
+                }
+            }
+        };
+        // Self-loops.
+        for v in 0..rows {
+            let mut row = Vec::with_capacity(w + heads);
+            row.extend_from_slice(&x.h[v * w..(v + 1) * w]);
+            row.extend_from_slice(&x.el[v * heads..(v + 1) * heads]);
+            edge_grads(
+                v,
+                ids[v],
+                &row,
+                &mut mine[v * (w + heads)..(v + 1) * (w + heads)],
+            );
+        }
+        let row_width = w + heads;
+        // The gradients of the halo of part `from`, as a message to its owner.
+        let mut halo_grads = |from: usize, halo: &Message| {
+            let halo = halo.values::<T>();
+            let (mut grads, _c) = scratch::<A<T>>(g.halo_rows(from) * row_width);
+            self.for_each_edge(from, &halo, row_width, |v, u, src, row| {
+                edge_grads(
+                    v,
+                    u,
+                    row,
+                    &mut grads[src * row_width..(src + 1) * row_width],
+                )
+            });
+            let values: Vec<T> = grads.iter().map(|&a| T::from_acc(a)).collect();
+            Message::of(&values)
+        };
+        // Adds the gradients part `from` computed for the rows I sent it.
+        let mut add_returned = |from: usize, message: Message| {
+            let values = message.values::<T>();
+            for (j, &row) in g.send[from].iter().enumerate() {
+                let dst = &mut mine[row as usize * row_width..(row as usize + 1) * row_width];
+                for (d, &v) in dst
+                    .iter_mut()
+                    .zip(&values[j * row_width..(j + 1) * row_width])
+                {
+                    *d += v.to_acc();
+                }
+            }
+        };
+        let ex = &self.att.exchange;
+        let (rank, size) = (ex.comm.rank(), ex.comm.size());
+        if ex.mode == SarMode::Sar {
+            // Fetch each halo again; its gradients go back to the owner in the same round, and
+            // the gradients of the rows I sent in this round come back.
+            let produce = |to: usize| Ok(x.pack(&g.send[to]));
+            let consume = |from: usize, halo: Message| {
+                let back = halo_grads(from, &halo);
+                drop(halo);
+                let sent_to = (2 * rank + size - from) % size;
+                add_returned(sent_to, ex.swap_now(from, sent_to, back)?);
+                Ok(())
+            };
+            ex.pass(Direction::Out, produce, consume)
+                .map_err(comm_error)?;
+        } else {
+            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            let produce = |to: usize| {
+                let halo = kept[to].take().ok_or_else(|| {
+                    graphloom_comm::CommError::Invalid(format!("SAR: no halo kept from part {to}"))
+                })?;
+                Ok(halo_grads(to, &halo))
+            };
+            let consume = |from: usize, message: Message| {
+                add_returned(from, message);
+                Ok(())
+            };
+            ex.pass(Direction::Back, produce, consume)
+                .map_err(comm_error)?;
+        }
+        let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
+        let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
+        for v in 0..rows {
+            let row = &mine[v * row_width..(v + 1) * row_width];
+            for (d, &a) in dh[v * w..(v + 1) * w].iter_mut().zip(&row[..w]) {
+                *d = T::from_acc(a);
+            }
+            for (d, &a) in del[v * heads..(v + 1) * heads].iter_mut().zip(&row[w..]) {
+                *d = T::from_acc(a);
+            }
+        }
+        let der: Vec<T> = der.iter().map(|&a| T::from_acc(a)).collect();
+        Ok([
+            Tensor::from_vec(dh, &[rows, w])?,
+            Tensor::from_vec(del, &[rows, heads])?,
+            Tensor::from_vec(der, &[rows, heads])?,
+        ])
+    }
+
+    /// Checks the shapes and returns the width per head.
+    fn check(&self, h: &Tensor, el: &Tensor, er: &Tensor) -> graphloom_tensor::Result<usize> {
+        let heads = self.att.heads;
+        let rows = self.graph().rows;
+        check_rows(h.dims2().0, rows)?;
+        if heads == 0
+            || h.dims2().1 % heads != 0
+            || el.dims2() != (rows, heads)
+            || er.dims2() != (rows, heads)
+        {
+            return Err(graphloom_tensor::Error::Autodiff(format!(
+                "SAR attention with {heads} heads: h {:?}, el {:?}, er {:?}",
+                h.shape(),
+                el.shape(),
+                er.shape()
+            )));
+        }
+        Ok(h.dims2().1 / heads)
+    }
+}
+
+impl Op for AttentionOp {
+    fn name(&self) -> &'static str {
+        "sar_attention"
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
+        let (h, el, er) = (inputs[0], inputs[1], inputs[2]);
+        let c = self.check(h, el, er)?;
+        let heads = self.att.heads;
+        with_float!(h.dtype(), "sar_attention", T => {
+            let x = Inputs { h: h.as_slice::<T>()?, el: el.as_slice::<T>()?, er: er.as_slice::<T>()?, heads, c };
+            self.forward(x)
+        })
+    }
+
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
+        let (h, el, er) = (ctx.inputs[0], ctx.inputs[1], ctx.inputs[2]);
+        let c = self.check(h, el, er)?;
+        let heads = self.att.heads;
+        let [dh, del, der] = with_float!(h.dtype(), "sar_attention", T => {
+            let x = Inputs { h: h.as_slice::<T>()?, el: el.as_slice::<T>()?, er: er.as_slice::<T>()?, heads, c };
+            self.backward(x, ctx.output.as_slice::<T>()?, ctx.grad.as_slice::<T>()?)
+        })?;
+        Ok(vec![Some(dh), Some(del), Some(der)])
+    }
+}

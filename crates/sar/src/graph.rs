@@ -1,0 +1,92 @@
+//! [`PartGraph`]: what one worker knows of the partitioned graph.
+
+use std::sync::Arc;
+
+use graphloom_comm::{CommError, Communicator};
+use graphloom_graph::parts::{Part, Shard};
+use graphloom_tensor::memory::{category_scope, Charge};
+use graphloom_tensor::Category;
+
+/// A worker's view of the graph: its in-edges by source part, which of its rows each part
+/// needs, and the node ids of every row it will receive (for the dropout masks, which are
+/// keyed by node id).
+#[derive(Debug)]
+pub struct PartGraph {
+    /// This worker's part.
+    pub index: usize,
+    /// Local rows.
+    pub rows: usize,
+    /// `shards[q]`: in-edges from part `q`.
+    pub shards: Vec<Shard>,
+    /// `send[q]`: local rows part `q` needs, in the order it receives them.
+    pub send: Vec<Vec<u32>>,
+    /// `halo_ids[q]`: the node ids of the rows part `q` sends, in order.
+    pub halo_ids: Vec<Arc<[i64]>>,
+    /// The node id of each local row.
+    pub ids: Arc<[i64]>,
+    /// Full in-degree of each local row.
+    pub in_degree: Vec<i64>,
+    /// Whether each local row has a self-loop among its in-edges.
+    pub has_loop: Vec<bool>,
+    /// These arrays' bytes, charged to the worker's graph memory.
+    _charge: Charge,
+}
+
+impl PartGraph {
+    /// The graph of this worker's loaded part, whose shards, send lists and degrees move here
+    /// (the part keeps its features, labels and splits). Collective: the workers tell each
+    /// other the node ids of the rows they send.
+    pub fn new(comm: &dyn Communicator, part: &mut Part) -> Result<PartGraph, CommError> {
+        let rows = part.orig_ids.len();
+        let own = &part.shards[part.index];
+        let own_send = &part.send[part.index];
+        // A self-loop is an edge of the own shard whose source row is its destination.
+        let mut has_loop = vec![false; rows];
+        for (i, &dst) in own.dst.iter().enumerate() {
+            let sources = &own.src[own.ptr[i] as usize..own.ptr[i + 1] as usize];
+            if sources.iter().any(|&s| own_send[s as usize] == dst) {
+                has_loop[dst as usize] = true;
+            }
+        }
+        let sends = part
+            .send
+            .iter()
+            .map(|rows| {
+                let ids: Vec<i64> = rows.iter().map(|&r| part.orig_ids[r as usize]).collect();
+                bytemuck::cast_slice(&ids).to_vec()
+            })
+            .collect();
+        let halo_ids = comm
+            .all_to_all_v(sends)?
+            .iter()
+            .map(|bytes| bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into())
+            .collect();
+        let shards = std::mem::take(&mut part.shards);
+        let send = std::mem::take(&mut part.send);
+        let halo_ids: Vec<Arc<[i64]>> = halo_ids;
+        let bytes = shards
+            .iter()
+            .map(|s| s.dst.len() * 4 + s.ptr.len() * 8 + s.src.len() * 4)
+            .sum::<usize>()
+            + send.iter().map(|s| s.len() * 4).sum::<usize>()
+            + halo_ids.iter().map(|h| h.len() * 8).sum::<usize>()
+            + rows * (8 + 8 + 1);
+        let _g = category_scope(Category::Graph);
+        Ok(PartGraph {
+            index: part.index,
+            rows,
+            shards,
+            send,
+            halo_ids,
+            ids: part.orig_ids.clone().into(),
+            in_degree: std::mem::take(&mut part.in_degree),
+            has_loop,
+            _charge: Charge::new(bytes),
+        })
+    }
+
+    /// Rows received from part `q`.
+    pub fn halo_rows(&self, q: usize) -> usize {
+        self.halo_ids[q].len()
+    }
+}

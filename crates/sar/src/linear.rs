@@ -1,0 +1,266 @@
+//! [`RingAggregation`]: sum, mean and GCN's normalisation over a graph split into parts.
+
+use std::sync::{Arc, Mutex};
+
+use bytemuck::Pod;
+use graphloom_nn::kernels::aggregate::LinearAggregation;
+use graphloom_tensor::memory::{category_scope, Charge};
+use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
+
+use crate::exchange::{Direction, Exchange, Message};
+use crate::{comm_error, PartGraph};
+
+/// How a destination's sum is normalised.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Normalisation {
+    /// The plain sum.
+    Sum,
+    /// The mean over the destination's in-edges (its full in-degree, known locally because a
+    /// part holds all in-edges of its nodes); 0 without in-edges.
+    Mean,
+    /// GCN's `D^-1/2 (A + I) D^-1/2`, a self-loop added where a node has none. Each owner
+    /// scales its rows by its own `degree^-1/2` before sending them, so no part needs another
+    /// part's degrees.
+    Gcn,
+}
+
+/// A linear aggregation over the parts of a graph: the forward pass aggregates one part's
+/// rows at a time; the backward pass sends each part the gradient of the rows it sent,
+/// computed from the output gradient, so no halo is fetched again. Every worker must apply it
+/// at the same points, since each pass exchanges messages with every other worker.
+#[derive(Clone)]
+pub struct RingAggregation {
+    exchange: Arc<Exchange>,
+    norm: Normalisation,
+}
+
+impl RingAggregation {
+    /// The aggregation of this worker over its exchange's graph.
+    pub fn new(exchange: Arc<Exchange>, norm: Normalisation) -> Self {
+        RingAggregation { exchange, norm }
+    }
+
+    fn graph(&self) -> &PartGraph {
+        &self.exchange.graph
+    }
+
+    /// The factor of destination row `v`'s sum.
+    fn scale(&self, v: usize) -> f64 {
+        match self.norm {
+            Normalisation::Sum => 1.0,
+            Normalisation::Mean => match self.graph().in_degree[v] {
+                0 => 0.0,
+                d => 1.0 / d as f64,
+            },
+            Normalisation::Gcn => self.gcn_dinv(v),
+        }
+    }
+
+    /// GCN's `degree^-1/2` of row `v`, the added self-loop counted.
+    fn gcn_dinv(&self, v: usize) -> f64 {
+        let loops = usize::from(!self.graph().has_loop[v]) as f64;
+        1.0 / (self.graph().in_degree[v] as f64 + loops).sqrt()
+    }
+
+    /// The factor a row is multiplied by before it is sent (GCN's source normalisation), and
+    /// whether it adds itself to its own sum (GCN's added self-loop).
+    fn source(&self, v: usize) -> (f64, bool) {
+        match self.norm {
+            Normalisation::Gcn => (self.gcn_dinv(v), !self.graph().has_loop[v]),
+            _ => (1.0, false),
+        }
+    }
+}
+
+impl LinearAggregation for RingAggregation {
+    fn apply(&self, tape: &mut Tape, x: &Var) -> graphloom_nn::Result<Var> {
+        let op = LinearOp {
+            agg: self.clone(),
+            kept: Mutex::default(),
+        };
+        Ok(tape.apply(op, &[x])?)
+    }
+}
+
+struct LinearOp {
+    agg: RingAggregation,
+    /// Halos kept from the forward pass (modes sa and osa), freed in the backward pass.
+    kept: Mutex<Vec<Message>>,
+}
+
+/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
+fn scratch<A: Real>(n: usize) -> (Vec<A>, Charge) {
+    let _g = category_scope(Category::Activations);
+    (vec![A::ZERO; n], Charge::new(n * std::mem::size_of::<A>()))
+}
+
+impl RingAggregation {
+    /// `out[v] = scale(v) * (sum over in-edges u -> v of source(u) * x[u] + self-loop term)`.
+    fn forward<T: Float + Pod>(
+        &self,
+        xs: &[T],
+        cols: usize,
+        kept: &mut Vec<Message>,
+    ) -> graphloom_tensor::Result<Tensor> {
+        type A<T> = <T as Float>::Acc;
+        let g = self.graph();
+        let rows = g.rows;
+        let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
+        let ex = &self.exchange;
+        let produce = |to: usize| {
+            let mut out = Vec::with_capacity(g.send[to].len() * cols);
+            for &i in &g.send[to] {
+                let i = i as usize;
+                let s = <A<T>>::from_f64(self.source(i).0);
+                out.extend(
+                    xs[i * cols..(i + 1) * cols]
+                        .iter()
+                        .map(|&x| T::from_acc(s * x.to_acc())),
+                );
+            }
+            Ok(Message::of(&out))
+        };
+        let consume = |from: usize, message: Message| {
+            {
+                let halo = message.values::<T>();
+                let shard = &g.shards[from];
+                for (i, &dst) in shard.dst.iter().enumerate() {
+                    let out = &mut acc[dst as usize * cols..(dst as usize + 1) * cols];
+                    for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+                        let src = src as usize;
+                        for (o, &h) in out.iter_mut().zip(&halo[src * cols..(src + 1) * cols]) {
+                            *o += h.to_acc();
+                        }
+                    }
+                }
+            }
+            if ex.mode.keeps_halos() {
+                kept.push(message);
+            }
+            Ok(())
+        };
+        ex.pass(Direction::Out, produce, consume)
+            .map_err(comm_error)?;
+        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
+        for v in 0..rows {
+            let (s, self_loop) = self.source(v);
+            let scale = <A<T>>::from_f64(self.scale(v));
+            let own = &xs[v * cols..(v + 1) * cols];
+            let sum = &acc[v * cols..(v + 1) * cols];
+            let out = &mut out[v * cols..(v + 1) * cols];
+            if self_loop {
+                let s = <A<T>>::from_f64(s);
+                for ((o, &a), &x) in out.iter_mut().zip(sum).zip(own) {
+                    *o = T::from_acc(scale * (a + s * x.to_acc()));
+                }
+            } else {
+                for (o, &a) in out.iter_mut().zip(sum) {
+                    *o = T::from_acc(scale * a);
+                }
+            }
+        }
+        Tensor::from_vec(out, &[rows, cols])
+    }
+
+    /// The gradient of the input: each part gets the gradient of the rows it sent (the
+    /// transposed shard times the scaled output gradient) and adds it into its own rows.
+    fn backward<T: Float + Pod>(
+        &self,
+        grad: &[T],
+        cols: usize,
+    ) -> graphloom_tensor::Result<Tensor> {
+        type A<T> = <T as Float>::Acc;
+        let g = self.graph();
+        let rows = g.rows;
+        let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
+        let produce = |to: usize| {
+            let shard = &g.shards[to];
+            let (mut halo_grad, _c) = scratch::<A<T>>(g.halo_rows(to) * cols);
+            for (i, &dst) in shard.dst.iter().enumerate() {
+                let dst = dst as usize;
+                let s = <A<T>>::from_f64(self.scale(dst));
+                let gd = &grad[dst * cols..(dst + 1) * cols];
+                for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+                    let src = src as usize;
+                    for (h, &v) in halo_grad[src * cols..(src + 1) * cols].iter_mut().zip(gd) {
+                        *h += s * v.to_acc();
+                    }
+                }
+            }
+            let values: Vec<T> = halo_grad.iter().map(|&a| T::from_acc(a)).collect();
+            Ok(Message::of(&values))
+        };
+        let consume = |from: usize, message: Message| {
+            // The gradients of my rows that part `from` received, in its order.
+            let mine = message.values::<T>();
+            for (j, &row) in g.send[from].iter().enumerate() {
+                let dst = &mut acc[row as usize * cols..(row as usize + 1) * cols];
+                for (d, &v) in dst.iter_mut().zip(&mine[j * cols..(j + 1) * cols]) {
+                    *d += v.to_acc();
+                }
+            }
+            Ok(())
+        };
+        self.exchange
+            .pass(Direction::Back, produce, consume)
+            .map_err(comm_error)?;
+        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
+        for v in 0..rows {
+            let (s, self_loop) = self.source(v);
+            let s = <A<T>>::from_f64(s);
+            let own = &grad[v * cols..(v + 1) * cols];
+            let sum = &acc[v * cols..(v + 1) * cols];
+            let out = &mut out[v * cols..(v + 1) * cols];
+            if self_loop {
+                let scale = <A<T>>::from_f64(self.scale(v));
+                for ((o, &a), &gv) in out.iter_mut().zip(sum).zip(own) {
+                    *o = T::from_acc(s * (a + scale * gv.to_acc()));
+                }
+            } else {
+                for (o, &a) in out.iter_mut().zip(sum) {
+                    *o = T::from_acc(s * a);
+                }
+            }
+        }
+        Tensor::from_vec(out, &[rows, cols])
+    }
+}
+
+impl Op for LinearOp {
+    fn name(&self) -> &'static str {
+        "sar_aggregate"
+    }
+
+    fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
+        let x = inputs[0];
+        let (rows, cols) = x.dims2();
+        check_rows(rows, self.agg.graph().rows)?;
+        let kept = self.kept.get_mut().unwrap_or_else(|e| e.into_inner());
+        with_float!(x.dtype(), "sar_aggregate", T => {
+            self.agg.forward(x.as_slice::<T>()?, cols, kept)
+        })
+    }
+
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
+        // The halos kept by sa and osa served their purpose once the backward pass starts.
+        drop(std::mem::take(
+            &mut *self.kept.lock().unwrap_or_else(|e| e.into_inner()),
+        ));
+        let g = ctx.grad;
+        let cols = g.dims2().1;
+        let dx = with_float!(g.dtype(), "sar_aggregate", T => {
+            self.agg.backward(g.as_slice::<T>()?, cols)
+        })?;
+        Ok(vec![Some(dx)])
+    }
+}
+
+/// Fails unless a local input has one row per local node.
+pub(crate) fn check_rows(rows: usize, expected: usize) -> graphloom_tensor::Result<()> {
+    if rows != expected {
+        return Err(graphloom_tensor::Error::Autodiff(format!(
+            "SAR: an input of {rows} rows for a part of {expected} nodes"
+        )));
+    }
+    Ok(())
+}
