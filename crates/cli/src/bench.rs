@@ -16,6 +16,9 @@ enum Which {
     Fullbatch(crate::bench_fullbatch::FullbatchArgs),
     /// Random row gathers from the store, for every layout and location, against memcpy.
     Gather(crate::bench_gather::GatherArgs),
+    /// SAR full-batch training on N workers: peak memory per worker, epoch time and traffic
+    /// for the sar, sa and osa modes.
+    Sar(crate::bench_sar::SarArgs),
     /// Neighbour-sampling throughput against DGL's and PyG's samplers on the same graphs.
     Sample(crate::bench_sample::SampleArgs),
 }
@@ -25,5 +28,6 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
         Which::Gather(a) => crate::bench_gather::run(a),
         Which::Sample(a) => crate::bench_sample::run(a),
+        Which::Sar(a) => crate::bench_sar::run(a),
     }
 }

@@ -112,6 +112,23 @@ pub(crate) fn run_script(
 /// Runs `graphloom train --quiet` with `args` (and `--threads`) in its own process, so its
 /// peak RSS is its own, and returns its summary JSON.
 pub(crate) fn run_graphloom_train(args: &[String], threads: Option<usize>) -> Result<Value> {
+    run_train_command(Command::new(std::env::current_exe()?), args, threads)
+}
+
+/// [`run_graphloom_train`] as an `mpirun` job of `processes` processes (`args` should hold
+/// `--comm mpi`); rank 0 writes the summary.
+pub(crate) fn run_graphloom_train_mpi(
+    processes: usize,
+    args: &[String],
+    threads: Option<usize>,
+) -> Result<Value> {
+    let mut cmd = graphloom_comm::launch::mpirun(processes);
+    cmd.arg(std::env::current_exe()?);
+    run_train_command(cmd, args, threads)
+}
+
+/// Runs `cmd train --quiet args --threads T --summary-json F` and returns the summary.
+fn run_train_command(mut cmd: Command, args: &[String], threads: Option<usize>) -> Result<Value> {
     let summary = std::env::temp_dir().join(format!(
         "graphloom-bench-{}-{}.json",
         std::process::id(),
@@ -119,7 +136,6 @@ pub(crate) fn run_graphloom_train(args: &[String], threads: Option<usize>) -> Re
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_nanos())
     ));
-    let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(["train", "--quiet"]).args(args);
     cmd.arg("--summary-json").arg(&summary);
     if let Some(t) = threads {

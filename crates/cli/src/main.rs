@@ -5,6 +5,7 @@ mod bench_fullbatch;
 mod bench_gather;
 mod bench_peers;
 mod bench_sample;
+mod bench_sar;
 mod info;
 mod output;
 mod partition;

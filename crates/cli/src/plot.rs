@@ -1,4 +1,5 @@
-//! PNG charts of training curves, drawn with plotters and the bundled DejaVu Sans font.
+//! PNG charts (training curves, SAR's memory per worker), drawn with plotters and the bundled
+//! DejaVu Sans font, written to a temporary name and renamed into place.
 
 use std::path::Path;
 
@@ -6,6 +7,33 @@ use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
 use graphloom_nn::train::EpochRecord;
+
+use crate::bench_sar::SarRun;
+
+/// The drawing area of a PNG.
+type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
+
+/// Draws a `size` PNG titled `title` with `draw`, then moves it to `path`.
+fn png(
+    path: &Path,
+    size: (u32, u32),
+    title: &str,
+    draw: impl FnOnce(&Area) -> Result<()>,
+) -> Result<()> {
+    register_font();
+    let tmp = path.with_extension("tmp.png");
+    {
+        let root = BitMapBackend::new(&tmp, size).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
+        let root = root
+            .titled(title, ("sans-serif", 20))
+            .map_err(|e| anyhow!("{e}"))?;
+        draw(&root)?;
+        root.present().map_err(|e| anyhow!("{e}"))?;
+    }
+    std::fs::rename(&tmp, path)?;
+    Ok(())
+}
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
@@ -22,14 +50,7 @@ fn register_font() {
 
 /// Draws loss, accuracies and peak memory per epoch into a 1200 x 400 PNG with three panels.
 pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) -> Result<()> {
-    register_font();
-    let tmp = path.with_extension("tmp.png");
-    {
-        let root = BitMapBackend::new(&tmp, (1200, 420)).into_drawing_area();
-        root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
-        let root = root
-            .titled(title, ("sans-serif", 20))
-            .map_err(|e| anyhow!("{e}"))?;
+    png(path, (1200, 420), title, |root| {
         let panels = root.split_evenly((1, 3));
         let n = epochs.len().max(2) as f64;
         let xs: Vec<f64> = epochs.iter().map(|e| e.epoch as f64).collect();
@@ -90,8 +111,88 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
                 .draw()
                 .map_err(|e| anyhow!("{e}"))?;
         }
-        root.present().map_err(|e| anyhow!("{e}"))?;
-    }
-    std::fs::rename(&tmp, path)?;
-    Ok(())
+        Ok(())
+    })
+}
+
+/// Draws peak tracked memory per worker against the worker count, one panel per model, one
+/// line per mode, with the single-worker peak divided by N for reference.
+pub(crate) fn sar_memory(path: &Path, runs: &[SarRun]) -> Result<()> {
+    let mut models: Vec<&str> = runs.iter().map(|r| r.model.as_str()).collect();
+    models.dedup();
+    let modes: [(&str, RGBColor); 3] = [("sar", RED), ("sa", BLUE), ("osa", GREEN)];
+    let width = 600 * models.len().max(1) as u32;
+    png(
+        path,
+        (width, 450),
+        "SAR: peak tracked memory per worker",
+        |root| {
+            let panels = root.split_evenly((1, models.len().max(1)));
+            let mib = |b: u64| b as f64 / (1 << 20) as f64;
+            for (area, model) in panels.iter().zip(&models) {
+                let mine: Vec<&SarRun> = runs.iter().filter(|r| r.model == *model).collect();
+                let max_n = mine.iter().map(|r| r.workers).max().unwrap_or(1) as f64;
+                let ymax = mine.iter().map(|r| mib(r.peak_bytes)).fold(1e-9, f64::max) * 1.1;
+                let mut chart = ChartBuilder::on(area)
+                    .caption(*model, ("sans-serif", 16))
+                    .margin(10)
+                    .x_label_area_size(35)
+                    .y_label_area_size(60)
+                    .build_cartesian_2d((1.0..max_n.max(2.0)).log_scale(), 0.0..ymax)
+                    .map_err(|e| anyhow!("{e}"))?;
+                chart
+                    .configure_mesh()
+                    .x_desc("workers N")
+                    .y_desc("MiB")
+                    .draw()
+                    .map_err(|e| anyhow!("{e}"))?;
+                for (mode, color) in modes {
+                    let mut points: Vec<(f64, f64)> = mine
+                        .iter()
+                        .filter(|r| r.mode == mode)
+                        .map(|r| (r.workers as f64, mib(r.peak_bytes)))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    if points.is_empty() {
+                        continue;
+                    }
+                    chart
+                        .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                        .map_err(|e| anyhow!("{e}"))?
+                        .label(mode)
+                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
+                    chart
+                        .draw_series(
+                            points
+                                .into_iter()
+                                .map(|p| Circle::new(p, 4, color.filled())),
+                        )
+                        .map_err(|e| anyhow!("{e}"))?;
+                }
+                if let Some(single) = mine.iter().find(|r| r.workers == 1) {
+                    let base = mib(single.peak_bytes);
+                    let mut ns: Vec<f64> = mine.iter().map(|r| r.workers as f64).collect();
+                    ns.sort_by(f64::total_cmp);
+                    ns.dedup();
+                    chart
+                        .draw_series(LineSeries::new(
+                            ns.into_iter().map(|n| (n, base / n)),
+                            BLACK.mix(0.5).stroke_width(1),
+                        ))
+                        .map_err(|e| anyhow!("{e}"))?
+                        .label("N=1 peak / N")
+                        .legend(|(x, y)| {
+                            PathElement::new(vec![(x, y), (x + 15, y)], BLACK.mix(0.5))
+                        });
+                }
+                chart
+                    .configure_series_labels()
+                    .background_style(WHITE.mix(0.8))
+                    .border_style(BLACK)
+                    .draw()
+                    .map_err(|e| anyhow!("{e}"))?;
+            }
+            Ok(())
+        },
+    )
 }

@@ -529,5 +529,119 @@ fn sar_workers_train_like_one_worker_on_the_whole_graph() {
         "1",
     ]);
     assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("3 parts but the job has 2 workers"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("a partition into 3 parts"));
+}
+
+/// Under MPI, a SAR worker killed mid-epoch makes the job exit with an error that names it, well
+/// within the collective timeout, and no rank hangs.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_sar_worker_killed_mid_epoch_fails_the_job_naming_it() {
+    use std::time::{Duration, Instant};
+    let root = scratch("sar-kill");
+    let dir = root.join("ds");
+    let out = graphloom(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "20000",
+        "--avg-degree",
+        "10",
+        "--feat-dim",
+        "32",
+        "--classes",
+        "4",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let parts = root.join("parts");
+    let out = graphloom(&[
+        "partition",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--parts",
+        "3",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut job = graphloom_comm::launch::mpirun(3)
+        .env(graphloom_comm::TIMEOUT_ENV, "30")
+        .arg(env!("CARGO_BIN_EXE_graphloom"))
+        .args([
+            "train",
+            "--dataset",
+            parts.to_str().unwrap(),
+            "--comm",
+            "mpi",
+            "--model",
+            "gat",
+            "--epochs",
+            "100000",
+            "--quiet",
+            "--threads",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The ranks are the processes whose command line names this test's partition.
+    let rank_pid = |rank: usize| -> Option<u32> {
+        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+            let environ = std::fs::read(e.path().join("environ")).ok()?;
+            let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+            let mine = has(&cmdline, parts.to_str()?.as_bytes()) && !has(&cmdline, b"mpirun");
+            let rank_var = format!("OMPI_COMM_WORLD_RANK={rank}\0");
+            (mine && has(&environ, rank_var.as_bytes())).then_some(pid)
+        })
+    };
+    let start = Instant::now();
+    let victim = loop {
+        if let Some(pid) = rank_pid(1) {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "rank 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Let the job load its parts and get into its epochs.
+    std::thread::sleep(Duration::from_secs(3));
+    assert!(
+        job.try_wait().unwrap().is_none(),
+        "the job ended before the kill"
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGKILL) }, 0);
+    let killed = Instant::now();
+    let status = loop {
+        if let Some(status) = job.try_wait().unwrap() {
+            break status;
+        }
+        if killed.elapsed() > Duration::from_secs(90) {
+            let _ = job.kill();
+            panic!("the job did not end within 90 s of the kill");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let output = job.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!status.success());
+    assert!(stderr.contains("rank 1"), "{stderr}");
+    for rank in [0, 2] {
+        assert!(rank_pid(rank).is_none(), "rank {rank} is still running");
+    }
 }

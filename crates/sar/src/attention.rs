@@ -14,6 +14,7 @@
 //! `dh_u += alpha d g_v`. The gradients of a halo go back to its owner. In [`SarMode::Sar`]
 //! the halo is fetched again, round by round; the other modes kept it.
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
@@ -93,11 +94,13 @@ struct Inputs<'a, T> {
     c: usize,
 }
 
-impl<T: Float + Pod> Inputs<'_, T> {
+impl<T> Inputs<'_, T> {
     fn width(&self) -> usize {
         self.heads * self.c
     }
+}
 
+impl<T: Float + Pod> Inputs<'_, T> {
     /// Row `i`'s message: its `h` row, then its `el` row.
     fn pack(&self, rows: &[u32]) -> Message {
         let (w, heads) = (self.width(), self.heads);
@@ -109,6 +112,13 @@ impl<T: Float + Pod> Inputs<'_, T> {
         }
         Message::of(&out)
     }
+}
+
+/// Where the source rows of a part's edges are: a received halo (rows of `h` then `el`), or
+/// this worker's own inputs.
+enum Sources<'a, T> {
+    Halo(&'a [T]),
+    Own,
 }
 
 impl AttentionOp {
@@ -124,31 +134,42 @@ impl AttentionOp {
         })
     }
 
-    /// Calls `edge(v, u_id, u_row)` for every in-edge of a local destination from the halo of
-    /// part `from` (rows of `row_width`), skipping self-loops, which are added separately.
-    fn for_each_edge<T>(
+    /// Calls `edge(v, u_id, src, hu, elu)` for every in-edge of a local destination from part
+    /// `from` (`src` its position in the part's halo, `hu` and `elu` its rows), skipping
+    /// self-loops, which are added separately.
+    fn for_each_edge<T: Float>(
         &self,
         from: usize,
-        halo: &[T],
-        row_width: usize,
-        mut edge: impl FnMut(usize, i64, usize, &[T]),
+        x: &Inputs<'_, T>,
+        sources: Sources<'_, T>,
+        mut edge: impl FnMut(usize, i64, usize, &[T], &[T]),
     ) {
         let g = self.graph();
+        let (w, heads) = (x.width(), x.heads);
         let shard = &g.shards[from];
         let ids = &g.halo_ids[from];
         for (i, &dst) in shard.dst.iter().enumerate() {
             let v = dst as usize;
             for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
                 let src = src as usize;
-                if from == g.index && g.send[from][src] == dst {
-                    continue;
+                match sources {
+                    Sources::Own => {
+                        let u = g.send[from][src] as usize;
+                        if u != v {
+                            edge(
+                                v,
+                                ids[src],
+                                src,
+                                &x.h[u * w..(u + 1) * w],
+                                &x.el[u * heads..(u + 1) * heads],
+                            );
+                        }
+                    }
+                    Sources::Halo(halo) => {
+                        let row = &halo[src * (w + heads)..(src + 1) * (w + heads)];
+                        edge(v, ids[src], src, &row[..w], &row[w..]);
+                    }
                 }
-                edge(
-                    v,
-                    ids[src],
-                    src,
-                    &halo[src * row_width..(src + 1) * row_width],
-                );
             }
         }
     }
@@ -168,6 +189,7 @@ impl AttentionOp {
         {
             let this = &*self;
             let ids = &this.graph().ids;
+            let own = this.graph().index;
             // The online-softmax update of destination v with source row (hu, elu).
             let mut update = |v: usize, u: i64, hu: &[T], elu: &[T]| {
                 for k in 0..heads {
@@ -176,8 +198,8 @@ impl AttentionOp {
                     let out = &mut acc[v * w + k * c..v * w + (k + 1) * c];
                     if s > *mk {
                         let f = (*mk - s).exp();
-                        *zk = *zk * f;
-                        out.iter_mut().for_each(|a| *a = *a * f);
+                        *zk *= f;
+                        out.iter_mut().for_each(|a| *a *= f);
                         *mk = s;
                     }
                     let p = (s - *mk).exp();
@@ -197,12 +219,24 @@ impl AttentionOp {
                 );
             }
             let ex = &this.att.exchange;
-            let produce = |to: usize| Ok(x.pack(&ex.graph.send[to]));
+            let produce = |to: usize| {
+                Ok(if to == own {
+                    Message::empty()
+                } else {
+                    x.pack(&ex.graph.send[to])
+                })
+            };
             let consume = |from: usize, message: Message| {
+                if from == own {
+                    this.for_each_edge(from, &x, Sources::Own, |v, u, _, hu, elu| {
+                        update(v, u, hu, elu)
+                    });
+                    return Ok(());
+                }
                 {
                     let halo = message.values::<T>();
-                    this.for_each_edge(from, &halo, w + heads, |v, u, _, row| {
-                        update(v, u, &row[..w], &row[w..])
+                    this.for_each_edge(from, &x, Sources::Halo(&halo), |v, u, _, hu, elu| {
+                        update(v, u, hu, elu)
                     });
                 }
                 if keep {
@@ -238,98 +272,42 @@ impl AttentionOp {
         out: &[T],
         grad: &[T],
     ) -> graphloom_tensor::Result<[Tensor; 3]> {
-        type A<T> = <T as Float>::Acc;
-        let (heads, c, w) = (x.heads, x.c, x.width());
+        let (heads, w) = (x.heads, x.width());
         let g = self.graph();
-        let rows = g.rows;
-        let slope = <A<T>>::from_f64(self.att.negative_slope);
-        let st = &self.stats;
-        let (mut cv, _cc) = scratch::<A<T>>(rows * heads);
-        for v in 0..rows {
-            for k in 0..heads {
-                let r = v * w + k * c..v * w + (k + 1) * c;
-                cv[v * heads + k] = dot::<T>(&grad[r.clone()], &out[r]);
+        let (rows, own) = (g.rows, g.index);
+        let grads = RefCell::new(Grads::new(self, &x, out, grad));
+        {
+            let mut gr = grads.borrow_mut();
+            for v in 0..rows {
+                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
+                gr.edge(v, g.ids[v], hv, elv, Target::Own(v));
             }
-        }
-        let (mut der, _cr) = scratch::<A<T>>(rows * heads);
-        // The gradients of my own rows: `[h | el]` per row, as in the messages.
-        let (mut mine, _cmine) = scratch::<A<T>>(rows * (w + heads));
-        let ids = &g.ids;
-        // Adds edge u -> v's gradients: er into `der`, h and el into `into` (u's row).
-        let mut edge_grads = |v: usize, u: i64, row: &[T], into: &mut [A<T>]| {
-            for k in 0..heads {
-                let pre = row[w + k].to_acc() + x.er[v * heads + k].to_acc();
-                let (mv, zv) = (st[(v * heads + k) * 2], st[(v * heads + k) * 2 + 1]);
-                let alpha = (leaky(pre, slope) - <A<T>>::from_f64(mv)).exp() / <A<T>>::from_f64(zv);
-                let d = <A<T>>::from_f64(self.factor(ids[v], u, k));
-                let gk = &grad[v * w + k * c..v * w + (k + 1) * c];
-                let da = dot::<T>(gk, &row[k * c..(k + 1) * c]) * d;
-                let dleaky = if pre > <A<T>>::ZERO {
-                    <A<T>>::ONE
-                } else {
-                    slope
-                };
-                let ds = alpha * (da - cv[v * heads + k]) * dleaky;
-                der[v * heads + k] += ds;
-                into[w + k] += ds;
-                let a = alpha * d;
-                for (o, &gv) in into[k * c..(k + 1) * c].iter_mut().zip(gk) {
-                    *o += a * gv.to_acc();
-                }
-            }
-        };
-        // Self-loops.
-        for v in 0..rows {
-            let mut row = Vec::with_capacity(w + heads);
-            row.extend_from_slice(&x.h[v * w..(v + 1) * w]);
-            row.extend_from_slice(&x.el[v * heads..(v + 1) * heads]);
-            edge_grads(
-                v,
-                ids[v],
-                &row,
-                &mut mine[v * (w + heads)..(v + 1) * (w + heads)],
-            );
-        }
-        let row_width = w + heads;
-        // The gradients of the halo of part `from`, as a message to its owner.
-        let mut halo_grads = |from: usize, halo: &Message| {
-            let halo = halo.values::<T>();
-            let (mut grads, _c) = scratch::<A<T>>(g.halo_rows(from) * row_width);
-            self.for_each_edge(from, &halo, row_width, |v, u, src, row| {
-                edge_grads(
-                    v,
-                    u,
-                    row,
-                    &mut grads[src * row_width..(src + 1) * row_width],
-                )
+            self.for_each_edge(own, &x, Sources::Own, |v, u, src, hu, elu| {
+                gr.edge(v, u, hu, elu, Target::Own(g.send[own][src] as usize))
             });
-            let values: Vec<T> = grads.iter().map(|&a| T::from_acc(a)).collect();
-            Message::of(&values)
-        };
-        // Adds the gradients part `from` computed for the rows I sent it.
-        let mut add_returned = |from: usize, message: Message| {
-            let values = message.values::<T>();
-            for (j, &row) in g.send[from].iter().enumerate() {
-                let dst = &mut mine[row as usize * row_width..(row as usize + 1) * row_width];
-                for (d, &v) in dst
-                    .iter_mut()
-                    .zip(&values[j * row_width..(j + 1) * row_width])
-                {
-                    *d += v.to_acc();
-                }
-            }
-        };
+        }
         let ex = &self.att.exchange;
         let (rank, size) = (ex.comm.rank(), ex.comm.size());
         if ex.mode == SarMode::Sar {
             // Fetch each halo again; its gradients go back to the owner in the same round, and
             // the gradients of the rows I sent in this round come back.
-            let produce = |to: usize| Ok(x.pack(&g.send[to]));
+            let produce = |to: usize| {
+                Ok(if to == own {
+                    Message::empty()
+                } else {
+                    x.pack(&g.send[to])
+                })
+            };
             let consume = |from: usize, halo: Message| {
-                let back = halo_grads(from, &halo);
+                if from == own {
+                    return Ok(());
+                }
+                let back = grads.borrow_mut().halo_grads(from, &halo);
                 drop(halo);
                 let sent_to = (2 * rank + size - from) % size;
-                add_returned(sent_to, ex.swap_now(from, sent_to, back)?);
+                grads
+                    .borrow_mut()
+                    .add_returned(sent_to, &ex.swap_now(from, sent_to, back)?);
                 Ok(())
             };
             ex.pass(Direction::Out, produce, consume)
@@ -337,35 +315,24 @@ impl AttentionOp {
         } else {
             let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
             let produce = |to: usize| {
+                if to == own {
+                    return Ok(Message::empty());
+                }
                 let halo = kept[to].take().ok_or_else(|| {
                     graphloom_comm::CommError::Invalid(format!("SAR: no halo kept from part {to}"))
                 })?;
-                Ok(halo_grads(to, &halo))
+                Ok(grads.borrow_mut().halo_grads(to, &halo))
             };
             let consume = |from: usize, message: Message| {
-                add_returned(from, message);
+                if from != own {
+                    grads.borrow_mut().add_returned(from, &message);
+                }
                 Ok(())
             };
             ex.pass(Direction::Back, produce, consume)
                 .map_err(comm_error)?;
         }
-        let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
-        let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
-        for v in 0..rows {
-            let row = &mine[v * row_width..(v + 1) * row_width];
-            for (d, &a) in dh[v * w..(v + 1) * w].iter_mut().zip(&row[..w]) {
-                *d = T::from_acc(a);
-            }
-            for (d, &a) in del[v * heads..(v + 1) * heads].iter_mut().zip(&row[w..]) {
-                *d = T::from_acc(a);
-            }
-        }
-        let der: Vec<T> = der.iter().map(|&a| T::from_acc(a)).collect();
-        Ok([
-            Tensor::from_vec(dh, &[rows, w])?,
-            Tensor::from_vec(del, &[rows, heads])?,
-            Tensor::from_vec(der, &[rows, heads])?,
-        ])
+        grads.into_inner().into_tensors()
     }
 
     /// Checks the shapes and returns the width per head.
@@ -386,6 +353,141 @@ impl AttentionOp {
             )));
         }
         Ok(h.dims2().1 / heads)
+    }
+}
+
+/// Where an edge's source gradients go: a halo's gradient rows, or an own row.
+enum Target<'a, A> {
+    Halo(&'a mut [A]),
+    Own(usize),
+}
+
+/// The backward pass's sums: the gradient of `er` by destination, and of `[h | el]` for the
+/// own rows (rows of `width + heads`, as in the messages).
+struct Grads<'a, T: Float> {
+    op: &'a AttentionOp,
+    x: &'a Inputs<'a, T>,
+    grad: &'a [T],
+    /// `c_v = g_v . out_v` per head.
+    cv: Vec<T::Acc>,
+    der: Vec<T::Acc>,
+    mine: Vec<T::Acc>,
+    _charges: [Charge; 3],
+}
+
+impl<'a, T: Float + Pod> Grads<'a, T> {
+    fn new(op: &'a AttentionOp, x: &'a Inputs<'a, T>, out: &[T], grad: &'a [T]) -> Self {
+        let (heads, c, w) = (x.heads, x.c, x.width());
+        let rows = op.graph().rows;
+        let (mut cv, c1) = scratch::<T::Acc>(rows * heads);
+        for v in 0..rows {
+            for k in 0..heads {
+                let r = v * w + k * c..v * w + (k + 1) * c;
+                cv[v * heads + k] = dot::<T>(&grad[r.clone()], &out[r]);
+            }
+        }
+        let (der, c2) = scratch::<T::Acc>(rows * heads);
+        let (mine, c3) = scratch::<T::Acc>(rows * (w + heads));
+        Grads {
+            op,
+            x,
+            grad,
+            cv,
+            der,
+            mine,
+            _charges: [c1, c2, c3],
+        }
+    }
+
+    /// Adds edge `u -> v`'s gradients (source rows `hu`, `elu`): `er`'s into `der`, `h`'s and
+    /// `el`'s into `target`.
+    fn edge(&mut self, v: usize, u: i64, hu: &[T], elu: &[T], target: Target<'_, T::Acc>) {
+        let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
+        let slope = T::Acc::from_f64(self.op.att.negative_slope);
+        let st = &self.op.stats;
+        let v_id = self.op.graph().ids[v];
+        let into = match target {
+            Target::Halo(row) => row,
+            Target::Own(row) => &mut self.mine[row * (w + heads)..(row + 1) * (w + heads)],
+        };
+        for k in 0..heads {
+            let pre = elu[k].to_acc() + self.x.er[v * heads + k].to_acc();
+            let (mv, zv) = (st[(v * heads + k) * 2], st[(v * heads + k) * 2 + 1]);
+            let alpha = (leaky(pre, slope) - T::Acc::from_f64(mv)).exp() / T::Acc::from_f64(zv);
+            let d = T::Acc::from_f64(self.op.factor(v_id, u, k));
+            let gk = &self.grad[v * w + k * c..v * w + (k + 1) * c];
+            let da = dot::<T>(gk, &hu[k * c..(k + 1) * c]) * d;
+            let dleaky = if pre > T::Acc::ZERO {
+                T::Acc::ONE
+            } else {
+                slope
+            };
+            let ds = alpha * (da - self.cv[v * heads + k]) * dleaky;
+            self.der[v * heads + k] += ds;
+            into[w + k] += ds;
+            let a = alpha * d;
+            for (o, &gv) in into[k * c..(k + 1) * c].iter_mut().zip(gk) {
+                *o += a * gv.to_acc();
+            }
+        }
+    }
+
+    /// The gradients of the halo of part `from`, as a message to its owner.
+    fn halo_grads(&mut self, from: usize, halo: &Message) -> Message {
+        let halo = halo.values::<T>();
+        let row_width = self.x.width() + self.x.heads;
+        let (mut out, _c) = scratch::<T::Acc>(self.op.graph().halo_rows(from) * row_width);
+        let (op, x) = (self.op, self.x);
+        op.for_each_edge(from, x, Sources::Halo(&halo), |v, u, src, hu, elu| {
+            self.edge(
+                v,
+                u,
+                hu,
+                elu,
+                Target::Halo(&mut out[src * row_width..(src + 1) * row_width]),
+            )
+        });
+        let values: Vec<T> = out.iter().map(|&a| T::from_acc(a)).collect();
+        Message::of(&values)
+    }
+
+    /// Adds the gradients part `from` computed for the rows this worker sent it.
+    fn add_returned(&mut self, from: usize, message: &Message) {
+        let values = message.values::<T>();
+        let row_width = self.x.width() + self.x.heads;
+        for (j, &row) in self.op.graph().send[from].iter().enumerate() {
+            let dst = &mut self.mine[row as usize * row_width..(row as usize + 1) * row_width];
+            for (d, &v) in dst
+                .iter_mut()
+                .zip(&values[j * row_width..(j + 1) * row_width])
+            {
+                *d += v.to_acc();
+            }
+        }
+    }
+
+    /// The gradients of `h`, `el` and `er`.
+    fn into_tensors(self) -> graphloom_tensor::Result<[Tensor; 3]> {
+        let (heads, w) = (self.x.heads, self.x.width());
+        let rows = self.op.graph().rows;
+        let row_width = w + heads;
+        let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
+        let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
+        for v in 0..rows {
+            let row = &self.mine[v * row_width..(v + 1) * row_width];
+            for (d, &a) in dh[v * w..(v + 1) * w].iter_mut().zip(&row[..w]) {
+                *d = T::from_acc(a);
+            }
+            for (d, &a) in del[v * heads..(v + 1) * heads].iter_mut().zip(&row[w..]) {
+                *d = T::from_acc(a);
+            }
+        }
+        let der: Vec<T> = self.der.iter().map(|&a| T::from_acc(a)).collect();
+        Ok([
+            Tensor::from_vec(dh, &[rows, w])?,
+            Tensor::from_vec(del, &[rows, heads])?,
+            Tensor::from_vec(der, &[rows, heads])?,
+        ])
     }
 }
 

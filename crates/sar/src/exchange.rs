@@ -84,6 +84,11 @@ impl Message {
         }
     }
 
+    /// The empty message a worker "sends" itself: operators read their own rows in place.
+    pub(crate) fn empty() -> Message {
+        Message::new(Vec::new())
+    }
+
     /// The message of `values`.
     pub(crate) fn of<T: Pod>(values: &[T]) -> Message {
         Message::new(bytemuck::cast_slice(values).to_vec())
@@ -169,7 +174,9 @@ impl Exchange {
     }
 
     /// One pass: every part `q` gets `produce(q)` and this worker consumes every part's message
-    /// with `consume(q, message)`, in round order (its own first). Ring rounds hold at most two
+    /// with `consume(q, message)`, in round order. Its own part comes first, with the message
+    /// `produce(rank)` returned (operators return [`Message::empty`] and read their own rows in
+    /// place), while the first message of another part travels. Ring rounds hold at most two
     /// received messages at a time (the one consumed and the next in flight); [`SarMode::Osa`]
     /// holds all of them.
     pub(crate) fn pass(

@@ -107,7 +107,11 @@ impl RingAggregation {
         let rows = g.rows;
         let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
         let ex = &self.exchange;
+        let own = g.index;
         let produce = |to: usize| {
+            if to == own {
+                return Ok(Message::empty());
+            }
             let mut out = Vec::with_capacity(g.send[to].len() * cols);
             for &i in &g.send[to] {
                 let i = i as usize;
@@ -127,14 +131,21 @@ impl RingAggregation {
                 for (i, &dst) in shard.dst.iter().enumerate() {
                     let out = &mut acc[dst as usize * cols..(dst as usize + 1) * cols];
                     for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-                        let src = src as usize;
-                        for (o, &h) in out.iter_mut().zip(&halo[src * cols..(src + 1) * cols]) {
-                            *o += h.to_acc();
+                        // The own part's rows are read in place, scaled here as a sender would.
+                        let (row, c) = if from == own {
+                            let u = g.send[own][src as usize] as usize;
+                            (u, <A<T>>::from_f64(self.source(u).0))
+                        } else {
+                            (src as usize, <A<T>>::ONE)
+                        };
+                        let rows = if from == own { xs } else { &halo[..] };
+                        for (o, &h) in out.iter_mut().zip(&rows[row * cols..(row + 1) * cols]) {
+                            *o += c * h.to_acc();
                         }
                     }
                 }
             }
-            if ex.mode.keeps_halos() {
+            if ex.mode.keeps_halos() && from != own {
                 kept.push(message);
             }
             Ok(())
@@ -162,6 +173,26 @@ impl RingAggregation {
         Tensor::from_vec(out, &[rows, cols])
     }
 
+    /// Calls `add(src, scale, g_dst)` for every edge from part `to` into this worker's
+    /// destinations: the halo row `src` receives `scale * g_dst`.
+    fn shard_grad<T: Float>(
+        &self,
+        to: usize,
+        grad: &[T],
+        cols: usize,
+        mut add: impl FnMut(usize, T::Acc, &[T]),
+    ) {
+        let shard = &self.graph().shards[to];
+        for (i, &dst) in shard.dst.iter().enumerate() {
+            let dst = dst as usize;
+            let s = T::Acc::from_f64(self.scale(dst));
+            let gd = &grad[dst * cols..(dst + 1) * cols];
+            for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+                add(src as usize, s, gd);
+            }
+        }
+    }
+
     /// The gradient of the input: each part gets the gradient of the rows it sent (the
     /// transposed shard times the scaled output gradient) and adds it into its own rows.
     fn backward<T: Float + Pod>(
@@ -173,24 +204,30 @@ impl RingAggregation {
         let g = self.graph();
         let rows = g.rows;
         let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
+        let own = g.index;
         let produce = |to: usize| {
-            let shard = &g.shards[to];
-            let (mut halo_grad, _c) = scratch::<A<T>>(g.halo_rows(to) * cols);
-            for (i, &dst) in shard.dst.iter().enumerate() {
-                let dst = dst as usize;
-                let s = <A<T>>::from_f64(self.scale(dst));
-                let gd = &grad[dst * cols..(dst + 1) * cols];
-                for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-                    let src = src as usize;
-                    for (h, &v) in halo_grad[src * cols..(src + 1) * cols].iter_mut().zip(gd) {
-                        *h += s * v.to_acc();
-                    }
-                }
+            if to == own {
+                return Ok(Message::empty());
             }
+            let (mut halo_grad, _c) = scratch::<A<T>>(g.halo_rows(to) * cols);
+            self.shard_grad(to, grad, cols, |src, s, gd| {
+                for (h, &v) in halo_grad[src * cols..(src + 1) * cols].iter_mut().zip(gd) {
+                    *h += s * v.to_acc();
+                }
+            });
             let values: Vec<T> = halo_grad.iter().map(|&a| T::from_acc(a)).collect();
             Ok(Message::of(&values))
         };
         let consume = |from: usize, message: Message| {
+            if from == own {
+                self.shard_grad(own, grad, cols, |src, s, gd| {
+                    let row = g.send[own][src] as usize;
+                    for (d, &v) in acc[row * cols..(row + 1) * cols].iter_mut().zip(gd) {
+                        *d += s * v.to_acc();
+                    }
+                });
+                return Ok(());
+            }
             // The gradients of my rows that part `from` received, in its order.
             let mine = message.values::<T>();
             for (j, &row) in g.send[from].iter().enumerate() {

@@ -80,3 +80,61 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
+
+/// A worker that stops mid-training makes every other worker fail with an error naming it,
+/// instead of waiting for it forever.
+#[test]
+fn a_worker_that_dies_is_named_by_the_others() {
+    let ds = generate(&SyntheticConfig {
+        nodes: 300,
+        avg_degree: 6,
+        feat_dim: 8,
+        classes: 3,
+        seed: 2,
+        ..Default::default()
+    })
+    .unwrap();
+    let dir = std::env::temp_dir().join(format!("graphloom-sar-dies-{}", std::process::id()));
+    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 3, 0).unwrap(), &dir).unwrap();
+    let cfg = ModelConfig {
+        arch: Architecture::Gat,
+        in_dim: 8,
+        hidden: 4,
+        out_dim: 3,
+        layers: 2,
+        heads: 2,
+        out_heads: 1,
+        dropout: 0.5,
+        input_dropout: 0.5,
+        attention_dropout: 0.5,
+        dtype: DType::F32,
+        checkpoint: false,
+    };
+    let results = Local::run(3, |comm| {
+        let rank = comm.rank();
+        let mut part = Part::load(&dir, rank).map_err(|e| e.to_string())?;
+        let tc = TrainConfig {
+            epochs: if rank == 1 { 2 } else { 10 },
+            lr: 0.01,
+            weight_decay: 0.0,
+            optimizer: OptimizerKind::Adam,
+            patience: None,
+            seed: 1,
+        };
+        train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})
+            .map_err(|e| e.to_string())?;
+        if rank == 1 {
+            return Err("worker 1 stopped".to_string());
+        }
+        Ok(())
+    });
+    for (rank, r) in results.into_iter().enumerate() {
+        let e = r.unwrap_err();
+        if rank == 1 {
+            assert_eq!(e, "worker 1 stopped");
+        } else {
+            assert!(e.contains("rank 1 failed"), "rank {rank}: {e}");
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,245 @@
+//! `graphloom bench sar`: SAR's peak memory per worker, epoch time and traffic for N workers,
+//! in the three halo modes, for GraphSAGE and GAT, on a graph whose features dominate memory.
+//! Every run is `graphloom train` in a process of its own (an `mpirun` job with `--comm mpi`),
+//! so its peak RSS is its own.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use graphloom_graph::convert::synthetic::SyntheticConfig;
+use graphloom_graph::parts::write_parts;
+use graphloom_graph::Dataset;
+use serde_json::{json, Value};
+
+use crate::bench_peers as peers;
+use crate::output;
+
+/// Arguments of `graphloom bench sar`.
+#[derive(Args)]
+pub(crate) struct SarArgs {
+    /// Dataset directory; generated there when missing (`--nodes`, `--avg-degree`,
+    /// `--features`). Its partitions go to `{dataset}-parts{N}`.
+    #[arg(long, default_value = "data/bench-sar-400k")]
+    dataset: PathBuf,
+    /// Nodes of the generated graph.
+    #[arg(long, default_value_t = 400_000)]
+    nodes: usize,
+    /// Average in-degree of the generated graph (edges = nodes x degree).
+    #[arg(long, default_value_t = 20)]
+    avg_degree: usize,
+    /// Feature width of the generated graph.
+    #[arg(long, default_value_t = 512)]
+    features: usize,
+    /// Worker counts, comma-separated.
+    #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
+    workers: Vec<usize>,
+    /// Halo modes, comma-separated: sar, sa, osa.
+    #[arg(long, default_value = "sar,sa,osa", value_delimiter = ',')]
+    modes: Vec<String>,
+    /// Models, comma-separated: sage, gat, gcn.
+    #[arg(long, default_value = "sage,gat", value_delimiter = ',')]
+    models: Vec<String>,
+    /// Timed epochs per run (after one warm-up epoch).
+    #[arg(long, default_value_t = 1)]
+    epochs: usize,
+    /// Hidden width (GAT: in total, split over the heads).
+    #[arg(long, default_value_t = 256)]
+    hidden: usize,
+    /// GAT heads.
+    #[arg(long, default_value_t = 4)]
+    heads: usize,
+    /// `local` (N threads of one process) or `mpi` (an mpirun job of N processes; needs a
+    /// build with --features mpi).
+    #[arg(long, default_value = "local")]
+    comm: String,
+    /// Kernel threads per process [default: all cores, divided among MPI processes].
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Draw peak memory per worker against N into this PNG.
+    #[arg(long, default_value = "bench/sar_memory.png")]
+    plot: PathBuf,
+    /// Print one JSON object per measurement per line.
+    #[arg(long)]
+    json: bool,
+}
+
+/// One run's figures.
+pub(crate) struct SarRun {
+    pub(crate) model: String,
+    pub(crate) mode: String,
+    pub(crate) workers: usize,
+    /// The largest peak of tracked bytes over the workers.
+    pub(crate) peak_bytes: u64,
+    /// The largest peak RSS over the processes.
+    pub(crate) peak_rss_bytes: u64,
+    pub(crate) epoch_seconds: f64,
+    /// Mean bytes a worker sent per epoch (training step and evaluation).
+    pub(crate) bytes_sent: f64,
+}
+
+/// The partition of `dataset` into `parts`, written on first use.
+fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
+    let dir = PathBuf::from(format!("{}-parts{parts}", dataset.display()));
+    if dir.join("partition.json").exists() {
+        return Ok(dir);
+    }
+    let spinner = output::spinner(&format!("METIS: {} into {parts} parts", dataset.display()));
+    let ds = Dataset::load(dataset)?;
+    let partition = graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)?;
+    write_parts(&ds, &partition, &dir).with_context(|| format!("writing {}", dir.display()))?;
+    spinner.finish_and_clear();
+    Ok(dir)
+}
+
+fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<SarRun> {
+    let parts = ensure_parts(&args.dataset, workers)?;
+    let hidden = if model == "gat" {
+        (args.hidden / args.heads).max(1)
+    } else {
+        args.hidden
+    };
+    let mut train: Vec<String> = [
+        "--dataset",
+        &parts.display().to_string(),
+        "--model",
+        model,
+        "--mode",
+        mode,
+        "--hidden",
+        &hidden.to_string(),
+        "--heads",
+        &args.heads.to_string(),
+        "--epochs",
+        &(args.epochs + 1).to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    let summary = match args.comm.as_str() {
+        "local" => {
+            train.extend(["--workers".into(), workers.to_string()]);
+            peers::run_graphloom_train(&train, args.threads)?
+        }
+        "mpi" => {
+            train.extend(["--comm".into(), "mpi".into()]);
+            let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+            let threads = args.threads.unwrap_or((cores / workers).max(1));
+            peers::run_graphloom_train_mpi(workers, &train, Some(threads))?
+        }
+        other => bail!("--comm must be local or mpi, not '{other}'"),
+    };
+    figures(model, mode, workers, &summary)
+}
+
+/// A run's figures from its summary JSON.
+fn figures(model: &str, mode: &str, workers: usize, summary: &Value) -> Result<SarRun> {
+    let per_worker = summary["workers"]
+        .as_array()
+        .context("the summary has no per-worker figures")?;
+    let field = |key: &'static str| per_worker.iter().filter_map(move |w| w[key].as_u64());
+    let epochs = summary["epochs"].as_u64().unwrap_or(1).max(1) as f64;
+    Ok(SarRun {
+        model: model.into(),
+        mode: mode.into(),
+        workers,
+        peak_bytes: field("peak_tracked_bytes").max().unwrap_or(0),
+        peak_rss_bytes: field("peak_rss_bytes").max().unwrap_or(0),
+        epoch_seconds: summary["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN),
+        bytes_sent: field("bytes_sent").sum::<u64>() as f64
+            / per_worker.len().max(1) as f64
+            / epochs,
+    })
+}
+
+pub(crate) fn run(args: SarArgs) -> Result<()> {
+    for mode in &args.modes {
+        if graphloom_sar::SarMode::parse(mode).is_none() {
+            bail!("--modes takes sar, sa and osa, not '{mode}'");
+        }
+    }
+    if args.workers.contains(&0) {
+        bail!("--workers counts must be positive");
+    }
+    peers::ensure_synthetic(
+        &args.dataset,
+        &SyntheticConfig {
+            nodes: args.nodes,
+            avg_degree: args.avg_degree,
+            feat_dim: args.features,
+            classes: 47,
+            seed: 0,
+            ..Default::default()
+        },
+    )?;
+    let total = args.models.len() * args.modes.len() * args.workers.len();
+    let bar = output::bar(total as u64, "sar runs");
+    let mut runs = Vec::new();
+    for model in &args.models {
+        for &workers in &args.workers {
+            for mode in &args.modes {
+                bar.set_message(format!("{model} {mode} N={workers}"));
+                let run = run_one(&args, model, mode, workers)
+                    .with_context(|| format!("{model} {mode} on {workers} workers"))?;
+                if args.json {
+                    bar.suspend(|| {
+                        println!(
+                            "{}",
+                            json!({
+                                "mode": run.mode,
+                                "model": run.model,
+                                "workers": run.workers,
+                                "comm": args.comm,
+                                "peak_bytes_per_worker": run.peak_bytes,
+                                "peak_rss_bytes": run.peak_rss_bytes,
+                                "epoch_seconds": run.epoch_seconds,
+                                "bytes_sent_per_worker": run.bytes_sent,
+                            })
+                        )
+                    });
+                }
+                runs.push(run);
+                bar.inc(1);
+            }
+        }
+    }
+    bar.finish_and_clear();
+    if !args.json {
+        print_table(&runs);
+    }
+    if let Some(dir) = args.plot.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)?;
+    }
+    crate::plot::sar_memory(&args.plot, &runs)
+        .with_context(|| format!("drawing {}", args.plot.display()))?;
+    eprintln!("wrote {}", args.plot.display());
+    Ok(())
+}
+
+fn print_table(runs: &[SarRun]) {
+    println!(
+        "{:<6} {:<5} {:>3} {:>12} {:>9} {:>12} {:>10} {:>14}",
+        "model", "mode", "N", "peak MiB", "vs N=1", "peak RSS MiB", "epoch s", "MB sent/epoch"
+    );
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    for r in runs {
+        let single = runs
+            .iter()
+            .find(|s| s.model == r.model && s.mode == r.mode && s.workers == 1)
+            .map(|s| s.peak_bytes as f64);
+        let ratio = single.map_or(String::from("-"), |s| {
+            format!("{:.3}", r.peak_bytes as f64 / s)
+        });
+        println!(
+            "{:<6} {:<5} {:>3} {:>12.1} {:>9} {:>12.1} {:>10.3} {:>14.1}",
+            r.model,
+            r.mode,
+            r.workers,
+            mib(r.peak_bytes),
+            ratio,
+            mib(r.peak_rss_bytes),
+            r.epoch_seconds,
+            r.bytes_sent / 1e6
+        );
+    }
+}
