@@ -78,6 +78,10 @@ pub(crate) struct TrainArgs {
     /// Recompute each layer in the backward pass instead of keeping its activations.
     #[arg(long)]
     pub(crate) checkpoint: bool,
+    /// Batch normalisation after every hidden layer (statistics over every node, summed over
+    /// the workers of a SAR job).
+    #[arg(long)]
+    pub(crate) batch_norm: bool,
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub(crate) summary_json: Option<PathBuf>,
@@ -175,6 +179,7 @@ fn model_config(args: &TrainArgs, meta: &Meta, dtype: DType) -> Result<ModelConf
         },
         dtype,
         checkpoint: args.checkpoint,
+        batch_norm: args.batch_norm,
     })
 }
 
@@ -201,6 +206,13 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         .dataset
         .clone()
         .filter(|d| d.join("partition.json").exists());
+    let data_parallel = args.workers > 1 || args.comm == "mpi";
+    if args.batch_norm && args.fanouts.is_some() && data_parallel {
+        bail!(
+            "--batch-norm with --fanouts normalises each worker's slice of a batch on its own: \
+             train mini-batches on one worker, or full-batch"
+        );
+    }
     let (meta, ds) = match &partitioned {
         Some(dir) => {
             if args.fanouts.is_some() || args.embedding_dim.is_some() {

@@ -20,6 +20,7 @@
 //! let cfg = ModelConfig {
 //!     arch: Architecture::Gcn, in_dim: 16, hidden: 16, out_dim: 4, layers: 2, heads: 1,
 //!     out_heads: 1, dropout: 0.5, input_dropout: 0.5, attention_dropout: 0.0, dtype: DType::F32, checkpoint: false,
+//!     batch_norm: false,
 //! };
 //! let tc = train::TrainConfig {
 //!     epochs: 30, lr: 0.01, weight_decay: 5e-4, optimizer: OptimizerKind::Adam, patience: None, seed: 0,
@@ -43,5 +44,5 @@ pub mod train;
 
 pub use error::{Error, Result};
 pub use graph::{balanced_chunks, GraphView};
-pub use model::{Architecture, LayerGraph, Mode, Model, ModelConfig, Param};
+pub use model::{Architecture, LayerGraph, Mode, Model, ModelConfig, Param, BATCH_NORM_EPS};
 pub use optim::{Optimizer, OptimizerKind};

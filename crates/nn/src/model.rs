@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use graphloom_graph::Csr;
-use graphloom_tensor::autodiff::ops::{self, Activation, Dropout};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, StatsSum};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
@@ -76,7 +76,13 @@ pub struct ModelConfig {
     pub dtype: DType,
     /// Recompute each layer's internals in the backward pass instead of keeping them.
     pub checkpoint: bool,
+    /// Batch normalisation after every hidden convolution, before its activation, with the
+    /// statistics of every node (of every worker: see [`Model::set_batch_norm_sum`]).
+    pub batch_norm: bool,
 }
+
+/// The epsilon added to the variance of batch normalisation (PyTorch's default).
+pub const BATCH_NORM_EPS: f64 = 1e-5;
 
 /// Whether a forward pass trains (dropout on) and which step's random draws it uses.
 #[derive(Clone, Copy, Debug)]
@@ -137,6 +143,9 @@ pub struct Model {
     param_ranges: Vec<std::ops::Range<usize>>,
     /// The input features as a sparse matrix, when they are sparse enough to be worth it.
     sparse_input: Option<Arc<SparseFeatures>>,
+    /// How batch normalisation sums its statistics over workers (none: this worker's rows
+    /// are every row).
+    norm_sum: Option<StatsSum>,
 }
 
 /// Inputs with at most this share of non-zeros take the sparse first layer.
@@ -247,6 +256,17 @@ impl Model {
                     value,
                 });
             }
+            if cfg.batch_norm && l + 1 < layers.len() {
+                let width = layer.output_width();
+                params.push(Param {
+                    name: format!("layers.{l}.norm.weight"),
+                    value: Tensor::full(&[width], param_dtype, 1.0)?,
+                });
+                params.push(Param {
+                    name: format!("layers.{l}.norm.bias"),
+                    value: Tensor::zeros(&[width], param_dtype),
+                });
+            }
             param_ranges.push(start..params.len());
         }
         Ok(Model {
@@ -255,6 +275,7 @@ impl Model {
             params,
             param_ranges,
             sparse_input: None,
+            norm_sum: None,
         })
     }
 
@@ -268,6 +289,12 @@ impl Model {
                 SparseFeatures::from_dense(features, SPARSE_INPUT_MAX_DENSITY).map(Arc::new);
         }
         self.sparse_input.is_some()
+    }
+
+    /// Makes batch normalisation sum its statistics with `sum` (an all-reduce over the workers
+    /// that each hold some of the graph's rows), so the workers normalise as one would.
+    pub fn set_batch_norm_sum(&mut self, sum: StatsSum) {
+        self.norm_sum = Some(sum);
     }
 
     /// The number of scalar parameters.
@@ -365,6 +392,7 @@ impl Model {
         row_ids: Option<Arc<[i64]>>,
     ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
+        let norm_sum = self.norm_sum.clone();
         // The sparse copy holds the whole graph's features: a sampled batch has its own rows.
         let sparse = if l == 0 && row_ids.is_none() {
             self.sparse_input.clone()
@@ -399,14 +427,33 @@ impl Model {
                 (false, Architecture::Gat) => Activation::Elu(1.0),
                 (false, _) => Activation::Relu,
             };
+            let norm = cfg.batch_norm && !last;
             let input = LayerInput {
                 sparse,
                 attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
-                activation,
+                activation: if norm {
+                    Activation::Identity
+                } else {
+                    activation
+                },
             };
-            layer
+            let h = layer
                 .forward(tape, &h, &params, input)
-                .map_err(to_tensor_error)
+                .map_err(to_tensor_error)?;
+            if !norm {
+                return Ok(h);
+            }
+            // The normalisation's scale and shift are the layer's last two parameters.
+            let k = params.len();
+            let h = ops::batch_norm(
+                tape,
+                &h,
+                &params[k - 2],
+                &params[k - 1],
+                BATCH_NORM_EPS,
+                norm_sum.clone(),
+            )?;
+            ops::activate(tape, &h, activation)
         }
     }
 }

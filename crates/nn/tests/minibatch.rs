@@ -41,6 +41,7 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         attention_dropout: 0.0,
         dtype,
         checkpoint: false,
+        batch_norm: false,
     }
 }
 

@@ -61,14 +61,21 @@ pub fn sar_model(
         )));
     }
     let graph = Arc::new(PartGraph::new(comm.as_ref(), part).map_err(comm_error)?);
-    let exchange = Arc::new(Exchange::new(comm, graph, mode).map_err(comm_error)?);
+    let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode).map_err(comm_error)?);
     let norm = match cfg.arch {
         Architecture::Gcn => Normalisation::Gcn,
         _ => Normalisation::Mean,
     };
     let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
     let attention = Arc::new(RingAttention::new(exchange, cfg.heads.max(1)));
-    Model::with_operators(cfg, seed, aggregation, attention)
+    let mut model = Model::with_operators(cfg, seed, aggregation, attention)?;
+    if model.cfg.batch_norm {
+        model.set_batch_norm_sum(Arc::new(move |values: &mut [f64]| {
+            comm.all_reduce(ReduceData::F64(values), ReduceOp::Sum)
+                .map_err(|e| graphloom_tensor::Error::Autodiff(format!("batch norm: {e}")))
+        }));
+    }
+    Ok(model)
 }
 
 /// Trains GCN, GraphSAGE or GAT full-batch on the part of this worker (`comm.rank()` is its

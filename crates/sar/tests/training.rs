@@ -43,6 +43,7 @@ fn four_workers_train_like_one_for_twenty_epochs() {
             attention_dropout: 0.0,
             dtype: DType::F32,
             checkpoint: false,
+            batch_norm: false,
         };
         let one = train_full_batch(&ds, cfg.clone(), &tc, |_| {}).unwrap();
         let dir = std::env::temp_dir().join(format!(
@@ -109,6 +110,7 @@ fn a_worker_that_dies_is_named_by_the_others() {
         attention_dropout: 0.5,
         dtype: DType::F32,
         checkpoint: false,
+        batch_norm: false,
     };
     let results = Local::run(3, |comm| {
         let rank = comm.rank();

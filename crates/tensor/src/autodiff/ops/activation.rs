@@ -200,6 +200,14 @@ impl Op for ActivationOp {
     }
 }
 
+/// `activation(x)`; the identity puts nothing on the tape.
+pub fn activate(tape: &mut Tape, x: &Var, activation: Activation) -> Result<Var> {
+    match activation {
+        Activation::Identity => Ok(x.clone()),
+        other => tape.apply(ActivationOp(other), &[x]),
+    }
+}
+
 /// `max(x, 0)`.
 pub fn relu(tape: &mut Tape, x: &Var) -> Result<Var> {
     tape.apply(ActivationOp(Activation::Relu), &[x])
