@@ -104,15 +104,22 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
                     .label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
             }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|e| anyhow!("{e}"))?;
+            legend(&mut chart)?;
         }
         Ok(())
     })
+}
+
+/// Draws the legend of a chart's labelled series in a framed box.
+fn legend<'a, X: Ranged, Y: Ranged>(
+    chart: &mut ChartContext<'a, BitMapBackend<'a>, Cartesian2d<X, Y>>,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()
+        .map_err(|e| anyhow!("{e}"))
 }
 
 /// Draws peak tracked memory per worker against the worker count, one panel per model, one
@@ -185,12 +192,7 @@ pub(crate) fn sar_memory(path: &Path, runs: &[SarRun]) -> Result<()> {
                             PathElement::new(vec![(x, y), (x + 15, y)], BLACK.mix(0.5))
                         });
                 }
-                chart
-                    .configure_series_labels()
-                    .background_style(WHITE.mix(0.8))
-                    .border_style(BLACK)
-                    .draw()
-                    .map_err(|e| anyhow!("{e}"))?;
+                legend(&mut chart)?;
             }
             Ok(())
         },

@@ -20,12 +20,12 @@ use std::sync::{Arc, Mutex};
 use bytemuck::Pod;
 use graphloom_nn::kernels::gat::{dot, leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
-use graphloom_tensor::memory::{category_scope, Charge};
-use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::memory::Charge;
+use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
 use crate::linear::check_rows;
-use crate::{comm_error, PartGraph};
+use crate::{comm_error, scratch, PartGraph};
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -77,12 +77,6 @@ struct AttentionOp {
     stats: Vec<f64>,
     /// Halos kept from the forward pass (modes sa and osa), by part.
     kept: Mutex<Vec<Option<Message>>>,
-}
-
-/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
-fn scratch<A: Real>(n: usize) -> (Vec<A>, Charge) {
-    let _g = category_scope(Category::Activations);
-    (vec![A::ZERO; n], Charge::new(n * std::mem::size_of::<A>()))
 }
 
 /// The local tensors of one application: `h: [rows, heads * c]`, `el, er: [rows, heads]`.

@@ -29,6 +29,13 @@ pub use graph::PartGraph;
 pub use linear::{Normalisation, RingAggregation};
 pub use train::{sar_model, train_sar};
 
+/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
+fn scratch<A: graphloom_tensor::Real>(n: usize) -> (Vec<A>, graphloom_tensor::memory::Charge) {
+    let _g = graphloom_tensor::memory::category_scope(graphloom_tensor::Category::Activations);
+    let charge = graphloom_tensor::memory::Charge::new(n * std::mem::size_of::<A>());
+    (vec![A::ZERO; n], charge)
+}
+
 /// Errors of the exchanges, as the tape reports them.
 fn comm_error(e: graphloom_comm::CommError) -> graphloom_tensor::Error {
     graphloom_tensor::Error::Autodiff(format!("SAR exchange: {e}"))

@@ -4,11 +4,10 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 use graphloom_nn::kernels::aggregate::LinearAggregation;
-use graphloom_tensor::memory::{category_scope, Charge};
-use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
-use crate::{comm_error, PartGraph};
+use crate::{comm_error, scratch, PartGraph};
 
 /// How a destination's sum is normalised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,12 +85,6 @@ struct LinearOp {
     agg: RingAggregation,
     /// Halos kept from the forward pass (modes sa and osa), freed in the backward pass.
     kept: Mutex<Vec<Message>>,
-}
-
-/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
-fn scratch<A: Real>(n: usize) -> (Vec<A>, Charge) {
-    let _g = category_scope(Category::Activations);
-    (vec![A::ZERO; n], Charge::new(n * std::mem::size_of::<A>()))
 }
 
 impl RingAggregation {
