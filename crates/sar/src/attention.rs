@@ -24,6 +24,7 @@ use graphloom_tensor::memory::Charge;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
+use crate::graph::for_each_destination;
 use crate::linear::check_rows;
 use crate::{comm_error, scratch, PartGraph};
 
@@ -110,6 +111,7 @@ impl<T: Float + Pod> Inputs<'_, T> {
 
 /// Where the source rows of a part's edges are: a received halo (rows of `h` then `el`), or
 /// this worker's own inputs.
+#[derive(Clone, Copy)]
 enum Sources<'a, T> {
     Halo(&'a [T]),
     Own,
@@ -128,9 +130,43 @@ impl AttentionOp {
         })
     }
 
-    /// Calls `edge(v, u_id, src, hu, elu)` for every in-edge of a local destination from part
-    /// `from` (`src` its position in the part's halo, `hu` and `elu` its rows), skipping
-    /// self-loops, which are added separately.
+    /// Calls `edge(u_id, src, hu, elu)` for every in-edge of destination `i` of part `from`'s
+    /// shard (`src` the source's position in the part's halo, `hu` and `elu` its rows),
+    /// skipping self-loops, which are added separately.
+    fn edges_of<T: Float>(
+        &self,
+        from: usize,
+        i: usize,
+        x: &Inputs<'_, T>,
+        sources: Sources<'_, T>,
+        mut edge: impl FnMut(i64, usize, &[T], &[T]),
+    ) {
+        let g = self.graph();
+        let (w, heads) = (x.width(), x.heads);
+        let shard = &g.shards[from];
+        let ids = &g.halo_ids[from];
+        let v = shard.dst[i] as usize;
+        for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+            let src = src as usize;
+            match sources {
+                Sources::Own => {
+                    let u = g.send[from][src] as usize;
+                    if u != v {
+                        let (hu, elu) =
+                            (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
+                        edge(ids[src], src, hu, elu);
+                    }
+                }
+                Sources::Halo(halo) => {
+                    let row = &halo[src * (w + heads)..(src + 1) * (w + heads)];
+                    edge(ids[src], src, &row[..w], &row[w..]);
+                }
+            }
+        }
+    }
+
+    /// [`AttentionOp::edges_of`] for every destination, with the destination's local row
+    /// first: `edge(v, u_id, src, hu, elu)`.
     fn for_each_edge<T: Float>(
         &self,
         from: usize,
@@ -138,80 +174,64 @@ impl AttentionOp {
         sources: Sources<'_, T>,
         mut edge: impl FnMut(usize, i64, usize, &[T], &[T]),
     ) {
-        let g = self.graph();
-        let (w, heads) = (x.width(), x.heads);
-        let shard = &g.shards[from];
-        let ids = &g.halo_ids[from];
+        let shard = &self.graph().shards[from];
         for (i, &dst) in shard.dst.iter().enumerate() {
-            let v = dst as usize;
-            for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-                let src = src as usize;
-                match sources {
-                    Sources::Own => {
-                        let u = g.send[from][src] as usize;
-                        if u != v {
-                            edge(
-                                v,
-                                ids[src],
-                                src,
-                                &x.h[u * w..(u + 1) * w],
-                                &x.el[u * heads..(u + 1) * heads],
-                            );
-                        }
-                    }
-                    Sources::Halo(halo) => {
-                        let row = &halo[src * (w + heads)..(src + 1) * (w + heads)];
-                        edge(v, ids[src], src, &row[..w], &row[w..]);
-                    }
-                }
-            }
+            self.edges_of(from, i, x, sources, |u, src, hu, elu| {
+                edge(dst as usize, u, src, hu, elu)
+            });
         }
     }
 
     fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor> {
+        use rayon::prelude::*;
         type A<T> = <T as Float>::Acc;
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = self.graph().rows;
         let slope = <A<T>>::from_f64(self.att.negative_slope);
-        let (mut m, _cm) = scratch::<A<T>>(rows * heads);
-        m.iter_mut().for_each(|v| *v = <A<T>>::NEG_INFINITY);
-        let (mut z, _cz) = scratch::<A<T>>(rows * heads);
-        let (mut acc, _ca) = scratch::<A<T>>(rows * w);
+        // Per destination: the unnormalised output, then the running max and sum per head.
+        let sw = w + 2 * heads;
+        let (mut state, _charge) = scratch::<A<T>>(rows * sw);
+        for row in state.chunks_mut(sw) {
+            row[w..w + heads].fill(<A<T>>::NEG_INFINITY);
+        }
         let mut kept: Vec<Option<Message>> =
             (0..self.att.exchange.comm.size()).map(|_| None).collect();
         let keep = self.att.exchange.mode.keeps_halos();
         {
             let this = &*self;
-            let ids = &this.graph().ids;
-            let own = this.graph().index;
-            // The online-softmax update of destination v with source row (hu, elu).
-            let mut update = |v: usize, u: i64, hu: &[T], elu: &[T]| {
+            let g = this.graph();
+            let ids = &g.ids;
+            let own = g.index;
+            // The online-softmax update of destination v's state with source row (hu, elu).
+            let update = |v: usize, state: &mut [A<T>], u: i64, hu: &[T], elu: &[T]| {
+                let (acc, mz) = state.split_at_mut(w);
+                let (m, z) = mz.split_at_mut(heads);
                 for k in 0..heads {
                     let s = leaky(elu[k].to_acc() + x.er[v * heads + k].to_acc(), slope);
-                    let (mk, zk) = (&mut m[v * heads + k], &mut z[v * heads + k]);
-                    let out = &mut acc[v * w + k * c..v * w + (k + 1) * c];
-                    if s > *mk {
-                        let f = (*mk - s).exp();
-                        *zk *= f;
+                    let out = &mut acc[k * c..(k + 1) * c];
+                    if s > m[k] {
+                        let f = (m[k] - s).exp();
+                        z[k] *= f;
                         out.iter_mut().for_each(|a| *a *= f);
-                        *mk = s;
+                        m[k] = s;
                     }
-                    let p = (s - *mk).exp();
-                    *zk += p;
+                    let p = (s - m[k]).exp();
+                    z[k] += p;
                     let a = p * <A<T>>::from_f64(this.factor(ids[v], u, k));
                     for (o, &hv) in out.iter_mut().zip(&hu[k * c..(k + 1) * c]) {
                         *o += a * hv.to_acc();
                     }
                 }
             };
-            for v in 0..rows {
+            state.par_chunks_mut(sw).enumerate().for_each(|(v, row)| {
                 update(
                     v,
+                    row,
                     ids[v],
                     &x.h[v * w..(v + 1) * w],
                     &x.el[v * heads..(v + 1) * heads],
-                );
-            }
+                )
+            });
             let ex = &this.att.exchange;
             let produce = |to: usize| {
                 Ok(if to == own {
@@ -221,19 +241,22 @@ impl AttentionOp {
                 })
             };
             let consume = |from: usize, message: Message| {
-                if from == own {
-                    this.for_each_edge(from, &x, Sources::Own, |v, u, _, hu, elu| {
-                        update(v, u, hu, elu)
-                    });
-                    return Ok(());
-                }
                 {
                     let halo = message.values::<T>();
-                    this.for_each_edge(from, &x, Sources::Halo(&halo), |v, u, _, hu, elu| {
-                        update(v, u, hu, elu)
+                    let sources = if from == own {
+                        Sources::Own
+                    } else {
+                        Sources::Halo(&halo)
+                    };
+                    let shard = &g.shards[from];
+                    for_each_destination(shard, &mut state, sw, |i, row| {
+                        let v = shard.dst[i] as usize;
+                        this.edges_of(from, i, &x, sources, |u, _, hu, elu| {
+                            update(v, row, u, hu, elu)
+                        });
                     });
                 }
-                if keep {
+                if keep && from != own {
                     kept[from] = Some(message);
                 }
                 Ok(())
@@ -242,19 +265,22 @@ impl AttentionOp {
                 .map_err(comm_error)?;
         }
         let mut out = graphloom_tensor::alloc::zeros::<T>(rows * w);
-        for v in 0..rows {
+        for (o, st) in out.chunks_mut(w.max(1)).zip(state.chunks(sw)) {
+            let (acc, z) = (&st[..w], &st[w + heads..]);
             for k in 0..heads {
-                let zk = z[v * heads + k];
-                for (o, &a) in out[v * w + k * c..v * w + (k + 1) * c]
+                for (d, &a) in o[k * c..(k + 1) * c]
                     .iter_mut()
-                    .zip(&acc[v * w + k * c..v * w + (k + 1) * c])
+                    .zip(&acc[k * c..(k + 1) * c])
                 {
-                    *o = T::from_acc(a / zk);
+                    *d = T::from_acc(a / z[k]);
                 }
             }
         }
-        self.stats = (0..rows * heads)
-            .flat_map(|i| [m[i].to_f64(), z[i].to_f64()])
+        self.stats = state
+            .chunks(sw)
+            .flat_map(|st| {
+                (0..heads).flat_map(move |k| [st[w + k].to_f64(), st[w + heads + k].to_f64()])
+            })
             .collect();
         *self.kept.get_mut().unwrap_or_else(|e| e.into_inner()) = kept;
         Tensor::from_vec(out, &[rows, w])

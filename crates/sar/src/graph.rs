@@ -90,3 +90,46 @@ impl PartGraph {
         self.halo_ids[q].len()
     }
 }
+
+/// Runs `f(i, row)` for every destination `i` of `shard` (an index into `shard.dst`) with the
+/// row of `out` (rows of `width`) that belongs to it, in parallel over chunks of about equal
+/// edge counts. Destinations are distinct and increasing, so the chunks' rows never overlap.
+pub(crate) fn for_each_destination<A: Send>(
+    shard: &Shard,
+    out: &mut [A],
+    width: usize,
+    f: impl Fn(usize, &mut [A]) + Sync,
+) {
+    use rayon::prelude::*;
+    let n = shard.dst.len();
+    if n == 0 {
+        return;
+    }
+    let target = (shard.ptr[n] as usize)
+        .div_ceil(rayon::current_num_threads() * 4)
+        .max(1);
+    let mut bounds = vec![0];
+    for i in 0..n {
+        let start = *bounds.last().expect("starts with 0");
+        if (shard.ptr[i + 1] - shard.ptr[start]) as usize >= target || i + 1 == n {
+            bounds.push(i + 1);
+        }
+    }
+    let mut pieces = Vec::with_capacity(bounds.len());
+    let mut rest = out;
+    let mut rows_before = 0;
+    for w in bounds.windows(2) {
+        let (first, end) = (shard.dst[w[0]] as usize, shard.dst[w[1] - 1] as usize + 1);
+        let (_, tail) = std::mem::take(&mut rest).split_at_mut((first - rows_before) * width);
+        let (piece, tail) = tail.split_at_mut((end - first) * width);
+        rest = tail;
+        rows_before = end;
+        pieces.push((w[0]..w[1], first, piece));
+    }
+    pieces.into_par_iter().for_each(|(range, first, piece)| {
+        for i in range {
+            let r = shard.dst[i] as usize - first;
+            f(i, &mut piece[r * width..(r + 1) * width]);
+        }
+    });
+}

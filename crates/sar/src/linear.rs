@@ -7,6 +7,7 @@ use graphloom_nn::kernels::aggregate::LinearAggregation;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
+use crate::graph::for_each_destination;
 use crate::{comm_error, scratch, PartGraph};
 
 /// How a destination's sum is normalised.
@@ -121,22 +122,21 @@ impl RingAggregation {
             {
                 let halo = message.values::<T>();
                 let shard = &g.shards[from];
-                for (i, &dst) in shard.dst.iter().enumerate() {
-                    let out = &mut acc[dst as usize * cols..(dst as usize + 1) * cols];
+                // The own part's rows are read in place, scaled here as a sender would.
+                let sources: &[T] = if from == own { xs } else { &halo };
+                for_each_destination(shard, &mut acc, cols, |i, out| {
                     for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-                        // The own part's rows are read in place, scaled here as a sender would.
                         let (row, c) = if from == own {
                             let u = g.send[own][src as usize] as usize;
                             (u, <A<T>>::from_f64(self.source(u).0))
                         } else {
                             (src as usize, <A<T>>::ONE)
                         };
-                        let rows = if from == own { xs } else { &halo[..] };
-                        for (o, &h) in out.iter_mut().zip(&rows[row * cols..(row + 1) * cols]) {
+                        for (o, &h) in out.iter_mut().zip(&sources[row * cols..(row + 1) * cols]) {
                             *o += c * h.to_acc();
                         }
                     }
-                }
+                });
             }
             if ex.mode.keeps_halos() && from != own {
                 kept.push(message);
