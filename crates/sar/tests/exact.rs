@@ -266,7 +266,7 @@ mod mpi {
     #[test]
     fn mpi_sar_matches_one_worker_for_every_model() {
         let ds = dataset();
-        for np in [2, 4] {
+        for np in [2, 4, 8] {
             let dir = partitioned(&ds, np);
             let out = graphloom_comm::launch::mpirun(np)
                 .env(DIR_ENV, &dir)
