@@ -202,9 +202,10 @@ impl Exchange {
             .map(&mut produce)
             .collect::<Result<Vec<Message>, _>>()?;
         // The outgoing messages stay charged until the all-to-all has sent them.
-        let bytes = outgoing.iter().map(|m| m.bytes.clone()).collect();
+        let (bytes, charges): (Vec<Vec<u8>>, Vec<Charge>) =
+            outgoing.into_iter().map(|m| (m.bytes, m._charge)).unzip();
         let received = self.comm.all_to_all_v(bytes)?;
-        drop(outgoing);
+        drop(charges);
         let mut received: Vec<Option<Message>> = received
             .into_iter()
             .map(|b| Some(Message::new(b)))
