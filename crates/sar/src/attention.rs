@@ -64,7 +64,7 @@ impl Attention for RingAttention {
                 ..self.clone()
             },
             dropout,
-            stats: Vec::new(),
+            stats: None,
             kept: Mutex::default(),
         };
         Ok(tape.apply(op, &[h, el, er])?)
@@ -75,7 +75,7 @@ struct AttentionOp {
     att: RingAttention,
     dropout: Option<Dropout>,
     /// `[rows, heads, 2]`: the max score and the softmax denominator of each (node, head).
-    stats: Vec<f64>,
+    stats: Option<Tensor>,
     /// Halos kept from the forward pass (modes sa and osa), by part.
     kept: Mutex<Vec<Option<Message>>>,
 }
@@ -276,12 +276,13 @@ impl AttentionOp {
                 }
             }
         }
-        self.stats = state
+        let stats: Vec<f64> = state
             .chunks(sw)
             .flat_map(|st| {
                 (0..heads).flat_map(move |k| [st[w + k].to_f64(), st[w + heads + k].to_f64()])
             })
             .collect();
+        self.stats = Some(Tensor::from_vec(stats, &[rows, heads, 2])?);
         *self.kept.get_mut().unwrap_or_else(|e| e.into_inner()) = kept;
         Tensor::from_vec(out, &[rows, w])
     }
@@ -295,7 +296,7 @@ impl AttentionOp {
         let (heads, w) = (x.heads, x.width());
         let g = self.graph();
         let (rows, own) = (g.rows, g.index);
-        let grads = RefCell::new(Grads::new(self, &x, out, grad));
+        let grads = RefCell::new(Grads::new(self, &x, out, grad)?);
         {
             let mut gr = grads.borrow_mut();
             for v in 0..rows {
@@ -388,6 +389,8 @@ struct Grads<'a, T: Float> {
     op: &'a AttentionOp,
     x: &'a Inputs<'a, T>,
     grad: &'a [T],
+    /// The forward pass's max score and softmax denominator per (node, head).
+    stats: &'a [f64],
     /// `c_v = g_v . out_v` per head.
     cv: Vec<T::Acc>,
     der: Vec<T::Acc>,
@@ -396,7 +399,15 @@ struct Grads<'a, T: Float> {
 }
 
 impl<'a, T: Float + Pod> Grads<'a, T> {
-    fn new(op: &'a AttentionOp, x: &'a Inputs<'a, T>, out: &[T], grad: &'a [T]) -> Self {
+    fn new(
+        op: &'a AttentionOp,
+        x: &'a Inputs<'a, T>,
+        out: &[T],
+        grad: &'a [T],
+    ) -> graphloom_tensor::Result<Self> {
+        let stats = op.stats.as_ref().ok_or_else(|| {
+            graphloom_tensor::Error::Autodiff("sar_attention: backward before forward".into())
+        })?;
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = op.graph().rows;
         let (mut cv, c1) = scratch::<T::Acc>(rows * heads);
@@ -408,15 +419,16 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         }
         let (der, c2) = scratch::<T::Acc>(rows * heads);
         let (mine, c3) = scratch::<T::Acc>(rows * (w + heads));
-        Grads {
+        Ok(Grads {
             op,
             x,
+            stats: stats.as_slice::<f64>()?,
             grad,
             cv,
             der,
             mine,
             _charges: [c1, c2, c3],
-        }
+        })
     }
 
     /// Adds edge `u -> v`'s gradients (source rows `hu`, `elu`): `er`'s into `der`, `h`'s and
@@ -424,7 +436,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     fn edge(&mut self, v: usize, u: i64, hu: &[T], elu: &[T], target: Target<'_, T::Acc>) {
         let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
         let slope = T::Acc::from_f64(self.op.att.negative_slope);
-        let st = &self.op.stats;
+        let st = self.stats;
         let v_id = self.op.graph().ids[v];
         let into = match target {
             Target::Halo(row) => row,
