@@ -99,13 +99,14 @@ impl<T: Float + Pod> Inputs<'_, T> {
     /// Row `i`'s message: its `h` row, then its `el` row.
     fn pack(&self, rows: &[u32]) -> Message {
         let (w, heads) = (self.width(), self.heads);
-        let mut out = Vec::with_capacity(rows.len() * (w + heads));
-        for &i in rows {
+        let slices = rows.iter().flat_map(|&i| {
             let i = i as usize;
-            out.extend_from_slice(&self.h[i * w..(i + 1) * w]);
-            out.extend_from_slice(&self.el[i * heads..(i + 1) * heads]);
-        }
-        Message::of(&out)
+            [
+                &self.h[i * w..(i + 1) * w],
+                &self.el[i * heads..(i + 1) * heads],
+            ]
+        });
+        Message::of_slices(rows.len() * (w + heads), slices)
     }
 }
 
@@ -479,8 +480,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                 Target::Halo(&mut out[src * row_width..(src + 1) * row_width]),
             )
         });
-        let values: Vec<T> = out.iter().map(|&a| T::from_acc(a)).collect();
-        Message::of(&values)
+        Message::of_values(out.len(), out.iter().map(|&a| T::from_acc(a)))
     }
 
     /// Adds the gradients part `from` computed for the rows this worker sent it.

@@ -89,9 +89,25 @@ impl Message {
         Message::new(Vec::new())
     }
 
-    /// The message of `values`.
-    pub(crate) fn of<T: Pod>(values: &[T]) -> Message {
-        Message::new(bytemuck::cast_slice(values).to_vec())
+    /// The message of `len` values given as slices, written straight into its bytes.
+    pub(crate) fn of_slices<'a, T: Pod>(
+        len: usize,
+        slices: impl IntoIterator<Item = &'a [T]>,
+    ) -> Message {
+        let mut bytes = Vec::with_capacity(len * std::mem::size_of::<T>());
+        for s in slices {
+            bytes.extend_from_slice(bytemuck::cast_slice(s));
+        }
+        Message::new(bytes)
+    }
+
+    /// The message of `len` values, written straight into its bytes.
+    pub(crate) fn of_values<T: Pod>(len: usize, values: impl IntoIterator<Item = T>) -> Message {
+        let mut bytes = Vec::with_capacity(len * std::mem::size_of::<T>());
+        for v in values {
+            bytes.extend_from_slice(bytemuck::bytes_of(&v));
+        }
+        Message::new(bytes)
     }
 
     /// The values, borrowed when the buffer is aligned for `T` (allocators align it), copied

@@ -106,17 +106,14 @@ impl RingAggregation {
             if to == own {
                 return Ok(Message::empty());
             }
-            let mut out = Vec::with_capacity(g.send[to].len() * cols);
-            for &i in &g.send[to] {
+            let values = g.send[to].iter().flat_map(|&i| {
                 let i = i as usize;
                 let s = <A<T>>::from_f64(self.source(i).0);
-                out.extend(
-                    xs[i * cols..(i + 1) * cols]
-                        .iter()
-                        .map(|&x| T::from_acc(s * x.to_acc())),
-                );
-            }
-            Ok(Message::of(&out))
+                xs[i * cols..(i + 1) * cols]
+                    .iter()
+                    .map(move |&x| T::from_acc(s * x.to_acc()))
+            });
+            Ok(Message::of_values(g.send[to].len() * cols, values))
         };
         let consume = |from: usize, message: Message| {
             {
@@ -208,8 +205,10 @@ impl RingAggregation {
                     *h += s * v.to_acc();
                 }
             });
-            let values: Vec<T> = halo_grad.iter().map(|&a| T::from_acc(a)).collect();
-            Ok(Message::of(&values))
+            Ok(Message::of_values(
+                halo_grad.len(),
+                halo_grad.iter().map(|&a| T::from_acc(a)),
+            ))
         };
         let consume = |from: usize, message: Message| {
             if from == own {
