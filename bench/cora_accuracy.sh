@@ -6,7 +6,7 @@ set -euo pipefail
 seeds=${1:-10}
 cargo build --release -q
 bin=target/release/graphloom
-[ -f data/cora/meta.json ] || $bin prepare planetoid --raw ../shared/datasets/planetoid --name cora --out data/cora
+[ -f data/cora/meta.json ] || $bin prepare planetoid --raw testdata/planetoid --name cora --out data/cora
 run() {
   local name=$1; shift
   local sum=0 accs=()

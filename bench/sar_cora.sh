@@ -7,7 +7,7 @@ set -euo pipefail
 workers=${1:-4}
 cargo build --release -q
 bin=target/release/graphloom
-[ -f data/cora/meta.json ] || $bin prepare planetoid --raw ../shared/datasets/planetoid --name cora --out data/cora
+[ -f data/cora/meta.json ] || $bin prepare planetoid --raw testdata/planetoid --name cora --out data/cora
 parts=data/cora-parts$workers
 [ -f $parts/partition.json ] || $bin partition --dataset data/cora --parts "$workers" --out $parts >/dev/null
 compare() {

@@ -45,17 +45,13 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
     } else {
         args.hidden
     };
-    let train_args: Vec<String> = [
+    let mut train_args: Vec<String> = [
         "--model",
         model,
         "--dataset",
         &args.dataset.display().to_string(),
         "--hidden",
         &hidden.to_string(),
-        "--heads",
-        &args.heads.to_string(),
-        "--out-heads",
-        "1",
         "--epochs",
         &(args.epochs + 1).to_string(),
         "--dropout",
@@ -63,14 +59,24 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
         // The baselines drop out between layers only, not on the input features.
         "--input-dropout",
         "0",
-        "--attention-dropout",
-        "0",
         "--lr",
         "0.01",
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if model == "gat" {
+        let heads = args.heads.to_string();
+        let gat = [
+            "--heads",
+            &heads,
+            "--out-heads",
+            "1",
+            "--attention-dropout",
+            "0",
+        ];
+        train_args.extend(gat.iter().map(|s| s.to_string()));
+    }
     peers::run_graphloom_train(&train_args, args.threads)
 }
 

@@ -108,14 +108,15 @@ fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<Sa
         mode,
         "--hidden",
         &hidden.to_string(),
-        "--heads",
-        &args.heads.to_string(),
         "--epochs",
         &(args.epochs + 1).to_string(),
     ]
     .iter()
     .map(|s| s.to_string())
     .collect();
+    if model == "gat" {
+        train.extend(["--heads".into(), args.heads.to_string()]);
+    }
     let summary = match args.comm.as_str() {
         "local" => {
             train.extend(["--workers".into(), workers.to_string()]);

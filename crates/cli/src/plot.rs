@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use graphloom_nn::train::EpochRecord;
+use graphloom_nn::train::{Accuracy, EpochRecord};
 
 use crate::bench_sar::SarRun;
 
@@ -38,7 +38,7 @@ fn png(
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans.ttf");
 
 /// One line of a panel: its legend label, its values per epoch and its colour.
-type Line<'a> = (&'a str, Vec<f64>, RGBColor);
+type Line<'a> = (&'a str, Vec<(f64, f64)>, RGBColor);
 
 fn register_font() {
     static ONCE: std::sync::Once = std::sync::Once::new();
@@ -64,21 +64,28 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
             (
                 "training loss",
                 max_loss,
-                vec![("loss", epochs.iter().map(|e| e.loss).collect(), RED)],
+                vec![(
+                    "loss",
+                    xs.iter()
+                        .cloned()
+                        .zip(epochs.iter().map(|e| e.loss))
+                        .collect(),
+                    RED,
+                )],
             ),
             (
                 "accuracy",
                 1.0,
                 vec![
-                    ("train", epochs.iter().map(|e| e.train_acc).collect(), BLUE),
-                    ("valid", epochs.iter().map(|e| e.val_acc).collect(), GREEN),
-                    ("test", epochs.iter().map(|e| e.test_acc).collect(), BLACK),
+                    ("train", accuracy(epochs, |a| a.train), BLUE),
+                    ("valid", accuracy(epochs, |a| a.val), GREEN),
+                    ("test", accuracy(epochs, |a| a.test), BLACK),
                 ],
             ),
             (
                 "peak tracked memory (MiB)",
                 max_mib,
-                vec![("peak", mib, MAGENTA)],
+                vec![("peak", xs.iter().cloned().zip(mib).collect(), MAGENTA)],
             ),
         ];
         for (area, (caption, ymax, lines)) in panels.iter().zip(series) {
@@ -96,10 +103,7 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
                 .map_err(|e| anyhow!("{e}"))?;
             for (label, ys, color) in lines {
                 chart
-                    .draw_series(LineSeries::new(
-                        xs.iter().cloned().zip(ys),
-                        color.stroke_width(2),
-                    ))
+                    .draw_series(LineSeries::new(ys, color.stroke_width(2)))
                     .map_err(|e| anyhow!("{e}"))?
                     .label(label)
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
@@ -108,6 +112,14 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
         }
         Ok(())
     })
+}
+
+/// The points (epoch, accuracy) of the evaluated epochs.
+fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f64)> {
+    epochs
+        .iter()
+        .filter_map(|e| e.accuracy.as_ref().map(|a| (e.epoch as f64, split(a))))
+        .collect()
 }
 
 /// Draws the legend of a chart's labelled series in a framed box.

@@ -1,47 +1,54 @@
-//! `graphloom train`: full-batch training on one worker, or sampled mini-batches through the store.
+//! `graphloom train`: parses the options into a [`Plan`], runs it, and prints and writes what it
+//! measured. Every decision about how to train lives in the plan.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use clap::Args;
-use std::sync::Arc;
-
-use graphloom_comm::{Communicator, Counting, Local, ReduceData, ReduceOp};
-use graphloom_graph::convert::synthetic;
-use graphloom_graph::parts::{Part, PartitionMeta};
-use graphloom_graph::{Dataset, Meta};
-use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig, StageSeconds};
-use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
-use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
-use graphloom_sar::{train_sar, SarMode};
-use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
-use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
-use graphloom_tensor::{DType, RssReport};
 use serde_json::json;
 
+use graphloom_graph::Meta;
+use graphloom_nn::train::{EpochRecord, TrainReport};
+use graphloom_nn::Architecture;
+use graphloom_plan::{
+    Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, Plan, TrainSettings,
+};
+use graphloom_sar::SarMode;
+use graphloom_tensor::memory::Category;
+use graphloom_tensor::DType;
+
 use crate::output;
+
+/// A clap parser for a [`Choice`]: `--help` lists the values, and a wrong one is a clear error.
+pub(crate) fn choice<T: Choice + Clone + Send + Sync>(
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
+        .map(|name: String| T::from_name(&name).expect("one of the possible values"))
+}
 
 /// Arguments of `graphloom train`.
 #[derive(Args, Clone)]
 pub(crate) struct TrainArgs {
-    /// Dataset directory; without it, a small synthetic graph is generated in memory.
+    /// Dataset directory (a partitioned one, from `graphloom partition`, trains with SAR);
+    /// without it, a small synthetic graph is generated in memory.
     #[arg(long)]
     pub(crate) dataset: Option<PathBuf>,
-    /// Model: gcn, sage or gat.
-    #[arg(long, default_value = "gcn")]
-    pub(crate) model: String,
+    /// Model.
+    #[arg(long, default_value = "gcn", value_parser = choice::<Architecture>())]
+    pub(crate) model: Architecture,
     /// Number of layers.
     #[arg(long, default_value_t = 2)]
     pub(crate) layers: usize,
     /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8].
     #[arg(long)]
     pub(crate) hidden: Option<usize>,
-    /// GAT: heads of the hidden layers.
-    #[arg(long, default_value_t = 8)]
-    pub(crate) heads: usize,
-    /// GAT: heads of the output layer (averaged).
-    #[arg(long, default_value_t = 1)]
-    pub(crate) out_heads: usize,
+    /// GAT: heads of the hidden layers [default: 8].
+    #[arg(long)]
+    pub(crate) heads: Option<usize>,
+    /// GAT: heads of the output layer (averaged) [default: 1].
+    #[arg(long)]
+    pub(crate) out_heads: Option<usize>,
     /// Dropout before each layer [default: 0.5, gat 0.6].
     #[arg(long)]
     pub(crate) dropout: Option<f64>,
@@ -52,29 +59,32 @@ pub(crate) struct TrainArgs {
     #[arg(long)]
     pub(crate) attention_dropout: Option<f64>,
     /// Learning rate [default: 0.01, gat 0.005].
-    #[arg(long)]
+    #[arg(long, allow_hyphen_values = true)]
     pub(crate) lr: Option<f64>,
     /// Weight decay.
-    #[arg(long, default_value_t = 5e-4)]
+    #[arg(long, default_value_t = 5e-4, allow_hyphen_values = true)]
     pub(crate) weight_decay: f64,
-    /// Optimizer: adam, adamw or sgd.
-    #[arg(long, default_value = "adam")]
-    pub(crate) optimizer: String,
+    /// Optimizer.
+    #[arg(long, default_value = "adam", value_parser = choice::<OptimizerName>())]
+    pub(crate) optimizer: OptimizerName,
     /// Number of epochs.
     #[arg(long, default_value_t = 200)]
     pub(crate) epochs: usize,
-    /// Stop after this many epochs without a better validation accuracy.
+    /// Stop after this many evaluations without a better validation accuracy.
     #[arg(long)]
     pub(crate) patience: Option<usize>,
-    /// Seed of initialisation and dropout.
+    /// Evaluate every this many epochs (and after the last one).
+    #[arg(long, default_value_t = 1)]
+    pub(crate) eval_every: usize,
+    /// Seed of initialisation, dropout and sampling.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
     /// Worker threads for the kernels [default: all cores].
     #[arg(long)]
     pub(crate) threads: Option<usize>,
-    /// Storage and compute dtype of features and activations: f32, bf16 or f64.
-    #[arg(long, default_value = "f32")]
-    pub(crate) dtype: String,
+    /// Storage and compute dtype of features and activations.
+    #[arg(long, default_value = "f32", value_parser = choice::<ComputeDType>())]
+    pub(crate) dtype: ComputeDType,
     /// Recompute each layer in the backward pass instead of keeping its activations.
     #[arg(long)]
     pub(crate) checkpoint: bool,
@@ -105,82 +115,94 @@ pub(crate) struct TrainArgs {
     /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub(crate) fanouts: Option<Vec<i64>>,
-    /// Mini-batch: seeds per batch.
-    #[arg(long, default_value_t = 1024)]
-    pub(crate) batch_size: usize,
-    /// Mini-batch: batches sampled and gathered ahead of the compute.
-    #[arg(long, default_value_t = 4)]
-    pub(crate) queue_depth: usize,
-    /// Mini-batch: where the store keeps the features: host, shared, or mmap (node_feat.npy
-    /// mapped from disk, for features larger than memory).
-    #[arg(long, default_value = "host")]
-    pub(crate) features_location: String,
-    /// Mini-batch: data-parallel workers in this process (each takes a slice of every batch;
-    /// gradients are summed over the workers).
-    #[arg(long, default_value_t = 1)]
-    pub(crate) workers: usize,
-    /// Mini-batch: `local` (the --workers threads of this process) or `mpi` (the processes of
-    /// an mpirun job; needs a build with --features mpi).
-    #[arg(long, default_value = "local")]
-    pub(crate) comm: String,
+    /// Mini-batch: seeds per batch [default: 1024].
+    #[arg(long)]
+    pub(crate) batch_size: Option<usize>,
+    /// Mini-batch: batches sampled and gathered ahead of the compute [default: 4].
+    #[arg(long)]
+    pub(crate) queue_depth: Option<usize>,
+    /// Mini-batch: where the store keeps the features (mmap: node_feat.npy mapped from disk,
+    /// for features larger than memory) [default: host].
+    #[arg(long, value_parser = choice::<FeaturesLocation>())]
+    pub(crate) features_location: Option<FeaturesLocation>,
+    /// Workers in this process: data parallel for mini-batches (each takes a slice of every
+    /// batch), one per part for a partitioned dataset [default: 1].
+    #[arg(long)]
+    pub(crate) workers: Option<usize>,
+    /// How workers talk: the --workers threads of this process, or the processes of an
+    /// mpirun job (needs a build with --features mpi) [default: local].
+    #[arg(long, value_parser = choice::<Backend>())]
+    pub(crate) comm: Option<Backend>,
     /// Mini-batch: learn a node-embedding table of this width as the input instead of reading
     /// features (for graphs without features), trained with LazyAdam.
     #[arg(long)]
     pub(crate) embedding_dim: Option<usize>,
+    /// Mini-batch: learning rate of the embedding table's LazyAdam [default: 0.01].
+    #[arg(long)]
+    pub(crate) embedding_lr: Option<f32>,
     /// Partitioned dataset (SAR): how the other parts' rows travel: sar (one halo at a time,
     /// fetched again in the backward pass where needed), sa (one at a time, kept for the
-    /// backward pass) or osa (all at once).
-    #[arg(long, default_value = "sar")]
-    pub(crate) mode: String,
-    /// Mini-batch: learning rate of the embedding table's LazyAdam.
-    #[arg(long, default_value_t = 0.01)]
-    pub(crate) embedding_lr: f32,
+    /// backward pass) or osa (all at once) [default: sar].
+    #[arg(long, value_parser = choice::<SarMode>())]
+    pub(crate) mode: Option<SarMode>,
 }
 
-/// Loads the dataset, or generates the default synthetic one.
-fn load_dataset(args: &TrainArgs) -> Result<Dataset> {
-    // Loading and generation charge features and graph to their own categories.
-    match &args.dataset {
-        Some(dir) => Ok(Dataset::load(dir)?),
-        None => Ok(synthetic::generate(&synthetic::SyntheticConfig {
-            nodes: 20_000,
-            avg_degree: 10,
-            feat_dim: 64,
-            classes: 8,
-            seed: args.seed,
-            ..Default::default()
-        })?),
+impl TrainArgs {
+    /// The plan's settings: the options that are not about output.
+    fn settings(&self) -> TrainSettings {
+        TrainSettings {
+            dataset: self.dataset.clone(),
+            model: self.model,
+            layers: self.layers,
+            hidden: self.hidden,
+            heads: self.heads,
+            out_heads: self.out_heads,
+            dropout: self.dropout,
+            input_dropout: self.input_dropout,
+            attention_dropout: self.attention_dropout,
+            lr: self.lr,
+            weight_decay: self.weight_decay,
+            optimizer: self.optimizer,
+            epochs: self.epochs,
+            patience: self.patience,
+            eval_every: self.eval_every,
+            seed: self.seed,
+            dtype: self.dtype,
+            checkpoint: self.checkpoint,
+            batch_norm: self.batch_norm,
+            fanouts: self.fanouts.clone(),
+            batch_size: self.batch_size,
+            queue_depth: self.queue_depth,
+            features_location: self.features_location,
+            workers: self.workers,
+            comm: self.comm,
+            embedding_dim: self.embedding_dim,
+            embedding_lr: self.embedding_lr,
+            sar_mode: self.mode,
+        }
+    }
+
+    /// The output files, each checked writable before any training.
+    fn outputs(&self) -> impl Iterator<Item = &PathBuf> {
+        [&self.summary_json, &self.save_model, &self.plot]
+            .into_iter()
+            .flatten()
     }
 }
 
-fn model_config(args: &TrainArgs, meta: &Meta, dtype: DType) -> Result<ModelConfig> {
-    let arch = Architecture::parse(&args.model)
-        .with_context(|| format!("--model must be gcn, sage or gat, not '{}'", args.model))?;
-    let gat = arch == Architecture::Gat;
-    let dropout = args.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
-    Ok(ModelConfig {
-        arch,
-        in_dim: meta.feat_dim,
-        hidden: args.hidden.unwrap_or(match arch {
-            Architecture::Gcn => 16,
-            Architecture::Sage => 64,
-            Architecture::Gat => 8,
-        }),
-        out_dim: meta.num_classes,
-        layers: args.layers,
-        heads: args.heads,
-        out_heads: args.out_heads,
-        dropout,
-        input_dropout: args.input_dropout.unwrap_or(dropout),
-        attention_dropout: if gat {
-            args.attention_dropout.unwrap_or(dropout)
-        } else {
-            0.0
-        },
-        dtype,
-        checkpoint: args.checkpoint,
-        batch_norm: args.batch_norm,
-    })
+/// One epoch's line of the log.
+fn epoch_line(r: &EpochRecord) -> String {
+    let acc = match r.accuracy {
+        Some(a) => format!("train {:.4}  val {:.4}  test {:.4}", a.train, a.val, a.test),
+        None => format!("{:<34}", "(not evaluated)"),
+    };
+    format!(
+        "epoch {:4}  loss {:.4}  {acc}  {:.3}s  peak {:.1} MiB",
+        r.epoch,
+        r.loss,
+        r.seconds,
+        r.peak_bytes as f64 / (1 << 20) as f64
+    )
 }
 
 /// Runs `graphloom train`; returns the report for callers that measure it (the benchmark).
@@ -191,107 +213,22 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             .build_global()
             .ok();
     }
-    let dtype = match DType::parse(&args.dtype) {
-        Some(d) if d.is_float() => d,
-        _ => bail!("--dtype must be f32, bf16 or f64, not '{}'", args.dtype),
-    };
-    let optimizer = OptimizerKind::parse(&args.optimizer).with_context(|| {
-        format!(
-            "--optimizer must be adam, adamw or sgd, not '{}'",
-            args.optimizer
-        )
-    })?;
-    // A partitioned directory (from `graphloom partition`) trains with SAR, one part a worker.
-    let partitioned = args
-        .dataset
-        .clone()
-        .filter(|d| d.join("partition.json").exists());
-    let data_parallel = args.workers > 1 || args.comm == "mpi";
-    if args.batch_norm && args.fanouts.is_some() && data_parallel {
-        bail!(
-            "--batch-norm with --fanouts normalises each worker's slice of a batch on its own: \
-             train mini-batches on one worker, or full-batch"
-        );
+    for path in args.outputs() {
+        output::check_writable(path)?;
     }
-    let (meta, ds) = match &partitioned {
-        Some(dir) => {
-            if args.fanouts.is_some() || args.embedding_dim.is_some() {
-                bail!("a partitioned dataset trains full-batch with SAR: drop --fanouts and --embedding-dim");
-            }
-            (PartitionMeta::load(dir)?.dataset, None)
-        }
-        None => {
-            let ds = load_for_training(&args, dtype)?;
-            (ds.meta.clone(), Some(ds))
-        }
-    };
-    let mut cfg = model_config(&args, &meta, dtype)?;
-    if let Some(dim) = args.embedding_dim {
-        cfg.in_dim = dim;
-    }
-    let arch = cfg.arch;
-    let tc = TrainConfig {
-        epochs: args.epochs,
-        lr: args.lr.unwrap_or(if arch == Architecture::Gat {
-            0.005
-        } else {
-            0.01
-        }),
-        weight_decay: args.weight_decay,
-        optimizer,
-        patience: args.patience,
-        seed: args.seed,
-    };
+    let plan = Plan::new(args.settings())?;
+    let arch = plan.model.arch;
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
-    let pb = output::bar(args.epochs as u64, arch.name());
-    if args.quiet {
-        pb.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    let log = output::EpochLog::new(args.epochs as u64, arch.name(), args.quiet);
+    let outcome = plan.run(|r| log.epoch(r, &epoch_line(r)))?;
+    log.finish();
+    let report = outcome.report;
+    if !outcome.root {
+        // Rank 0 prints and writes the results of the job.
+        return Ok(report);
     }
-    let quiet = args.quiet;
-    let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
-        pb.inc(1);
-        pb.set_message(format!("loss {:.4} val {:.4}", r.loss, r.val_acc));
-        if !quiet {
-            pb.println(format!(
-                "epoch {:4}  loss {:.4}  train {:.4}  val {:.4}  test {:.4}  {:.3}s  peak {:.1} MiB",
-                r.epoch,
-                r.loss,
-                r.train_acc,
-                r.val_acc,
-                r.test_acc,
-                r.seconds,
-                r.peak_bytes as f64 / (1 << 20) as f64
-            ));
-        }
-    };
-    let mut workers = None;
-    let (report, stages) = match (&partitioned, &ds, &args.fanouts) {
-        (Some(dir), _, _) => {
-            let (report, figures) = train_partitioned(&args, dir, cfg, &tc, on_epoch)?;
-            let Some(figures) = figures else {
-                return Ok(report);
-            };
-            workers = Some(figures);
-            (report, None)
-        }
-        (None, Some(ds), None) => (train_full_batch(ds, cfg, &tc, on_epoch)?, None),
-        (None, Some(ds), Some(fanouts)) => {
-            let mb = MiniBatchConfig {
-                fanouts: fanouts.clone(),
-                batch_size: args.batch_size,
-                queue_depth: args.queue_depth,
-            };
-            let (report, stages, root) = train_sampled(&args, ds, cfg, &tc, &mb, on_epoch)?;
-            if !root {
-                // Rank 0 prints and writes the results of the job.
-                return Ok(report);
-            }
-            (report, Some(stages))
-        }
-        (None, None, _) => unreachable!("a dataset is loaded unless it is partitioned"),
-    };
-    pb.finish_and_clear();
+    let meta = &plan.meta;
     println!(
         "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
         arch.name(),
@@ -316,22 +253,22 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
     }
     if let Some(path) = &args.summary_json {
-        let mut value = summary(&args, &meta, &report);
-        if let Some(st) = stages {
+        let mut value = summary(&args, meta, &report);
+        if let Some(st) = outcome.stages {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.
             let total = (st.sample + st.gather + st.compute).max(f64::MIN_POSITIVE);
             value["fanouts"] = json!(args.fanouts);
-            value["batch_size"] = json!(args.batch_size);
-            value["features_location"] = json!(args.features_location);
+            value["batch_size"] = json!(plan.batches.as_ref().map(|b| b.batch_size));
+            value["features_location"] = json!(plan.features_location.name());
             value["sample_seconds"] = json!(st.sample);
             value["gather_seconds"] = json!(st.gather);
             value["compute_seconds"] = json!(st.compute);
             value["sample_share"] = json!(st.sample / total);
             value["gather_share"] = json!(st.gather / total);
         }
-        if let Some(workers) = &workers {
-            value["mode"] = json!(args.mode);
+        if let Some(workers) = &outcome.workers {
+            value["mode"] = json!(plan.sar_mode.name());
             value["workers"] = json!(workers
                 .iter()
                 .enumerate()
@@ -354,200 +291,6 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     Ok(report)
 }
 
-/// Loads the dataset for training on one machine (the features stay on disk for
-/// `--features-location mmap`) and casts its features to the compute dtype.
-fn load_for_training(args: &TrainArgs, dtype: DType) -> Result<Dataset> {
-    let on_disk = args.fanouts.is_some() && args.features_location == "mmap";
-    let mut ds = match (&args.dataset, on_disk) {
-        (Some(dir), true) => Dataset::load_without_features(dir)?,
-        (None, true) => {
-            bail!("--features-location mmap needs --dataset (a directory with node_feat.npy)")
-        }
-        _ => load_dataset(args)?,
-    };
-    if let Some(dim) = args.embedding_dim {
-        if args.fanouts.is_none() || dim == 0 {
-            bail!("--embedding-dim needs mini-batch training (--fanouts) and a positive width");
-        }
-    } else if ds.meta.feat_dim == 0 {
-        bail!("the dataset has no node features: train an input embedding with --fanouts and --embedding-dim");
-    }
-    let _g = category_scope(Category::Features);
-    ds.features = ds.features.cast(dtype)?;
-    Ok(ds)
-}
-
-/// What one worker of a SAR job used: its peak tracked bytes, its process's peak RSS (the
-/// same process for every in-process worker) and the bytes it sent.
-pub(crate) struct WorkerFigures {
-    pub(crate) peak_tracked_bytes: u64,
-    pub(crate) peak_rss_bytes: u64,
-    pub(crate) bytes_sent: u64,
-}
-
-/// Full-batch SAR training of a partitioned dataset on `--workers` in-process ranks or the
-/// processes of an MPI job, each loading only its part; returns the report, and on rank 0
-/// (which prints the results) every worker's figures.
-fn train_partitioned(
-    args: &TrainArgs,
-    dir: &std::path::Path,
-    cfg: ModelConfig,
-    tc: &TrainConfig,
-    on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
-) -> Result<(TrainReport, Option<Vec<WorkerFigures>>)> {
-    let mode = SarMode::parse(&args.mode)
-        .with_context(|| format!("--mode must be sar, sa or osa, not '{}'", args.mode))?;
-    let on_epoch = std::sync::Mutex::new(on_epoch);
-    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, Option<Vec<WorkerFigures>>)> {
-        let (rank, size) = (comm.rank(), comm.size());
-        // Each worker's memory is its own: the rank thread charges a tracker of its own.
-        set_thread_tracker(MemoryTracker::new());
-        let mut part = {
-            let _g = category_scope(Category::Features);
-            Part::load(dir, rank)?
-        };
-        let counting = Arc::new(Counting::new(comm.clone()));
-        let report = train_sar(counting.clone(), &mut part, cfg.clone(), tc, mode, |r| {
-            if rank == 0 {
-                (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
-            }
-        })?;
-        // Every worker's figures, gathered by a sum into each worker's own slots.
-        let mut figures = vec![0f64; 3 * size];
-        figures[3 * rank] = report.memory.total_peak as f64;
-        figures[3 * rank + 1] = RssReport::read().peak_bytes as f64;
-        figures[3 * rank + 2] = counting.bytes_sent() as f64;
-        comm.all_reduce(ReduceData::F64(&mut figures), ReduceOp::Sum)?;
-        let figures = figures
-            .chunks(3)
-            .map(|f| WorkerFigures {
-                peak_tracked_bytes: f[0] as u64,
-                peak_rss_bytes: f[1] as u64,
-                bytes_sent: f[2] as u64,
-            })
-            .collect();
-        Ok((report, (rank == 0).then_some(figures)))
-    };
-    run_job(args, job)
-}
-
-/// Runs `job` on `--workers` in-process ranks (returning rank 0's result) or as this process's
-/// rank of an MPI job (`--comm mpi`).
-fn run_job<T: Send>(
-    args: &TrainArgs,
-    job: impl Fn(Arc<dyn Communicator>) -> Result<T> + Sync,
-) -> Result<T> {
-    match args.comm.as_str() {
-        "local" => {
-            if args.workers == 0 {
-                bail!("--workers must be at least 1");
-            }
-            let mut results = Local::run(args.workers, job);
-            results.swap_remove(0)
-        }
-        "mpi" => run_under_mpi(job),
-        other => bail!("--comm must be local or mpi, not '{other}'"),
-    }
-}
-
-/// The features of `ds` in the store at `--features-location`: one table the threads share
-/// (Continuous), or each process's own rows (Distributed) under MPI, or the mapped file.
-fn feature_table(
-    args: &TrainArgs,
-    ds: &Dataset,
-    comm: Arc<dyn Communicator>,
-) -> Result<StoreTensor> {
-    let layout = if comm.backend() == "mpi" && comm.size() > 1 {
-        Layout::Distributed
-    } else {
-        Layout::Continuous
-    };
-    Ok(match args.features_location.as_str() {
-        "mmap" => {
-            let dir = args.dataset.as_ref().expect("checked when loading");
-            let dtype = DType::parse(&ds.meta.feat_dtype)
-                .with_context(|| format!("feature dtype '{}'", ds.meta.feat_dtype))?;
-            let location = Location::Mmap {
-                path: dir.join("node_feat.npy"),
-                writable: false,
-            };
-            let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
-            StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
-        }
-        name @ ("host" | "shared") => {
-            let location = if name == "host" {
-                Location::Host
-            } else {
-                Location::SharedHost
-            };
-            let spec = StoreSpec::new(ds.features.shape(), ds.features.dtype(), layout, location);
-            let mut t = StoreTensor::new(comm, spec)?;
-            t.fill_from_whole(ds.features.as_bytes())?;
-            t
-        }
-        other => bail!("--features-location must be host, shared or mmap, not '{other}'"),
-    })
-}
-
-/// Mini-batch training on `--workers` in-process ranks or the processes of an MPI job; returns
-/// the report, the stage times, and whether this process prints and writes the results (rank
-/// 0 does).
-fn train_sampled(
-    args: &TrainArgs,
-    ds: &Dataset,
-    cfg: ModelConfig,
-    tc: &TrainConfig,
-    mb: &MiniBatchConfig,
-    on_epoch: impl FnMut(&graphloom_nn::train::EpochRecord) + Send,
-) -> Result<(TrainReport, StageSeconds, bool)> {
-    let on_epoch = std::sync::Mutex::new(on_epoch);
-    let job = |comm: Arc<dyn Communicator>| -> Result<(TrainReport, StageSeconds, bool)> {
-        let root = comm.rank() == 0;
-        // Only rank 0 reports; the lock is taken per call, never held across collectives.
-        let report = |r: &graphloom_nn::train::EpochRecord| {
-            if root {
-                (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
-            }
-        };
-        let (report, stages) = match args.embedding_dim {
-            Some(dim) => {
-                let shape = [ds.meta.num_nodes, dim];
-                let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
-                let table = StoreTensor::new(comm, spec)?;
-                let mut table = Embedding::trainable(table, SparseOptimizer::lazy_adam())?;
-                table.init_uniform(args.seed, 1.0 / (dim as f32).sqrt())?;
-                let inputs = Inputs::Embedding {
-                    table: &mut table,
-                    lr: args.embedding_lr,
-                };
-                train_mini_batch(ds, inputs, cfg.clone(), tc, mb, report)?
-            }
-            None => {
-                let features = feature_table(args, ds, comm)?;
-                let inputs = Inputs::Features(&features);
-                train_mini_batch(ds, inputs, cfg.clone(), tc, mb, report)?
-            }
-        };
-        Ok((report, stages, root))
-    };
-    run_job(args, job)
-}
-
-#[cfg(feature = "mpi")]
-fn run_under_mpi<T>(job: impl FnOnce(Arc<dyn Communicator>) -> Result<T>) -> Result<T> {
-    let mut out = None;
-    graphloom_comm::mpi::run_rank(|comm| {
-        out = Some(job(comm)?);
-        Ok::<(), anyhow::Error>(())
-    })?;
-    Ok(out.expect("run_rank aborts the job on error"))
-}
-
-#[cfg(not(feature = "mpi"))]
-fn run_under_mpi<T>(_job: impl FnOnce(Arc<dyn Communicator>) -> Result<T>) -> Result<T> {
-    bail!("this graphloom was built without MPI: build with --features mpi")
-}
-
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
     crate::plot::training_curves(path, title, &report.epochs)
         .with_context(|| format!("drawing {}", path.display()))
@@ -560,8 +303,8 @@ fn summary(args: &TrainArgs, meta: &Meta, r: &TrainReport) -> serde_json::Value 
         .collect();
     json!({
         "dataset": meta.name,
-        "model": args.model,
-        "dtype": args.dtype,
+        "model": args.model.name(),
+        "dtype": args.dtype.name(),
         "checkpoint": args.checkpoint,
         "seed": args.seed,
         "test_acc": r.test_acc,
@@ -576,8 +319,11 @@ fn summary(args: &TrainArgs, meta: &Meta, r: &TrainReport) -> serde_json::Value 
         "peak_total_bytes": r.memory.total_peak,
         "allocator_cache_bytes": graphloom_tensor::alloc::cached_bytes(),
         "history": r.epochs.iter().map(|e| json!({
-            "epoch": e.epoch, "loss": e.loss, "train_acc": e.train_acc, "val_acc": e.val_acc,
-            "test_acc": e.test_acc, "seconds": e.seconds, "peak_bytes": e.peak_bytes,
+            "epoch": e.epoch, "loss": e.loss,
+            "train_acc": e.accuracy.map(|a| a.train),
+            "val_acc": e.accuracy.map(|a| a.val),
+            "test_acc": e.accuracy.map(|a| a.test),
+            "seconds": e.seconds, "peak_bytes": e.peak_bytes,
         })).collect::<Vec<_>>(),
     })
 }

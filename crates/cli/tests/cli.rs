@@ -200,22 +200,104 @@ fn buffer_cache_can_be_turned_off() {
 
 #[test]
 fn bad_options_are_clear_errors() {
+    // Choices are parsed by clap, which lists the valid values (exit code 2).
     for (args, expect) in [
-        (vec!["train", "--model", "mlp"], "--model must be"),
-        (vec!["train", "--dtype", "i32"], "--dtype must be"),
         (
-            vec!["train", "--dropout", "1.5", "--epochs", "1"],
-            "dropout 1.5",
+            vec!["train", "--model", "mlp"],
+            "[possible values: gcn, sage, gat]",
+        ),
+        (
+            vec!["train", "--dtype", "i32"],
+            "[possible values: f32, bf16, f64]",
+        ),
+        (
+            vec!["train", "--optimizer", "lbfgs"],
+            "[possible values: adam, adamw, sgd]",
+        ),
+        (
+            vec!["train", "--comm", "tcp"],
+            "[possible values: local, mpi]",
         ),
     ] {
         let out = graphloom(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert!(stderr.contains(expect), "{stderr}");
+    }
+    // Values that cannot train and options that do not apply: one line, exit code 1, before
+    // any training.
+    for (args, expect) in [
+        (
+            vec!["--dropout", "1.5"],
+            "--dropout must be in [0, 1), not 1.5",
+        ),
+        (
+            vec!["--lr", "-0.1"],
+            "--lr must be a positive number, not -0.1",
+        ),
+        (
+            vec!["--lr", "NaN"],
+            "--lr must be a positive number, not NaN",
+        ),
+        (
+            vec!["--model", "gat", "--heads", "0"],
+            "--heads must be at least 1",
+        ),
+        (
+            vec!["--model", "gat", "--out-heads", "0"],
+            "--out-heads must be at least 1",
+        ),
+        (vec!["--heads", "4"], "--heads does not apply to"),
+        (
+            vec!["--workers", "2"],
+            "--workers does not apply to full-batch training",
+        ),
+        (
+            vec!["--comm", "mpi"],
+            "--comm does not apply to full-batch training",
+        ),
+        (
+            vec!["--mode", "sa"],
+            "--mode does not apply to full-batch training",
+        ),
+        (
+            vec!["--batch-size", "8"],
+            "--batch-size does not apply to full-batch training",
+        ),
+        (
+            vec!["--fanouts", "5,5", "--mode", "osa"],
+            "--mode does not apply to mini-batch",
+        ),
+        (vec!["--fanouts", "5"], "1 fanouts for 2 layers"),
+        (vec!["--hidden", "100000000"], "more than this machine's"),
+        (
+            vec!["--summary-json", "/nonexistent-graphloom/run.json"],
+            "/nonexistent-graphloom/run.json cannot be written",
+        ),
+    ] {
+        let mut full = vec!["train", "--epochs", "1"];
+        full.extend(args);
+        let out = graphloom(&full);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{full:?}: {stderr}");
         assert!(
-            stderr.contains(expect) && !stderr.contains("panicked"),
-            "{stderr}"
+            stderr.contains(expect) && stderr.lines().count() == 1,
+            "{full:?}: {stderr}"
         );
     }
+}
+
+/// When stderr is not a terminal (a log file, a pipe, mpirun), every epoch is a plain line.
+#[test]
+fn epoch_lines_reach_a_log() {
+    let out = graphloom(&["train", "--epochs", "3", "--eval-every", "2"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let lines: Vec<&str> = stderr.lines().filter(|l| l.starts_with("epoch")).collect();
+    assert_eq!(lines.len(), 3, "{stderr}");
+    assert!(lines[0].contains("(not evaluated)"), "{stderr}");
+    assert!(lines[1].contains("val "), "{stderr}");
+    assert!(lines[2].contains("val "), "{stderr}");
 }
 
 /// `bench gather --json` prints one object per measurement with the keys the issue names, for

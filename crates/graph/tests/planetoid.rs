@@ -5,19 +5,9 @@ use std::path::PathBuf;
 use graphloom_graph::convert::planetoid;
 use graphloom_graph::Dataset;
 
-/// The shared datasets folder beside the repository (present on every developer machine and
-/// in CI); `GRAPHLOOM_SHARED` overrides it.
+/// The raw Cora files kept in the repository (`testdata/planetoid`).
 fn planetoid_dir() -> PathBuf {
-    let shared = std::env::var_os("GRAPHLOOM_SHARED")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared"));
-    let dir = shared.join("datasets/planetoid");
-    assert!(
-        dir.join("ind.cora.x").exists(),
-        "Cora raw files not found in {}",
-        dir.display()
-    );
-    dir
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../testdata/planetoid")
 }
 
 #[test]

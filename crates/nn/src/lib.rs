@@ -24,6 +24,7 @@
 //! };
 //! let tc = train::TrainConfig {
 //!     epochs: 30, lr: 0.01, weight_decay: 5e-4, optimizer: OptimizerKind::Adam, patience: None, seed: 0,
+//!     eval_every: 1,
 //! };
 //! let report = train::train_full_batch(&ds, cfg, &tc, |_| {})?;
 //! assert!(report.best_val_acc > 0.5);

@@ -1,8 +1,8 @@
 //! Mini-batch training with neighbour sampling, as a pipeline: a producer thread samples each
 //! batch's blocks, gathers its input features from the store and prepares the block graphs,
 //! into a bounded queue; this thread runs forward, backward and the optimizer step on one batch
-//! while the producer prepares the next ones. Evaluation after each epoch is exact
-//! full-neighbour inference over the whole graph.
+//! while the producer prepares the next ones. Evaluation is exact full-neighbour inference
+//! over the whole graph. [`MiniBatch`] is the workload; [`crate::train::fit`] runs the loop.
 
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
@@ -13,15 +13,12 @@ use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::{Dataset, NodeId};
 use graphloom_store::{Embedding, StoreTensor};
 use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
-use crate::model::{Architecture, LayerGraph, Mode, Model, ModelConfig};
-use crate::optim::Optimizer;
+use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
 use crate::train::{
-    all_reduce_gradients, backward_and_step, evaluate, EpochRecord, Selection, TrainConfig,
-    TrainReport,
+    evaluate, fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
 use crate::{Error, Result};
 
@@ -167,95 +164,164 @@ impl Inputs<'_> {
     }
 }
 
-/// Trains `cfg` on `ds` in sampled mini-batches, with input rows from `inputs`, calling
-/// `on_epoch` after every epoch.
+/// Sampled mini-batch training as a [`Workload`]: a producer thread samples each batch's
+/// blocks and gathers its input rows into a bounded queue while this thread runs the steps;
+/// evaluation is exact full-neighbour inference over the whole graph.
 ///
-/// Data parallel over the ranks of the features' communicator: each worker trains on its slice
+/// Data parallel over the ranks of the inputs' communicator: each worker trains on its slice
 /// of every global batch (see [`epoch_batches`]), the loss is normalised by the global batch
 /// size, and the gradients are summed over the workers before every worker applies the same
 /// step, so the workers hold the same parameters throughout. Collective.
-pub fn train_mini_batch(
-    ds: &Dataset,
-    mut inputs: Inputs<'_>,
-    cfg: ModelConfig,
-    tc: &TrainConfig,
-    mb: &MiniBatchConfig,
-    mut on_epoch: impl FnMut(&EpochRecord),
-) -> Result<(TrainReport, StageSeconds)> {
-    if mb.fanouts.len() != cfg.layers {
-        return Err(Error::Config(format!(
-            "{} fanouts for a model of {} layers: give one fanout per layer",
-            mb.fanouts.len(),
-            cfg.layers
-        )));
+pub struct MiniBatch<'a> {
+    ds: &'a Dataset,
+    inputs: Inputs<'a>,
+    model: Model,
+    mb: MiniBatchConfig,
+    seed: u64,
+    /// Every node's input rows, gathered once for evaluation from a feature table.
+    fixed_inputs: Option<Var>,
+    comm: Arc<dyn Communicator>,
+    /// The producer thread gathers features over the inputs' communicator while the compute
+    /// thread sums gradients: each needs its own communicator.
+    grad_comm: Arc<dyn Communicator>,
+    stages: StageSeconds,
+}
+
+impl<'a> MiniBatch<'a> {
+    /// The workload of model `cfg` (parameters drawn from `seed`) on `ds`, batched as `mb`
+    /// says, with input rows from `inputs`. Collective.
+    pub fn new(
+        ds: &'a Dataset,
+        inputs: Inputs<'a>,
+        cfg: ModelConfig,
+        seed: u64,
+        mb: &MiniBatchConfig,
+    ) -> Result<MiniBatch<'a>> {
+        if mb.fanouts.len() != cfg.layers {
+            return Err(Error::Config(format!(
+                "{} fanouts for a model of {} layers: give one fanout per layer",
+                mb.fanouts.len(),
+                cfg.layers
+            )));
+        }
+        if mb.batch_size == 0 || ds.train_idx.is_empty() {
+            return Err(Error::Config(
+                "the batch size and the training set must not be empty".into(),
+            ));
+        }
+        if inputs.rows() != ds.graph.num_nodes() {
+            return Err(Error::Config(format!(
+                "{} input rows for {} nodes",
+                inputs.rows(),
+                ds.graph.num_nodes()
+            )));
+        }
+        let model = Model::new(cfg.clone(), &ds.graph, seed)?;
+        let all: Vec<i64> = (0..inputs.rows() as i64).collect();
+        // Evaluation reads every node's features: once, for a feature table.
+        let fixed_inputs = match &inputs {
+            Inputs::Features(f) => Some(Var::constant(f.gather(&all)?.cast(cfg.dtype)?)),
+            Inputs::Embedding { .. } => None,
+        };
+        let comm = inputs.comm();
+        let grad_comm = comm.split(0, comm.rank())?;
+        Ok(MiniBatch {
+            ds,
+            inputs,
+            model,
+            mb: mb.clone(),
+            seed,
+            fixed_inputs,
+            comm,
+            grad_comm,
+            stages: StageSeconds::default(),
+        })
     }
-    if mb.batch_size == 0 || ds.train_idx.is_empty() {
-        return Err(Error::Config(
-            "the batch size and the training set must not be empty".into(),
-        ));
+
+    /// Seconds spent in each stage so far.
+    pub fn stages(&self) -> StageSeconds {
+        self.stages
     }
-    if inputs.rows() != ds.graph.num_nodes() {
-        return Err(Error::Config(format!(
-            "{} input rows for {} nodes",
-            inputs.rows(),
-            ds.graph.num_nodes()
-        )));
+
+    /// Runs the step of one prepared batch (`None`: this worker's slice of the global batch is
+    /// empty) whose global batch has `global` seeds; returns this worker's share of the loss.
+    fn step(&mut self, batch: Option<Batch>, global: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        let Some(batch) = batch else {
+            // An empty slice still takes part in the gradient sum, and in the embedding
+            // table's collective gather and update.
+            steps.skip()?;
+            if let Inputs::Embedding { table, lr } = &mut self.inputs {
+                table.gather(&[])?;
+                let width = table.dim();
+                table.apply_gradients(&[], &Tensor::zeros(&[0, width], DType::F32), *lr)?;
+            }
+            return Ok(0.0);
+        };
+        self.stages.sample += batch.sample_seconds;
+        self.stages.gather += batch.gather_seconds;
+        let mut tape = Tape::new();
+        let (vars, mode) = steps.begin(&mut tape);
+        let ids = batch.graphs[0].src_ids.clone();
+        let (x, table) = match (&mut self.inputs, batch.x) {
+            (_, Some(x)) => (Var::constant(x), None),
+            (Inputs::Embedding { table, lr }, None) => {
+                let rows = table.gather(&ids)?.cast(self.model.cfg.dtype)?;
+                (tape.leaf(rows, true), Some((table, *lr)))
+            }
+            (Inputs::Features(_), None) => unreachable!("features are gathered ahead"),
+        };
+        let logp = self
+            .model
+            .forward_blocks(&mut tape, &x, &vars, &batch.graphs, mode)?;
+        // Normalised by the global batch: the workers' gradients sum to the gradient of the
+        // global batch's mean loss.
+        let loss = ops::nll_loss(&mut tape, &logp, batch.rows, batch.labels, global as f64)?;
+        drop(logp);
+        let wants_input = table.is_some().then_some(&x);
+        let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
+        if let Some((table, lr)) = table {
+            let grad = input_grad
+                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
+                .cast(DType::F32)?;
+            table.apply_gradients(&ids, &grad, lr)?;
+        }
+        Ok(loss)
     }
-    let model = Model::new(cfg.clone(), &ds.graph, tc.seed)?;
-    let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
-    let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
-    let all: Vec<i64> = (0..inputs.rows() as i64).collect();
-    // Evaluation reads every node's features: once, for a feature table.
-    let fixed_inputs = match &inputs {
-        Inputs::Features(f) => Some(Var::constant(f.gather(&all)?.cast(cfg.dtype)?)),
-        Inputs::Embedding { .. } => None,
-    };
-    let comm = inputs.comm();
-    // The producer thread gathers features over the features' communicator while this thread
-    // all-reduces gradients: each needs its own communicator.
-    let grad_comm = comm
-        .split(0, comm.rank())
-        .map_err(|e| Error::Config(format!("creating the gradient communicator: {e}")))?;
-    let mut selection = Selection::default();
-    let mut stages = StageSeconds::default();
-    let mut step = 0u64;
-    for epoch in 1..=tc.epochs {
-        let start = Instant::now();
-        let (rank, ranks) = (comm.rank(), comm.size());
-        let features = match &inputs {
+}
+
+impl Workload for MiniBatch<'_> {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
+        Some(self.grad_comm.clone())
+    }
+
+    fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        let (rank, ranks) = (self.comm.rank(), self.comm.size());
+        let (ds, seed, epoch) = (self.ds, self.seed, epoch as u64);
+        let batches = epoch_batches(&ds.train_idx, seed, epoch, self.mb.batch_size, rank, ranks);
+        let global_sizes: Vec<usize> =
+            epoch_batches(&ds.train_idx, seed, epoch, self.mb.batch_size, 0, 1)
+                .iter()
+                .map(Vec::len)
+                .collect();
+        let features = match &self.inputs {
             Inputs::Features(f) => Some(*f),
             Inputs::Embedding { .. } => None,
         };
-        let batches = epoch_batches(
-            &ds.train_idx,
-            tc.seed,
-            epoch as u64,
-            mb.batch_size,
-            rank,
-            ranks,
-        );
-        let global_sizes = epoch_batches(&ds.train_idx, tc.seed, epoch as u64, mb.batch_size, 0, 1)
-            .iter()
-            .map(Vec::len)
-            .collect::<Vec<_>>();
+        let (mb, cfg) = (self.mb.clone(), self.model.cfg.clone());
         let (mut loss_sum, mut seen) = (0.0, 0usize);
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
             let producer = {
-                let (batches, cfg) = (&batches, &cfg);
+                let (batches, mb, cfg) = (&batches, &mb, &cfg);
                 scope.spawn(move || {
                     let mut sampler = Sampler::new(ds.graph.num_nodes());
                     for seeds in batches {
-                        let batch = prepare(
-                            ds,
-                            features,
-                            &mut sampler,
-                            seeds,
-                            mb,
-                            cfg,
-                            tc.seed,
-                            epoch as u64,
-                        );
+                        let batch =
+                            prepare(ds, features, &mut sampler, seeds, mb, cfg, seed, epoch);
                         let failed = batch.is_err();
                         if tx.send(batch).is_err() || failed {
                             break;
@@ -264,121 +330,48 @@ pub fn train_mini_batch(
                 })
             };
             for (batch, &global) in rx.into_iter().zip(&global_sizes) {
-                let batch = batch?;
                 let compute = Instant::now();
-                step += 1;
-                let _g = category_scope(Category::Activations);
-                let mut tape = Tape::new();
-                let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
-                let reduce = |grads: &mut [Tensor]| all_reduce_gradients(grad_comm.as_ref(), grads);
-                let loss = match batch {
-                    Some(batch) => {
-                        stages.sample += batch.sample_seconds;
-                        stages.gather += batch.gather_seconds;
-                        let ids = batch.graphs[0].src_ids.clone();
-                        let (x, table) = match (&mut inputs, batch.x) {
-                            (_, Some(x)) => (Var::constant(x), None),
-                            (Inputs::Embedding { table, lr }, None) => {
-                                let rows = table.gather(&ids)?.cast(cfg.dtype)?;
-                                (tape.leaf(rows, true), Some((table, *lr)))
-                            }
-                            (Inputs::Features(_), None) => {
-                                unreachable!("features are gathered ahead")
-                            }
-                        };
-                        let mode = Mode {
-                            training: true,
-                            seed: tc.seed,
-                            step,
-                        };
-                        let logp =
-                            model.forward_blocks(&mut tape, &x, &vars, &batch.graphs, mode)?;
-                        // Normalised by the global batch: the workers' gradients sum to the
-                        // gradient of the global batch's mean loss.
-                        let loss = ops::nll_loss(
-                            &mut tape,
-                            &logp,
-                            batch.rows,
-                            batch.labels,
-                            global as f64,
-                        )?;
-                        drop(logp);
-                        let wants_input = table.is_some().then_some(&x);
-                        let (loss, input_grad) = backward_and_step(
-                            tape,
-                            &loss,
-                            vars,
-                            &mut values,
-                            &mut opt,
-                            reduce,
-                            wants_input,
-                        )?;
-                        if let Some((table, lr)) = table {
-                            let grad = input_grad
-                                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
-                                .cast(DType::F32)?;
-                            table.apply_gradients(&ids, &grad, lr)?;
-                        }
-                        loss
-                    }
-                    // An empty slice still takes part in the all-reduce, with zero gradients,
-                    // and in the embedding table's collective gather and update.
-                    None => {
-                        drop((tape, vars));
-                        let mut grads: Vec<Tensor> = values
-                            .iter()
-                            .map(|p| Tensor::zeros(p.shape(), p.dtype()))
-                            .collect();
-                        reduce(&mut grads)?;
-                        {
-                            let _g = category_scope(Category::Optimizer);
-                            opt.step(&mut values, &grads)?;
-                        }
-                        if let Inputs::Embedding { table, lr } = &mut inputs {
-                            table.gather(&[])?;
-                            let width = table.dim();
-                            table.apply_gradients(
-                                &[],
-                                &Tensor::zeros(&[0, width], DType::F32),
-                                *lr,
-                            )?;
-                        }
-                        0.0
-                    }
-                };
-                if !loss.is_finite() {
-                    return Err(Error::Config(format!(
-                        "the loss became {loss} at epoch {epoch}; lower the learning rate"
-                    )));
-                }
+                let loss = self.step(batch?, global, steps)?;
                 loss_sum += loss * global as f64;
                 seen += global;
-                stages.compute += compute.elapsed().as_secs_f64();
+                self.stages.compute += compute.elapsed().as_secs_f64();
             }
             producer.join().expect("the producer thread does not panic");
             Ok(())
         })?;
-        let seconds = start.elapsed().as_secs_f64();
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
-        comm.all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)
-            .map_err(|e| Error::Config(format!("loss all-reduce: {e}")))?;
-        let loss_sum = total[0];
-        let logp = match (&fixed_inputs, &mut inputs) {
-            (Some(x), _) => evaluate(&model, x, &values, tc.seed)?,
+        self.comm
+            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
+        Ok(total[0] / seen.max(1) as f64)
+    }
+
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+        let logp = match (&self.fixed_inputs, &mut self.inputs) {
+            (Some(x), _) => evaluate(&self.model, x, params, self.seed)?,
             (None, Inputs::Embedding { table, .. }) => {
-                let x = Var::constant(table.gather(&all)?.cast(cfg.dtype)?);
-                evaluate(&model, &x, &values, tc.seed)?
+                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
+                let x = Var::constant(table.gather(&all)?.cast(self.model.cfg.dtype)?);
+                evaluate(&self.model, &x, params, self.seed)?
             }
             (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
         };
-        let loss = loss_sum / seen.max(1) as f64;
-        let record = EpochRecord::measure(epoch, loss, seconds, &logp, ds);
-        drop(logp);
-        on_epoch(&record);
-        if selection.observe(record, &values, tc.patience) {
-            break;
-        }
+        // Every worker evaluates the whole graph: its counts are the job's.
+        Ok(SplitCounts::of_dataset(&logp, self.ds))
     }
-    Ok((selection.into_report(model)?, stages))
+}
+
+/// Trains `cfg` on `ds` in sampled mini-batches ([`MiniBatch`] under [`fit`]), with input
+/// rows from `inputs`, calling `on_epoch` after every epoch. Collective.
+pub fn train_mini_batch(
+    ds: &Dataset,
+    inputs: Inputs<'_>,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    mb: &MiniBatchConfig,
+    on_epoch: impl FnMut(&EpochRecord),
+) -> Result<(TrainReport, StageSeconds)> {
+    let mut workload = MiniBatch::new(ds, inputs, cfg, tc.seed, mb)?;
+    let report = fit(&mut workload, tc, on_epoch)?;
+    Ok((report, workload.stages()))
 }

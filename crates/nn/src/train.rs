@@ -1,6 +1,10 @@
-//! Full-batch training on one worker: forward over the whole graph, loss on the training
-//! nodes, backward, optimizer step; evaluation with dropout off after every epoch; model
-//! selection by the best validation accuracy.
+//! The training loop, once for every way of training: a [`Workload`] runs the steps of an
+//! epoch and evaluates; [`fit`] owns everything around it: the optimizer, the step counter
+//! (part of every dropout key), gradient sums over workers, the stop on a non-finite loss,
+//! evaluation every few epochs under its memory category, epoch records and model selection.
+//!
+//! The workloads: [`FullBatch`] (the whole graph on one worker), the sampled mini-batches of
+//! [`crate::minibatch::MiniBatch`], and SAR's partitioned full batch in the `sar` crate.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -26,10 +30,96 @@ pub struct TrainConfig {
     pub weight_decay: f64,
     /// The update rule.
     pub optimizer: OptimizerKind,
-    /// Stop when the validation accuracy has not improved for this many epochs.
+    /// Stop when the validation accuracy has not improved for this many evaluations.
     pub patience: Option<usize>,
     /// Seed of initialisation and dropout.
     pub seed: u64,
+    /// Evaluate after every this many epochs (and after the last one); at least 1.
+    pub eval_every: usize,
+}
+
+impl Default for TrainConfig {
+    /// 200 epochs of Adam at learning rate 0.01 with weight decay 5e-4, evaluated every epoch.
+    fn default() -> TrainConfig {
+        TrainConfig {
+            epochs: 200,
+            lr: 0.01,
+            weight_decay: 5e-4,
+            optimizer: OptimizerKind::Adam,
+            patience: None,
+            seed: 0,
+            eval_every: 1,
+        }
+    }
+}
+
+/// Accuracies of the three splits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Accuracy {
+    /// On the training nodes.
+    pub train: f64,
+    /// On the validation nodes.
+    pub val: f64,
+    /// On the test nodes.
+    pub test: f64,
+}
+
+/// Correct predictions and node counts of the three splits (train, validation, test), summed
+/// over the job's workers.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SplitCounts {
+    /// Correct predictions per split.
+    pub correct: [f64; 3],
+    /// Nodes per split.
+    pub total: [f64; 3],
+}
+
+impl SplitCounts {
+    /// The counts of `logp` (one row per node of `labels`) on the splits `idx`.
+    pub fn of(logp: &Tensor, labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
+        let mut counts = SplitCounts::default();
+        for (s, rows) in idx.iter().enumerate() {
+            counts.correct[s] = correct_predictions(logp, labels, rows) as f64;
+            counts.total[s] = rows.len() as f64;
+        }
+        counts
+    }
+
+    /// The counts of a whole dataset's splits.
+    pub fn of_dataset(logp: &Tensor, ds: &Dataset) -> SplitCounts {
+        SplitCounts::of(
+            logp,
+            &ds.labels,
+            [&ds.train_idx, &ds.valid_idx, &ds.test_idx],
+        )
+    }
+
+    /// Adds up the counts of every worker of `comm`, in place. Collective.
+    pub fn sum_over(&mut self, comm: &dyn Communicator) -> Result<()> {
+        let mut v = [0.0; 6];
+        v[..3].copy_from_slice(&self.correct);
+        v[3..].copy_from_slice(&self.total);
+        comm.all_reduce(ReduceData::F64(&mut v), ReduceOp::Sum)?;
+        self.correct.copy_from_slice(&v[..3]);
+        self.total.copy_from_slice(&v[3..]);
+        Ok(())
+    }
+
+    /// The accuracies (0 for an empty split).
+    pub fn accuracy(&self) -> Accuracy {
+        let share = |s: usize| {
+            if self.total[s] > 0.0 {
+                self.correct[s] / self.total[s]
+            } else {
+                0.0
+            }
+        };
+        Accuracy {
+            train: share(0),
+            val: share(1),
+            test: share(2),
+        }
+    }
 }
 
 /// What one epoch measured.
@@ -37,40 +127,14 @@ pub struct TrainConfig {
 pub struct EpochRecord {
     /// Epoch number, from 1.
     pub epoch: usize,
-    /// Training loss of the epoch's step (with dropout).
+    /// Training loss of the epoch (mean over its steps' training nodes, with dropout).
     pub loss: f64,
-    /// Accuracies after the step, with dropout off.
-    pub train_acc: f64,
-    /// Validation accuracy.
-    pub val_acc: f64,
-    /// Test accuracy.
-    pub test_acc: f64,
-    /// Seconds of the training step (forward, backward, update), without evaluation.
+    /// Accuracies after the epoch, with dropout off; `None` on epochs that were not evaluated.
+    pub accuracy: Option<Accuracy>,
+    /// Seconds of the training steps (forward, backward, update), without evaluation.
     pub seconds: f64,
     /// The most tracked bytes held at once so far.
     pub peak_bytes: usize,
-}
-
-impl EpochRecord {
-    /// The record of an epoch: its loss and seconds, and the accuracies of `logp` (every
-    /// node's log-probabilities) on the three splits.
-    pub(crate) fn measure(
-        epoch: usize,
-        loss: f64,
-        seconds: f64,
-        logp: &Tensor,
-        ds: &Dataset,
-    ) -> EpochRecord {
-        EpochRecord {
-            epoch,
-            loss,
-            train_acc: accuracy(logp, &ds.labels, &ds.train_idx),
-            val_acc: accuracy(logp, &ds.labels, &ds.valid_idx),
-            test_acc: accuracy(logp, &ds.labels, &ds.test_idx),
-            seconds,
-            peak_bytes: thread_tracker().report().total_peak,
-        }
-    }
 }
 
 /// The outcome of a run.
@@ -130,53 +194,6 @@ pub fn correct_predictions(logp: &Tensor, labels: &[i64], idx: &[usize]) -> usiz
         .count()
 }
 
-/// Log-probabilities of every node with dropout off: the whole graph in one forward pass, which
-/// is exact full-neighbour inference.
-pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> Result<Tensor> {
-    let _g = category_scope(Category::Activations);
-    let mut tape = Tape::no_grad();
-    let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
-    let mode = Mode {
-        training: false,
-        seed,
-        step: 0,
-    };
-    Ok(model.forward(&mut tape, x, &vars, mode)?.value().clone())
-}
-
-/// Backpropagates `loss`, lets `reduce` combine the gradients (an all-reduce over data-parallel
-/// workers), applies the optimizer to `values` (a parameter without a gradient gets zero) and
-/// returns the loss, with the gradient of `input` when asked (a trainable input table's rows).
-pub fn backward_and_step(
-    mut tape: Tape,
-    loss: &Var,
-    vars: Vec<Var>,
-    values: &mut [Tensor],
-    opt: &mut Optimizer,
-    reduce: impl FnOnce(&mut [Tensor]) -> Result<()>,
-    input: Option<&Var>,
-) -> Result<(f64, Option<Tensor>)> {
-    let mut grads = tape.backward(loss)?;
-    let input_grad = input.and_then(|x| grads.take(x));
-    let mut grads: Vec<Tensor> = vars
-        .iter()
-        .zip(values.iter())
-        .map(|(v, p)| {
-            grads
-                .take(v)
-                .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
-        })
-        .collect();
-    drop(vars);
-    drop(tape);
-    reduce(&mut grads)?;
-    {
-        let _g = category_scope(Category::Optimizer);
-        opt.step(values, &grads)?;
-    }
-    Ok((loss.value().scalar_f64()?, input_grad))
-}
-
 /// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
 /// the same bits).
 pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result<()> {
@@ -188,126 +205,326 @@ pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Re
             graphloom_tensor::DType::F64 => ReduceData::F64(g.as_mut_slice::<f64>()?),
             _ => ReduceData::F32(g.as_mut_slice::<f32>()?),
         };
-        comm.all_reduce(data, ReduceOp::Sum)
-            .map_err(|e| Error::Config(format!("gradient all-reduce: {e}")))?;
+        comm.all_reduce(data, ReduceOp::Sum)?;
     }
     Ok(())
 }
 
-/// Model selection: keeps the parameters of the epoch with the best validation accuracy (the
-/// first of equals) and says when patience has run out.
+/// One way of training a model: the steps of an epoch and an evaluation. [`fit`] runs the
+/// loop around it.
+pub trait Workload {
+    /// The model trained (its parameters are the initial values).
+    fn model(&self) -> &Model;
+
+    /// The communicator over which parameter gradients are summed, when several workers train
+    /// one model.
+    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>>;
+
+    /// Runs the training steps of epoch `epoch` through `steps` and returns the epoch's loss,
+    /// the same on every worker of the job.
+    fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64>;
+
+    /// Correct predictions on the three splits with parameters `params` and dropout off,
+    /// summed over the job's workers.
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
+}
+
+/// What a workload needs for its training steps: the parameters on a tape, the dropout key of
+/// each step, and the update.
+pub struct Steps<'a> {
+    values: &'a mut [Tensor],
+    opt: &'a mut Optimizer,
+    comm: Option<&'a dyn Communicator>,
+    step: &'a mut u64,
+    seed: u64,
+}
+
+impl Steps<'_> {
+    /// Starts a training step: the parameters as leaves of `tape`, and the step's mode
+    /// (dropout on, keyed by the run's step counter).
+    pub fn begin(&mut self, tape: &mut Tape) -> (Vec<Var>, Mode) {
+        *self.step += 1;
+        let vars = self
+            .values
+            .iter()
+            .map(|v| tape.leaf(v.clone(), true))
+            .collect();
+        let mode = Mode {
+            training: true,
+            seed: self.seed,
+            step: *self.step,
+        };
+        (vars, mode)
+    }
+
+    /// Ends a step begun with [`Steps::begin`]: backpropagates `loss`, sums the gradients over
+    /// the workers, applies the optimizer (a parameter without a gradient gets zero) and
+    /// returns the loss, with the gradient of `input` when asked (a trainable input table's
+    /// rows).
+    pub fn finish(
+        &mut self,
+        mut tape: Tape,
+        loss: &Var,
+        vars: Vec<Var>,
+        input: Option<&Var>,
+    ) -> Result<(f64, Option<Tensor>)> {
+        let mut grads = tape.backward(loss)?;
+        let input_grad = input.and_then(|x| grads.take(x));
+        let grads: Vec<Tensor> = vars
+            .iter()
+            .zip(self.values.iter())
+            .map(|(v, p)| {
+                grads
+                    .take(v)
+                    .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
+            })
+            .collect();
+        drop(vars);
+        drop(tape);
+        self.apply(grads)?;
+        Ok((loss.value().scalar_f64()?, input_grad))
+    }
+
+    /// A step in which this worker has no training nodes: it still takes part in the gradient
+    /// sum, with zeros, and applies the summed update like every other worker.
+    pub fn skip(&mut self) -> Result<()> {
+        *self.step += 1;
+        let grads = self
+            .values
+            .iter()
+            .map(|p| Tensor::zeros(p.shape(), p.dtype()))
+            .collect();
+        self.apply(grads)
+    }
+
+    fn apply(&mut self, mut grads: Vec<Tensor>) -> Result<()> {
+        if let Some(comm) = self.comm {
+            all_reduce_gradients(comm, &mut grads)?;
+        }
+        let _g = category_scope(Category::Optimizer);
+        self.opt.step(self.values, &grads)
+    }
+}
+
+/// Model selection: keeps the parameters of the evaluation with the best validation accuracy
+/// (the first of equals) and says when patience has run out.
 #[derive(Default)]
-pub struct Selection {
-    records: Vec<EpochRecord>,
-    best: Option<(usize, f64, f64, Vec<Tensor>)>,
+struct Selection {
+    best: Option<(usize, Accuracy, Vec<Tensor>)>,
+    evaluations_since_best: usize,
 }
 
 impl Selection {
-    /// Records an epoch; returns whether to stop.
-    pub fn observe(
+    /// Records an evaluated epoch; returns whether patience has run out.
+    fn observe(
         &mut self,
-        record: EpochRecord,
+        epoch: usize,
+        acc: Accuracy,
         values: &[Tensor],
         patience: Option<usize>,
     ) -> bool {
-        if self.best.as_ref().is_none_or(|b| record.val_acc > b.1) {
-            self.best = Some((
-                record.epoch,
-                record.val_acc,
-                record.test_acc,
-                values.to_vec(),
-            ));
+        if self.best.as_ref().is_none_or(|b| acc.val > b.1.val) {
+            self.best = Some((epoch, acc, values.to_vec()));
+            self.evaluations_since_best = 0;
+        } else {
+            self.evaluations_since_best += 1;
         }
-        let epoch = record.epoch;
-        self.records.push(record);
-        match (patience, self.best.as_ref()) {
-            (Some(p), Some(b)) => epoch - b.0 >= p,
-            _ => false,
-        }
-    }
-
-    /// The report of the run: the model gets the best epoch's parameters.
-    pub fn into_report(self, mut model: Model) -> Result<TrainReport> {
-        let (epoch, val, test, values) = self
-            .best
-            .ok_or_else(|| Error::Config("no epoch was run".into()))?;
-        for (p, v) in model.params.iter_mut().zip(values) {
-            p.value = v;
-        }
-        Ok(TrainReport {
-            epochs: self.records,
-            best_epoch: epoch,
-            best_val_acc: val,
-            test_acc: test,
-            best_params: model.params,
-            memory: thread_tracker().report(),
-            rss: RssReport::read(),
-        })
+        patience.is_some_and(|p| self.evaluations_since_best >= p)
     }
 }
 
-/// Trains `cfg` on `ds`, calling `on_epoch` after every epoch. The features must already be in
-/// the model's compute dtype.
-pub fn train_full_batch(
-    ds: &Dataset,
-    cfg: ModelConfig,
+/// Trains the model of `workload` as `tc` says, calling `on_epoch` after every epoch, and
+/// returns the records and the parameters of the best evaluation. Collective when the
+/// workload's workers are.
+pub fn fit(
+    workload: &mut dyn Workload,
     tc: &TrainConfig,
     mut on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<TrainReport> {
-    if ds.features.dtype() != cfg.dtype {
+    if tc.epochs == 0 {
+        return Err(Error::Config("train at least one epoch".into()));
+    }
+    if !(tc.lr.is_finite() && tc.lr > 0.0) {
         return Err(Error::Config(format!(
-            "features are {}, the model computes in {}",
-            ds.features.dtype(),
-            cfg.dtype
+            "the learning rate must be positive and finite, not {}",
+            tc.lr
         )));
     }
-    if ds.train_idx.is_empty() {
-        return Err(Error::Config("the dataset has no training nodes".into()));
+    if !(tc.weight_decay.is_finite() && tc.weight_decay >= 0.0) {
+        return Err(Error::Config(format!(
+            "the weight decay must be zero or positive, not {}",
+            tc.weight_decay
+        )));
     }
-    let mut model = Model::new(cfg, &ds.graph, tc.seed)?;
-    model.use_sparse_input(&ds.features);
-    let mut values: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let eval_every = tc.eval_every.max(1);
+    let names: Vec<String> = workload
+        .model()
+        .params
+        .iter()
+        .map(|p| p.name.clone())
+        .collect();
+    let mut values: Vec<Tensor> = workload
+        .model()
+        .params
+        .iter()
+        .map(|p| p.value.clone())
+        .collect();
     let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
-    let rows: Arc<[usize]> = ds.train_idx.clone().into();
-    let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
-    let x = Var::constant(ds.features.clone());
+    let mut step = 0u64;
+    let mut records = Vec::new();
     let mut selection = Selection::default();
     for epoch in 1..=tc.epochs {
         let start = Instant::now();
         let loss = {
-            let _g = category_scope(Category::Activations);
-            let mut tape = Tape::new();
-            let vars: Vec<Var> = values.iter().map(|v| tape.leaf(v.clone(), true)).collect();
-            let mode = Mode {
-                training: true,
+            let comm = workload.gradient_comm();
+            let mut steps = Steps {
+                values: &mut values,
+                opt: &mut opt,
+                comm: comm.as_deref(),
+                step: &mut step,
                 seed: tc.seed,
-                step: epoch as u64,
             };
-            let logp = model.forward(&mut tape, &x, &vars, mode)?;
-            let loss = ops::nll_loss(
-                &mut tape,
-                &logp,
-                rows.clone(),
-                labels.clone(),
-                rows.len() as f64,
-            )?;
-            drop(logp);
-            backward_and_step(tape, &loss, vars, &mut values, &mut opt, |_| Ok(()), None)?.0
+            let _g = category_scope(Category::Activations);
+            workload.train_epoch(epoch, &mut steps)?
         };
         let seconds = start.elapsed().as_secs_f64();
         if !loss.is_finite() {
-            return Err(Error::Config(format!(
-                "the loss became {loss} at epoch {epoch}; lower the learning rate"
-            )));
+            return Err(Error::NonFiniteLoss { epoch, loss });
         }
-        let logp = evaluate(&model, &x, &values, tc.seed)?;
-        let record = EpochRecord::measure(epoch, loss, seconds, &logp, ds);
-        drop(logp);
+        let evaluate = epoch % eval_every == 0 || epoch == tc.epochs;
+        let accuracy = if evaluate {
+            let _g = category_scope(Category::Activations);
+            Some(workload.evaluate(&values)?.accuracy())
+        } else {
+            None
+        };
+        let record = EpochRecord {
+            epoch,
+            loss,
+            accuracy,
+            seconds,
+            peak_bytes: thread_tracker().report().total_peak,
+        };
         on_epoch(&record);
-        let stop = selection.observe(record, &values, tc.patience);
-        if stop {
-            break;
+        records.push(record);
+        if let Some(acc) = accuracy {
+            if selection.observe(epoch, acc, &values, tc.patience) {
+                break;
+            }
         }
     }
-    selection.into_report(model)
+    let (best_epoch, best, best_values) = selection
+        .best
+        .ok_or_else(|| Error::Config("no epoch was evaluated".into()))?;
+    Ok(TrainReport {
+        epochs: records,
+        best_epoch,
+        best_val_acc: best.val,
+        test_acc: best.test,
+        best_params: names
+            .into_iter()
+            .zip(best_values)
+            .map(|(name, value)| Param { name, value })
+            .collect(),
+        memory: thread_tracker().report(),
+        rss: RssReport::read(),
+    })
+}
+
+/// Full-batch training on one worker: every step is a forward pass over the whole graph, the
+/// loss on the training nodes, and evaluation is one forward pass with dropout off (exact
+/// full-neighbour inference).
+pub struct FullBatch<'a> {
+    ds: &'a Dataset,
+    model: Model,
+    x: Var,
+    rows: Arc<[usize]>,
+    labels: Arc<[i64]>,
+    seed: u64,
+}
+
+impl<'a> FullBatch<'a> {
+    /// The workload of model `cfg` (parameters drawn from `seed`) on `ds`, whose features must
+    /// already be in the model's compute dtype.
+    pub fn new(ds: &'a Dataset, cfg: ModelConfig, seed: u64) -> Result<FullBatch<'a>> {
+        if ds.features.dtype() != cfg.dtype {
+            return Err(Error::Config(format!(
+                "features are {}, the model computes in {}",
+                ds.features.dtype(),
+                cfg.dtype
+            )));
+        }
+        if ds.train_idx.is_empty() {
+            return Err(Error::Config("the dataset has no training nodes".into()));
+        }
+        let mut model = Model::new(cfg, &ds.graph, seed)?;
+        model.use_sparse_input(&ds.features);
+        Ok(FullBatch {
+            ds,
+            model,
+            x: Var::constant(ds.features.clone()),
+            rows: ds.train_idx.clone().into(),
+            labels: ds.train_idx.iter().map(|&i| ds.labels[i]).collect(),
+            seed,
+        })
+    }
+
+    /// Log-probabilities of every node with parameters `params` and dropout off.
+    pub fn predict(&self, params: &[Tensor]) -> Result<Tensor> {
+        evaluate(&self.model, &self.x, params, self.seed)
+    }
+}
+
+impl Workload for FullBatch<'_> {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
+        None
+    }
+
+    fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        let mut tape = Tape::new();
+        let (vars, mode) = steps.begin(&mut tape);
+        let logp = self.model.forward(&mut tape, &self.x, &vars, mode)?;
+        let loss = ops::nll_loss(
+            &mut tape,
+            &logp,
+            self.rows.clone(),
+            self.labels.clone(),
+            self.rows.len() as f64,
+        )?;
+        drop(logp);
+        Ok(steps.finish(tape, &loss, vars, None)?.0)
+    }
+
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+        let logp = self.predict(params)?;
+        Ok(SplitCounts::of_dataset(&logp, self.ds))
+    }
+}
+
+/// Log-probabilities of every node with dropout off: the whole graph in one forward pass, which
+/// is exact full-neighbour inference.
+pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> Result<Tensor> {
+    let mut tape = Tape::no_grad();
+    let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
+    let mode = Mode {
+        training: false,
+        seed,
+        step: 0,
+    };
+    Ok(model.forward(&mut tape, x, &vars, mode)?.value().clone())
+}
+
+/// Trains `cfg` on `ds` full-batch ([`FullBatch`] under [`fit`]), calling `on_epoch` after
+/// every epoch. The features must already be in the model's compute dtype.
+pub fn train_full_batch(
+    ds: &Dataset,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    on_epoch: impl FnMut(&EpochRecord),
+) -> Result<TrainReport> {
+    fit(&mut FullBatch::new(ds, cfg, tc.seed)?, tc, on_epoch)
 }

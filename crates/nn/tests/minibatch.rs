@@ -177,6 +177,7 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
         optimizer: OptimizerKind::Adam,
         patience: None,
         seed: 2,
+        eval_every: 1,
     };
     for r in Local::run(1, |comm| {
         let features = features_in_store(&ds, comm);
@@ -249,6 +250,7 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
         optimizer: OptimizerKind::Adam,
         patience: None,
         seed: 6,
+        eval_every: 1,
     };
     let mut ds = dataset();
     ds.features = ds.features.cast(DType::F64).unwrap();
@@ -321,6 +323,7 @@ fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
         optimizer: OptimizerKind::Adam,
         patience: None,
         seed: 1,
+        eval_every: 1,
     };
     Local::run(workers, |comm| {
         let spec = StoreSpec::new(&[400, 8], DType::F32, Layout::Distributed, Location::Host);

@@ -27,7 +27,7 @@ pub use attention::RingAttention;
 pub use exchange::{Exchange, SarMode};
 pub use graph::PartGraph;
 pub use linear::{Normalisation, RingAggregation};
-pub use train::{sar_model, train_sar};
+pub use train::{sar_model, train_sar, Sar};
 
 /// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
 fn scratch<A: graphloom_tensor::Real>(n: usize) -> (Vec<A>, graphloom_tensor::memory::Charge) {
@@ -38,5 +38,8 @@ fn scratch<A: graphloom_tensor::Real>(n: usize) -> (Vec<A>, graphloom_tensor::me
 
 /// Errors of the exchanges, as the tape reports them.
 fn comm_error(e: graphloom_comm::CommError) -> graphloom_tensor::Error {
-    graphloom_tensor::Error::Autodiff(format!("SAR exchange: {e}"))
+    graphloom_tensor::Error::Op {
+        op: "SAR exchange",
+        source: Box::new(e),
+    }
 }

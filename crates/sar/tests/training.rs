@@ -1,7 +1,7 @@
 //! SAR training follows one worker's full-batch run: the same losses epoch by epoch over 20
 //! epochs, with 1 and 4 workers, and a partition for another worker count is refused.
 
-use graphloom_comm::Local;
+use graphloom_comm::{CommError, Local};
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
@@ -28,6 +28,7 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         optimizer: OptimizerKind::Adam,
         patience: None,
         seed: 4,
+        eval_every: 1,
     };
     for arch in [Architecture::Sage, Architecture::Gcn] {
         let cfg = ModelConfig {
@@ -112,30 +113,35 @@ fn a_worker_that_dies_is_named_by_the_others() {
         checkpoint: false,
         batch_norm: false,
     };
-    let results = Local::run(3, |comm| {
+    let results = Local::run(3, |comm| -> Result<(), graphloom_nn::Error> {
         let rank = comm.rank();
-        let mut part = Part::load(&dir, rank).map_err(|e| e.to_string())?;
+        let mut part = Part::load(&dir, rank)?;
         let tc = TrainConfig {
             epochs: if rank == 1 { 2 } else { 10 },
-            lr: 0.01,
             weight_decay: 0.0,
-            optimizer: OptimizerKind::Adam,
-            patience: None,
             seed: 1,
+            ..Default::default()
         };
-        train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})
-            .map_err(|e| e.to_string())?;
+        train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})?;
         if rank == 1 {
-            return Err("worker 1 stopped".to_string());
+            return Err(graphloom_nn::Error::Config("worker 1 stopped".into()));
         }
         Ok(())
     });
     for (rank, r) in results.into_iter().enumerate() {
         let e = r.unwrap_err();
         if rank == 1 {
-            assert_eq!(e, "worker 1 stopped");
+            assert!(matches!(e, graphloom_nn::Error::Config(_)), "{e}");
         } else {
-            assert!(e.contains("rank 1 failed"), "rank {rank}: {e}");
+            // The failure keeps its type and the failing rank through the ops and the loop.
+            assert!(
+                matches!(e.comm(), Some(CommError::PeerFailed { rank: 1, .. })),
+                "rank {rank}: {e:?}"
+            );
+            assert!(
+                e.to_string().starts_with("rank 1 failed: "),
+                "rank {rank}: {e}"
+            );
         }
     }
     std::fs::remove_dir_all(&dir).unwrap();

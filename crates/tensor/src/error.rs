@@ -55,6 +55,16 @@ pub enum Error {
     /// An autodiff operation has no backward pass, or the tape was misused.
     #[error("autodiff: {0}")]
     Autodiff(String),
+    /// A custom op failed for a reason of its own (a collective with other workers, a
+    /// layer's error), kept as the source so callers can match its type.
+    #[error("{op}: {source}")]
+    Op {
+        /// The op that failed.
+        op: &'static str,
+        /// Why.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
 }
 
 /// The result type of the tensor crate.

@@ -307,11 +307,14 @@ impl Op for Aggregate {
     }
 }
 
-/// Ops return the tensor crate's error; configuration problems become its autodiff error.
+/// Ops return the tensor crate's error; other errors travel inside it as its source.
 pub(crate) fn to_tensor_error(e: Error) -> graphloom_tensor::Error {
     match e {
         Error::Tensor(t) => t,
-        other => graphloom_tensor::Error::Autodiff(other.to_string()),
+        other => graphloom_tensor::Error::Op {
+            op: "aggregate",
+            source: Box::new(other),
+        },
     }
 }
 

@@ -1,0 +1,412 @@
+//! The training plan: turns typed [`TrainSettings`] into a run. It decides the mode (full
+//! batch, sampled mini-batches, or SAR over a partitioned dataset), fills in per-model
+//! defaults, refuses options that do not apply, checks sizes before allocating, launches the
+//! workers (threads of this process or the ranks of an MPI job), lays out the features in the
+//! store and runs the workload under `graphloom_nn::train::fit`. The command line and the
+//! Python package are two front ends on it.
+//!
+//! ```
+//! use graphloom_plan::{Plan, TrainSettings};
+//!
+//! let settings = TrainSettings { epochs: 3, ..Default::default() };
+//! let plan = Plan::new(settings)?;
+//! let outcome = plan.run(|_| {})?;
+//! assert_eq!(outcome.report.epochs.len(), 3);
+//! # Ok::<(), graphloom_plan::PlanError>(())
+//! ```
+#![deny(missing_docs)]
+
+mod error;
+mod launch;
+mod run;
+mod settings;
+
+pub use error::{PlanError, Result};
+pub use launch::{run_job, WorkerFigures};
+pub use run::RunOutcome;
+pub use settings::{Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, TrainSettings};
+
+use graphloom_graph::convert::synthetic;
+use graphloom_graph::parts::PartitionMeta;
+use graphloom_graph::{Dataset, Meta};
+use graphloom_nn::minibatch::MiniBatchConfig;
+use graphloom_nn::train::TrainConfig;
+use graphloom_nn::{Architecture, ModelConfig};
+use graphloom_sar::SarMode;
+use graphloom_tensor::memory::{category_scope, Category};
+
+/// How a plan trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrainMode {
+    /// The whole graph in every step, on one worker.
+    FullBatch,
+    /// Sampled mini-batches, data parallel over the workers.
+    MiniBatch,
+    /// The whole graph in every step, one part per worker (a partitioned dataset).
+    Sar,
+}
+
+impl TrainMode {
+    /// How the mode is described in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TrainMode::FullBatch => "full-batch training of an unpartitioned dataset",
+            TrainMode::MiniBatch => "mini-batch training (--fanouts)",
+            TrainMode::Sar => "SAR training of a partitioned dataset",
+        }
+    }
+}
+
+/// A checked training run, ready to [`Plan::run`].
+pub struct Plan {
+    /// What was asked.
+    pub settings: TrainSettings,
+    /// The mode the settings and the dataset select.
+    pub mode: TrainMode,
+    /// The model, with every default filled in.
+    pub model: ModelConfig,
+    /// The loop's settings.
+    pub train: TrainConfig,
+    /// Mini-batch settings (mini-batch mode only).
+    pub batches: Option<MiniBatchConfig>,
+    /// The dataset's sizes and names.
+    pub meta: Meta,
+    /// Workers of an in-process job.
+    pub workers: usize,
+    /// How the workers talk.
+    pub backend: Backend,
+    /// SAR: how halos travel.
+    pub sar_mode: SarMode,
+    /// Mini-batch: where the features live.
+    pub features_location: FeaturesLocation,
+    /// The dataset in memory (not for SAR, whose workers load their own parts).
+    dataset: Option<Dataset>,
+}
+
+impl Plan {
+    /// Checks `settings`, selects the mode, and loads the dataset (or generates the default
+    /// one) unless it is partitioned.
+    pub fn new(settings: TrainSettings) -> Result<Plan> {
+        let s = &settings;
+        let partitioned = s
+            .dataset
+            .as_ref()
+            .is_some_and(|d| d.join("partition.json").exists());
+        let mode = match (partitioned, s.fanouts.is_some()) {
+            (true, true) => {
+                return Err(PlanError::not_applicable(
+                    "--fanouts",
+                    TrainMode::Sar,
+                    "a partitioned dataset trains full-batch; give the unpartitioned directory to sample mini-batches",
+                ))
+            }
+            (true, false) => TrainMode::Sar,
+            (false, true) => TrainMode::MiniBatch,
+            (false, false) => TrainMode::FullBatch,
+        };
+        check_applicable(s, mode)?;
+        check_values(s)?;
+        let backend = s.comm.unwrap_or(Backend::Local);
+        let workers = s.workers.unwrap_or(1);
+        let (meta, dataset) = match mode {
+            TrainMode::Sar => {
+                let dir = s
+                    .dataset
+                    .as_ref()
+                    .expect("a partitioned dataset has a path");
+                (PartitionMeta::load(dir)?.dataset, None)
+            }
+            _ => {
+                let ds = load_dataset(s, mode)?;
+                (ds.meta.clone(), Some(ds))
+            }
+        };
+        let model = model_config(s, &meta)?;
+        let lr = s.lr.unwrap_or(if s.model == Architecture::Gat {
+            0.005
+        } else {
+            0.01
+        });
+        let train = TrainConfig {
+            epochs: s.epochs,
+            lr,
+            weight_decay: s.weight_decay,
+            optimizer: s.optimizer.kind(),
+            patience: s.patience,
+            seed: s.seed,
+            eval_every: s.eval_every,
+        };
+        let batches = s.fanouts.as_ref().map(|fanouts| MiniBatchConfig {
+            fanouts: fanouts.clone(),
+            batch_size: s.batch_size.unwrap_or(1024),
+            queue_depth: s.queue_depth.unwrap_or(4),
+        });
+        let plan = Plan {
+            mode,
+            model,
+            train,
+            batches,
+            meta,
+            workers,
+            backend,
+            sar_mode: s.sar_mode.unwrap_or(SarMode::Sar),
+            features_location: s.features_location.unwrap_or(FeaturesLocation::Host),
+            dataset,
+            settings,
+        };
+        plan.check_sizes()?;
+        Ok(plan)
+    }
+
+    /// Refuses a run whose parameters and activations cannot fit in this machine's memory,
+    /// before anything large is allocated.
+    fn check_sizes(&self) -> Result<()> {
+        let m = &self.model;
+        let heads = if m.arch == Architecture::Gat {
+            m.heads.max(m.out_heads)
+        } else {
+            1
+        };
+        let width = m.hidden.max(m.out_dim).max(1);
+        let rows = match self.mode {
+            TrainMode::FullBatch => self.meta.num_nodes,
+            TrainMode::Sar => self.meta.num_nodes.div_ceil(self.workers.max(1)),
+            TrainMode::MiniBatch => self.batches.as_ref().map_or(0, |b| b.batch_size),
+        };
+        let bytes = m.dtype.size_in_bytes() as u128;
+        // Parameters with their gradients and two optimizer moments; one layer's output (a
+        // few copies live at once in forward and backward) for every row.
+        let params = (m.in_dim.max(width) as u128) * (width as u128) * (heads as u128) * 2;
+        let needed = params * (m.layers as u128) * 4 * bytes
+            + (rows as u128) * (width as u128) * (heads as u128) * 4 * bytes;
+        let available = total_memory_bytes();
+        if available > 0 && needed > available as u128 {
+            return Err(PlanError::TooLarge {
+                needed_gib: needed as f64 / (1u64 << 30) as f64,
+                available_gib: available as f64 / (1u64 << 30) as f64,
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Refuses an option that the mode or the model does not use.
+fn check_applicable(s: &TrainSettings, mode: TrainMode) -> Result<()> {
+    let given = |o: bool, flag: &'static str, hint: &'static str| -> Result<()> {
+        if o {
+            Err(PlanError::not_applicable(flag, mode, hint))
+        } else {
+            Ok(())
+        }
+    };
+    let sampled = "it sets how sampled mini-batches (--fanouts) are made";
+    if mode != TrainMode::MiniBatch {
+        given(s.batch_size.is_some(), "--batch-size", sampled)?;
+        given(s.queue_depth.is_some(), "--queue-depth", sampled)?;
+        given(
+            s.features_location.is_some(),
+            "--features-location",
+            sampled,
+        )?;
+        given(s.embedding_dim.is_some(), "--embedding-dim", sampled)?;
+        given(s.embedding_lr.is_some(), "--embedding-lr", sampled)?;
+    }
+    if mode != TrainMode::Sar {
+        given(
+            s.sar_mode.is_some(),
+            "--mode",
+            "it says how halos travel between the parts of a partitioned dataset (graphloom partition)",
+        )?;
+    }
+    if mode == TrainMode::FullBatch {
+        let one = "full batch on an unpartitioned dataset runs on one worker: partition it (graphloom partition) for SAR, or sample mini-batches (--fanouts)";
+        given(s.workers.is_some_and(|w| w != 1), "--workers", one)?;
+        given(s.comm == Some(Backend::Mpi), "--comm", one)?;
+    }
+    given(
+        s.comm == Some(Backend::Mpi) && s.workers.is_some(),
+        "--workers",
+        "under mpirun the job's processes are the workers: set their number with mpirun -np",
+    )?;
+    if mode == TrainMode::MiniBatch
+        && s.batch_norm
+        && (s.workers.unwrap_or(1) > 1 || s.comm == Some(Backend::Mpi))
+    {
+        return Err(PlanError::not_applicable(
+            "--batch-norm",
+            mode,
+            "with data-parallel workers each would normalise its own slice of a batch: train mini-batches on one worker, or full-batch",
+        ));
+    }
+    if mode == TrainMode::MiniBatch && s.embedding_dim.is_none() {
+        given(
+            s.embedding_lr.is_some(),
+            "--embedding-lr",
+            "it is the learning rate of --embedding-dim's table",
+        )?;
+    }
+    if s.model != Architecture::Gat {
+        let gat = "it is a setting of GAT (--model gat)";
+        given(s.heads.is_some(), "--heads", gat)?;
+        given(s.out_heads.is_some(), "--out-heads", gat)?;
+        given(s.attention_dropout.is_some(), "--attention-dropout", gat)?;
+    }
+    Ok(())
+}
+
+/// Refuses values that cannot train.
+fn check_values(s: &TrainSettings) -> Result<()> {
+    let invalid = |flag: &'static str, reason: String| {
+        Err(PlanError::Invalid {
+            option: flag,
+            reason,
+        })
+    };
+    let positive = |v: Option<usize>, flag: &'static str| -> Result<()> {
+        match v {
+            Some(0) => invalid(flag, "must be at least 1".into()),
+            _ => Ok(()),
+        }
+    };
+    positive(Some(s.layers), "--layers")?;
+    positive(s.hidden, "--hidden")?;
+    positive(s.heads, "--heads")?;
+    positive(s.out_heads, "--out-heads")?;
+    positive(Some(s.epochs), "--epochs")?;
+    positive(Some(s.eval_every), "--eval-every")?;
+    positive(s.batch_size, "--batch-size")?;
+    positive(s.queue_depth, "--queue-depth")?;
+    positive(s.workers, "--workers")?;
+    positive(s.embedding_dim, "--embedding-dim")?;
+    positive(s.patience, "--patience")?;
+    if let Some(lr) = s.lr {
+        if !(lr.is_finite() && lr > 0.0) {
+            return invalid("--lr", format!("must be a positive number, not {lr}"));
+        }
+    }
+    if let Some(lr) = s.embedding_lr {
+        if !(lr.is_finite() && lr > 0.0) {
+            return invalid(
+                "--embedding-lr",
+                format!("must be a positive number, not {lr}"),
+            );
+        }
+    }
+    if !(s.weight_decay.is_finite() && s.weight_decay >= 0.0) {
+        return invalid(
+            "--weight-decay",
+            format!("must be zero or positive, not {}", s.weight_decay),
+        );
+    }
+    for (v, flag) in [
+        (s.dropout, "--dropout"),
+        (s.input_dropout, "--input-dropout"),
+        (s.attention_dropout, "--attention-dropout"),
+    ] {
+        if let Some(p) = v {
+            if !(0.0..1.0).contains(&p) {
+                return invalid(flag, format!("must be in [0, 1), not {p}"));
+            }
+        }
+    }
+    if let Some(f) = &s.fanouts {
+        if f.len() != s.layers {
+            return invalid(
+                "--fanouts",
+                format!(
+                    "{} fanouts for {} layers: give one per layer",
+                    f.len(),
+                    s.layers
+                ),
+            );
+        }
+        if let Some(bad) = f.iter().find(|&&k| k == 0 || k < -1) {
+            return invalid(
+                "--fanouts",
+                format!("{bad} is not a fanout: use a positive count, or -1 for all neighbours"),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Loads the dataset (features left on disk for mapped mini-batch features), or generates the
+/// default synthetic one, and casts its features to the compute dtype.
+fn load_dataset(s: &TrainSettings, mode: TrainMode) -> Result<Dataset> {
+    let on_disk = mode == TrainMode::MiniBatch
+        && (s.features_location == Some(FeaturesLocation::Mmap) || s.embedding_dim.is_some());
+    let mut ds = match &s.dataset {
+        Some(dir) if on_disk => Dataset::load_without_features(dir)?,
+        Some(dir) => Dataset::load(dir)?,
+        None if s.features_location == Some(FeaturesLocation::Mmap) => {
+            return Err(PlanError::Invalid {
+                option: "--features-location",
+                reason: "mmap needs --dataset (a directory with node_feat.npy)".into(),
+            })
+        }
+        None => synthetic::generate(&synthetic::SyntheticConfig {
+            nodes: 20_000,
+            avg_degree: 10,
+            feat_dim: 64,
+            classes: 8,
+            seed: s.seed,
+            ..Default::default()
+        })?,
+    };
+    if s.embedding_dim.is_none() && ds.meta.feat_dim == 0 {
+        return Err(PlanError::Invalid {
+            option: "--dataset",
+            reason: "the dataset has no node features: train an input embedding with --fanouts and --embedding-dim".into(),
+        });
+    }
+    if !on_disk {
+        let _g = category_scope(Category::Features);
+        ds.features = ds
+            .features
+            .cast(s.dtype.0)
+            .map_err(graphloom_nn::Error::from)?;
+    }
+    Ok(ds)
+}
+
+/// The model of `s` on a dataset of `meta`, with the per-model defaults.
+fn model_config(s: &TrainSettings, meta: &Meta) -> Result<ModelConfig> {
+    let arch = s.model;
+    let gat = arch == Architecture::Gat;
+    let dropout = s.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
+    Ok(ModelConfig {
+        arch,
+        in_dim: s.embedding_dim.unwrap_or(meta.feat_dim),
+        hidden: s.hidden.unwrap_or(match arch {
+            Architecture::Gcn => 16,
+            Architecture::Sage => 64,
+            Architecture::Gat => 8,
+        }),
+        out_dim: meta.num_classes,
+        layers: s.layers,
+        heads: s.heads.unwrap_or(if gat { 8 } else { 1 }),
+        out_heads: s.out_heads.unwrap_or(1),
+        dropout,
+        input_dropout: s.input_dropout.unwrap_or(dropout),
+        attention_dropout: if gat {
+            s.attention_dropout.unwrap_or(dropout)
+        } else {
+            0.0
+        },
+        dtype: s.dtype.0,
+        checkpoint: s.checkpoint,
+        batch_norm: s.batch_norm,
+    })
+}
+
+/// The machine's memory (`MemTotal`), 0 where it cannot be read.
+fn total_memory_bytes() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
+}

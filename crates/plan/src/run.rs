@@ -1,0 +1,201 @@
+//! Running a plan: the workers, the store layout of their inputs, and the workload of the
+//! plan's mode under the one training loop.
+
+use std::sync::{Arc, Mutex};
+
+use graphloom_comm::{Communicator, Counting, ReduceData, ReduceOp};
+use graphloom_graph::parts::Part;
+use graphloom_graph::Dataset;
+use graphloom_nn::minibatch::{Inputs, MiniBatch, StageSeconds};
+use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport};
+use graphloom_sar::Sar;
+use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
+use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
+use graphloom_tensor::{DType, RssReport};
+
+use crate::{run_job, FeaturesLocation, Plan, PlanError, Result, TrainMode, WorkerFigures};
+
+/// What a run produced, on the worker that reports it.
+pub struct RunOutcome {
+    /// The loop's records and the best parameters.
+    pub report: TrainReport,
+    /// Whether this process reports the job's results (rank 0 of the job).
+    pub root: bool,
+    /// Mini-batch: seconds per pipeline stage.
+    pub stages: Option<StageSeconds>,
+    /// SAR: every worker's figures (on the root).
+    pub workers: Option<Vec<WorkerFigures>>,
+}
+
+impl Plan {
+    /// Trains as planned, calling `on_epoch` on the reporting worker (rank 0) after every
+    /// epoch. Collective under MPI: every rank of the job calls it.
+    pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<RunOutcome> {
+        let on_epoch = Mutex::new(on_epoch);
+        // Only rank 0 reports; the lock is taken per call, never held across collectives.
+        let report = |rank: usize| {
+            let on_epoch = &on_epoch;
+            move |r: &EpochRecord| {
+                if rank == 0 {
+                    (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
+                }
+            }
+        };
+        match self.mode {
+            TrainMode::FullBatch => {
+                let ds = self.dataset.as_ref().expect("loaded by Plan::new");
+                let mut workload = FullBatch::new(ds, self.model.clone(), self.train.seed)?;
+                Ok(RunOutcome {
+                    report: fit(&mut workload, &self.train, report(0))?,
+                    root: true,
+                    stages: None,
+                    workers: None,
+                })
+            }
+            TrainMode::MiniBatch => run_job(self.backend, self.workers, |comm| {
+                let rank = comm.rank();
+                let (report, stages) = self.mini_batch(comm, report(rank))?;
+                Ok(RunOutcome {
+                    report,
+                    root: rank == 0,
+                    stages: Some(stages),
+                    workers: None,
+                })
+            }),
+            TrainMode::Sar => run_job(self.backend, self.workers, |comm| {
+                let rank = comm.rank();
+                self.sar(comm, report(rank))
+            }),
+        }
+    }
+
+    /// One worker of a data-parallel mini-batch job.
+    fn mini_batch(
+        &self,
+        comm: Arc<dyn Communicator>,
+        on_epoch: impl FnMut(&EpochRecord),
+    ) -> Result<(TrainReport, StageSeconds)> {
+        let ds = self.dataset.as_ref().expect("loaded by Plan::new");
+        let mb = self
+            .batches
+            .as_ref()
+            .expect("a mini-batch plan has batches");
+        let seed = self.train.seed;
+        let (mut table, features);
+        let inputs = match self.settings.embedding_dim {
+            Some(dim) => {
+                let shape = [ds.meta.num_nodes, dim];
+                let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
+                table = Embedding::trainable(
+                    StoreTensor::new(comm, spec)?,
+                    SparseOptimizer::lazy_adam(),
+                )?;
+                table.init_uniform(seed, 1.0 / (dim as f32).sqrt())?;
+                Inputs::Embedding {
+                    table: &mut table,
+                    lr: self.settings.embedding_lr.unwrap_or(0.01),
+                }
+            }
+            None => {
+                features = self.feature_table(ds, comm)?;
+                Inputs::Features(&features)
+            }
+        };
+        let mut workload = MiniBatch::new(ds, inputs, self.model.clone(), seed, mb)?;
+        let report = fit(&mut workload, &self.train, on_epoch)?;
+        Ok((report, workload.stages()))
+    }
+
+    /// The features of `ds` in the store at the plan's location: one table the threads share
+    /// (Continuous), or each process's own rows (Distributed) under MPI, or the mapped file.
+    fn feature_table(&self, ds: &Dataset, comm: Arc<dyn Communicator>) -> Result<StoreTensor> {
+        let layout = if comm.backend() == "mpi" && comm.size() > 1 {
+            Layout::Distributed
+        } else {
+            Layout::Continuous
+        };
+        Ok(match self.features_location {
+            FeaturesLocation::Mmap => {
+                let dir = self
+                    .settings
+                    .dataset
+                    .as_ref()
+                    .expect("checked by Plan::new");
+                let dtype =
+                    DType::parse(&ds.meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
+                        option: "--dataset",
+                        reason: format!("has an unknown feature dtype '{}'", ds.meta.feat_dtype),
+                    })?;
+                let location = Location::Mmap {
+                    path: dir.join("node_feat.npy"),
+                    writable: false,
+                };
+                let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
+                StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
+            }
+            host_or_shared => {
+                let location = if host_or_shared == FeaturesLocation::Host {
+                    Location::Host
+                } else {
+                    Location::SharedHost
+                };
+                let spec =
+                    StoreSpec::new(ds.features.shape(), ds.features.dtype(), layout, location);
+                let mut t = StoreTensor::new(comm, spec)?;
+                t.fill_from_whole(ds.features.as_bytes())?;
+                t
+            }
+        })
+    }
+
+    /// One worker of a SAR job: loads its part only, trains, and gathers every worker's
+    /// figures on rank 0.
+    fn sar(
+        &self,
+        comm: Arc<dyn Communicator>,
+        on_epoch: impl FnMut(&EpochRecord),
+    ) -> Result<RunOutcome> {
+        let dir = self
+            .settings
+            .dataset
+            .as_ref()
+            .expect("a partitioned dataset has a path");
+        let (rank, size) = (comm.rank(), comm.size());
+        // Each worker's memory is its own: the rank thread charges a tracker of its own.
+        set_thread_tracker(MemoryTracker::new());
+        let mut part = {
+            let _g = category_scope(Category::Features);
+            Part::load(dir, rank)?
+        };
+        let counting = Arc::new(Counting::new(comm.clone()));
+        let mut workload = Sar::new(
+            counting.clone(),
+            &mut part,
+            self.model.clone(),
+            self.train.seed,
+            self.sar_mode,
+        )?;
+        let report = fit(&mut workload, &self.train, on_epoch)?;
+        drop(workload);
+        // Every worker's figures, gathered by a sum into each worker's own slots.
+        let mut figures = vec![0f64; 3 * size];
+        figures[3 * rank] = report.memory.total_peak as f64;
+        figures[3 * rank + 1] = RssReport::read().peak_bytes as f64;
+        figures[3 * rank + 2] = counting.bytes_sent() as f64;
+        comm.all_reduce(ReduceData::F64(&mut figures), ReduceOp::Sum)?;
+        let figures = figures
+            .chunks(3)
+            .map(|f| WorkerFigures {
+                peak_tracked_bytes: f[0] as u64,
+                peak_rss_bytes: f[1] as u64,
+                bytes_sent: f[2] as u64,
+            })
+            .collect();
+        Ok(RunOutcome {
+            report,
+            root: rank == 0,
+            stages: None,
+            workers: (rank == 0).then_some(figures),
+        })
+    }
+}
