@@ -53,14 +53,15 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         ds.valid_idx.len(),
         ds.test_idx.len()
     );
-    println!(
-        "in-degree  mean {:.2}, median {}, p99 {}, max {}, isolated {}",
-        m.num_edges as f64 / n as f64,
-        deg[n / 2],
-        deg[(n * 99 / 100).min(n - 1)],
-        deg[n - 1],
-        isolated
-    );
+    match (deg.first(), deg.last()) {
+        (Some(_), Some(&max)) => println!(
+            "in-degree  mean {:.2}, median {}, p99 {}, max {max}, isolated {isolated}",
+            m.num_edges as f64 / n as f64,
+            deg[n / 2],
+            deg[(n * 99 / 100).min(n - 1)],
+        ),
+        _ => println!("in-degree  (no nodes)"),
+    }
     println!(
         "memory     graph {}, features {}, labels {}",
         human(ds.graph.bytes()),

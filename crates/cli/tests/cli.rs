@@ -124,6 +124,116 @@ fn row_ptr_not_ending_at_num_edges() {
 }
 
 #[test]
+fn split_listing_a_node_twice() {
+    assert_clear_error("dupsplit", "train_idx.npy", "is listed twice", |d| {
+        let p = d.join("train_idx.npy");
+        let mut a = npy::read::<i64>(&p).unwrap();
+        a.data[1] = a.data[0];
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn overlapping_splits() {
+    assert_clear_error("overlap", "test_idx.npy", "is also in train_idx.npy", |d| {
+        let train = npy::read::<i64>(&d.join("train_idx.npy")).unwrap();
+        let p = d.join("test_idx.npy");
+        let mut a = npy::read::<i64>(&p).unwrap();
+        a.data[0] = train.data[3];
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+#[test]
+fn bad_edge_weights() {
+    for (name, w) in [("nanw", f32::NAN), ("infw", f32::INFINITY), ("negw", -1.0)] {
+        assert_clear_error(
+            name,
+            "edge_weight.npy",
+            "must be finite and not negative",
+            |d| {
+                let edges = npy::read::<i32>(&d.join("csr_col_idx.npy"))
+                    .unwrap()
+                    .data
+                    .len();
+                let mut weights = vec![1.0f32; edges];
+                weights[edges / 2] = w;
+                npy::write(&d.join("edge_weight.npy"), &weights, &[edges]).unwrap();
+            },
+        );
+    }
+}
+
+/// Generator settings outside their domain are refused before anything is written.
+#[test]
+fn synthetic_settings_out_of_range() {
+    let root = scratch("synbad");
+    for (flag, value, expect) in [
+        ("--signal", "nan", "signal: NaN is not a signal strength"),
+        ("--homophily", "2", "homophily: 2 is not a share"),
+    ] {
+        let out = graphloom(&[
+            "prepare",
+            "synthetic",
+            "--nodes",
+            "50",
+            flag,
+            value,
+            "--out",
+            root.join("ds").to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{stderr}");
+        assert!(stderr.contains(expect), "{stderr}");
+        assert!(!root.join("ds").exists());
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A killed `prepare` leaves its temporary directory; the next run into the same folder
+/// removes it.
+#[test]
+fn abandoned_temporary_directories_are_removed() {
+    let root = scratch("tmpsweep");
+    // No process has a pid this large (pid_max is at most 2^22).
+    let stale = root.join(".ds.tmp-99999999");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("meta.json"), "{").unwrap();
+    small_dataset(&root.join("ds"));
+    assert!(!stale.exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `info` on a dataset without nodes prints its shape instead of panicking; a dataset without
+/// features needs no feature file.
+#[test]
+fn info_on_empty_and_featureless_datasets() {
+    let root = scratch("info0");
+    let dir = root.join("ds");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        r#"{"name": "empty", "num_nodes": 0, "num_edges": 0, "feat_dim": 0, "num_classes": 1, "directed": true}"#,
+    )
+    .unwrap();
+    npy::write(&dir.join("csr_row_ptr.npy"), &[0i64], &[1]).unwrap();
+    for name in [
+        "csr_col_idx",
+        "node_label",
+        "train_idx",
+        "valid_idx",
+        "test_idx",
+    ] {
+        npy::write(&dir.join(format!("{name}.npy")), &[] as &[i64], &[0]).unwrap();
+    }
+    let out = graphloom(&["info", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nodes      0"));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
 fn default_job_trains_and_writes_summary_plot_and_model() {
     let dir = scratch("default");
     let summary = dir.join("s.json");
@@ -612,6 +722,49 @@ fn sar_workers_train_like_one_worker_on_the_whole_graph() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a partition into 3 parts"));
+    // Damaged send lists and shards are one-line errors naming the file, not panics.
+    let corrupt = |file: &str, expect: &str| {
+        let copy = root.join(format!("damaged-{}", file.replace('/', "-")));
+        let status = Command::new("cp")
+            .args(["-r", parts.to_str().unwrap(), copy.to_str().unwrap()])
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let p = copy.join(file);
+        let mut a = npy::read::<i64>(&p).unwrap();
+        a.data[0] = 1_000_000;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            copy.to_str().unwrap(),
+            "--workers",
+            "3",
+            "--epochs",
+            "1",
+            "--quiet",
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{file}: {stderr}");
+        assert!(
+            stderr.contains(file) && stderr.contains(expect) && !stderr.contains("panicked"),
+            "{file}: {stderr}"
+        );
+    };
+    let sent = (0..3)
+        .flat_map(|p| (0..3).map(move |q| format!("part_{p}/send_{q}.npy")))
+        .find(|f| parts.join(f).exists())
+        .unwrap();
+    corrupt(&sent, "local row 1000000 is not below");
+    let shard = (0..3)
+        .flat_map(|p| {
+            (0..3)
+                .filter(move |&q| q != p)
+                .map(move |q| format!("part_{p}/shard_{q}_src.npy"))
+        })
+        .find(|f| parts.join(f).exists())
+        .unwrap();
+    corrupt(&shard, "position 1000000 is not below");
 }
 
 /// Under MPI, a SAR worker killed mid-epoch makes the job exit with an error that names it, well

@@ -29,12 +29,17 @@ pub struct Meta {
     pub num_edges: usize,
     /// Feature width.
     pub feat_dim: usize,
-    /// Feature dtype on disk: `f32` or `bf16`.
+    /// Feature dtype on disk: `f32` or `bf16` (may be left out when `feat_dim` is 0).
+    #[serde(default = "default_feat_dtype")]
     pub feat_dtype: String,
     /// Number of classes; labels are in `0..num_classes`.
     pub num_classes: usize,
     /// Whether the edges are directed (false: every edge is present in both directions).
     pub directed: bool,
+}
+
+fn default_feat_dtype() -> String {
+    "f32".into()
 }
 
 /// A node-classification dataset in memory.
@@ -69,6 +74,7 @@ pub(crate) fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> Result<()
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "dataset".into());
+    remove_abandoned_temporaries(parent, &name);
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
@@ -82,6 +88,28 @@ pub(crate) fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> Result<()
         let _ = std::fs::remove_dir_all(&tmp);
     }
     result
+}
+
+/// Removes the temporary directories `.{name}.tmp-PID` in `parent` that a killed run left:
+/// those whose process no longer exists.
+fn remove_abandoned_temporaries(parent: &Path, name: &str) {
+    let prefix = format!(".{name}.tmp-");
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name
+            .to_str()
+            .and_then(|n| n.strip_prefix(&prefix))
+            .and_then(|p| p.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
 }
 
 /// Writes `[rows, dim]` features as `.npy`: f32, or bf16 as its `u16` bits.
@@ -170,7 +198,10 @@ impl Dataset {
         graph
             .check()
             .map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
-        let features = if read_features {
+        let features = if meta.feat_dim == 0 && !file(dir, "node_feat.npy").exists() {
+            // A graph without features needs no feature file.
+            Tensor::zeros(&[meta.num_nodes, 0], DType::F32)
+        } else if read_features {
             load_features(dir, &meta)?
         } else {
             check_feature_header(dir, &meta)?;
@@ -216,14 +247,30 @@ impl Dataset {
                     format!("has {} weights for {} edges", w.len(), meta.num_edges),
                 ));
             }
+            if let Some(e) = w.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+                return Err(Error::invalid(
+                    &weight_path,
+                    format!(
+                        "weight of edge {e} is {}: weights must be finite and not negative",
+                        w[e]
+                    ),
+                ));
+            }
             Some(w)
         } else {
             None
         };
+        let splits = [
+            split("train_idx.npy")?,
+            split("valid_idx.npy")?,
+            split("test_idx.npy")?,
+        ];
+        check_splits_disjoint(dir, meta.num_nodes, &splits)?;
+        let [train_idx, valid_idx, test_idx] = splits;
         Ok(Dataset {
-            train_idx: split("train_idx.npy")?,
-            valid_idx: split("valid_idx.npy")?,
-            test_idx: split("test_idx.npy")?,
+            train_idx,
+            valid_idx,
+            test_idx,
             meta,
             graph,
             features,
@@ -255,7 +302,9 @@ impl Dataset {
             let cols: Vec<i64> = g.col_idx.iter().map(|&c| c as i64).collect();
             npy::write(&file(dir, "csr_col_idx.npy"), &cols, &[cols.len()])?;
         }
-        write_features(&file(dir, "node_feat.npy"), &self.features)?;
+        if self.meta.feat_dim > 0 {
+            write_features(&file(dir, "node_feat.npy"), &self.features)?;
+        }
         npy::write(
             &file(dir, "node_label.npy"),
             &self.labels,
@@ -274,6 +323,35 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// Refuses a node listed twice in one split, or in two splits.
+fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3]) -> Result<()> {
+    const NAMES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
+    let mut owner = vec![u8::MAX; num_nodes];
+    for (s, ids) in splits.iter().enumerate() {
+        for &v in ids {
+            match owner[v] {
+                u8::MAX => owner[v] = s as u8,
+                o if o as usize == s => {
+                    return Err(Error::invalid(
+                        &file(dir, NAMES[s]),
+                        format!("node {v} is listed twice"),
+                    ))
+                }
+                o => {
+                    return Err(Error::invalid(
+                        &file(dir, NAMES[s]),
+                        format!(
+                            "node {v} is also in {}: splits must not overlap",
+                            NAMES[o as usize]
+                        ),
+                    ))
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `node_feat.npy` holds `[num_nodes, feat_dim]` elements; returns its header.

@@ -18,6 +18,15 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// An argument of a call is out of its domain (seeds, fanouts, a generator's setting, a
+    /// part count); the error names the argument.
+    #[error("{name}: {msg}")]
+    Argument {
+        /// The argument.
+        name: &'static str,
+        /// What is wrong.
+        msg: String,
+    },
     /// A tensor operation failed.
     #[error(transparent)]
     Tensor(#[from] graphloom_tensor::Error),
@@ -35,6 +44,13 @@ impl Error {
     pub fn invalid(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
         Error::Invalid {
             path: path.into(),
+            msg: msg.into(),
+        }
+    }
+    /// An [`Error::Argument`] for argument `name`.
+    pub fn argument(name: &'static str, msg: impl Into<String>) -> Error {
+        Error::Argument {
+            name,
             msg: msg.into(),
         }
     }

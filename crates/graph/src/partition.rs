@@ -22,7 +22,7 @@ pub struct Partition {
 pub fn metis(graph: &Csr, train: &[usize], parts: usize, seed: u64) -> Result<Partition> {
     let n = graph.num_nodes();
     if parts == 0 || parts > n.max(1) {
-        return Err(Error::invalid(
+        return Err(Error::argument(
             "partition",
             format!("cannot cut {n} nodes into {parts} parts"),
         ));
@@ -35,7 +35,7 @@ pub fn metis(graph: &Csr, train: &[usize], parts: usize, seed: u64) -> Result<Pa
     }
     let sym = graph.to_undirected_simple();
     if n > METIS_MAX || sym.num_edges() > METIS_MAX {
-        return Err(Error::invalid(
+        return Err(Error::argument(
             "partition",
             format!(
                 "METIS indexes with 32-bit integers: this graph has {n} nodes and {} adjacency \
@@ -56,11 +56,11 @@ pub fn metis(graph: &Csr, train: &[usize], parts: usize, seed: u64) -> Result<Pa
     let vwgt = if ncon == 1 { vec![1; n] } else { vwgt };
     let mut part = vec![0 as metis::Idx; n];
     metis::Graph::new(ncon, parts as metis::Idx, &xadj, &adjncy)
-        .map_err(|e| Error::invalid("partition", format!("METIS refused the graph: {e}")))?
+        .map_err(|e| Error::argument("partition", format!("METIS refused the graph: {e}")))?
         .set_vwgt(&vwgt)
         .set_option(metis::option::Seed(seed as metis::Idx))
         .part_kway(&mut part)
-        .map_err(|e| Error::invalid("partition", format!("METIS failed: {e}")))?;
+        .map_err(|e| Error::argument("partition", format!("METIS failed: {e}")))?;
     Ok(Partition {
         part: part.into_iter().map(|p| p as u32).collect(),
         parts,

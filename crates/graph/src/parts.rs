@@ -165,28 +165,27 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
                 .map(|&v| ds.graph.in_degree(v) as i64)
                 .collect();
             npy::write(&dir.join("in_degree.npy"), &degree, &[degree.len()])?;
-            for q in 0..parts {
-                let mut shard = Shard {
-                    dst: Vec::new(),
-                    ptr: vec![0],
-                    src: Vec::new(),
-                };
-                for (local, &v) in nodes.iter().enumerate() {
-                    let before = shard.src.len();
-                    for &u in ds.graph.in_neighbors(v) {
-                        if partition.part[u as usize] as usize == q {
-                            let lu = new_id[u as usize] - offsets[q] as u32;
-                            shard.src.push(position[q][&(p as u32, lu)]);
-                        }
-                    }
-                    if shard.src.len() > before {
+            // One pass over the part's in-edges, each into the shard of its source part;
+            // only the non-empty shards are written, so files grow with the cut, not parts^2.
+            let mut shards: std::collections::BTreeMap<usize, Shard> = Default::default();
+            for (local, &v) in nodes.iter().enumerate() {
+                for &u in ds.graph.in_neighbors(v) {
+                    let q = partition.part[u as usize] as usize;
+                    let lu = new_id[u as usize] - offsets[q] as u32;
+                    let shard = shards.entry(q).or_insert_with(|| Shard {
+                        dst: Vec::new(),
+                        ptr: vec![0],
+                        src: Vec::new(),
+                    });
+                    if shard.dst.last() != Some(&(local as u32)) {
                         shard.dst.push(local as u32);
                         shard.ptr.push(shard.src.len() as i64);
                     }
+                    shard.src.push(position[q][&(p as u32, lu)]);
+                    *shard.ptr.last_mut().expect("starts with 0") = shard.src.len() as i64;
                 }
-                if shard.dst.is_empty() {
-                    continue;
-                }
+            }
+            for (q, shard) in shards {
                 let dst: Vec<i64> = shard.dst.iter().map(|&d| i64::from(d)).collect();
                 let src: Vec<i64> = shard.src.iter().map(|&s| i64::from(s)).collect();
                 npy::write(&dir.join(format!("shard_{q}_dst.npy")), &dst, &[dst.len()])?;
@@ -198,6 +197,9 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
                 npy::write(&dir.join(format!("shard_{q}_src.npy")), &src, &[src.len()])?;
             }
             for q in 0..parts {
+                if send[p][q].is_empty() {
+                    continue;
+                }
                 let rows: Vec<i64> = send[p][q].iter().map(|&r| i64::from(r)).collect();
                 npy::write(&dir.join(format!("send_{q}.npy")), &rows, &[rows.len()])?;
             }
@@ -266,32 +268,63 @@ impl Part {
             }
             Ok(v.into_iter().map(|i| i as usize).collect())
         };
-        let mut shards = Vec::with_capacity(meta.parts);
+        // Ids of a shard or send list index rows of a part: each is checked against its bound
+        // so a damaged file is an error naming it, never a panic later.
+        let ids_below = |path: &Path, bound: usize, what: &str| -> Result<Vec<u32>> {
+            if !path.exists() {
+                return Ok(Vec::new());
+            }
+            let v = ints(path)?;
+            if let Some(bad) = v.iter().find(|&&i| i < 0 || i as usize >= bound) {
+                return Err(Error::invalid(
+                    path,
+                    format!("{what} {bad} is not below {bound}"),
+                ));
+            }
+            Ok(v.into_iter().map(|i| i as u32).collect())
+        };
         let mut send = Vec::with_capacity(meta.parts);
         for q in 0..meta.parts {
+            send.push(ids_below(
+                &dir.join(format!("send_{q}.npy")),
+                n,
+                "local row",
+            )?);
+        }
+        let mut shards = Vec::with_capacity(meta.parts);
+        for q in 0..meta.parts {
             let dst_path = dir.join(format!("shard_{q}_dst.npy"));
-            shards.push(if dst_path.exists() {
-                Shard {
-                    dst: ints(&dst_path)?.into_iter().map(|d| d as u32).collect(),
-                    ptr: ints(&dir.join(format!("shard_{q}_ptr.npy")))?,
-                    src: ints(&dir.join(format!("shard_{q}_src.npy")))?
-                        .into_iter()
-                        .map(|s| s as u32)
-                        .collect(),
-                }
-            } else {
-                Shard {
+            if !dst_path.exists() {
+                shards.push(Shard {
                     dst: Vec::new(),
                     ptr: vec![0],
                     src: Vec::new(),
-                }
-            });
-            send.push(
-                ints(&dir.join(format!("send_{q}.npy")))?
-                    .into_iter()
-                    .map(|s| s as u32)
-                    .collect(),
-            );
+                });
+                continue;
+            }
+            let dst = ids_below(&dst_path, n, "local row")?;
+            // Sources are positions in the rows part q sends to this part, a count only the
+            // exchange learns: `PartGraph` checks them against it.
+            let src_path = dir.join(format!("shard_{q}_src.npy"));
+            let src = ids_below(&src_path, u32::MAX as usize, "position")?;
+            let ptr_path = dir.join(format!("shard_{q}_ptr.npy"));
+            let ptr = ints(&ptr_path)?;
+            let monotone = ptr.windows(2).all(|w| w[0] <= w[1]);
+            if ptr.len() != dst.len() + 1
+                || ptr.first() != Some(&0)
+                || ptr.last() != Some(&(src.len() as i64))
+                || !monotone
+            {
+                return Err(Error::invalid(
+                    &ptr_path,
+                    format!(
+                        "is not {} non-decreasing offsets from 0 to {}",
+                        dst.len() + 1,
+                        src.len()
+                    ),
+                ));
+            }
+            shards.push(Shard { dst, ptr, src });
         }
         Ok(Part {
             index,

@@ -66,7 +66,7 @@ impl StoreGraph {
         let edge_weight = match weights {
             Some(w) => {
                 if w.len() != m {
-                    return Err(Error::invalid(
+                    return Err(Error::argument(
                         "edge_weight",
                         format!("{} weights for {m} edges", w.len()),
                     ));

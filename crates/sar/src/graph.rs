@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use graphloom_comm::{CommError, Communicator};
+use graphloom_comm::Communicator;
 use graphloom_graph::parts::{Part, Shard};
 use graphloom_tensor::memory::{category_scope, Charge};
 use graphloom_tensor::Category;
@@ -36,8 +36,35 @@ impl PartGraph {
     /// The graph of this worker's loaded part, whose shards, send lists and degrees move here
     /// (the part keeps its features, labels and splits). Collective: the workers tell each
     /// other the node ids of the rows they send.
-    pub fn new(comm: &dyn Communicator, part: &mut Part) -> Result<PartGraph, CommError> {
+    pub fn new(comm: &dyn Communicator, part: &mut Part) -> graphloom_nn::Result<PartGraph> {
         let rows = part.orig_ids.len();
+        let sends = part
+            .send
+            .iter()
+            .map(|rows| {
+                let ids: Vec<i64> = rows.iter().map(|&r| part.orig_ids[r as usize]).collect();
+                bytemuck::cast_slice(&ids).to_vec()
+            })
+            .collect();
+        let halo_ids: Vec<Arc<[i64]>> = comm
+            .all_to_all_v(sends)?
+            .iter()
+            .map(|bytes| bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into())
+            .collect();
+        // A shard's sources index the rows its part sends: a damaged file is an error here,
+        // not an out-of-bounds read in a kernel.
+        for (q, shard) in part.shards.iter().enumerate() {
+            if let Some(&bad) = shard.src.iter().find(|&&s| s as usize >= halo_ids[q].len()) {
+                return Err(graphloom_graph::Error::invalid(
+                    format!("part_{}/shard_{q}_src.npy", part.index),
+                    format!(
+                        "position {bad} is not below {}, the rows part {q} sends",
+                        halo_ids[q].len()
+                    ),
+                )
+                .into());
+            }
+        }
         let own = &part.shards[part.index];
         let own_send = &part.send[part.index];
         // A self-loop is an edge of the own shard whose source row is its destination.
@@ -48,22 +75,8 @@ impl PartGraph {
                 has_loop[dst as usize] = true;
             }
         }
-        let sends = part
-            .send
-            .iter()
-            .map(|rows| {
-                let ids: Vec<i64> = rows.iter().map(|&r| part.orig_ids[r as usize]).collect();
-                bytemuck::cast_slice(&ids).to_vec()
-            })
-            .collect();
-        let halo_ids = comm
-            .all_to_all_v(sends)?
-            .iter()
-            .map(|bytes| bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into())
-            .collect();
         let shards = std::mem::take(&mut part.shards);
         let send = std::mem::take(&mut part.send);
-        let halo_ids: Vec<Arc<[i64]>> = halo_ids;
         let bytes = shards
             .iter()
             .map(|s| s.dst.len() * 4 + s.ptr.len() * 8 + s.src.len() * 4)

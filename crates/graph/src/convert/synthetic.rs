@@ -6,7 +6,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{bf16, DType, Tensor};
 use rayon::prelude::*;
 
-use crate::{random_split, Csr, Dataset, Meta, NodeId, Result};
+use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result};
 
 /// The parameters of [`generate`].
 #[derive(Clone, Debug)]
@@ -96,6 +96,21 @@ impl Default for SyntheticConfig {
 /// a per-class mean plus unit noise; a 60/20/20 random split. Every draw is keyed by ids, so
 /// the result does not depend on the thread count.
 pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
+    if !(0.0..=1.0).contains(&cfg.homophily) {
+        return Err(Error::argument(
+            "homophily",
+            format!("{} is not a share: give a value in [0, 1]", cfg.homophily),
+        ));
+    }
+    if !(cfg.signal.is_finite() && cfg.signal >= 0.0) {
+        return Err(Error::argument(
+            "signal",
+            format!(
+                "{} is not a signal strength: give a finite value >= 0",
+                cfg.signal
+            ),
+        ));
+    }
     let n = cfg.nodes.max(2);
     let c = cfg.classes.clamp(1, n);
     let pairs = n * cfg.avg_degree / 2;

@@ -90,7 +90,7 @@ pub trait NeighborSource: Sync {
 /// Fails when weighted sampling is asked of a graph without edge weights.
 pub(crate) fn require_weights(kind: SamplerKind, has_weights: bool) -> Result<()> {
     if kind == SamplerKind::Weighted && !has_weights {
-        return Err(Error::invalid(
+        return Err(Error::argument(
             "edge_weight",
             "weighted sampling needs edge weights",
         ));
@@ -138,13 +138,13 @@ impl<'a> CsrSource<'a> {
     /// or not finite.
     pub fn weighted(graph: &'a Csr, weights: &'a [f32]) -> Result<CsrSource<'a>> {
         if weights.len() != graph.num_edges() {
-            return Err(Error::invalid(
+            return Err(Error::argument(
                 "edge_weight",
                 format!("{} weights for {} edges", weights.len(), graph.num_edges()),
             ));
         }
         if let Some(e) = weights.iter().position(|w| !(w.is_finite() && *w >= 0.0)) {
-            return Err(Error::invalid(
+            return Err(Error::argument(
                 "edge_weight",
                 format!(
                     "edge {e} has weight {}; weights must be finite and >= 0",
@@ -242,13 +242,13 @@ impl Sampler {
     ) -> Result<Vec<Block>> {
         let n = source.num_nodes();
         if let Some(&bad) = seeds.iter().find(|&&s| s as usize >= n) {
-            return Err(Error::invalid(
+            return Err(Error::argument(
                 "seeds",
                 format!("seed node {bad} is not below {n}"),
             ));
         }
         if let Some(&bad) = fanouts.iter().find(|&&f| f < -1 || f == 0) {
-            return Err(Error::invalid(
+            return Err(Error::argument(
                 "fanouts",
                 format!("fanout {bad}: use a positive count or -1 for all"),
             ));
@@ -264,7 +264,7 @@ impl Sampler {
             }
             if self.relabel.nodes().len() != frontier.len() {
                 self.relabel.finish();
-                return Err(Error::invalid("seeds", "seed nodes must be distinct"));
+                return Err(Error::argument("seeds", "seed nodes must be distinct"));
             }
             let col_idx: Vec<u32> = hop_sample
                 .neighbors

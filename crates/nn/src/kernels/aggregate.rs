@@ -92,7 +92,8 @@ impl WeightedSum {
         let g = &graph.by_dst;
         let n = g.num_nodes();
         let has_loop: Vec<bool> = (0..n)
-            .map(|v| g.in_neighbors(v).binary_search(&(v as u32)).is_ok())
+            // Rows need not be sorted: a graph's own loop may sit anywhere in its row.
+            .map(|v| g.in_neighbors(v).contains(&(v as u32)))
             .collect();
         let dinv: Arc<[f64]> = (0..n)
             .map(|v| 1.0 / ((g.in_degree(v) + usize::from(!has_loop[v])) as f64).sqrt())

@@ -76,6 +76,38 @@ fn weighted_sums_match_naive_and_finite_differences() {
     }
 }
 
+/// A graph's own self-loops count once in GCN's normalisation wherever they sit in their row:
+/// the rows of a graph with loops, reversed so each loop is out of order, give the naive
+/// result of the sorted graph.
+#[test]
+fn gcn_counts_a_graphs_own_loop_once_in_any_row_order() {
+    let base = awkward_graph(30, 80, 4);
+    let (mut src, mut dst) = base.edges();
+    for v in (0..30).step_by(3) {
+        src.push(v);
+        dst.push(v);
+    }
+    let sorted = graphloom_graph::Csr::from_edges(30, &src, &dst);
+    let mut reversed = sorted.clone();
+    for v in 0..30 {
+        let (a, b) = (
+            reversed.row_ptr[v] as usize,
+            reversed.row_ptr[v + 1] as usize,
+        );
+        reversed.col_idx[a..b].reverse();
+    }
+    assert_ne!(reversed, sorted);
+    let x = rand_tensor(&[30, 3], 5);
+    let expect = naive_weighted(&sorted, &x.to_vec_f64(), 3, "gcn");
+    for g in [&sorted, &reversed] {
+        let agg = WeightedSum::gcn(Arc::new(GraphView::new(g, false)));
+        let y = agg
+            .apply(&mut Tape::no_grad(), &Var::constant(x.clone()))
+            .unwrap();
+        assert_close(&y.value().to_vec_f64(), &expect, 1e-12, "gcn");
+    }
+}
+
 #[test]
 fn f32_and_bf16_follow_f64() {
     let g = awkward_graph(300, 2000, 4);
