@@ -335,13 +335,13 @@ fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3])
                 u8::MAX => owner[v] = s as u8,
                 o if o as usize == s => {
                     return Err(Error::invalid(
-                        &file(dir, NAMES[s]),
+                        file(dir, NAMES[s]),
                         format!("node {v} is listed twice"),
                     ))
                 }
                 o => {
                     return Err(Error::invalid(
-                        &file(dir, NAMES[s]),
+                        file(dir, NAMES[s]),
                         format!(
                             "node {v} is also in {}: splits must not overlap",
                             NAMES[o as usize]
