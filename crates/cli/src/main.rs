@@ -10,6 +10,7 @@ mod info;
 mod output;
 mod partition;
 mod plot;
+mod predict;
 mod prepare;
 mod train;
 
@@ -34,6 +35,10 @@ enum Command {
     /// Train a GCN, GraphSAGE or GAT model: full batch, sampled mini-batches (--fanouts), or
     /// full batch over the parts of a partitioned dataset with SAR (--workers).
     Train(Box<train::TrainArgs>),
+    /// Write a saved model's log-probabilities (or labels) for a dataset's nodes as .npy.
+    Predict(predict::PredictArgs),
+    /// Write a saved model's node embeddings (the output of its first K layers) as .npy.
+    Embed(predict::EmbedArgs),
     /// Measure speed and memory against baselines.
     Bench(bench::BenchArgs),
 }
@@ -45,6 +50,8 @@ fn main() {
         Command::Info(a) => info::run(a),
         Command::Partition(a) => partition::run(a),
         Command::Train(a) => train::run(*a).map(|_| ()),
+        Command::Predict(a) => predict::predict(a),
+        Command::Embed(a) => predict::embed(a),
         Command::Bench(a) => bench::run(a),
     };
     if let Err(e) = result {

@@ -8,14 +8,14 @@ use clap::Args;
 use serde_json::json;
 
 use graphloom_graph::Meta;
+use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{EpochRecord, TrainReport};
-use graphloom_nn::Architecture;
+use graphloom_nn::{Architecture, ModelConfig};
 use graphloom_plan::{
     Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, Plan, TrainSettings,
 };
 use graphloom_sar::SarMode;
 use graphloom_tensor::memory::Category;
-use graphloom_tensor::DType;
 
 use crate::output;
 
@@ -34,12 +34,12 @@ pub(crate) struct TrainArgs {
     /// without it, a small synthetic graph is generated in memory.
     #[arg(long)]
     pub(crate) dataset: Option<PathBuf>,
-    /// Model.
-    #[arg(long, default_value = "gcn", value_parser = choice::<Architecture>())]
-    pub(crate) model: Architecture,
-    /// Number of layers.
-    #[arg(long, default_value_t = 2)]
-    pub(crate) layers: usize,
+    /// Model [default: gcn].
+    #[arg(long, value_parser = choice::<Architecture>())]
+    pub(crate) model: Option<Architecture>,
+    /// Number of layers [default: 2].
+    #[arg(long)]
+    pub(crate) layers: Option<usize>,
     /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8].
     #[arg(long)]
     pub(crate) hidden: Option<usize>,
@@ -95,9 +95,14 @@ pub(crate) struct TrainArgs {
     /// Write a JSON summary of the run here.
     #[arg(long)]
     pub(crate) summary_json: Option<PathBuf>,
-    /// Save the best model's parameters here (safetensors).
+    /// Save the best model here: parameters and configuration (and a learnt input
+    /// embedding) in one safetensors file, for `predict`, `embed` and `--init-model`.
     #[arg(long)]
     pub(crate) save_model: Option<PathBuf>,
+    /// Start from this saved model's parameters (and learnt input embedding); its shape and
+    /// dropout rates are the defaults of the model options.
+    #[arg(long)]
+    pub(crate) init_model: Option<PathBuf>,
     /// Draw loss, accuracy and memory curves into this PNG.
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
@@ -179,6 +184,7 @@ impl TrainArgs {
             embedding_dim: self.embedding_dim,
             embedding_lr: self.embedding_lr,
             sar_mode: self.mode,
+            init_model: self.init_model.clone(),
         }
     }
 
@@ -253,7 +259,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
     }
     if let Some(path) = &args.summary_json {
-        let mut value = summary(&args, meta, &report);
+        let mut value = summary(&args, &plan.model, meta, &report);
         if let Some(st) = outcome.stages {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.
@@ -286,7 +292,13 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         output_plot(path, &format!("{} on {}", arch.name(), meta.name), &report)?;
     }
     if let Some(path) = &args.save_model {
-        save_model(path, &report)?;
+        ModelFile {
+            config: plan.model.clone(),
+            params: report.best_params.clone(),
+            input_embedding: report.best_input_embedding.clone(),
+        }
+        .save(path)
+        .with_context(|| format!("saving the model to {}", path.display()))?;
     }
     Ok(report)
 }
@@ -296,14 +308,19 @@ fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Res
         .with_context(|| format!("drawing {}", path.display()))
 }
 
-fn summary(args: &TrainArgs, meta: &Meta, r: &TrainReport) -> serde_json::Value {
+fn summary(
+    args: &TrainArgs,
+    plan_model: &ModelConfig,
+    meta: &Meta,
+    r: &TrainReport,
+) -> serde_json::Value {
     let peak: serde_json::Map<String, serde_json::Value> = Category::ALL
         .iter()
         .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
         .collect();
     json!({
         "dataset": meta.name,
-        "model": args.model.name(),
+        "model": plan_model.arch.name(),
         "dtype": args.dtype.name(),
         "checkpoint": args.checkpoint,
         "seed": args.seed,
@@ -326,33 +343,4 @@ fn summary(args: &TrainArgs, meta: &Meta, r: &TrainReport) -> serde_json::Value 
             "seconds": e.seconds, "peak_bytes": e.peak_bytes,
         })).collect::<Vec<_>>(),
     })
-}
-
-/// Saves the best parameters as f32 safetensors, named `layers.{i}.{name}`.
-fn save_model(path: &std::path::Path, report: &TrainReport) -> Result<()> {
-    let tensors: Vec<(String, Vec<u8>, Vec<usize>)> = report
-        .best_params
-        .iter()
-        .map(|p| {
-            let v = p.value.cast(DType::F32)?;
-            let bytes = v
-                .as_slice::<f32>()?
-                .iter()
-                .flat_map(|x| x.to_le_bytes())
-                .collect();
-            Ok((p.name.clone(), bytes, p.value.shape().to_vec()))
-        })
-        .collect::<Result<_>>()?;
-    let views = tensors
-        .iter()
-        .map(|(n, b, s)| {
-            Ok((
-                n.clone(),
-                safetensors::tensor::TensorView::new(safetensors::Dtype::F32, s.clone(), b)?,
-            ))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let bytes = safetensors::tensor::serialize(views, &None)?;
-    graphloom_graph::write_atomic(path, |w| std::io::Write::write_all(w, &bytes))
-        .with_context(|| format!("writing {}", path.display()))
 }

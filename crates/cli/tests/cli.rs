@@ -1,24 +1,13 @@
 //! The command line end to end: the default job, the summary JSON, and a clear one-line error
 //! (no panic) for every kind of bad input.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
 use graphloom_graph::npy;
 
-fn graphloom(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_graphloom"))
-        .args(args)
-        .output()
-        .expect("run graphloom")
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!("graphloom-cli-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&d);
-    std::fs::create_dir_all(&d).unwrap();
-    d
-}
+mod common;
+use common::{graphloom, scratch};
 
 fn small_dataset(dir: &Path) {
     let out = graphloom(&[

@@ -38,6 +38,7 @@ pub mod kernels;
 pub mod layers;
 pub mod minibatch;
 mod model;
+pub mod model_file;
 mod optim;
 #[cfg(test)]
 mod testutil;

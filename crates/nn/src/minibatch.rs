@@ -18,7 +18,7 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
 use crate::train::{
-    evaluate, fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
+    fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
 use crate::{Error, Result};
 
@@ -238,6 +238,26 @@ impl<'a> MiniBatch<'a> {
         })
     }
 
+    /// Sets every row of the learnt input table (one row per node, from a saved model).
+    /// Collective.
+    pub fn set_input_embedding(&mut self, rows: &Tensor) -> Result<()> {
+        let Inputs::Embedding { table, .. } = &mut self.inputs else {
+            return Err(Error::Config(
+                "this model reads node features: it has no input embedding to set".into(),
+            ));
+        };
+        let width = table.dim();
+        if rows.shape() != [table.table().rows(), width] {
+            return Err(Error::Config(format!(
+                "an input embedding of shape {:?} for a table of {} x {width}",
+                rows.shape(),
+                table.table().rows()
+            )));
+        }
+        table.fill_from_whole(rows.cast(DType::F32)?.as_bytes())?;
+        Ok(())
+    }
+
     /// Seconds spent in each stage so far.
     pub fn stages(&self) -> StageSeconds {
         self.stages
@@ -294,6 +314,20 @@ impl Workload for MiniBatch<'_> {
         &self.model
     }
 
+    fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
+    fn input_embedding(&mut self) -> Result<Option<Tensor>> {
+        match &mut self.inputs {
+            Inputs::Embedding { table, .. } => {
+                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
+                Ok(Some(table.gather(&all)?))
+            }
+            Inputs::Features(_) => Ok(None),
+        }
+    }
+
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
         Some(self.grad_comm.clone())
     }
@@ -348,11 +382,11 @@ impl Workload for MiniBatch<'_> {
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         let logp = match (&self.fixed_inputs, &mut self.inputs) {
-            (Some(x), _) => evaluate(&self.model, x, params, self.seed)?,
+            (Some(x), _) => infer(&self.model, x, params, Output::LogProbabilities)?,
             (None, Inputs::Embedding { table, .. }) => {
                 let all: Vec<i64> = (0..table.table().rows() as i64).collect();
                 let x = Var::constant(table.gather(&all)?.cast(self.model.cfg.dtype)?);
-                evaluate(&self.model, &x, params, self.seed)?
+                infer(&self.model, &x, params, Output::LogProbabilities)?
             }
             (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
         };

@@ -305,7 +305,39 @@ impl Model {
     /// Log-probabilities `[N, classes]` for input `x` (in the compute dtype) with parameters
     /// `params` (on the tape, in the order of [`Model::params`]).
     pub fn forward(&self, tape: &mut Tape, x: &Var, params: &[Var], mode: Mode) -> Result<Var> {
-        self.run_layers(tape, x, params, mode, None, None)
+        self.run_layers(tape, x, params, mode, None, None, None)
+    }
+
+    /// The output of the first `layers` layers (after the activation of a hidden layer; the
+    /// class scores before the softmax for the last) with dropout off: node embeddings.
+    pub fn embed(&self, tape: &mut Tape, x: &Var, params: &[Var], layers: usize) -> Result<Var> {
+        if layers == 0 || layers > self.layers.len() {
+            return Err(Error::Config(format!(
+                "layer {layers} of a model of {} layers: give 1..={}",
+                self.layers.len(),
+                self.layers.len()
+            )));
+        }
+        let mode = Mode {
+            training: false,
+            seed: 0,
+            step: 0,
+        };
+        self.run_layers(tape, x, params, mode, None, None, Some(layers))
+    }
+
+    /// The names and shapes of the parameters of a model of `cfg`, in the model's order.
+    pub fn param_shapes(cfg: &ModelConfig) -> Result<Vec<(String, Vec<usize>)>> {
+        let one_node = Csr {
+            row_ptr: vec![0, 0],
+            col_idx: Vec::new(),
+        };
+        let model = Model::new(cfg.clone(), &one_node, 0)?;
+        Ok(model
+            .params
+            .into_iter()
+            .map(|p| (p.name, p.value.shape().to_vec()))
+            .collect())
     }
 
     /// [`Model::forward`] over rows that are a subset of the graph's nodes (a worker's part):
@@ -318,7 +350,7 @@ impl Model {
         mode: Mode,
         row_ids: Arc<[i64]>,
     ) -> Result<Var> {
-        self.run_layers(tape, x, params, mode, None, Some(row_ids))
+        self.run_layers(tape, x, params, mode, None, Some(row_ids), None)
     }
 
     /// Log-probabilities of the seeds of a sampled batch: layer `l` runs over `blocks[l]`, from
@@ -338,7 +370,7 @@ impl Model {
                 self.layers.len()
             )));
         }
-        self.run_layers(tape, x, params, mode, Some(blocks), None)
+        self.run_layers(tape, x, params, mode, Some(blocks), None, None)
     }
 
     fn run_layers(
@@ -349,9 +381,11 @@ impl Model {
         mode: Mode,
         blocks: Option<&[LayerGraph]>,
         rows: Option<Arc<[i64]>>,
+        upto: Option<usize>,
     ) -> Result<Var> {
         let mut h = x.clone();
-        for (l, layer) in self.layers.iter().enumerate() {
+        let count = upto.unwrap_or(self.layers.len());
+        for (l, layer) in self.layers.iter().enumerate().take(count) {
             let last = l + 1 == self.layers.len();
             let layer = match blocks {
                 Some(b) => layer.on_block(&b[l].view, b[l].looped.as_ref(), b[l].num_dst),
@@ -371,6 +405,9 @@ impl Model {
                 inputs.extend(p.iter().cloned());
                 block(tape, &inputs)?
             };
+        }
+        if upto.is_some() {
+            return Ok(h);
         }
         // Class scores are few: take the softmax in f32 even when activations are bf16.
         let h = if h.value().dtype() == DType::BF16 {

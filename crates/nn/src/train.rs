@@ -149,6 +149,8 @@ pub struct TrainReport {
     pub test_acc: f64,
     /// The parameters after the best epoch.
     pub best_params: Vec<Param>,
+    /// The learnt input table after the best epoch, for workloads that train one.
+    pub best_input_embedding: Option<Tensor>,
     /// Tracked memory of this worker: current and peak bytes per category.
     pub memory: MemoryReport,
     /// The process's resident memory at the end.
@@ -215,6 +217,15 @@ pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Re
 pub trait Workload {
     /// The model trained (its parameters are the initial values).
     fn model(&self) -> &Model;
+
+    /// The model, to set its initial parameters (from a saved model, say).
+    fn model_mut(&mut self) -> &mut Model;
+
+    /// Every node's row of a learnt input table, for workloads that train one (kept with the
+    /// best parameters and saved with the model). Collective.
+    fn input_embedding(&mut self) -> Result<Option<Tensor>> {
+        Ok(None)
+    }
 
     /// The communicator over which parameter gradients are summed, when several workers train
     /// one model.
@@ -310,24 +321,33 @@ impl Steps<'_> {
 /// (the first of equals) and says when patience has run out.
 #[derive(Default)]
 struct Selection {
-    best: Option<(usize, Accuracy, Vec<Tensor>)>,
+    best: Option<Best>,
     evaluations_since_best: usize,
 }
 
+/// The best evaluation so far.
+struct Best {
+    epoch: usize,
+    accuracy: Accuracy,
+    params: Vec<Tensor>,
+    input_embedding: Option<Tensor>,
+}
+
 impl Selection {
-    /// Records an evaluated epoch; returns whether patience has run out.
-    fn observe(
-        &mut self,
-        epoch: usize,
-        acc: Accuracy,
-        values: &[Tensor],
-        patience: Option<usize>,
-    ) -> bool {
-        if self.best.as_ref().is_none_or(|b| acc.val > b.1.val) {
-            self.best = Some((epoch, acc, values.to_vec()));
-            self.evaluations_since_best = 0;
-        } else {
-            self.evaluations_since_best += 1;
+    /// Whether an evaluation with `acc` is better than the best so far.
+    fn improves(&self, acc: Accuracy) -> bool {
+        self.best.as_ref().is_none_or(|b| acc.val > b.accuracy.val)
+    }
+
+    /// Records an evaluated epoch (`best` when it improves); returns whether patience has run
+    /// out.
+    fn observe(&mut self, best: Option<Best>, patience: Option<usize>) -> bool {
+        match best {
+            Some(b) => {
+                self.best = Some(b);
+                self.evaluations_since_best = 0;
+            }
+            None => self.evaluations_since_best += 1,
         }
         patience.is_some_and(|p| self.evaluations_since_best >= p)
     }
@@ -408,24 +428,35 @@ pub fn fit(
         on_epoch(&record);
         records.push(record);
         if let Some(acc) = accuracy {
-            if selection.observe(epoch, acc, &values, tc.patience) {
+            let best = if selection.improves(acc) {
+                Some(Best {
+                    epoch,
+                    accuracy: acc,
+                    params: values.clone(),
+                    input_embedding: workload.input_embedding()?,
+                })
+            } else {
+                None
+            };
+            if selection.observe(best, tc.patience) {
                 break;
             }
         }
     }
-    let (best_epoch, best, best_values) = selection
+    let best = selection
         .best
         .ok_or_else(|| Error::Config("no epoch was evaluated".into()))?;
     Ok(TrainReport {
         epochs: records,
-        best_epoch,
-        best_val_acc: best.val,
-        test_acc: best.test,
+        best_epoch: best.epoch,
+        best_val_acc: best.accuracy.val,
+        test_acc: best.accuracy.test,
         best_params: names
             .into_iter()
-            .zip(best_values)
+            .zip(best.params)
             .map(|(name, value)| Param { name, value })
             .collect(),
+        best_input_embedding: best.input_embedding,
         memory: thread_tracker().report(),
         rss: RssReport::read(),
     })
@@ -440,7 +471,6 @@ pub struct FullBatch<'a> {
     x: Var,
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
-    seed: u64,
 }
 
 impl<'a> FullBatch<'a> {
@@ -454,24 +484,39 @@ impl<'a> FullBatch<'a> {
                 cfg.dtype
             )));
         }
-        if ds.train_idx.is_empty() {
-            return Err(Error::Config("the dataset has no training nodes".into()));
+        FullBatch::with_inputs(ds, cfg, seed, ds.features.clone())
+    }
+
+    /// The workload of model `cfg` on the graph of `ds` with input rows `x` (one per node, in
+    /// the compute dtype): the features, or a learnt input embedding.
+    pub fn with_inputs(
+        ds: &'a Dataset,
+        cfg: ModelConfig,
+        seed: u64,
+        x: Tensor,
+    ) -> Result<FullBatch<'a>> {
+        if x.shape() != [ds.graph.num_nodes(), cfg.in_dim] {
+            return Err(Error::Config(format!(
+                "input rows of shape {:?} for {} nodes of a model {} wide",
+                x.shape(),
+                ds.graph.num_nodes(),
+                cfg.in_dim
+            )));
         }
         let mut model = Model::new(cfg, &ds.graph, seed)?;
-        model.use_sparse_input(&ds.features);
+        model.use_sparse_input(&x);
         Ok(FullBatch {
             ds,
             model,
-            x: Var::constant(ds.features.clone()),
+            x: Var::constant(x),
             rows: ds.train_idx.clone().into(),
             labels: ds.train_idx.iter().map(|&i| ds.labels[i]).collect(),
-            seed,
         })
     }
 
-    /// Log-probabilities of every node with parameters `params` and dropout off.
-    pub fn predict(&self, params: &[Tensor]) -> Result<Tensor> {
-        evaluate(&self.model, &self.x, params, self.seed)
+    /// Inference over every node with parameters `params` and dropout off.
+    pub fn infer(&self, params: &[Tensor], output: Output) -> Result<Tensor> {
+        infer(&self.model, &self.x, params, output)
     }
 }
 
@@ -480,11 +525,18 @@ impl Workload for FullBatch<'_> {
         &self.model
     }
 
+    fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
         None
     }
 
     fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        if self.rows.is_empty() {
+            return Err(Error::Config("the dataset has no training nodes".into()));
+        }
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
         let logp = self.model.forward(&mut tape, &self.x, &vars, mode)?;
@@ -500,22 +552,37 @@ impl Workload for FullBatch<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        let logp = self.predict(params)?;
+        let logp = self.infer(params, Output::LogProbabilities)?;
         Ok(SplitCounts::of_dataset(&logp, self.ds))
     }
 }
 
-/// Log-probabilities of every node with dropout off: the whole graph in one forward pass, which
-/// is exact full-neighbour inference.
-pub(crate) fn evaluate(model: &Model, x: &Var, values: &[Tensor], seed: u64) -> Result<Tensor> {
+/// What inference computes for every node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Log-probabilities of the classes.
+    LogProbabilities,
+    /// The output of the first `k` layers (node embeddings; for the last layer, the class
+    /// scores before the softmax).
+    Layer(usize),
+}
+
+/// Inference over every node with parameters `values` and dropout off: the whole graph in one
+/// forward pass, which is exact full-neighbour inference. Evaluation during training and
+/// `predict`/`embed` after it both come here.
+pub fn infer(model: &Model, x: &Var, values: &[Tensor], output: Output) -> Result<Tensor> {
     let mut tape = Tape::no_grad();
     let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
     let mode = Mode {
         training: false,
-        seed,
+        seed: 0,
         step: 0,
     };
-    Ok(model.forward(&mut tape, x, &vars, mode)?.value().clone())
+    let out = match output {
+        Output::LogProbabilities => model.forward(&mut tape, x, &vars, mode)?,
+        Output::Layer(k) => model.embed(&mut tape, x, &vars, k)?,
+    };
+    Ok(out.value().clone())
 }
 
 /// Trains `cfg` on `ds` full-batch ([`FullBatch`] under [`fit`]), calling `on_epoch` after

@@ -17,11 +17,13 @@
 #![deny(missing_docs)]
 
 mod error;
+mod infer;
 mod launch;
 mod run;
 mod settings;
 
 pub use error::{PlanError, Result};
+pub use infer::{infer, labels_of, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use run::RunOutcome;
 pub use settings::{Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, TrainSettings};
@@ -30,6 +32,7 @@ use graphloom_graph::convert::synthetic;
 use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::{Dataset, Meta};
 use graphloom_nn::minibatch::MiniBatchConfig;
+use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, ModelConfig};
 use graphloom_sar::SarMode;
@@ -79,8 +82,12 @@ pub struct Plan {
     pub sar_mode: SarMode,
     /// Mini-batch: where the features live.
     pub features_location: FeaturesLocation,
+    /// Mini-batch: the width of the learnt input embedding, when the run learns one.
+    pub embedding_dim: Option<usize>,
     /// The dataset in memory (not for SAR, whose workers load their own parts).
     dataset: Option<Dataset>,
+    /// The saved model the run starts from.
+    init: Option<ModelFile>,
 }
 
 impl Plan {
@@ -104,8 +111,23 @@ impl Plan {
             (false, true) => TrainMode::MiniBatch,
             (false, false) => TrainMode::FullBatch,
         };
-        check_applicable(s, mode)?;
-        check_values(s)?;
+        let saved = match &s.init_model {
+            Some(path) => Some(ModelFile::load(path)?),
+            None => None,
+        };
+        let saved_cfg = saved.as_ref().map(|m| &m.config);
+        let arch = s
+            .model
+            .or(saved_cfg.map(|c| c.arch))
+            .unwrap_or(Architecture::Gcn);
+        let layers = s.layers.or(saved_cfg.map(|c| c.layers)).unwrap_or(2);
+        // A saved model's learnt input embedding is the input of the run that starts from it.
+        let embedding_dim = s.embedding_dim.or_else(|| {
+            let e = saved.as_ref()?.input_embedding.as_ref()?;
+            (mode == TrainMode::MiniBatch).then(|| e.shape()[1])
+        });
+        check_applicable(s, mode, arch)?;
+        check_values(s, layers)?;
         let backend = s.comm.unwrap_or(Backend::Local);
         let workers = s.workers.unwrap_or(1);
         let (meta, dataset) = match mode {
@@ -117,12 +139,16 @@ impl Plan {
                 (PartitionMeta::load(dir)?.dataset, None)
             }
             _ => {
-                let ds = load_dataset(s, mode)?;
+                let ds = load_dataset(s, mode, embedding_dim.is_some())?;
                 (ds.meta.clone(), Some(ds))
             }
         };
-        let model = model_config(s, &meta)?;
-        let lr = s.lr.unwrap_or(if s.model == Architecture::Gat {
+        let mut model = model_config(s, &meta, arch, layers, saved_cfg);
+        model.in_dim = embedding_dim.unwrap_or(meta.feat_dim);
+        if let Some(saved) = saved_cfg {
+            check_same_shape(saved, &model)?;
+        }
+        let lr = s.lr.unwrap_or(if arch == Architecture::Gat {
             0.005
         } else {
             0.01
@@ -151,7 +177,9 @@ impl Plan {
             backend,
             sar_mode: s.sar_mode.unwrap_or(SarMode::Sar),
             features_location: s.features_location.unwrap_or(FeaturesLocation::Host),
+            embedding_dim,
             dataset,
+            init: saved,
             settings,
         };
         plan.check_sizes()?;
@@ -191,7 +219,7 @@ impl Plan {
 }
 
 /// Refuses an option that the mode or the model does not use.
-fn check_applicable(s: &TrainSettings, mode: TrainMode) -> Result<()> {
+fn check_applicable(s: &TrainSettings, mode: TrainMode, arch: Architecture) -> Result<()> {
     let given = |o: bool, flag: &'static str, hint: &'static str| -> Result<()> {
         if o {
             Err(PlanError::not_applicable(flag, mode, hint))
@@ -245,7 +273,7 @@ fn check_applicable(s: &TrainSettings, mode: TrainMode) -> Result<()> {
             "it is the learning rate of --embedding-dim's table",
         )?;
     }
-    if s.model != Architecture::Gat {
+    if arch != Architecture::Gat {
         let gat = "it is a setting of GAT (--model gat)";
         given(s.heads.is_some(), "--heads", gat)?;
         given(s.out_heads.is_some(), "--out-heads", gat)?;
@@ -255,7 +283,7 @@ fn check_applicable(s: &TrainSettings, mode: TrainMode) -> Result<()> {
 }
 
 /// Refuses values that cannot train.
-fn check_values(s: &TrainSettings) -> Result<()> {
+fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     let invalid = |flag: &'static str, reason: String| {
         Err(PlanError::Invalid {
             option: flag,
@@ -268,7 +296,7 @@ fn check_values(s: &TrainSettings) -> Result<()> {
             _ => Ok(()),
         }
     };
-    positive(Some(s.layers), "--layers")?;
+    positive(Some(layers), "--layers")?;
     positive(s.hidden, "--hidden")?;
     positive(s.heads, "--heads")?;
     positive(s.out_heads, "--out-heads")?;
@@ -310,13 +338,12 @@ fn check_values(s: &TrainSettings) -> Result<()> {
         }
     }
     if let Some(f) = &s.fanouts {
-        if f.len() != s.layers {
+        if f.len() != layers {
             return invalid(
                 "--fanouts",
                 format!(
-                    "{} fanouts for {} layers: give one per layer",
-                    f.len(),
-                    s.layers
+                    "{} fanouts for {layers} layers: give one per layer",
+                    f.len()
                 ),
             );
         }
@@ -332,9 +359,9 @@ fn check_values(s: &TrainSettings) -> Result<()> {
 
 /// Loads the dataset (features left on disk for mapped mini-batch features), or generates the
 /// default synthetic one, and casts its features to the compute dtype.
-fn load_dataset(s: &TrainSettings, mode: TrainMode) -> Result<Dataset> {
+fn load_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<Dataset> {
     let on_disk = mode == TrainMode::MiniBatch
-        && (s.features_location == Some(FeaturesLocation::Mmap) || s.embedding_dim.is_some());
+        && (s.features_location == Some(FeaturesLocation::Mmap) || embedding);
     let mut ds = match &s.dataset {
         Some(dir) if on_disk => Dataset::load_without_features(dir)?,
         Some(dir) => Dataset::load(dir)?,
@@ -353,7 +380,7 @@ fn load_dataset(s: &TrainSettings, mode: TrainMode) -> Result<Dataset> {
             ..Default::default()
         })?,
     };
-    if s.embedding_dim.is_none() && ds.meta.feat_dim == 0 {
+    if !embedding && ds.meta.feat_dim == 0 {
         return Err(PlanError::Invalid {
             option: "--dataset",
             reason: "the dataset has no node features: train an input embedding with --fanouts and --embedding-dim".into(),
@@ -369,34 +396,82 @@ fn load_dataset(s: &TrainSettings, mode: TrainMode) -> Result<Dataset> {
     Ok(ds)
 }
 
-/// The model of `s` on a dataset of `meta`, with the per-model defaults.
-fn model_config(s: &TrainSettings, meta: &Meta) -> Result<ModelConfig> {
-    let arch = s.model;
+/// The model of `s` on a dataset of `meta`: options given win, then those of the saved model,
+/// then the per-model defaults.
+fn model_config(
+    s: &TrainSettings,
+    meta: &Meta,
+    arch: Architecture,
+    layers: usize,
+    saved: Option<&ModelConfig>,
+) -> ModelConfig {
     let gat = arch == Architecture::Gat;
-    let dropout = s.dropout.unwrap_or(if gat { 0.6 } else { 0.5 });
-    Ok(ModelConfig {
+    let dropout = s
+        .dropout
+        .or(saved.map(|c| c.dropout))
+        .unwrap_or(if gat { 0.6 } else { 0.5 });
+    ModelConfig {
         arch,
-        in_dim: s.embedding_dim.unwrap_or(meta.feat_dim),
-        hidden: s.hidden.unwrap_or(match arch {
+        in_dim: meta.feat_dim,
+        hidden: s.hidden.or(saved.map(|c| c.hidden)).unwrap_or(match arch {
             Architecture::Gcn => 16,
             Architecture::Sage => 64,
             Architecture::Gat => 8,
         }),
         out_dim: meta.num_classes,
-        layers: s.layers,
-        heads: s.heads.unwrap_or(if gat { 8 } else { 1 }),
-        out_heads: s.out_heads.unwrap_or(1),
+        layers,
+        heads: s
+            .heads
+            .or(saved.map(|c| c.heads))
+            .unwrap_or(if gat { 8 } else { 1 }),
+        out_heads: s.out_heads.or(saved.map(|c| c.out_heads)).unwrap_or(1),
         dropout,
-        input_dropout: s.input_dropout.unwrap_or(dropout),
+        input_dropout: s
+            .input_dropout
+            .or(saved.map(|c| c.input_dropout))
+            .unwrap_or(dropout),
         attention_dropout: if gat {
-            s.attention_dropout.unwrap_or(dropout)
+            s.attention_dropout
+                .or(saved.map(|c| c.attention_dropout))
+                .unwrap_or(dropout)
         } else {
             0.0
         },
         dtype: s.dtype.0,
         checkpoint: s.checkpoint,
-        batch_norm: s.batch_norm,
-    })
+        batch_norm: s.batch_norm || saved.is_some_and(|c| c.batch_norm),
+    }
+}
+
+/// Refuses to start from a saved model whose parameters do not fit the model of this run.
+fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
+    let shape = |c: &ModelConfig| {
+        let heads = if c.arch == Architecture::Gat {
+            format!(", {} heads, {} output heads", c.heads, c.out_heads)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} of {} layers, {} -> {} -> {}{heads}{}",
+            c.arch.name(),
+            c.layers,
+            c.in_dim,
+            c.hidden,
+            c.out_dim,
+            if c.batch_norm { ", batch norm" } else { "" }
+        )
+    };
+    if shape(saved) != shape(model) {
+        return Err(PlanError::Invalid {
+            option: "--init-model",
+            reason: format!(
+                "holds a {}, this run builds a {}",
+                shape(saved),
+                shape(model)
+            ),
+        });
+    }
+    Ok(())
 }
 
 /// The machine's memory (`MemTotal`), 0 where it cannot be read.

@@ -7,7 +7,7 @@ use graphloom_comm::{Communicator, Counting, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_graph::Dataset;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, StageSeconds};
-use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport};
+use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport, Workload};
 use graphloom_sar::Sar;
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
@@ -45,6 +45,7 @@ impl Plan {
             TrainMode::FullBatch => {
                 let ds = self.dataset.as_ref().expect("loaded by Plan::new");
                 let mut workload = FullBatch::new(ds, self.model.clone(), self.train.seed)?;
+                self.start_from_saved(&mut workload)?;
                 Ok(RunOutcome {
                     report: fit(&mut workload, &self.train, report(0))?,
                     root: true,
@@ -69,6 +70,21 @@ impl Plan {
         }
     }
 
+    /// Gives the workload's model the saved parameters, when the run starts from a saved model
+    /// (whose shape `Plan::new` checked).
+    fn start_from_saved(&self, workload: &mut dyn Workload) -> Result<()> {
+        let Some(saved) = &self.init else {
+            return Ok(());
+        };
+        for (p, s) in workload.model_mut().params.iter_mut().zip(&saved.params) {
+            p.value = s
+                .value
+                .cast(p.value.dtype())
+                .map_err(graphloom_nn::Error::from)?;
+        }
+        Ok(())
+    }
+
     /// One worker of a data-parallel mini-batch job.
     fn mini_batch(
         &self,
@@ -82,7 +98,7 @@ impl Plan {
             .expect("a mini-batch plan has batches");
         let seed = self.train.seed;
         let (mut table, features);
-        let inputs = match self.settings.embedding_dim {
+        let inputs = match self.embedding_dim {
             Some(dim) => {
                 let shape = [ds.meta.num_nodes, dim];
                 let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
@@ -102,6 +118,10 @@ impl Plan {
             }
         };
         let mut workload = MiniBatch::new(ds, inputs, self.model.clone(), seed, mb)?;
+        self.start_from_saved(&mut workload)?;
+        if let Some(rows) = self.init.as_ref().and_then(|m| m.input_embedding.as_ref()) {
+            workload.set_input_embedding(rows)?;
+        }
         let report = fit(&mut workload, &self.train, on_epoch)?;
         Ok((report, workload.stages()))
     }
@@ -175,6 +195,7 @@ impl Plan {
             self.train.seed,
             self.sar_mode,
         )?;
+        self.start_from_saved(&mut workload)?;
         let report = fit(&mut workload, &self.train, on_epoch)?;
         drop(workload);
         // Every worker's figures, gathered by a sum into each worker's own slots.

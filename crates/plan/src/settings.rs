@@ -139,11 +139,12 @@ pub struct TrainSettings {
     /// Dataset directory (a partitioned one trains with SAR); `None`: a small synthetic graph
     /// generated in memory.
     pub dataset: Option<PathBuf>,
-    /// The model.
-    pub model: Architecture,
-    /// Number of layers.
-    pub layers: usize,
-    /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8].
+    /// The model [default: gcn, or that of `init_model`].
+    pub model: Option<Architecture>,
+    /// Number of layers [default: 2, or that of `init_model`].
+    pub layers: Option<usize>,
+    /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8, or that of
+    /// `init_model`; the same holds for every model option below].
     pub hidden: Option<usize>,
     /// GAT: heads of the hidden layers [default: 8].
     pub heads: Option<usize>,
@@ -193,6 +194,9 @@ pub struct TrainSettings {
     pub embedding_lr: Option<f32>,
     /// SAR: how halos travel [default: sar].
     pub sar_mode: Option<SarMode>,
+    /// Start from the parameters (and learnt input embedding) of this saved model, whose
+    /// shape and dropout rates are the defaults of the options above.
+    pub init_model: Option<PathBuf>,
 }
 
 impl Default for TrainSettings {
@@ -200,8 +204,8 @@ impl Default for TrainSettings {
     fn default() -> TrainSettings {
         TrainSettings {
             dataset: None,
-            model: Architecture::Gcn,
-            layers: 2,
+            model: None,
+            layers: None,
             hidden: None,
             heads: None,
             out_heads: None,
@@ -227,6 +231,7 @@ impl Default for TrainSettings {
             embedding_dim: None,
             embedding_lr: None,
             sar_mode: None,
+            init_model: None,
         }
     }
 }

@@ -104,6 +104,10 @@ impl Workload for Sar<'_> {
         &self.model
     }
 
+    fn model_mut(&mut self) -> &mut Model {
+        &mut self.model
+    }
+
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
         Some(self.comm.clone())
     }

@@ -137,6 +137,12 @@ impl Embedding {
         self.table.barrier()
     }
 
+    /// Sets every row from `all`, the bytes of the whole table (every rank holds a copy; a
+    /// saved model's embedding, say); optimizer state is left as it is. Collective.
+    pub fn fill_from_whole(&mut self, all: &[u8]) -> Result<()> {
+        self.table.fill_from_whole(all)
+    }
+
     /// The table.
     pub fn table(&self) -> &StoreTensor {
         &self.table

@@ -1,0 +1,106 @@
+//! `graphloom predict` and `graphloom embed`: a saved model's log-probabilities, labels or node
+//! embeddings for a dataset, written as `.npy`.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use clap::Args;
+
+use graphloom_graph::npy;
+use graphloom_nn::train::Output;
+use graphloom_plan::{infer, labels_of, InferSettings};
+
+/// What `predict` and `embed` both take.
+#[derive(Args)]
+pub(crate) struct ModelInput {
+    /// The model file written by `graphloom train --save-model`.
+    #[arg(long)]
+    model: PathBuf,
+    /// The (unpartitioned) dataset directory.
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Where to write the `.npy` (written to a temporary name, then renamed).
+    #[arg(long)]
+    out: PathBuf,
+    /// Only these nodes, in this order: an `.npy` of integer node ids [default: every node].
+    #[arg(long)]
+    nodes: Option<PathBuf>,
+}
+
+/// Arguments of `graphloom predict`.
+#[derive(Args)]
+pub(crate) struct PredictArgs {
+    #[command(flatten)]
+    input: ModelInput,
+    /// Write each node's predicted class (int64) instead of its log-probabilities (float32,
+    /// one column per class).
+    #[arg(long)]
+    labels: bool,
+}
+
+/// Arguments of `graphloom embed`.
+#[derive(Args)]
+pub(crate) struct EmbedArgs {
+    #[command(flatten)]
+    input: ModelInput,
+    /// The output of this many layers, from 1 (after the hidden activation; the last layer
+    /// gives the class scores before the softmax).
+    #[arg(long, default_value_t = 1)]
+    layer: usize,
+}
+
+impl ModelInput {
+    fn settings(&self, output: Output) -> Result<InferSettings> {
+        crate::output::check_writable(&self.out)?;
+        let nodes = match &self.nodes {
+            Some(path) => Some(read_ids(path)?),
+            None => None,
+        };
+        Ok(InferSettings {
+            model: self.model.clone(),
+            dataset: self.dataset.clone(),
+            nodes,
+            output,
+        })
+    }
+}
+
+fn read_ids(path: &Path) -> Result<Vec<i64>> {
+    let ids = npy::read_ints(path)?;
+    if ids.shape.len() != 1 {
+        anyhow::bail!(
+            "{}: shape {:?}, expected a 1-D array of node ids",
+            path.display(),
+            ids.shape
+        );
+    }
+    Ok(ids.data)
+}
+
+pub(crate) fn predict(args: PredictArgs) -> Result<()> {
+    let logp = infer(&args.input.settings(Output::LogProbabilities)?)?;
+    let out = &args.input.out;
+    if args.labels {
+        let labels = labels_of(&logp);
+        npy::write(out, &labels, &[labels.len()])
+    } else {
+        npy::write(out, logp.as_slice::<f32>()?, logp.shape())
+    }
+    .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("wrote {} rows to {}", logp.shape()[0], out.display());
+    Ok(())
+}
+
+pub(crate) fn embed(args: EmbedArgs) -> Result<()> {
+    let h = infer(&args.input.settings(Output::Layer(args.layer))?)?;
+    let out = &args.input.out;
+    npy::write(out, h.as_slice::<f32>()?, h.shape())
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "wrote {} x {} embeddings to {}",
+        h.shape()[0],
+        h.shape()[1],
+        out.display()
+    );
+    Ok(())
+}

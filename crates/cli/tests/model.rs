@@ -1,0 +1,245 @@
+//! Using a trained model: `predict` reproduces the test accuracy of the run that saved it,
+//! `embed` gives the layers' outputs, `--init-model` starts where the saved model was, and a
+//! model trained on a learnt input embedding carries it.
+
+mod common;
+use common::{cora, graphloom, graphloom_ok, scratch};
+
+use graphloom_graph::npy;
+
+fn summary(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn losses(s: &serde_json::Value) -> Vec<f64> {
+    s["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["loss"].as_f64().unwrap())
+        .collect()
+}
+
+/// The share of `idx` whose predicted label is the true one.
+fn accuracy(pred: &[i64], labels: &[i64], idx: &[i64]) -> f64 {
+    let hits = idx
+        .iter()
+        .filter(|&&i| pred[i as usize] == labels[i as usize])
+        .count();
+    hits as f64 / idx.len() as f64
+}
+
+#[test]
+fn predict_embed_and_init_model_on_cora() {
+    let root = scratch("model-cora");
+    let ds = cora(&root);
+    let model = root.join("gcn.safetensors");
+    let run = root.join("run.json");
+    // Without dropout, a step's loss is a function of the parameters alone.
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--model",
+        "gcn",
+        "--epochs",
+        "40",
+        "--dropout",
+        "0",
+        "--quiet",
+        "--summary-json",
+        run.to_str().unwrap(),
+        "--save-model",
+        model.to_str().unwrap(),
+    ]);
+    let run = summary(&run);
+
+    // predict --labels gives the saved run's test accuracy.
+    let pred = root.join("pred.npy");
+    graphloom_ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        pred.to_str().unwrap(),
+        "--labels",
+    ]);
+    let pred = npy::read_ints(&pred).unwrap().data;
+    let labels = npy::read_ints(&ds.join("node_label.npy")).unwrap().data;
+    let test = npy::read_ints(&ds.join("test_idx.npy")).unwrap().data;
+    assert_eq!(pred.len(), 2708);
+    assert_eq!(
+        accuracy(&pred, &labels, &test),
+        run["test_acc"].as_f64().unwrap()
+    );
+
+    // Log-probabilities of chosen nodes are the rows of the whole output, and the softmax of
+    // the last layer's embedding.
+    let nodes = root.join("nodes.npy");
+    npy::write(&nodes, &[5i64, 0, 2707], &[3]).unwrap();
+    let logp = root.join("logp.npy");
+    graphloom_ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        logp.to_str().unwrap(),
+        "--nodes",
+        nodes.to_str().unwrap(),
+    ]);
+    let logp = npy::read::<f32>(&logp).unwrap();
+    assert_eq!(logp.shape, vec![3, 7]);
+    for (row, &node) in [5usize, 0, 2707].iter().enumerate() {
+        let best = (0..7)
+            .max_by(|&a, &b| logp.data[row * 7 + a].total_cmp(&logp.data[row * 7 + b]))
+            .unwrap();
+        assert_eq!(best as i64, pred[node]);
+    }
+    let scores = root.join("scores.npy");
+    graphloom_ok(&[
+        "embed",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        scores.to_str().unwrap(),
+        "--layer",
+        "2",
+        "--nodes",
+        nodes.to_str().unwrap(),
+    ]);
+    let scores = npy::read::<f32>(&scores).unwrap();
+    for row in 0..3 {
+        let s: Vec<f64> = (0..7).map(|j| scores.data[row * 7 + j] as f64).collect();
+        let max = s.iter().cloned().fold(f64::MIN, f64::max);
+        let lse = max + s.iter().map(|v| (v - max).exp()).sum::<f64>().ln();
+        for j in 0..7 {
+            let expect = s[j] - lse;
+            assert!((logp.data[row * 7 + j] as f64 - expect).abs() < 1e-4);
+        }
+    }
+    let hidden = root.join("hidden.npy");
+    graphloom_ok(&[
+        "embed",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        hidden.to_str().unwrap(),
+    ]);
+    let hidden = npy::read::<f32>(&hidden).unwrap();
+    assert_eq!(hidden.shape, vec![2708, 16]);
+    assert!(hidden.data.iter().all(|&v| v >= 0.0), "after the ReLU");
+
+    // --init-model starts at the saved parameters: the first step's loss is the loss the
+    // saved run computed right after its best epoch. No model option is repeated.
+    let best = run["best_epoch"].as_u64().unwrap() as usize;
+    assert!(best < 40, "the best epoch is not the last");
+    let again = root.join("again.json");
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--init-model",
+        model.to_str().unwrap(),
+        "--epochs",
+        "1",
+        "--quiet",
+        "--summary-json",
+        again.to_str().unwrap(),
+    ]);
+    let first = losses(&summary(&again))[0];
+    let saved = losses(&run)[best];
+    assert!((first - saved).abs() <= 1e-6 * saved, "{first} vs {saved}");
+
+    // A model of another shape is refused, naming both.
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--init-model",
+        model.to_str().unwrap(),
+        "--hidden",
+        "32",
+        "--epochs",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("--init-model holds a gcn of 2 layers, 1433 -> 16 -> 7"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A model trained on a learnt input embedding saves the table with it; `predict` uses it.
+#[test]
+fn a_learnt_input_embedding_travels_with_the_model() {
+    let root = scratch("model-embedding");
+    let ds = root.join("ds");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "400",
+        "--avg-degree",
+        "8",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "3",
+        "--out",
+        ds.to_str().unwrap(),
+    ]);
+    let model = root.join("m.safetensors");
+    let run = root.join("run.json");
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--model",
+        "sage",
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "64",
+        "--embedding-dim",
+        "12",
+        "--epochs",
+        "5",
+        "--quiet",
+        "--summary-json",
+        run.to_str().unwrap(),
+        "--save-model",
+        model.to_str().unwrap(),
+    ]);
+    let bytes = std::fs::read(&model).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    assert_eq!(st.tensor("input_embedding").unwrap().shape(), &[400, 12]);
+    let pred = root.join("pred.npy");
+    graphloom_ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        pred.to_str().unwrap(),
+        "--labels",
+    ]);
+    let pred = npy::read_ints(&pred).unwrap().data;
+    let labels = npy::read_ints(&ds.join("node_label.npy")).unwrap().data;
+    let test = npy::read_ints(&ds.join("test_idx.npy")).unwrap().data;
+    assert_eq!(
+        accuracy(&pred, &labels, &test),
+        summary(&run)["test_acc"].as_f64().unwrap()
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -1,0 +1,140 @@
+//! Using a trained model: log-probabilities, predicted labels or node embeddings for the nodes
+//! of a dataset, through the evaluation path of training (`graphloom_nn::train::infer`).
+
+use std::path::PathBuf;
+
+use graphloom_graph::Dataset;
+use graphloom_nn::model_file::ModelFile;
+use graphloom_nn::train::{FullBatch, Output, Workload};
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::{DType, Tensor};
+
+use crate::{PlanError, Result};
+
+/// What to compute with a saved model.
+#[derive(Clone, Debug)]
+pub struct InferSettings {
+    /// The model file (`--save-model` of `graphloom train`).
+    pub model: PathBuf,
+    /// An unpartitioned dataset directory whose features (or, for a model with a learnt input
+    /// embedding, whose node count) fit the model.
+    pub dataset: PathBuf,
+    /// Only these nodes' rows, in this order [default: every node].
+    pub nodes: Option<Vec<i64>>,
+    /// Log-probabilities, or the output of the first k layers.
+    pub output: Output,
+}
+
+/// Runs the saved model over the whole graph (exact full-neighbour inference, dropout off)
+/// and returns one row per node of `settings.nodes`: f32 log-probabilities or embeddings.
+pub fn infer(settings: &InferSettings) -> Result<Tensor> {
+    let saved = ModelFile::load(&settings.model)?;
+    if settings.dataset.join("partition.json").exists() {
+        return Err(PlanError::Invalid {
+            option: "--dataset",
+            reason: "is partitioned: give the unpartitioned directory it was made from".into(),
+        });
+    }
+    let cfg = saved.config.clone();
+    let ds = match &saved.input_embedding {
+        Some(_) => Dataset::load_without_features(&settings.dataset)?,
+        None => Dataset::load(&settings.dataset)?,
+    };
+    let n = ds.meta.num_nodes;
+    if let Some(bad) = settings
+        .nodes
+        .iter()
+        .flatten()
+        .find(|&&v| v < 0 || v as usize >= n)
+    {
+        return Err(PlanError::Invalid {
+            option: "--nodes",
+            reason: format!("holds node {bad}, outside 0..{n}"),
+        });
+    }
+    if ds.meta.num_classes != cfg.out_dim {
+        return Err(PlanError::Invalid {
+            option: "--dataset",
+            reason: format!(
+                "has {} classes, the model predicts {}",
+                ds.meta.num_classes, cfg.out_dim
+            ),
+        });
+    }
+    let x = {
+        let _g = category_scope(Category::Features);
+        match &saved.input_embedding {
+            Some(e) if e.shape()[0] != n => {
+                return Err(PlanError::Invalid {
+                    option: "--dataset",
+                    reason: format!(
+                        "has {n} nodes, the model's learnt input embedding {}",
+                        e.shape()[0]
+                    ),
+                })
+            }
+            Some(e) => e.cast(cfg.dtype),
+            None if ds.meta.feat_dim != cfg.in_dim => {
+                return Err(PlanError::Invalid {
+                    option: "--dataset",
+                    reason: format!(
+                        "has {} features per node, the model reads {}",
+                        ds.meta.feat_dim, cfg.in_dim
+                    ),
+                })
+            }
+            None => ds.features.cast(cfg.dtype),
+        }
+        .map_err(graphloom_nn::Error::from)?
+    };
+    let mut workload = FullBatch::with_inputs(&ds, cfg, 0, x)?;
+    for (p, s) in workload.model_mut().params.iter_mut().zip(&saved.params) {
+        p.value = s
+            .value
+            .cast(p.value.dtype())
+            .map_err(graphloom_nn::Error::from)?;
+    }
+    let params: Vec<Tensor> = workload
+        .model()
+        .params
+        .iter()
+        .map(|p| p.value.clone())
+        .collect();
+    let out = workload
+        .infer(&params, settings.output)?
+        .cast(DType::F32)
+        .map_err(graphloom_nn::Error::from)?;
+    Ok(match &settings.nodes {
+        Some(ids) => select_rows(&out, ids),
+        None => out,
+    })
+}
+
+/// Rows `ids` of a 2-D f32 tensor, in order.
+fn select_rows(t: &Tensor, ids: &[i64]) -> Tensor {
+    let (_, width) = t.dims2();
+    let data = t.as_slice::<f32>().expect("inference output is f32");
+    let rows: Vec<f32> = ids
+        .iter()
+        .flat_map(|&v| &data[v as usize * width..(v as usize + 1) * width])
+        .copied()
+        .collect();
+    Tensor::from_vec(rows, &[ids.len(), width]).expect("rows fill the shape")
+}
+
+/// The class of the largest entry of each row (the first of equals).
+pub fn labels_of(logp: &Tensor) -> Vec<i64> {
+    let (_, c) = logp.dims2();
+    let data = logp.as_slice::<f32>().expect("inference output is f32");
+    data.chunks(c.max(1))
+        .map(|row| {
+            let mut best = 0;
+            for j in 1..row.len() {
+                if row[j] > row[best] {
+                    best = j;
+                }
+            }
+            best as i64
+        })
+        .collect()
+}
