@@ -116,6 +116,17 @@ pub(crate) struct TrainArgs {
     /// Print only the final line.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Write snapshots of the training state (parameters, optimizer state, learnt input
+    /// embedding, epoch, model selection) into this folder, for --resume.
+    #[arg(long)]
+    pub(crate) snapshot_dir: Option<PathBuf>,
+    /// Snapshot after every this many epochs, and at the end [default: 1].
+    #[arg(long)]
+    pub(crate) snapshot_every: Option<usize>,
+    /// Continue from the snapshot in --snapshot-dir up to --epochs in total; the result is
+    /// the one of an uninterrupted run.
+    #[arg(long)]
+    pub(crate) resume: bool,
     /// Train in sampled mini-batches with these fanouts, one per layer from the seeds outwards
     /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
     #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
@@ -185,6 +196,9 @@ impl TrainArgs {
             embedding_lr: self.embedding_lr,
             sar_mode: self.mode,
             init_model: self.init_model.clone(),
+            snapshot_dir: self.snapshot_dir.clone(),
+            snapshot_every: self.snapshot_every,
+            resume: self.resume,
         }
     }
 

@@ -24,7 +24,7 @@
 //! };
 //! let tc = train::TrainConfig {
 //!     epochs: 30, lr: 0.01, weight_decay: 5e-4, optimizer: OptimizerKind::Adam, patience: None, seed: 0,
-//!     eval_every: 1,
+//!     eval_every: 1, snapshots: None,
 //! };
 //! let report = train::train_full_batch(&ds, cfg, &tc, |_| {})?;
 //! assert!(report.best_val_acc > 0.5);
@@ -40,6 +40,8 @@ pub mod minibatch;
 mod model;
 pub mod model_file;
 mod optim;
+mod snapshot;
+mod tensor_file;
 #[cfg(test)]
 mod testutil;
 pub mod train;

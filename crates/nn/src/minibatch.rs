@@ -4,6 +4,7 @@
 //! while the producer prepares the next ones. Evaluation is exact full-neighbour inference
 //! over the whole graph. [`MiniBatch`] is the workload; [`crate::train::fit`] runs the loop.
 
+use std::path::Path;
 use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Instant;
@@ -32,6 +33,9 @@ pub struct MiniBatchConfig {
     /// Batches prepared ahead of the compute.
     pub queue_depth: usize,
 }
+
+/// The name of the learnt input table's files in a snapshot folder.
+const EMBEDDING_PREFIX: &str = "input_embedding";
 
 /// Seconds spent in each stage over a run (sampling and gathering overlap the compute).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -316,6 +320,20 @@ impl Workload for MiniBatch<'_> {
 
     fn model_mut(&mut self) -> &mut Model {
         &mut self.model
+    }
+
+    fn save_state(&mut self, dir: &Path) -> Result<()> {
+        if let Inputs::Embedding { table, .. } = &self.inputs {
+            table.save(&dir.join(EMBEDDING_PREFIX))?;
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, dir: &Path, saved_workers: usize) -> Result<()> {
+        if let Inputs::Embedding { table, .. } = &mut self.inputs {
+            table.restore(&dir.join(EMBEDDING_PREFIX), saved_workers)?;
+        }
+        Ok(())
     }
 
     fn input_embedding(&mut self) -> Result<Option<Tensor>> {

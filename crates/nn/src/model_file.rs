@@ -27,11 +27,10 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use graphloom_tensor::{DType, Tensor};
-use safetensors::tensor::TensorView;
-use safetensors::{Dtype, SafeTensors};
 
-use crate::model::{Architecture, ModelConfig, Param};
-use crate::{Error, Result};
+use crate::model::{Architecture, Model, ModelConfig, Param};
+use crate::tensor_file::{self, TensorFile};
+use crate::Result;
 
 /// The version this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -48,10 +47,6 @@ pub struct ModelFile {
     pub params: Vec<Param>,
     /// The learnt input rows, one per node.
     pub input_embedding: Option<Tensor>,
-}
-
-fn file_error(path: &Path, msg: impl Into<String>) -> Error {
-    graphloom_graph::Error::format(path, msg).into()
 }
 
 impl ModelFile {
@@ -91,66 +86,37 @@ impl ModelFile {
         if let Some(e) = &self.input_embedding {
             tensors.push((INPUT_EMBEDDING.to_string(), stored(e)?));
         }
-        let views = tensors
-            .iter()
-            .map(|(name, t)| {
-                let dtype = if t.dtype() == DType::F64 {
-                    Dtype::F64
-                } else {
-                    Dtype::F32
-                };
-                TensorView::new(dtype, t.shape().to_vec(), t.as_bytes())
-                    .map(|v| (name.clone(), v))
-                    .map_err(|e| file_error(path, e.to_string()))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let bytes = safetensors::tensor::serialize(views, &Some(metadata))
-            .map_err(|e| file_error(path, e.to_string()))?;
-        graphloom_graph::write_atomic(path, |w| std::io::Write::write_all(w, &bytes))
-            .map_err(graphloom_graph::Error::from)?;
-        Ok(())
+        tensor_file::write(path, &tensors, metadata)
     }
 
     /// Reads a model file, checking its format version and that every parameter the
     /// configuration implies is there with its shape.
     pub fn load(path: &Path) -> Result<ModelFile> {
-        let bytes = std::fs::read(path).map_err(|e| graphloom_graph::Error::io(path, e))?;
-        let (_, header) = SafeTensors::read_metadata(&bytes)
-            .map_err(|e| file_error(path, format!("not a safetensors file: {e}")))?;
-        let meta = header
-            .metadata()
-            .clone()
-            .ok_or_else(|| file_error(path, "no metadata: not a GraphLoom model file"))?;
-        let get = |key: &str| -> Result<&str> {
-            meta.get(key)
-                .map(String::as_str)
-                .ok_or_else(|| file_error(path, format!("metadata has no '{key}'")))
-        };
+        let file = TensorFile::read(path)?;
         let number = |key: &str| -> Result<usize> {
-            get(key)?
+            file.meta(key)?
                 .parse()
-                .map_err(|_| file_error(path, format!("metadata '{key}' is not a count")))
+                .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
         };
         let rate = |key: &str| -> Result<f64> {
-            get(key)?
+            file.meta(key)?
                 .parse()
-                .map_err(|_| file_error(path, format!("metadata '{key}' is not a number")))
+                .map_err(|_| file.error(format!("metadata '{key}' is not a number")))
         };
-        if get("format")? != "graphloom-model" {
-            return Err(file_error(path, "not a GraphLoom model file"));
+        if file.metadata.get("format").map(String::as_str) != Some("graphloom-model") {
+            return Err(file.error("not a GraphLoom model file"));
         }
-        let version = get("format_version")?;
+        let version = file.meta("format_version")?;
         if version != FORMAT_VERSION.to_string() {
-            return Err(file_error(
-                path,
-                format!("format version {version}; this build reads version {FORMAT_VERSION}"),
-            ));
+            return Err(file.error(format!(
+                "format version {version}; this build reads version {FORMAT_VERSION}"
+            )));
         }
-        let arch = Architecture::parse(get("arch")?)
-            .ok_or_else(|| file_error(path, "metadata 'arch' is not gcn, sage or gat"))?;
-        let dtype = DType::parse(get("dtype")?)
+        let arch = Architecture::parse(file.meta("arch")?)
+            .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?;
+        let dtype = DType::parse(file.meta("dtype")?)
             .filter(|d| d.is_float())
-            .ok_or_else(|| file_error(path, "metadata 'dtype' is not a float dtype"))?;
+            .ok_or_else(|| file.error("metadata 'dtype' is not a float dtype"))?;
         let config = ModelConfig {
             arch,
             in_dim: number("in_dim")?,
@@ -159,61 +125,31 @@ impl ModelFile {
             layers: number("layers")?,
             heads: number("heads")?,
             out_heads: number("out_heads")?,
-            batch_norm: get("batch_norm")? == "true",
+            batch_norm: file.meta("batch_norm")? == "true",
             dtype,
             dropout: rate("dropout")?,
             input_dropout: rate("input_dropout")?,
             attention_dropout: rate("attention_dropout")?,
             checkpoint: false,
         };
-        let st = SafeTensors::deserialize(&bytes)
-            .map_err(|e| file_error(path, format!("not a safetensors file: {e}")))?;
-        let read = |name: &str| -> Result<Tensor> {
-            let view = st
-                .tensor(name)
-                .map_err(|_| file_error(path, format!("has no tensor '{name}'")))?;
-            let shape = view.shape().to_vec();
-            let data = view.data();
-            match view.dtype() {
-                Dtype::F32 => Ok(Tensor::from_vec(
-                    data.chunks_exact(4)
-                        .map(|b| f32::from_le_bytes(b.try_into().expect("4 bytes")))
-                        .collect::<Vec<f32>>(),
-                    &shape,
-                )?),
-                Dtype::F64 => Ok(Tensor::from_vec(
-                    data.chunks_exact(8)
-                        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-                        .collect::<Vec<f64>>(),
-                    &shape,
-                )?),
-                other => Err(file_error(
-                    path,
-                    format!("tensor '{name}' is {other:?}, not F32 or F64"),
-                )),
-            }
-        };
         // The parameters this configuration has, with their shapes, in the model's order.
-        let expected = crate::model::Model::param_shapes(&config)?;
-        let params = expected
+        let params = Model::param_shapes(&config)?
             .into_iter()
             .map(|(name, shape)| {
-                let value = read(&name)?;
+                let value = file.tensor(&name)?;
                 if value.shape() != shape.as_slice() {
-                    return Err(file_error(
-                        path,
-                        format!(
-                            "tensor '{name}' has shape {:?}, the model needs {shape:?}",
-                            value.shape()
-                        ),
-                    ));
+                    return Err(file.error(format!(
+                        "tensor '{name}' has shape {:?}, the model needs {shape:?}",
+                        value.shape()
+                    )));
                 }
                 Ok(Param { name, value })
             })
             .collect::<Result<Vec<_>>>()?;
-        let input_embedding = match st.tensor(INPUT_EMBEDDING) {
-            Ok(_) => Some(read(INPUT_EMBEDDING)?),
-            Err(_) => None,
+        let input_embedding = if file.has(INPUT_EMBEDDING) {
+            Some(file.tensor(INPUT_EMBEDDING)?)
+        } else {
+            None
         };
         Ok(ModelFile {
             config,

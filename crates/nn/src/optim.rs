@@ -72,6 +72,27 @@ impl Optimizer {
         }
     }
 
+    /// The state that a snapshot keeps: the step count and the moment tensors (first, then
+    /// second; empty where the rule keeps none).
+    pub fn state(&self) -> (u64, &[Tensor], &[Tensor]) {
+        (self.step, &self.first, &self.second)
+    }
+
+    /// Restores a state taken by [`Optimizer::state`] from an optimizer of the same rule over
+    /// parameters of the same shapes.
+    pub fn restore(&mut self, step: u64, first: Vec<Tensor>, second: Vec<Tensor>) -> Result<()> {
+        let shapes = |v: &[Tensor]| v.iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>();
+        if shapes(&first) != shapes(&self.first) || shapes(&second) != shapes(&self.second) {
+            return Err(Error::Config(
+                "the optimizer state is of another model or update rule".into(),
+            ));
+        }
+        self.step = step;
+        self.first = first;
+        self.second = second;
+        Ok(())
+    }
+
     /// Applies one update to every parameter with its gradient.
     pub fn step(&mut self, params: &mut [Tensor], grads: &[Tensor]) -> Result<()> {
         if params.len() != grads.len() {

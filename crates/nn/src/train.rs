@@ -6,6 +6,7 @@
 //! The workloads: [`FullBatch`] (the whole graph on one worker), the sampled mini-batches of
 //! [`crate::minibatch::MiniBatch`], and SAR's partitioned full batch in the `sar` crate.
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +18,8 @@ use graphloom_tensor::{RssReport, Tape, Tensor, Var};
 
 use crate::model::{Mode, Model, ModelConfig, Param};
 use crate::optim::{Optimizer, OptimizerKind};
+use crate::snapshot;
+pub use crate::snapshot::SnapshotConfig;
 use crate::{Error, Result};
 
 /// How to train.
@@ -36,6 +39,8 @@ pub struct TrainConfig {
     pub seed: u64,
     /// Evaluate after every this many epochs (and after the last one); at least 1.
     pub eval_every: usize,
+    /// Snapshots of the loop's state, and resuming from them.
+    pub snapshots: Option<SnapshotConfig>,
 }
 
 impl Default for TrainConfig {
@@ -49,12 +54,13 @@ impl Default for TrainConfig {
             patience: None,
             seed: 0,
             eval_every: 1,
+            snapshots: None,
         }
     }
 }
 
 /// Accuracies of the three splits.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Accuracy {
     /// On the training nodes.
     pub train: f64,
@@ -123,7 +129,7 @@ impl SplitCounts {
 }
 
 /// What one epoch measured.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct EpochRecord {
     /// Epoch number, from 1.
     pub epoch: usize,
@@ -238,6 +244,17 @@ pub trait Workload {
     /// Correct predictions on the three splits with parameters `params` and dropout off,
     /// summed over the job's workers.
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
+
+    /// Writes the workload's own training state (a learnt input table and its optimizer
+    /// state) into the snapshot folder `dir`, one file per worker. Collective.
+    fn save_state(&mut self, _dir: &Path) -> Result<()> {
+        Ok(())
+    }
+
+    /// Reads back what [`Workload::save_state`] wrote in a job of `saved_workers`. Collective.
+    fn restore_state(&mut self, _dir: &Path, _saved_workers: usize) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// What a workload needs for its training steps: the parameters on a tape, the dropout key of
@@ -320,17 +337,17 @@ impl Steps<'_> {
 /// Model selection: keeps the parameters of the evaluation with the best validation accuracy
 /// (the first of equals) and says when patience has run out.
 #[derive(Default)]
-struct Selection {
-    best: Option<Best>,
-    evaluations_since_best: usize,
+pub(crate) struct Selection {
+    pub(crate) best: Option<Best>,
+    pub(crate) evaluations_since_best: usize,
 }
 
 /// The best evaluation so far.
-struct Best {
-    epoch: usize,
-    accuracy: Accuracy,
-    params: Vec<Tensor>,
-    input_embedding: Option<Tensor>,
+pub(crate) struct Best {
+    pub(crate) epoch: usize,
+    pub(crate) accuracy: Accuracy,
+    pub(crate) params: Vec<Tensor>,
+    pub(crate) input_embedding: Option<Tensor>,
 }
 
 impl Selection {
@@ -353,8 +370,28 @@ impl Selection {
     }
 }
 
+/// Everything the loop carries from one epoch to the next: what a snapshot holds.
+pub(crate) struct LoopState {
+    /// Epochs done.
+    pub(crate) epoch: usize,
+    /// Steps done (part of every dropout key).
+    pub(crate) step: u64,
+    /// The parameters.
+    pub(crate) values: Vec<Tensor>,
+    /// The optimizer and its state.
+    pub(crate) opt: Optimizer,
+    /// Model selection so far.
+    pub(crate) selection: Selection,
+    /// The records of the epochs done.
+    pub(crate) records: Vec<EpochRecord>,
+    /// Whether patience ran out.
+    pub(crate) stopped: bool,
+}
+
 /// Trains the model of `workload` as `tc` says, calling `on_epoch` after every epoch, and
-/// returns the records and the parameters of the best evaluation. Collective when the
+/// returns the records and the parameters of the best evaluation. With `tc.snapshots` it
+/// writes the loop's state every few epochs and at the end, and can resume from the last
+/// snapshot: a resumed run gives the bits of an uninterrupted one. Collective when the
 /// workload's workers are.
 pub fn fit(
     workload: &mut dyn Workload,
@@ -383,25 +420,37 @@ pub fn fit(
         .iter()
         .map(|p| p.name.clone())
         .collect();
-    let mut values: Vec<Tensor> = workload
+    let values: Vec<Tensor> = workload
         .model()
         .params
         .iter()
         .map(|p| p.value.clone())
         .collect();
-    let mut opt = Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values);
-    let mut step = 0u64;
-    let mut records = Vec::new();
-    let mut selection = Selection::default();
-    for epoch in 1..=tc.epochs {
+    let mut state = LoopState {
+        epoch: 0,
+        step: 0,
+        opt: Optimizer::new(tc.optimizer, tc.lr, tc.weight_decay, &values),
+        values,
+        selection: Selection::default(),
+        records: Vec::new(),
+        stopped: false,
+    };
+    if let Some(snap) = tc.snapshots.as_ref().filter(|s| s.resume) {
+        snapshot::restore(snap, tc.seed, &names, workload, &mut state)?;
+        for r in &state.records {
+            on_epoch(r);
+        }
+    }
+    while !state.stopped && state.epoch < tc.epochs {
+        let epoch = state.epoch + 1;
         let start = Instant::now();
         let loss = {
             let comm = workload.gradient_comm();
             let mut steps = Steps {
-                values: &mut values,
-                opt: &mut opt,
+                values: &mut state.values,
+                opt: &mut state.opt,
                 comm: comm.as_deref(),
-                step: &mut step,
+                step: &mut state.step,
                 seed: tc.seed,
             };
             let _g = category_scope(Category::Activations);
@@ -411,10 +460,10 @@ pub fn fit(
         if !loss.is_finite() {
             return Err(Error::NonFiniteLoss { epoch, loss });
         }
-        let evaluate = epoch % eval_every == 0 || epoch == tc.epochs;
+        let evaluate = epoch.is_multiple_of(eval_every) || epoch == tc.epochs;
         let accuracy = if evaluate {
             let _g = category_scope(Category::Activations);
-            Some(workload.evaluate(&values)?.accuracy())
+            Some(workload.evaluate(&state.values)?.accuracy())
         } else {
             None
         };
@@ -426,28 +475,33 @@ pub fn fit(
             peak_bytes: thread_tracker().report().total_peak,
         };
         on_epoch(&record);
-        records.push(record);
+        state.records.push(record);
+        state.epoch = epoch;
         if let Some(acc) = accuracy {
-            let best = if selection.improves(acc) {
+            let best = if state.selection.improves(acc) {
                 Some(Best {
                     epoch,
                     accuracy: acc,
-                    params: values.clone(),
+                    params: state.values.clone(),
                     input_embedding: workload.input_embedding()?,
                 })
             } else {
                 None
             };
-            if selection.observe(best, tc.patience) {
-                break;
+            state.stopped = state.selection.observe(best, tc.patience);
+        }
+        if let Some(snap) = &tc.snapshots {
+            if epoch.is_multiple_of(snap.every.max(1)) || state.stopped || epoch == tc.epochs {
+                snapshot::save(snap, tc.seed, &names, workload, &state)?;
             }
         }
     }
-    let best = selection
+    let best = state
+        .selection
         .best
         .ok_or_else(|| Error::Config("no epoch was evaluated".into()))?;
     Ok(TrainReport {
-        epochs: records,
+        epochs: state.records,
         best_epoch: best.epoch,
         best_val_acc: best.accuracy.val,
         test_acc: best.accuracy.test,

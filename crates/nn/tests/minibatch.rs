@@ -178,6 +178,7 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
         patience: None,
         seed: 2,
         eval_every: 1,
+        snapshots: None,
     };
     for r in Local::run(1, |comm| {
         let features = features_in_store(&ds, comm);
@@ -251,6 +252,7 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
         patience: None,
         seed: 6,
         eval_every: 1,
+        snapshots: None,
     };
     let mut ds = dataset();
     ds.features = ds.features.cast(DType::F64).unwrap();
@@ -324,6 +326,7 @@ fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
         patience: None,
         seed: 1,
         eval_every: 1,
+        snapshots: None,
     };
     Local::run(workers, |comm| {
         let spec = StoreSpec::new(&[400, 8], DType::F32, Layout::Distributed, Location::Host);

@@ -33,7 +33,7 @@ use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::{Dataset, Meta};
 use graphloom_nn::minibatch::MiniBatchConfig;
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::TrainConfig;
+use graphloom_nn::train::{SnapshotConfig, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig};
 use graphloom_sar::SarMode;
 use graphloom_tensor::memory::{category_scope, Category};
@@ -161,6 +161,7 @@ impl Plan {
             patience: s.patience,
             seed: s.seed,
             eval_every: s.eval_every,
+            snapshots: snapshots(s)?,
         };
         let batches = s.fanouts.as_ref().map(|fanouts| MiniBatchConfig {
             fanouts: fanouts.clone(),
@@ -282,6 +283,41 @@ fn check_applicable(s: &TrainSettings, mode: TrainMode, arch: Architecture) -> R
     Ok(())
 }
 
+/// The loop's snapshot settings; the folder is made now, so an unwritable one fails before
+/// any training.
+fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
+    let Some(dir) = &s.snapshot_dir else {
+        if s.snapshot_every.is_some() || s.resume {
+            let option = if s.resume {
+                "--resume"
+            } else {
+                "--snapshot-every"
+            };
+            return Err(PlanError::Invalid {
+                option,
+                reason: "needs --snapshot-dir, the folder of the snapshots".into(),
+            });
+        }
+        return Ok(None);
+    };
+    if s.resume && s.init_model.is_some() {
+        return Err(PlanError::Invalid {
+            option: "--resume",
+            reason: "continues from a snapshot, which has its own parameters: drop --init-model"
+                .into(),
+        });
+    }
+    std::fs::create_dir_all(dir).map_err(|e| PlanError::Invalid {
+        option: "--snapshot-dir",
+        reason: format!("{} cannot be made: {e}", dir.display()),
+    })?;
+    Ok(Some(SnapshotConfig {
+        dir: dir.clone(),
+        every: s.snapshot_every.unwrap_or(1),
+        resume: s.resume,
+    }))
+}
+
 /// Refuses values that cannot train.
 fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     let invalid = |flag: &'static str, reason: String| {
@@ -307,6 +343,7 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(s.workers, "--workers")?;
     positive(s.embedding_dim, "--embedding-dim")?;
     positive(s.patience, "--patience")?;
+    positive(s.snapshot_every, "--snapshot-every")?;
     if let Some(lr) = s.lr {
         if !(lr.is_finite() && lr > 0.0) {
             return invalid("--lr", format!("must be a positive number, not {lr}"));

@@ -197,6 +197,12 @@ pub struct TrainSettings {
     /// Start from the parameters (and learnt input embedding) of this saved model, whose
     /// shape and dropout rates are the defaults of the options above.
     pub init_model: Option<PathBuf>,
+    /// Write snapshots of the training state into this folder.
+    pub snapshot_dir: Option<PathBuf>,
+    /// Snapshot after every this many epochs (and at the end) [default: 1].
+    pub snapshot_every: Option<usize>,
+    /// Continue from the snapshot in `snapshot_dir`, up to `epochs` in total.
+    pub resume: bool,
 }
 
 impl Default for TrainSettings {
@@ -232,6 +238,9 @@ impl Default for TrainSettings {
             embedding_lr: None,
             sar_mode: None,
             init_model: None,
+            snapshot_dir: None,
+            snapshot_every: None,
+            resume: false,
         }
     }
 }

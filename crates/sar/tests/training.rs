@@ -29,6 +29,7 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         patience: None,
         seed: 4,
         eval_every: 1,
+        snapshots: None,
     };
     for arch in [Architecture::Sage, Architecture::Gcn] {
         let cfg = ModelConfig {

@@ -308,6 +308,25 @@ impl Embedding {
         Ok(())
     }
 
+    /// Refills this table and its optimizer state from what [`Embedding::save`] wrote under
+    /// `prefix` in a job of `saved_ranks` ranks (any number: each rank reads its own rows).
+    /// Collective.
+    pub fn restore(&mut self, prefix: &Path, saved_ranks: usize) -> Result<()> {
+        let dim = self.dim();
+        let parts = |component: &str| part_paths(&component_prefix(prefix, component), saved_ranks);
+        let table = crate::RowFiles::open(&parts("table"), dim, DType::F32)?;
+        self.table.fill_from(&table)?;
+        for (k, state) in self.states.iter_mut().enumerate() {
+            let files = crate::RowFiles::open(&parts(&format!("state{k}")), dim, DType::F32)?;
+            state.fill_from(&files)?;
+        }
+        if let Some(steps) = self.steps.as_mut() {
+            let files = crate::RowFiles::open(&parts("steps"), 1, DType::I64)?;
+            steps.fill_from(&files)?;
+        }
+        Ok(())
+    }
+
     /// Loads an embedding of rows `dim` wide saved by a job of `saved_ranks` ranks (any
     /// number: each rank reads its own rows), into `layout` and `location`, with `optimizer`
     /// (the one it was saved with) or frozen. Collective.

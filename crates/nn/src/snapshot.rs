@@ -1,0 +1,226 @@
+//! Snapshots of the training loop: everything [`crate::train::fit`] carries between epochs
+//! (parameters, optimizer state, step and epoch counts, model selection, the records so far)
+//! and the workload's own state (a learnt input table with its sparse optimizer state), so a
+//! run resumed from one gives the bits of an uninterrupted run. Every random draw is keyed by
+//! (seed, step or epoch, id), so the counters are the random streams' positions.
+//!
+//! A snapshot is the folder `DIR/snapshot`: `state.safetensors` (written by rank 0) and the
+//! workload's files (one per worker). It is written as `DIR/.snapshot.tmp` and renamed into
+//! place, the previous one kept as `DIR/snapshot.old` until the new one is in place, so a run
+//! killed at any moment leaves a whole snapshot. The folder must be one that every worker
+//! sees (a shared file system across machines).
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use graphloom_comm::Communicator;
+use graphloom_tensor::Tensor;
+
+use crate::tensor_file::{self, TensorFile};
+use crate::train::{Best, EpochRecord, LoopState, Workload};
+use crate::{Error, Result};
+
+/// Where and how often the loop writes snapshots, and whether it starts from the last one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SnapshotConfig {
+    /// The folder that holds the snapshot.
+    pub dir: PathBuf,
+    /// Write one after every this many epochs (and at the end of the run).
+    pub every: usize,
+    /// Continue from the snapshot in `dir`.
+    pub resume: bool,
+}
+
+const FORMAT: &str = "graphloom-snapshot";
+const VERSION: &str = "1";
+
+/// Writes the loop's state and the workload's. Collective over the workload's workers.
+pub(crate) fn save(
+    cfg: &SnapshotConfig,
+    seed: u64,
+    names: &[String],
+    workload: &mut dyn Workload,
+    state: &LoopState,
+) -> Result<()> {
+    let comm = workload.gradient_comm();
+    let (rank, workers) = comm.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
+    let barrier = |comm: &Option<std::sync::Arc<dyn Communicator>>| -> Result<()> {
+        if let Some(c) = comm {
+            c.barrier()?;
+        }
+        Ok(())
+    };
+    let tmp = cfg.dir.join(".snapshot.tmp");
+    if rank == 0 {
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).map_err(|e| graphloom_graph::Error::io(&tmp, e))?;
+    }
+    barrier(&comm)?;
+    workload.save_state(&tmp)?;
+    if rank == 0 {
+        write_state(&tmp.join("state.safetensors"), seed, names, workers, state)?;
+    }
+    barrier(&comm)?;
+    if rank == 0 {
+        let current = cfg.dir.join("snapshot");
+        let old = cfg.dir.join("snapshot.old");
+        let io = |path: &Path, e| -> Error { graphloom_graph::Error::io(path, e).into() };
+        let _ = std::fs::remove_dir_all(&old);
+        if current.exists() {
+            std::fs::rename(&current, &old).map_err(|e| io(&current, e))?;
+        }
+        std::fs::rename(&tmp, &current).map_err(|e| io(&current, e))?;
+        let _ = std::fs::remove_dir_all(&old);
+    }
+    barrier(&comm)
+}
+
+fn write_state(
+    path: &Path,
+    seed: u64,
+    names: &[String],
+    workers: usize,
+    state: &LoopState,
+) -> Result<()> {
+    let (opt_step, first, second) = state.opt.state();
+    let mut tensors: Vec<(String, Tensor)> = Vec::new();
+    for (name, v) in names.iter().zip(&state.values) {
+        tensors.push((format!("param.{name}"), v.clone()));
+    }
+    for (i, t) in first.iter().enumerate() {
+        tensors.push((format!("optimizer.first.{i}"), t.clone()));
+    }
+    for (i, t) in second.iter().enumerate() {
+        tensors.push((format!("optimizer.second.{i}"), t.clone()));
+    }
+    let best = state.selection.best.as_ref();
+    if let Some(b) = best {
+        for (name, v) in names.iter().zip(&b.params) {
+            tensors.push((format!("best.{name}"), v.clone()));
+        }
+        if let Some(e) = &b.input_embedding {
+            tensors.push(("best.input_embedding".into(), e.clone()));
+        }
+    }
+    let json = |v: serde_json::Value| v.to_string();
+    let metadata: HashMap<String, String> = [
+        ("format", FORMAT.to_string()),
+        ("format_version", VERSION.to_string()),
+        ("seed", seed.to_string()),
+        ("workers", workers.to_string()),
+        ("epoch", state.epoch.to_string()),
+        ("step", state.step.to_string()),
+        ("optimizer_step", opt_step.to_string()),
+        ("optimizer_first", first.len().to_string()),
+        ("optimizer_second", second.len().to_string()),
+        ("stopped", state.stopped.to_string()),
+        (
+            "evaluations_since_best",
+            state.selection.evaluations_since_best.to_string(),
+        ),
+        (
+            "best",
+            json(serde_json::json!(best.map(|b| (b.epoch, b.accuracy)))),
+        ),
+        (
+            "records",
+            serde_json::to_string(&state.records).expect("records serialise"),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    tensor_file::write(path, &tensors, metadata)
+}
+
+/// Reads the snapshot in `cfg.dir` into `state` and the workload. Collective.
+pub(crate) fn restore(
+    cfg: &SnapshotConfig,
+    seed: u64,
+    names: &[String],
+    workload: &mut dyn Workload,
+    state: &mut LoopState,
+) -> Result<()> {
+    let mut dir = cfg.dir.join("snapshot");
+    if !dir.exists() && cfg.dir.join("snapshot.old").exists() {
+        // Killed between the two renames: the previous snapshot is whole.
+        dir = cfg.dir.join("snapshot.old");
+    }
+    if !dir.exists() {
+        return Err(Error::Config(format!(
+            "no snapshot to resume from in {}",
+            cfg.dir.display()
+        )));
+    }
+    let file = TensorFile::read(&dir.join("state.safetensors"))?;
+    if file.meta("format")? != FORMAT || file.meta("format_version")? != VERSION {
+        return Err(file.error("not a GraphLoom snapshot of this version"));
+    }
+    let count = |key: &str| -> Result<u64> {
+        file.meta(key)?
+            .parse()
+            .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
+    };
+    if count("seed")? != seed {
+        return Err(Error::Config(format!(
+            "the snapshot in {} was taken with seed {}, this run has seed {seed}: resume with \
+             the same seed",
+            cfg.dir.display(),
+            count("seed")?
+        )));
+    }
+    let params = |prefix: &str| -> Result<Vec<Tensor>> {
+        names
+            .iter()
+            .zip(&state.values)
+            .map(|(name, like)| {
+                let t = file.tensor(&format!("{prefix}.{name}"))?;
+                if t.shape() != like.shape() || t.dtype() != like.dtype() {
+                    return Err(file.error(format!(
+                        "parameter '{name}' is {} {:?}, the model's is {} {:?}: the snapshot \
+                         is of another model",
+                        t.dtype(),
+                        t.shape(),
+                        like.dtype(),
+                        like.shape()
+                    )));
+                }
+                Ok(t)
+            })
+            .collect()
+    };
+    let values = params("param")?;
+    let moments = |which: &str| -> Result<Vec<Tensor>> {
+        (0..count(&format!("optimizer_{which}"))?)
+            .map(|i| file.tensor(&format!("optimizer.{which}.{i}")))
+            .collect()
+    };
+    state.opt.restore(
+        count("optimizer_step")?,
+        moments("first")?,
+        moments("second")?,
+    )?;
+    let best: Option<(usize, crate::train::Accuracy)> =
+        serde_json::from_str(file.meta("best")?).map_err(|e| file.error(e.to_string()))?;
+    state.selection.best = match best {
+        Some((epoch, accuracy)) => Some(Best {
+            epoch,
+            accuracy,
+            params: params("best")?,
+            input_embedding: if file.has("best.input_embedding") {
+                Some(file.tensor("best.input_embedding")?)
+            } else {
+                None
+            },
+        }),
+        None => None,
+    };
+    state.selection.evaluations_since_best = count("evaluations_since_best")? as usize;
+    state.records = serde_json::from_str::<Vec<EpochRecord>>(file.meta("records")?)
+        .map_err(|e| file.error(e.to_string()))?;
+    state.values = values;
+    state.epoch = count("epoch")? as usize;
+    state.step = count("step")?;
+    state.stopped = file.meta("stopped")? == "true";
+    workload.restore_state(&dir, count("workers")? as usize)
+}
