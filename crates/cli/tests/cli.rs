@@ -153,6 +153,57 @@ fn bad_edge_weights() {
     }
 }
 
+/// Edge weights reach full-batch training (the loss changes) and are refused, not ignored, by
+/// mini-batch training, whose sampled blocks carry none.
+#[test]
+fn edge_weights_train_full_batch_and_are_refused_by_sampling() {
+    let root = scratch("weights");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let loss = |dir: &Path, name: &str| -> f64 {
+        let summary = root.join(name);
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--epochs",
+            "1",
+            "--quiet",
+            "--summary-json",
+            summary.to_str().unwrap(),
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(&summary).unwrap()).unwrap();
+        v["final_train_loss"].as_f64().unwrap()
+    };
+    let plain = loss(&dir, "plain.json");
+    let edges = npy::read::<i32>(&dir.join("csr_col_idx.npy"))
+        .unwrap()
+        .data
+        .len();
+    let weights: Vec<f32> = (0..edges).map(|e| 0.5 + (e % 5) as f32).collect();
+    npy::write(&dir.join("edge_weight.npy"), &weights, &[edges]).unwrap();
+    assert_ne!(loss(&dir, "weighted.json"), plain);
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--fanouts",
+        "5,5",
+        "--epochs",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("edge_weight.npy"), "{stderr}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// Generator settings outside their domain are refused before anything is written.
 #[test]
 fn synthetic_settings_out_of_range() {

@@ -240,23 +240,7 @@ impl Dataset {
         };
         let weight_path = file(dir, "edge_weight.npy");
         let edge_weight = if weight_path.exists() {
-            let w = npy::read::<f32>(&weight_path)?.data;
-            if w.len() != meta.num_edges {
-                return Err(Error::invalid(
-                    &weight_path,
-                    format!("has {} weights for {} edges", w.len(), meta.num_edges),
-                ));
-            }
-            if let Some(e) = w.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-                return Err(Error::invalid(
-                    &weight_path,
-                    format!(
-                        "weight of edge {e} is {}: weights must be finite and not negative",
-                        w[e]
-                    ),
-                ));
-            }
-            Some(w)
+            Some(read_edge_weights(&weight_path, meta.num_edges)?)
         } else {
             None
         };
@@ -323,6 +307,27 @@ impl Dataset {
         }
         Ok(())
     }
+}
+
+/// Reads `count` edge weights from `path`, refusing NaN, infinite and negative ones.
+pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
+    let w = npy::read::<f32>(path)?.data;
+    if w.len() != count {
+        return Err(Error::invalid(
+            path,
+            format!("has {} weights for {count} edges", w.len()),
+        ));
+    }
+    if let Some(e) = w.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "weight of edge {e} is {}: weights must be finite and not negative",
+                w[e]
+            ),
+        ));
+    }
+    Ok(w)
 }
 
 /// Refuses a node listed twice in one split, or in two splits.

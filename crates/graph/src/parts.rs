@@ -10,7 +10,8 @@
 //! - for every part `q` with edges into this one, a compact shard of those edges:
 //!   `shard_{q}_dst.npy` (local destinations that have such edges, increasing),
 //!   `shard_{q}_ptr.npy` (offsets into the sources, one more than the destinations) and
-//!   `shard_{q}_src.npy` (each edge's source, as a position in the rows `q` sends here);
+//!   `shard_{q}_src.npy` (each edge's source, as a position in the rows `q` sends here) and,
+//!   for a dataset with `edge_weight.npy`, `shard_{q}_weight.npy` (each edge's weight, f32);
 //! - `send_{q}.npy`: the local ids of the rows part `q` needs from this part, in the order `q`
 //!   receives them.
 
@@ -46,7 +47,7 @@ pub struct PartitionMeta {
 }
 
 /// The in-edges of one part that come from one source part.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Shard {
     /// Local destinations with edges from the source part, increasing.
     pub dst: Vec<u32>,
@@ -54,6 +55,25 @@ pub struct Shard {
     pub ptr: Vec<i64>,
     /// Each edge's source: a position in the rows the source part sends.
     pub src: Vec<u32>,
+    /// Each edge's weight (empty for a graph without edge weights).
+    pub weight: Vec<f32>,
+}
+
+impl Shard {
+    /// A shard without edges.
+    pub fn empty() -> Shard {
+        Shard {
+            dst: Vec::new(),
+            ptr: vec![0],
+            src: Vec::new(),
+            weight: Vec::new(),
+        }
+    }
+
+    /// The weight of edge `e` (1 without edge weights).
+    pub fn weight_of(&self, e: usize) -> f64 {
+        self.weight.get(e).map_or(1.0, |&w| w as f64)
+    }
 }
 
 /// One worker's part.
@@ -169,19 +189,19 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
             // only the non-empty shards are written, so files grow with the cut, not parts^2.
             let mut shards: std::collections::BTreeMap<usize, Shard> = Default::default();
             for (local, &v) in nodes.iter().enumerate() {
-                for &u in ds.graph.in_neighbors(v) {
+                let first_edge = ds.graph.row_ptr[v] as usize;
+                for (j, &u) in ds.graph.in_neighbors(v).iter().enumerate() {
                     let q = partition.part[u as usize] as usize;
                     let lu = new_id[u as usize] - offsets[q] as u32;
-                    let shard = shards.entry(q).or_insert_with(|| Shard {
-                        dst: Vec::new(),
-                        ptr: vec![0],
-                        src: Vec::new(),
-                    });
+                    let shard = shards.entry(q).or_insert_with(Shard::empty);
                     if shard.dst.last() != Some(&(local as u32)) {
                         shard.dst.push(local as u32);
                         shard.ptr.push(shard.src.len() as i64);
                     }
                     shard.src.push(position[q][&(p as u32, lu)]);
+                    if let Some(w) = &ds.edge_weight {
+                        shard.weight.push(w[first_edge + j]);
+                    }
                     *shard.ptr.last_mut().expect("starts with 0") = shard.src.len() as i64;
                 }
             }
@@ -195,6 +215,10 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
                     &[shard.ptr.len()],
                 )?;
                 npy::write(&dir.join(format!("shard_{q}_src.npy")), &src, &[src.len()])?;
+                if ds.edge_weight.is_some() {
+                    let w = &shard.weight;
+                    npy::write(&dir.join(format!("shard_{q}_weight.npy")), w, &[w.len()])?;
+                }
             }
             for q in 0..parts {
                 if send[p][q].is_empty() {
@@ -295,11 +319,7 @@ impl Part {
         for q in 0..meta.parts {
             let dst_path = dir.join(format!("shard_{q}_dst.npy"));
             if !dst_path.exists() {
-                shards.push(Shard {
-                    dst: Vec::new(),
-                    ptr: vec![0],
-                    src: Vec::new(),
-                });
+                shards.push(Shard::empty());
                 continue;
             }
             let dst = ids_below(&dst_path, n, "local row")?;
@@ -324,7 +344,18 @@ impl Part {
                     ),
                 ));
             }
-            shards.push(Shard { dst, ptr, src });
+            let weight_path = dir.join(format!("shard_{q}_weight.npy"));
+            let weight = if weight_path.exists() {
+                crate::dataset::read_edge_weights(&weight_path, src.len())?
+            } else {
+                Vec::new()
+            };
+            shards.push(Shard {
+                dst,
+                ptr,
+                src,
+                weight,
+            });
         }
         Ok(Part {
             index,

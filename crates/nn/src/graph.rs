@@ -20,6 +20,9 @@ pub struct GraphView {
     pub dst_chunks: Vec<usize>,
     /// Row ranges of `by_src` of balanced edge count.
     pub src_chunks: Vec<usize>,
+    /// A weight per edge of `by_dst` (`edge_weight.npy`): GCN and the GraphSAGE mean weigh
+    /// each neighbour by it, as PyG's `GCNConv(edge_weight)` does.
+    pub edge_weight: Option<std::sync::Arc<[f32]>>,
 }
 
 /// Cuts `0..num_rows` into ranges whose cost (edges plus one per row) is about `total / parts`.
@@ -80,7 +83,36 @@ impl GraphView {
             by_dst,
             by_src,
             src_edge,
+            edge_weight: None,
         }
+    }
+
+    /// The same graph with a weight per edge (in the edge order of `by_dst`).
+    pub fn with_edge_weight(mut self, weight: std::sync::Arc<[f32]>) -> crate::Result<GraphView> {
+        if weight.len() != self.by_dst.num_edges() {
+            return Err(crate::Error::Config(format!(
+                "{} edge weights for {} edges",
+                weight.len(),
+                self.by_dst.num_edges()
+            )));
+        }
+        self.edge_weight = Some(weight);
+        Ok(self)
+    }
+
+    /// The weighted in-degree of every node: the sum of its in-edges' weights (their count
+    /// without weights).
+    pub fn weighted_in_degrees(&self) -> Vec<f64> {
+        let g = &self.by_dst;
+        (0..g.num_nodes())
+            .map(|v| {
+                let (lo, hi) = (g.row_ptr[v] as usize, g.row_ptr[v + 1] as usize);
+                match &self.edge_weight {
+                    Some(w) => w[lo..hi].iter().map(|&x| x as f64).sum(),
+                    None => (hi - lo) as f64,
+                }
+            })
+            .collect()
     }
 
     /// The number of nodes.

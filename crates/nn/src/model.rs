@@ -154,9 +154,25 @@ const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
 impl Model {
     /// Builds the model over `graph` with parameters initialised from `seed`.
     pub fn new(cfg: ModelConfig, graph: &Csr, seed: u64) -> Result<Model> {
+        Model::new_weighted(cfg, graph, None, seed)
+    }
+
+    /// [`Model::new`] over a graph with a weight per edge (its `col_idx` order), which GCN
+    /// and GraphSAGE's mean use; GAT's attention learns its own weights and ignores them, as
+    /// PyG's `GATConv` does.
+    pub fn new_weighted(
+        cfg: ModelConfig,
+        graph: &Csr,
+        edge_weight: Option<Arc<[f32]>>,
+        seed: u64,
+    ) -> Result<Model> {
         Model::check(&cfg)?;
         let _g = category_scope(Category::Graph);
-        let view = Arc::new(GraphView::new(graph, false));
+        let mut view = GraphView::new(graph, false);
+        if let Some(w) = edge_weight {
+            view = view.with_edge_weight(w)?;
+        }
+        let view = Arc::new(view);
         let looped = (cfg.arch == Architecture::Gat).then(|| Arc::new(GraphView::new(graph, true)));
         drop(_g);
         Model::build(cfg, seed, |kind, width, out| {

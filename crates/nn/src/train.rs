@@ -557,7 +557,8 @@ impl<'a> FullBatch<'a> {
                 cfg.in_dim
             )));
         }
-        let mut model = Model::new(cfg, &ds.graph, seed)?;
+        let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
+        let mut model = Model::new_weighted(cfg, &ds.graph, weight, seed)?;
         model.use_sparse_input(&x);
         Ok(FullBatch {
             ds,

@@ -140,6 +140,15 @@ impl Plan {
             }
             _ => {
                 let ds = load_dataset(s, mode, embedding_dim.is_some())?;
+                if mode == TrainMode::MiniBatch && ds.edge_weight.is_some() {
+                    return Err(PlanError::Invalid {
+                        option: "--fanouts",
+                        reason: "samples blocks without edge weights, and this dataset has \
+                                 edge_weight.npy: train it full-batch (or partitioned, with \
+                                 SAR), where GCN and GraphSAGE weigh every edge"
+                            .into(),
+                    });
+                }
                 (ds.meta.clone(), Some(ds))
             }
         };

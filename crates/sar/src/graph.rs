@@ -24,8 +24,9 @@ pub struct PartGraph {
     pub halo_ids: Vec<Arc<[i64]>>,
     /// The node id of each local row.
     pub ids: Arc<[i64]>,
-    /// Full in-degree of each local row.
-    pub in_degree: Vec<i64>,
+    /// Weighted in-degree of each local row (the sum of its in-edges' weights; their count
+    /// without weights): a part holds all in-edges of its rows.
+    pub degree: Vec<f64>,
     /// Whether each local row has a self-loop among its in-edges.
     pub has_loop: Vec<bool>,
     /// These arrays' bytes, charged to the worker's graph memory.
@@ -65,6 +66,29 @@ impl PartGraph {
                 .into());
             }
         }
+        // Every in-edge of a local row is in one of the shards: the degrees are local, and
+        // they must agree with the part's in_degree.npy.
+        let mut count = vec![0i64; rows];
+        let mut degree = vec![0f64; rows];
+        for shard in &part.shards {
+            for (i, &dst) in shard.dst.iter().enumerate() {
+                for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                    count[dst as usize] += 1;
+                    degree[dst as usize] += shard.weight_of(e);
+                }
+            }
+        }
+        if let Some(v) = (0..rows).find(|&v| part.in_degree.get(v) != Some(&count[v])) {
+            return Err(graphloom_graph::Error::invalid(
+                format!("part_{}/in_degree.npy", part.index),
+                format!(
+                    "row {v} has {} in-edges in the shards, in_degree.npy says {:?}",
+                    count[v],
+                    part.in_degree.get(v)
+                ),
+            )
+            .into());
+        }
         let own = &part.shards[part.index];
         let own_send = &part.send[part.index];
         // A self-loop is an edge of the own shard whose source row is its destination.
@@ -92,7 +116,7 @@ impl PartGraph {
             send,
             halo_ids,
             ids: part.orig_ids.clone().into(),
-            in_degree: std::mem::take(&mut part.in_degree),
+            degree,
             has_loop,
             _charge: Charge::new(bytes),
         })

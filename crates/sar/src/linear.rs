@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
-use graphloom_nn::kernels::aggregate::LinearAggregation;
+use graphloom_nn::kernels::aggregate::{gcn_inverse_sqrt_degree, LinearAggregation};
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
@@ -48,9 +48,9 @@ impl RingAggregation {
     fn scale(&self, v: usize) -> f64 {
         match self.norm {
             Normalisation::Sum => 1.0,
-            Normalisation::Mean => match self.graph().in_degree[v] {
-                0 => 0.0,
-                d => 1.0 / d as f64,
+            Normalisation::Mean => match self.graph().degree[v] {
+                0.0 => 0.0,
+                d => 1.0 / d,
             },
             Normalisation::Gcn => self.gcn_dinv(v),
         }
@@ -58,8 +58,8 @@ impl RingAggregation {
 
     /// GCN's `degree^-1/2` of row `v`, the added self-loop counted.
     fn gcn_dinv(&self, v: usize) -> f64 {
-        let loops = usize::from(!self.graph().has_loop[v]) as f64;
-        1.0 / (self.graph().in_degree[v] as f64 + loops).sqrt()
+        let g = self.graph();
+        gcn_inverse_sqrt_degree(g.degree[v], g.has_loop[v])
     }
 
     /// The factor a row is multiplied by before it is sent (GCN's source normalisation), and
@@ -122,12 +122,14 @@ impl RingAggregation {
                 // The own part's rows are read in place, scaled here as a sender would.
                 let sources: &[T] = if from == own { xs } else { &halo };
                 for_each_destination(shard, &mut acc, cols, |i, out| {
-                    for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
+                    for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                        let src = shard.src[e];
+                        let w = shard.weight_of(e);
                         let (row, c) = if from == own {
                             let u = g.send[own][src as usize] as usize;
-                            (u, <A<T>>::from_f64(self.source(u).0))
+                            (u, <A<T>>::from_f64(w * self.source(u).0))
                         } else {
-                            (src as usize, <A<T>>::ONE)
+                            (src as usize, <A<T>>::from_f64(w))
                         };
                         for (o, &h) in out.iter_mut().zip(&sources[row * cols..(row + 1) * cols]) {
                             *o += c * h.to_acc();
@@ -175,10 +177,14 @@ impl RingAggregation {
         let shard = &self.graph().shards[to];
         for (i, &dst) in shard.dst.iter().enumerate() {
             let dst = dst as usize;
-            let s = T::Acc::from_f64(self.scale(dst));
+            let s = self.scale(dst);
             let gd = &grad[dst * cols..(dst + 1) * cols];
-            for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-                add(src as usize, s, gd);
+            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                add(
+                    shard.src[e] as usize,
+                    T::Acc::from_f64(s * shard.weight_of(e)),
+                    gd,
+                );
             }
         }
     }

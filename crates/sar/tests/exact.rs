@@ -61,7 +61,8 @@ type Step = (f64, Vec<Vec<f64>>);
 /// One step on the whole graph, one worker.
 fn whole_graph(ds: &Dataset, cfg: ModelConfig) -> Step {
     let dtype = cfg.dtype;
-    let model = Model::new(cfg, &ds.graph, 5).unwrap();
+    let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
+    let model = Model::new_weighted(cfg, &ds.graph, weight, 5).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -215,6 +216,59 @@ fn sa_and_osa_modes_match_one_worker() {
         let want = whole_graph(&ds, cfg.clone());
         for sar in [SarMode::Sa, SarMode::Osa] {
             check_local(&dir, 3, &cfg, sar, &want);
+        }
+    }
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
+/// With edge weights (and some of the graph's own self-loops, weighted too), GCN's weighted
+/// normalisation and GraphSAGE's weighted mean over 3 workers equal one worker's, which the
+/// nn crate checks against the dense formula.
+#[test]
+fn edge_weights_match_one_worker() {
+    let base = dataset();
+    let (mut src, mut dst) = base.graph.edges();
+    for v in (0..400).step_by(7) {
+        src.push(v);
+        dst.push(v);
+    }
+    let graph = graphloom_graph::Csr::from_edges(400, &src, &dst);
+    let key = graphloom_tensor::rng::RngKey::new(4, 0, 0);
+    let weights = (0..graph.num_edges())
+        .map(|e| 0.1 + 2.0 * key.uniform(e as u64, 0) as f32)
+        .collect();
+    let ds = Dataset {
+        meta: graphloom_graph::Meta {
+            num_edges: graph.num_edges(),
+            ..base.meta.clone()
+        },
+        graph,
+        edge_weight: Some(weights),
+        ..base
+    };
+    let dir = partitioned(&ds, 3);
+    for arch in [Architecture::Gcn, Architecture::Sage] {
+        for dtype in [DType::F64, DType::F32] {
+            let cfg = config(arch, dtype);
+            let want = whole_graph(&ds, cfg.clone());
+            let unweighted = whole_graph(
+                &Dataset {
+                    edge_weight: None,
+                    meta: ds.meta.clone(),
+                    graph: ds.graph.clone(),
+                    features: ds.features.clone(),
+                    labels: ds.labels.clone(),
+                    train_idx: ds.train_idx.clone(),
+                    valid_idx: ds.valid_idx.clone(),
+                    test_idx: ds.test_idx.clone(),
+                },
+                cfg.clone(),
+            );
+            assert!(
+                (want.0 - unweighted.0).abs() > 1e-6,
+                "the weights change the loss"
+            );
+            check_local(&dir, 3, &cfg, SarMode::Sar, &want);
         }
     }
     std::fs::remove_dir_all(dir).unwrap();

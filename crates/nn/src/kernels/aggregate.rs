@@ -21,6 +21,18 @@ use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape,
 use crate::graph::{par_row_ranges, GraphView};
 use crate::{Error, Result};
 
+/// GCN's `degree^-1/2` of a node of (weighted) in-degree `degree`: the self-loop that GCN
+/// adds, weighing 1, counts unless the node has one of its own. Shared by every GCN
+/// normalisation, in memory and over the parts of a SAR job.
+pub fn gcn_inverse_sqrt_degree(degree: f64, has_loop: bool) -> f64 {
+    let with_loop = degree + if has_loop { 0.0 } else { 1.0 };
+    if with_loop > 0.0 {
+        1.0 / with_loop.sqrt()
+    } else {
+        0.0
+    }
+}
+
 /// A linear aggregation as a layer uses it: the graph's in memory ([`WeightedSum`]), or one
 /// spread over workers (the SAR crate's ring aggregation).
 pub trait LinearAggregation: Send + Sync {
@@ -56,11 +68,11 @@ impl WeightedSum {
     pub fn sum(graph: Arc<GraphView>) -> WeightedSum {
         WeightedSum {
             feature_cache: Arc::default(),
+            edge_weight: graph.edge_weight.clone(),
             graph,
             src_scale: None,
             dst_scale: None,
             self_weight: None,
-            edge_weight: None,
             output_rows: None,
         }
     }
@@ -72,13 +84,13 @@ impl WeightedSum {
         self
     }
 
-    /// `out[v] = mean of x[u] over in-edges u -> v` (0 without in-edges).
+    /// `out[v] = mean of x[u] over in-edges u -> v` (0 without in-edges); with edge weights,
+    /// `sum of w * x[u] / sum of w` (0 where the weights sum to 0).
     pub fn mean(graph: Arc<GraphView>) -> WeightedSum {
         let scale: Arc<[f64]> = graph
-            .by_dst
-            .in_degrees()
+            .weighted_in_degrees()
             .iter()
-            .map(|&d| if d == 0 { 0.0 } else { 1.0 / d as f64 })
+            .map(|&d| if d == 0.0 { 0.0 } else { 1.0 / d })
             .collect();
         WeightedSum {
             dst_scale: Some(scale),
@@ -87,7 +99,8 @@ impl WeightedSum {
     }
 
     /// GCN's `D^-1/2 (A + I) D^-1/2`, self-loops added where missing, degrees counted over
-    /// in-edges with the loop (PyG's `gcn_norm` with `add_remaining_self_loops`).
+    /// in-edges with the loop (PyG's `gcn_norm` with `add_remaining_self_loops`); with edge
+    /// weights, `A` holds them, degrees are weighted, and an added loop weighs 1.
     pub fn gcn(graph: Arc<GraphView>) -> WeightedSum {
         let g = &graph.by_dst;
         let n = g.num_nodes();
@@ -95,8 +108,9 @@ impl WeightedSum {
             // Rows need not be sorted: a graph's own loop may sit anywhere in its row.
             .map(|v| g.in_neighbors(v).contains(&(v as u32)))
             .collect();
+        let degree = graph.weighted_in_degrees();
         let dinv: Arc<[f64]> = (0..n)
-            .map(|v| 1.0 / ((g.in_degree(v) + usize::from(!has_loop[v])) as f64).sqrt())
+            .map(|v| gcn_inverse_sqrt_degree(degree[v], has_loop[v]))
             .collect();
         let self_weight: Arc<[f64]> = (0..n)
             .map(|v| if has_loop[v] { 0.0 } else { dinv[v] * dinv[v] })
@@ -107,19 +121,6 @@ impl WeightedSum {
             self_weight: Some(self_weight),
             ..WeightedSum::sum(graph)
         }
-    }
-
-    /// Multiplies every edge's term by `weight[e]` (edge order of the graph).
-    pub fn with_edge_weight(mut self, weight: Arc<[f32]>) -> Result<WeightedSum> {
-        if weight.len() != self.graph.by_dst.num_edges() {
-            return Err(Error::Config(format!(
-                "{} edge weights for {} edges",
-                weight.len(),
-                self.graph.by_dst.num_edges()
-            )));
-        }
-        self.edge_weight = Some(weight);
-        Ok(self)
     }
 
     /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.

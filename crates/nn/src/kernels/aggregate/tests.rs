@@ -108,6 +108,88 @@ fn gcn_counts_a_graphs_own_loop_once_in_any_row_order() {
     }
 }
 
+/// GCN and the mean with edge weights equal the dense formulas in f64: `D^-1/2 (A_w + I)
+/// D^-1/2 X` with weighted degrees and a loop of weight 1 added where a node has none, and
+/// `sum w x / sum w`. The gradients match finite differences.
+#[test]
+fn weighted_gcn_and_mean_match_the_dense_formula() {
+    let base = awkward_graph(25, 70, 6);
+    let (mut src, mut dst) = base.edges();
+    src.extend([3, 7]);
+    dst.extend([3, 7]);
+    let g = graphloom_graph::Csr::from_edges(25, &src, &dst);
+    let n = g.num_nodes();
+    let key = graphloom_tensor::rng::RngKey::new(9, 0, 0);
+    let w: Arc<[f32]> = (0..g.num_edges())
+        .map(|e| 0.25 + key.uniform(e as u64, 0) as f32)
+        .collect();
+    let mut a = vec![0.0f64; n * n];
+    let mut has_loop = vec![false; n];
+    for v in 0..n {
+        for e in g.row_ptr[v] as usize..g.row_ptr[v + 1] as usize {
+            let u = g.col_idx[e] as usize;
+            a[v * n + u] += w[e] as f64;
+            has_loop[v] |= u == v;
+        }
+    }
+    let x = rand_tensor(&[n, 4], 8);
+    let xs = x.to_vec_f64();
+    let dense = |m: &[f64]| -> Vec<f64> {
+        let mut out = vec![0.0; n * 4];
+        for v in 0..n {
+            for u in 0..n {
+                for j in 0..4 {
+                    out[v * 4 + j] += m[v * n + u] * xs[u * 4 + j];
+                }
+            }
+        }
+        out
+    };
+    let deg: Vec<f64> = (0..n).map(|v| a[v * n..(v + 1) * n].iter().sum()).collect();
+    let mut gcn = a.clone();
+    for v in 0..n {
+        if !has_loop[v] {
+            gcn[v * n + v] += 1.0;
+        }
+    }
+    let dinv: Vec<f64> = (0..n)
+        .map(|v| 1.0 / gcn[v * n..(v + 1) * n].iter().sum::<f64>().sqrt())
+        .collect();
+    for v in 0..n {
+        for u in 0..n {
+            gcn[v * n + u] *= dinv[v] * dinv[u];
+        }
+    }
+    let mut mean = a.clone();
+    for v in 0..n {
+        for u in 0..n {
+            mean[v * n + u] = if deg[v] > 0.0 {
+                a[v * n + u] / deg[v]
+            } else {
+                0.0
+            };
+        }
+    }
+    let gv = Arc::new(GraphView::new(&g, false).with_edge_weight(w).unwrap());
+    for (kind, agg, expect) in [
+        ("gcn", WeightedSum::gcn(gv.clone()), dense(&gcn)),
+        ("mean", WeightedSum::mean(gv.clone()), dense(&mean)),
+    ] {
+        let y = agg
+            .apply(&mut Tape::no_grad(), &Var::constant(x.clone()))
+            .unwrap();
+        assert_close(&y.value().to_vec_f64(), &expect, 1e-9, kind);
+        let f = move |t: &mut Tape, v: &[Var]| -> graphloom_tensor::Result<Var> {
+            agg.apply(t, &v[0]).map_err(to_tensor_error)
+        };
+        let small = rand_tensor(&[n, 2], 10);
+        assert!(
+            max_gradient_error(&f, &[small], &[true], 1e-6).unwrap() < 1e-8,
+            "{kind}"
+        );
+    }
+}
+
 #[test]
 fn f32_and_bf16_follow_f64() {
     let g = awkward_graph(300, 2000, 4);
