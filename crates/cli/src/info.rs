@@ -11,6 +11,9 @@ use graphloom_graph::Dataset;
 pub(crate) struct InfoArgs {
     /// The dataset directory.
     dataset: PathBuf,
+    /// Print the figures as one JSON object on stdout.
+    #[arg(long)]
+    json: bool,
 }
 
 fn human(bytes: usize) -> String {
@@ -31,6 +34,36 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
     deg.sort_unstable();
     let n = deg.len().max(1);
     let isolated = deg.iter().take_while(|&&d| d == 0).count();
+    if args.json {
+        let stat = |i: usize| deg.get(i).copied();
+        crate::output::print_json(&serde_json::json!({
+            "dataset": args.dataset.display().to_string(),
+            "name": m.name,
+            "num_nodes": m.num_nodes,
+            "num_edges": m.num_edges,
+            "directed": m.directed,
+            "feat_dim": m.feat_dim,
+            "feat_dtype": m.feat_dtype,
+            "num_classes": m.num_classes,
+            "train": ds.train_idx.len(),
+            "valid": ds.valid_idx.len(),
+            "test": ds.test_idx.len(),
+            "edge_weights": ds.edge_weight.is_some(),
+            "in_degree": {
+                "mean": m.num_edges as f64 / n as f64,
+                "median": stat(n / 2),
+                "p99": stat((n * 99 / 100).min(n - 1)),
+                "max": deg.last(),
+                "isolated": isolated,
+            },
+            "bytes": {
+                "graph": ds.graph.bytes(),
+                "features": ds.features.bytes(),
+                "labels": ds.labels.len() * 8,
+            },
+        }));
+        return Ok(());
+    }
     println!("dataset    {} ({})", m.name, args.dataset.display());
     println!("nodes      {}", m.num_nodes);
     println!(

@@ -18,7 +18,11 @@ pub(crate) fn spinner(msg: &str) -> ProgressBar {
 
 /// A progress bar on stderr over `len` steps.
 pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
-    let pb = ProgressBar::new(len);
+    styled(ProgressBar::new(len), what)
+}
+
+/// `pb` with the bar style of every subcommand and `what` before it.
+fn styled(pb: ProgressBar, what: &str) -> ProgressBar {
     pb.set_style(
         ProgressStyle::with_template("{prefix} [{bar:30}] {pos}/{len} {msg} [{elapsed}<{eta}]")
             .expect("valid template")
@@ -26,6 +30,21 @@ pub(crate) fn bar(len: u64, what: &str) -> ProgressBar {
     );
     pb.set_prefix(what.to_string());
     pb
+}
+
+/// A clap parser for a [`graphloom_plan::Choice`]: `--help` lists the values, and a wrong one
+/// is an error that lists them.
+pub(crate) fn choice<T: graphloom_plan::Choice + Clone + Send + Sync>(
+) -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
+        .map(|name: String| T::from_name(&name).expect("one of the possible values"))
+}
+
+/// Prints `value` as one line of JSON on stdout: the output convention of `--json` in every
+/// subcommand (one object per measurement, one per line, nothing else on stdout).
+pub(crate) fn print_json(value: &serde_json::Value) {
+    println!("{value}");
 }
 
 /// Writes a JSON value to `path` atomically.
@@ -56,41 +75,69 @@ fn stderr_is_terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())
 }
 
-/// The per-epoch log of a training run on stderr: a progress bar with the lines above it on a
-/// terminal; plain lines, one per epoch, in a log file, a pipe or under mpirun (where a bar
-/// would be hidden and its lines dropped).
+/// The per-epoch log of a training run on stderr: on a terminal, a bar over the epochs (and
+/// one over the batches of a mini-batch epoch) with the lines above them; in a log file, a
+/// pipe or under mpirun, plain lines, one per epoch (a hidden bar would drop them).
 pub(crate) struct EpochLog {
-    bar: Option<ProgressBar>,
+    bars: Option<(indicatif::MultiProgress, ProgressBar)>,
+    /// The bar over batches, added below the epochs' on the first batch.
+    batches: std::sync::OnceLock<ProgressBar>,
     quiet: bool,
 }
 
 impl EpochLog {
     /// A log over `epochs` epochs of `what`; `quiet` prints nothing.
     pub(crate) fn new(epochs: u64, what: &str, quiet: bool) -> EpochLog {
-        let bar = (!quiet && stderr_is_terminal()).then(|| bar(epochs, what));
-        EpochLog { bar, quiet }
+        let bars = (!quiet && stderr_is_terminal()).then(|| {
+            let multi = indicatif::MultiProgress::new();
+            let epochs = styled(multi.add(ProgressBar::new(epochs)), what);
+            (multi, epochs)
+        });
+        EpochLog {
+            bars,
+            batches: std::sync::OnceLock::new(),
+            quiet,
+        }
     }
 
     /// Logs one epoch's `line`.
     pub(crate) fn epoch(&self, r: &graphloom_nn::train::EpochRecord, line: &str) {
-        match &self.bar {
-            Some(pb) => {
-                pb.inc(1);
+        match &self.bars {
+            Some((multi, epochs)) => {
+                if let Some(batches) = self.batches.get() {
+                    batches.reset();
+                }
+                epochs.inc(1);
                 let val = r
                     .accuracy
                     .map_or(String::new(), |a| format!(" val {:.4}", a.val));
-                pb.set_message(format!("loss {:.4}{val}", r.loss));
-                pb.println(line);
+                epochs.set_message(format!("loss {:.4}{val}", r.loss));
+                let _ = multi.println(line);
             }
             None if !self.quiet => eprintln!("{line}"),
             None => {}
         }
     }
 
-    /// Removes the bar.
+    /// Shows the progress of a mini-batch epoch: `done` of `total` steps.
+    pub(crate) fn batch(&self, done: usize, total: usize) {
+        if let Some((multi, _)) = &self.bars {
+            let batches = self
+                .batches
+                .get_or_init(|| styled(multi.add(ProgressBar::new(total as u64)), "  batches"));
+            batches.set_length(total as u64);
+            batches.set_position(done as u64);
+        }
+    }
+
+    /// Removes the bars.
     pub(crate) fn finish(&self) {
-        if let Some(pb) = &self.bar {
-            pb.finish_and_clear();
+        if let Some((multi, epochs)) = &self.bars {
+            if let Some(batches) = self.batches.get() {
+                batches.finish_and_clear();
+            }
+            epochs.finish_and_clear();
+            let _ = multi.clear();
         }
     }
 }

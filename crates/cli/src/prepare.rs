@@ -4,14 +4,20 @@ use std::path::PathBuf;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand};
+use graphloom_graph::convert::synthetic::EdgeModel;
 use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic};
-use graphloom_tensor::DType;
+use graphloom_plan::StorageDType;
+
+use crate::output::choice;
 
 /// Arguments of `graphloom prepare`.
 #[derive(Args)]
 pub(crate) struct PrepareArgs {
     #[command(subcommand)]
     source: Source,
+    /// Print what was written as one JSON object on stdout.
+    #[arg(long, global = true)]
+    json: bool,
 }
 
 #[derive(Subcommand)]
@@ -107,15 +113,15 @@ pub(crate) struct SyntheticArgs {
     /// Strength of the class signal in the features.
     #[arg(long, default_value_t = 2.0)]
     pub(crate) signal: f64,
-    /// Feature dtype on disk: f32 or bf16.
-    #[arg(long, default_value = "f32")]
-    pub(crate) feat_dtype: String,
+    /// Feature dtype on disk.
+    #[arg(long, default_value = "f32", value_parser = choice::<StorageDType>())]
+    pub(crate) feat_dtype: StorageDType,
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
     /// Edge model: sbm (classes shape the edges) or rmat (power-law degrees, Graph500's R-MAT).
-    #[arg(long, default_value = "sbm")]
-    pub(crate) edge_model: String,
+    #[arg(long, default_value = "sbm", value_parser = choice::<EdgeModel>())]
+    pub(crate) edge_model: EdgeModel,
     /// Output dataset directory.
     #[arg(long)]
     pub(crate) out: Option<PathBuf>,
@@ -123,37 +129,25 @@ pub(crate) struct SyntheticArgs {
 
 impl SyntheticArgs {
     pub(crate) fn config(&self) -> Result<synthetic::SyntheticConfig> {
-        let feat_dtype = match DType::parse(&self.feat_dtype) {
-            Some(d @ (DType::F32 | DType::BF16)) => d,
-            _ => bail!(
-                "--feat-dtype must be f32 or bf16, not '{}'",
-                self.feat_dtype
-            ),
-        };
         if self.nodes < 2 || self.classes == 0 || self.feat_dim == 0 {
             bail!("--nodes must be at least 2, --classes and --feat-dim positive");
         }
-        let edges = synthetic::EdgeModel::parse(&self.edge_model).with_context(|| {
-            format!(
-                "--edge-model must be sbm or rmat, not '{}'",
-                self.edge_model
-            )
-        })?;
         Ok(synthetic::SyntheticConfig {
-            edges,
+            edges: self.edge_model,
             nodes: self.nodes,
             avg_degree: self.avg_degree,
             feat_dim: self.feat_dim,
             classes: self.classes,
             homophily: self.homophily,
             signal: self.signal,
-            feat_dtype,
+            feat_dtype: self.feat_dtype.0,
             seed: self.seed,
         })
     }
 }
 
 pub(crate) fn run(args: PrepareArgs) -> Result<()> {
+    let start = std::time::Instant::now();
     let spinner = crate::output::spinner("preparing dataset");
     let (ds, out) = match args.source {
         Source::Planetoid { raw, name, out } => (planetoid::convert(&raw, &name)?, out),
@@ -191,6 +185,23 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     spinner.set_message(format!("writing {}", out.display()));
     ds.save(&out)?;
     spinner.finish_and_clear();
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "name": ds.meta.name,
+            "out": out.display().to_string(),
+            "num_nodes": ds.meta.num_nodes,
+            "num_edges": ds.meta.num_edges,
+            "feat_dim": ds.meta.feat_dim,
+            "feat_dtype": ds.meta.feat_dtype,
+            "num_classes": ds.meta.num_classes,
+            "directed": ds.meta.directed,
+            "train": ds.train_idx.len(),
+            "valid": ds.valid_idx.len(),
+            "test": ds.test_idx.len(),
+            "seconds": start.elapsed().as_secs_f64(),
+        }));
+        return Ok(());
+    }
     println!(
         "{}: {} nodes, {} edges, {} features ({}), {} classes, split {}/{}/{} -> {}",
         ds.meta.name,

@@ -17,15 +17,7 @@ use graphloom_plan::{
 use graphloom_sar::SarMode;
 use graphloom_tensor::memory::Category;
 
-use crate::output;
-
-/// A clap parser for a [`Choice`]: `--help` lists the values, and a wrong one is a clear error.
-pub(crate) fn choice<T: Choice + Clone + Send + Sync>(
-) -> impl clap::builder::TypedValueParser<Value = T> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
-        .map(|name: String| T::from_name(&name).expect("one of the possible values"))
-}
+use crate::output::{self, choice};
 
 /// Arguments of `graphloom train`.
 #[derive(Args, Clone)]
@@ -116,6 +108,10 @@ pub(crate) struct TrainArgs {
     /// Print only the final line.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Print the summary (the --summary-json object) as one JSON line on stdout instead of
+    /// the final line.
+    #[arg(long)]
+    pub(crate) json: bool,
     /// Write snapshots of the training state (parameters, optimizer state, learnt input
     /// embedding, epoch, model selection) into this folder, for --resume.
     #[arg(long)]
@@ -241,7 +237,10 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
     let log = output::EpochLog::new(args.epochs as u64, arch.name(), args.quiet);
-    let outcome = plan.run(|r| log.epoch(r, &epoch_line(r)))?;
+    let outcome = plan.run_with_progress(
+        |r| log.epoch(r, &epoch_line(r)),
+        |done, total| log.batch(done, total),
+    )?;
     log.finish();
     let report = outcome.report;
     if !outcome.root {
@@ -249,17 +248,19 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         return Ok(report);
     }
     let meta = &plan.meta;
-    println!(
-        "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
-        arch.name(),
-        meta.name,
-        report.test_acc,
-        report.best_epoch,
-        report.best_val_acc,
-        report.mean_epoch_seconds(),
-        report.memory.total_peak as f64 / (1 << 20) as f64,
-        report.rss.peak_bytes as f64 / (1 << 20) as f64
-    );
+    if !args.json {
+        println!(
+            "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
+            arch.name(),
+            meta.name,
+            report.test_acc,
+            report.best_epoch,
+            report.best_val_acc,
+            report.mean_epoch_seconds(),
+            report.memory.total_peak as f64 / (1 << 20) as f64,
+            report.rss.peak_bytes as f64 / (1 << 20) as f64
+        );
+    }
     if args.profile {
         eprintln!(
             "{:<16} {:>8} {:>12} {:>12}",
@@ -272,7 +273,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             );
         }
     }
-    if let Some(path) = &args.summary_json {
+    if args.json || args.summary_json.is_some() {
         let mut value = summary(&args, &plan.model, meta, &report);
         if let Some(st) = outcome.stages {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
@@ -300,7 +301,12 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
                 }))
                 .collect::<Vec<_>>());
         }
-        output::write_json(path, &value)?;
+        if let Some(path) = &args.summary_json {
+            output::write_json(path, &value)?;
+        }
+        if args.json {
+            output::print_json(&value);
+        }
     }
     if let Some(path) = &args.plot {
         output_plot(path, &format!("{} on {}", arch.name(), meta.name), &report)?;

@@ -437,6 +437,91 @@ fn bad_options_are_clear_errors() {
     }
 }
 
+/// `--json` prints exactly one JSON object on stdout, in `prepare`, `info` and `train`.
+#[test]
+fn prepare_info_and_train_print_one_json_object() {
+    let root = scratch("json");
+    let dir = root.join("ds");
+    let one_object = |args: &[&str]| -> serde_json::Value {
+        let out = graphloom(args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(stdout.lines().count(), 1, "{stdout}");
+        serde_json::from_str(&stdout).unwrap()
+    };
+    let prepared = one_object(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "300",
+        "--classes",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+        "--json",
+    ]);
+    assert_eq!(prepared["num_nodes"], 300);
+    assert_eq!(prepared["num_classes"], 3);
+    let info = one_object(&["info", dir.to_str().unwrap(), "--json"]);
+    assert_eq!(info["num_nodes"], 300);
+    assert_eq!(info["num_edges"], prepared["num_edges"]);
+    assert_eq!(
+        info["train"].as_u64().unwrap()
+            + info["valid"].as_u64().unwrap()
+            + info["test"].as_u64().unwrap(),
+        300
+    );
+    let trained = one_object(&[
+        "train",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--epochs",
+        "2",
+        "--quiet",
+        "--json",
+    ]);
+    assert_eq!(trained["epochs"], 2);
+    assert!(trained["test_acc"].as_f64().is_some());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Under mpirun, with stderr going to a log, rank 0 alone prints one line per epoch.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_epoch_lines_come_from_rank_0_only() {
+    let root = scratch("mpi-log");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let out = graphloom_comm::launch::mpirun(2)
+        .arg(env!("CARGO_BIN_EXE_graphloom"))
+        .args([
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--model",
+            "sage",
+            "--fanouts",
+            "5,5",
+            "--batch-size",
+            "32",
+            "--epochs",
+            "3",
+            "--comm",
+            "mpi",
+        ])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let epochs: Vec<&str> = stderr.lines().filter(|l| l.starts_with("epoch")).collect();
+    assert_eq!(epochs.len(), 3, "{stderr}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// When stderr is not a terminal (a log file, a pipe, mpirun), every epoch is a plain line.
 #[test]
 fn epoch_lines_reach_a_log() {

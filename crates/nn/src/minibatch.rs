@@ -189,6 +189,7 @@ pub struct MiniBatch<'a> {
     /// thread sums gradients: each needs its own communicator.
     grad_comm: Arc<dyn Communicator>,
     stages: StageSeconds,
+    on_batch: Option<Box<dyn FnMut(usize, usize) + Send + 'a>>,
 }
 
 impl<'a> MiniBatch<'a> {
@@ -239,6 +240,7 @@ impl<'a> MiniBatch<'a> {
             comm,
             grad_comm,
             stages: StageSeconds::default(),
+            on_batch: None,
         })
     }
 
@@ -260,6 +262,11 @@ impl<'a> MiniBatch<'a> {
         }
         table.fill_from_whole(rows.cast(DType::F32)?.as_bytes())?;
         Ok(())
+    }
+
+    /// Calls `report(done, total)` after each step of an epoch (for a progress bar).
+    pub fn on_batch(&mut self, report: impl FnMut(usize, usize) + Send + 'a) {
+        self.on_batch = Some(Box::new(report));
     }
 
     /// Seconds spent in each stage so far.
@@ -381,12 +388,16 @@ impl Workload for MiniBatch<'_> {
                     }
                 })
             };
-            for (batch, &global) in rx.into_iter().zip(&global_sizes) {
+            let total = global_sizes.len();
+            for (done, (batch, &global)) in rx.into_iter().zip(&global_sizes).enumerate() {
                 let compute = Instant::now();
                 let loss = self.step(batch?, global, steps)?;
                 loss_sum += loss * global as f64;
                 seen += global;
                 self.stages.compute += compute.elapsed().as_secs_f64();
+                if let Some(report) = &mut self.on_batch {
+                    report(done + 1, total);
+                }
             }
             producer.join().expect("the producer thread does not panic");
             Ok(())

@@ -26,7 +26,9 @@ pub use error::{PlanError, Result};
 pub use infer::{infer, labels_of, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use run::RunOutcome;
-pub use settings::{Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, TrainSettings};
+pub use settings::{
+    Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType, TrainSettings,
+};
 
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::parts::PartitionMeta;

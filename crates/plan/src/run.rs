@@ -31,6 +31,16 @@ impl Plan {
     /// Trains as planned, calling `on_epoch` on the reporting worker (rank 0) after every
     /// epoch. Collective under MPI: every rank of the job calls it.
     pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<RunOutcome> {
+        self.run_with_progress(on_epoch, |_, _| {})
+    }
+
+    /// [`Plan::run`], also calling `on_batch(done, total)` on the reporting worker after each
+    /// step of a mini-batch epoch.
+    pub fn run_with_progress(
+        &self,
+        on_epoch: impl FnMut(&EpochRecord) + Send,
+        on_batch: impl Fn(usize, usize) + Sync,
+    ) -> Result<RunOutcome> {
         let on_epoch = Mutex::new(on_epoch);
         // Only rank 0 reports; the lock is taken per call, never held across collectives.
         let report = |rank: usize| {
@@ -55,7 +65,12 @@ impl Plan {
             }
             TrainMode::MiniBatch => run_job(self.backend, self.workers, |comm| {
                 let rank = comm.rank();
-                let (report, stages) = self.mini_batch(comm, report(rank))?;
+                let on_batch = |done, total| {
+                    if rank == 0 {
+                        on_batch(done, total)
+                    }
+                };
+                let (report, stages) = self.mini_batch(comm, report(rank), on_batch)?;
                 Ok(RunOutcome {
                     report,
                     root: rank == 0,
@@ -90,6 +105,7 @@ impl Plan {
         &self,
         comm: Arc<dyn Communicator>,
         on_epoch: impl FnMut(&EpochRecord),
+        on_batch: impl FnMut(usize, usize) + Send,
     ) -> Result<(TrainReport, StageSeconds)> {
         let ds = self.dataset.as_ref().expect("loaded by Plan::new");
         let mb = self
@@ -118,6 +134,7 @@ impl Plan {
             }
         };
         let mut workload = MiniBatch::new(ds, inputs, self.model.clone(), seed, mb)?;
+        workload.on_batch(on_batch);
         self.start_from_saved(&mut workload)?;
         if let Some(rows) = self.init.as_ref().and_then(|m| m.input_embedding.as_ref()) {
             workload.set_input_embedding(rows)?;

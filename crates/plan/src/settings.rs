@@ -4,6 +4,7 @@
 
 use std::path::PathBuf;
 
+use graphloom_graph::convert::synthetic::EdgeModel;
 use graphloom_nn::{Architecture, OptimizerKind};
 use graphloom_sar::SarMode;
 use graphloom_tensor::DType;
@@ -122,6 +123,28 @@ impl Choice for ComputeDType {
     ];
     fn name(self) -> &'static str {
         self.0.name()
+    }
+}
+
+/// The dtype features are stored in: f32, or bf16 (half the bytes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StorageDType(pub DType);
+
+impl Choice for StorageDType {
+    const ALL: &'static [Self] = &[StorageDType(DType::F32), StorageDType(DType::BF16)];
+    fn name(self) -> &'static str {
+        self.0.name()
+    }
+}
+
+/// How the synthetic generator draws edges.
+impl Choice for EdgeModel {
+    const ALL: &'static [Self] = &[EdgeModel::Sbm, EdgeModel::Rmat];
+    fn name(self) -> &'static str {
+        match self {
+            EdgeModel::Sbm => "sbm",
+            EdgeModel::Rmat => "rmat",
+        }
     }
 }
 

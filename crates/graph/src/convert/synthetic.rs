@@ -43,17 +43,6 @@ pub enum EdgeModel {
     Rmat,
 }
 
-impl EdgeModel {
-    /// Parses `sbm` or `rmat`.
-    pub fn parse(name: &str) -> Option<EdgeModel> {
-        match name {
-            "sbm" => Some(EdgeModel::Sbm),
-            "rmat" => Some(EdgeModel::Rmat),
-            _ => None,
-        }
-    }
-}
-
 /// One R-MAT pair for draw `e` over `2^levels` ids folded onto `0..n`: at each level, pick a
 /// quadrant with probabilities (a, b, c, d) = (0.57, 0.19, 0.19, 0.05).
 fn rmat_pair(key: RngKey, e: u64, attempt: u64, levels: u32, n: usize) -> (usize, usize) {
