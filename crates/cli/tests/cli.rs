@@ -7,7 +7,7 @@ use std::process::Command;
 use graphloom_graph::npy;
 
 mod common;
-use common::{graphloom, scratch};
+use common::{graphloom, graphloom_ok, scratch};
 
 fn small_dataset(dir: &Path) {
     let out = graphloom(&[
@@ -892,6 +892,101 @@ fn sar_workers_train_like_one_worker_on_the_whole_graph() {
     corrupt(&shard, "position 1000000 is not below");
 }
 
+/// The pid of rank `rank` of an mpirun job whose command line names `marker`.
+#[cfg(feature = "mpi")]
+fn rank_pid(marker: &str, rank: usize) -> Option<u32> {
+    std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
+        let pid: u32 = e.file_name().to_str()?.parse().ok()?;
+        let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
+        let environ = std::fs::read(e.path().join("environ")).ok()?;
+        let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
+        let mine = has(&cmdline, marker.as_bytes()) && !has(&cmdline, b"mpirun");
+        let rank_var = format!("OMPI_COMM_WORLD_RANK={rank}\0");
+        (mine && has(&environ, rank_var.as_bytes())).then_some(pid)
+    })
+}
+
+/// Under MPI, a rank that hangs (stopped by SIGSTOP) in a mini-batch epoch is named by the
+/// rank waiting for it, once its wait reaches the collective timeout: `rank 1 failed: ...`,
+/// and the job ends.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_hung_rank_is_named_by_the_others() {
+    use std::time::{Duration, Instant};
+    let root = scratch("mpi-hang");
+    let dir = root.join("ds");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "20000",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let marker = dir.to_str().unwrap();
+    let mut job = graphloom_comm::launch::mpirun(2)
+        .env(graphloom_comm::TIMEOUT_ENV, "4")
+        .arg(env!("CARGO_BIN_EXE_graphloom"))
+        .args([
+            "train",
+            "--dataset",
+            marker,
+            "--comm",
+            "mpi",
+            "--model",
+            "sage",
+            "--fanouts",
+            "10,10",
+            "--batch-size",
+            "64",
+            "--epochs",
+            "100000",
+            "--quiet",
+            "--threads",
+            "1",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = Instant::now();
+    let victim = loop {
+        if let Some(pid) = rank_pid(marker, 1) {
+            break pid;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(60),
+            "rank 1 never started"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    std::thread::sleep(Duration::from_secs(2));
+    assert!(
+        job.try_wait().unwrap().is_none(),
+        "the job ended before the stop"
+    );
+    // SAFETY: kill has no memory-safety preconditions.
+    assert_eq!(unsafe { libc::kill(victim as i32, libc::SIGSTOP) }, 0);
+    let stopped = Instant::now();
+    while job.try_wait().unwrap().is_none() {
+        if stopped.elapsed() > Duration::from_secs(90) {
+            // SAFETY: as above.
+            unsafe { libc::kill(victim as i32, libc::SIGKILL) };
+            let _ = job.kill();
+            panic!("the job did not end within 90 s of the stop");
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // SAFETY: as above; a rank that outlived the job must not stay stopped.
+    unsafe { libc::kill(victim as i32, libc::SIGCONT) };
+    let output = job.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("rank 1 failed: no answer to"), "{stderr}");
+    assert!(!stderr.contains("rank 0 failed"), "{stderr}");
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// Under MPI, a SAR worker killed mid-epoch makes the job exit with an error that names it, well
 /// within the collective timeout, and no rank hangs.
 #[cfg(feature = "mpi")]
@@ -955,18 +1050,7 @@ fn mpi_sar_worker_killed_mid_epoch_fails_the_job_naming_it() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
-    // The ranks are the processes whose command line names this test's partition.
-    let rank_pid = |rank: usize| -> Option<u32> {
-        std::fs::read_dir("/proc").ok()?.flatten().find_map(|e| {
-            let pid: u32 = e.file_name().to_str()?.parse().ok()?;
-            let cmdline = std::fs::read(e.path().join("cmdline")).ok()?;
-            let environ = std::fs::read(e.path().join("environ")).ok()?;
-            let has = |hay: &[u8], needle: &[u8]| hay.windows(needle.len()).any(|w| w == needle);
-            let mine = has(&cmdline, parts.to_str()?.as_bytes()) && !has(&cmdline, b"mpirun");
-            let rank_var = format!("OMPI_COMM_WORLD_RANK={rank}\0");
-            (mine && has(&environ, rank_var.as_bytes())).then_some(pid)
-        })
-    };
+    let rank_pid = |rank: usize| rank_pid(parts.to_str().unwrap(), rank);
     let start = Instant::now();
     let victim = loop {
         if let Some(pid) = rank_pid(1) {

@@ -15,8 +15,11 @@ pub enum CommError {
         /// What it reported.
         reason: String,
     },
-    /// No message arrived within the deadline.
-    #[error("rank {me}: {op} timed out after {secs:.1} s waiting for rank {peer}")]
+    /// No message arrived within the deadline: the rank waited for is taken to have failed
+    /// (hung, stopped or cut off), and the message names it as a failed peer's would.
+    #[error(
+        "rank {peer} failed: no answer to {op} within {secs:.1} s (rank {me} was waiting for it)"
+    )]
     Timeout {
         /// The rank that waited.
         me: usize,

@@ -183,11 +183,24 @@ impl PendingSend for MpiSend {
 }
 
 impl Drop for MpiSend {
+    /// A send dropped without a wait belongs to a path that is already failing (an error
+    /// elsewhere returned early): waiting again for the full deadline would only delay the
+    /// report of that error. Completed pieces free the buffer; otherwise MPI may still read
+    /// it, so it is leaked.
     fn drop(&mut self) {
-        if let Err(e) = self.finish() {
-            eprintln!("{e}");
-            abort_job();
+        let mut pending = Vec::new();
+        while let Some(request) = self.requests.pop() {
+            if let Err(request) = request.test() {
+                pending.push(request);
+            }
         }
+        if pending.is_empty() && !self.buffer.is_null() {
+            // SAFETY: the buffer came from Box::leak in `isend_raw`, and every request reading
+            // it has completed.
+            let buffer = unsafe { Box::from_raw(self.buffer) };
+            graphloom_tensor::alloc::recycle(buffer.into_vec());
+        }
+        std::mem::forget(pending);
     }
 }
 
@@ -330,7 +343,12 @@ impl Communicator for SharedMpi {
 
     fn fail(&self, reason: &str) {
         let rank = WORLD_RANK.get().copied().unwrap_or(self.0.rank);
-        eprintln!("rank {rank} failed: {reason}");
+        // A peer's failure seen from here already names the rank that failed.
+        if reason.starts_with("rank ") && reason.contains(" failed: ") {
+            eprintln!("{reason}");
+        } else {
+            eprintln!("rank {rank} failed: {reason}");
+        }
         abort_job();
     }
 }
