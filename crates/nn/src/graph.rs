@@ -146,6 +146,24 @@ fn with_self_loops(graph: &Csr) -> Csr {
     Csr { row_ptr, col_idx }
 }
 
+/// Splits a row-major output of rows `width` wide at the row bounds `bounds` (increasing,
+/// from the first row of `out`): one `(first_row, rows)` piece per range, disjoint, so each
+/// parallel task writes only its own rows. Buffers split by the same bounds zip together.
+pub fn split_rows<'a, T>(
+    out: &'a mut [T],
+    width: usize,
+    bounds: &[usize],
+) -> Vec<(usize, &'a mut [T])> {
+    let mut pieces = Vec::with_capacity(bounds.len().saturating_sub(1));
+    let mut rest = out;
+    for w in bounds.windows(2) {
+        let (head, tail) = std::mem::take(&mut rest).split_at_mut((w[1] - w[0]) * width);
+        pieces.push((w[0], head));
+        rest = tail;
+    }
+    pieces
+}
+
 /// Runs `f(first_row, rows_slice)` over the row ranges `bounds` of a row-major `[n, cols]`
 /// output in parallel. The ranges are disjoint, so every task writes its own rows.
 pub(crate) fn par_row_ranges<T: Send>(
@@ -155,14 +173,7 @@ pub(crate) fn par_row_ranges<T: Send>(
     f: impl Fn(usize, &mut [T]) + Sync,
 ) {
     use rayon::prelude::*;
-    let mut pieces = Vec::with_capacity(bounds.len());
-    let mut rest = out;
-    for w in bounds.windows(2) {
-        let (head, tail) = rest.split_at_mut((w[1] - w[0]) * cols);
-        pieces.push((w[0], head));
-        rest = tail;
-    }
-    pieces
+    split_rows(out, cols, bounds)
         .into_par_iter()
         .for_each(|(start, rows)| f(start, rows));
 }

@@ -1,31 +1,26 @@
-//! Graph neural networks: message-passing kernels, layers, models, optimizers and full-batch
-//! training.
+//! Graph neural networks: message-passing kernels, layers, models, optimizers and the training
+//! loop.
 //!
 //! # Overview
 //!
 //! - [`GraphView`]: a graph prepared for message passing (with its transpose and work split
 //!   by edge count).
-//! - [`kernels`]: aggregation (sum, mean, GCN-normalised, max) and the fused GAT attention,
+//! - [`kernels`]: aggregation (sum, mean, GCN-normalised, edge-weighted) and the fused GAT attention,
 //!   each a differentiable op with its backward beside its forward.
 //! - [`Model`]: GCN, GraphSAGE or GAT, from a [`ModelConfig`].
 //! - [`Optimizer`]: SGD, Adam, AdamW.
-//! - [`train::train_full_batch`]: full-batch training with model selection on validation.
+//! - [`train::fit`]: the one training loop (optimizer, evaluation, model selection, snapshots)
+//!   over a [`train::Workload`]: [`train::FullBatch`], [`minibatch::MiniBatch`], or SAR's
+//!   workload in the `graphloom-sar` crate.
+//! - [`model_file::ModelFile`]: the versioned model file.
 //!
 //! ```
 //! use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-//! use graphloom_nn::{train, Architecture, ModelConfig, OptimizerKind};
-//! use graphloom_tensor::DType;
+//! use graphloom_nn::{train, ModelConfig};
 //!
 //! let ds = generate(&SyntheticConfig { nodes: 200, classes: 4, feat_dim: 16, ..Default::default() })?;
-//! let cfg = ModelConfig {
-//!     arch: Architecture::Gcn, in_dim: 16, hidden: 16, out_dim: 4, layers: 2, heads: 1,
-//!     out_heads: 1, dropout: 0.5, input_dropout: 0.5, attention_dropout: 0.0, dtype: DType::F32, checkpoint: false,
-//!     batch_norm: false,
-//! };
-//! let tc = train::TrainConfig {
-//!     epochs: 30, lr: 0.01, weight_decay: 5e-4, optimizer: OptimizerKind::Adam, patience: None, seed: 0,
-//!     eval_every: 1, snapshots: None,
-//! };
+//! let cfg = ModelConfig { in_dim: 16, out_dim: 4, ..Default::default() };
+//! let tc = train::TrainConfig { epochs: 30, ..Default::default() };
 //! let report = train::train_full_batch(&ds, cfg, &tc, |_| {})?;
 //! assert!(report.best_val_acc > 0.5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
@@ -47,6 +42,6 @@ mod testutil;
 pub mod train;
 
 pub use error::{Error, Result};
-pub use graph::{balanced_chunks, GraphView};
+pub use graph::{balanced_chunks, split_rows, GraphView};
 pub use model::{Architecture, LayerGraph, Mode, Model, ModelConfig, Param, BATCH_NORM_EPS};
 pub use optim::{Optimizer, OptimizerKind};

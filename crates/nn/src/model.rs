@@ -81,6 +81,28 @@ pub struct ModelConfig {
     pub batch_norm: bool,
 }
 
+impl Default for ModelConfig {
+    /// A 2-layer GCN of hidden width 16 with dropout 0.5 (Kipf and Welling's), computing in
+    /// f32. `in_dim` and `out_dim` are 0: set them to the data's widths.
+    fn default() -> ModelConfig {
+        ModelConfig {
+            arch: Architecture::Gcn,
+            in_dim: 0,
+            hidden: 16,
+            out_dim: 0,
+            layers: 2,
+            heads: 1,
+            out_heads: 1,
+            dropout: 0.5,
+            input_dropout: 0.5,
+            attention_dropout: 0.0,
+            dtype: DType::F32,
+            checkpoint: false,
+            batch_norm: false,
+        }
+    }
+}
+
 /// The epsilon added to the variance of batch normalisation (PyTorch's default).
 pub const BATCH_NORM_EPS: f64 = 1e-5;
 

@@ -31,17 +31,14 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
     ModelConfig {
         arch,
         in_dim: 12,
-        hidden: 16,
         out_dim: 4,
         layers: 3,
         heads: 2,
         out_heads: 2,
         dropout: 0.0,
         input_dropout: 0.0,
-        attention_dropout: 0.0,
         dtype,
-        checkpoint: false,
-        batch_norm: false,
+        ..Default::default()
     }
 }
 

@@ -38,7 +38,7 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
         attention_dropout: 0.2,
         dtype,
         checkpoint,
-        batch_norm: false,
+        ..Default::default()
     }
 }
 

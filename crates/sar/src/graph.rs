@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use graphloom_comm::Communicator;
 use graphloom_graph::parts::{Part, Shard};
+use graphloom_nn::{balanced_chunks, split_rows};
 use graphloom_tensor::memory::{category_scope, Charge};
 use graphloom_tensor::Category;
 
@@ -139,34 +140,28 @@ pub(crate) fn for_each_destination<A: Send>(
 ) {
     use rayon::prelude::*;
     let n = shard.dst.len();
-    if n == 0 {
+    if n == 0 || width == 0 {
         return;
     }
-    let target = (shard.ptr[n] as usize)
-        .div_ceil(rayon::current_num_threads() * 4)
-        .max(1);
-    let mut bounds = vec![0];
-    for i in 0..n {
-        let start = *bounds.last().expect("starts with 0");
-        if (shard.ptr[i + 1] - shard.ptr[start]) as usize >= target || i + 1 == n {
-            bounds.push(i + 1);
-        }
-    }
-    let mut pieces = Vec::with_capacity(bounds.len());
-    let mut rest = out;
-    let mut rows_before = 0;
-    for w in bounds.windows(2) {
-        let (first, end) = (shard.dst[w[0]] as usize, shard.dst[w[1] - 1] as usize + 1);
-        let (_, tail) = std::mem::take(&mut rest).split_at_mut((first - rows_before) * width);
-        let (piece, tail) = tail.split_at_mut((end - first) * width);
-        rest = tail;
-        rows_before = end;
-        pieces.push((w[0]..w[1], first, piece));
-    }
-    pieces.into_par_iter().for_each(|(range, first, piece)| {
-        for i in range {
-            let r = shard.dst[i] as usize - first;
-            f(i, &mut piece[r * width..(r + 1) * width]);
-        }
-    });
+    // Chunks of destinations by edge count, then the rows of `out` each chunk writes: from
+    // its first destination's row to the next chunk's (the first chunk from row 0).
+    let chunks = balanced_chunks(&shard.ptr, rayon::current_num_threads() * 4);
+    let rows = out.len() / width;
+    let row_bounds: Vec<usize> = chunks
+        .iter()
+        .map(|&c| match c {
+            0 => 0,
+            c if c == n => rows,
+            c => shard.dst[c] as usize,
+        })
+        .collect();
+    split_rows(out, width, &row_bounds)
+        .into_par_iter()
+        .zip(chunks.par_windows(2))
+        .for_each(|((first, piece), range)| {
+            for i in range[0]..range[1] {
+                let r = shard.dst[i] as usize - first;
+                f(i, &mut piece[r * width..(r + 1) * width]);
+            }
+        });
 }

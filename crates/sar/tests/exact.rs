@@ -35,15 +35,11 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         in_dim: 10,
         hidden: 12,
         out_dim: 3,
-        layers: 2,
         heads: 2,
-        out_heads: 1,
-        dropout: 0.5,
         input_dropout: 0.2,
         attention_dropout: 0.3,
         dtype,
-        checkpoint: false,
-        batch_norm: false,
+        ..Default::default()
     }
 }
 

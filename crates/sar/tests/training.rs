@@ -8,7 +8,6 @@ use graphloom_graph::parts::{write_parts, Part};
 use graphloom_nn::train::{train_full_batch, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_sar::{train_sar, SarMode};
-use graphloom_tensor::DType;
 
 #[test]
 fn four_workers_train_like_one_for_twenty_epochs() {
@@ -35,17 +34,8 @@ fn four_workers_train_like_one_for_twenty_epochs() {
         let cfg = ModelConfig {
             arch,
             in_dim: 16,
-            hidden: 16,
             out_dim: 4,
-            layers: 2,
-            heads: 1,
-            out_heads: 1,
-            dropout: 0.5,
-            input_dropout: 0.5,
-            attention_dropout: 0.0,
-            dtype: DType::F32,
-            checkpoint: false,
-            batch_norm: false,
+            ..Default::default()
         };
         let one = train_full_batch(&ds, cfg.clone(), &tc, |_| {}).unwrap();
         let dir = std::env::temp_dir().join(format!(
@@ -104,15 +94,9 @@ fn a_worker_that_dies_is_named_by_the_others() {
         in_dim: 8,
         hidden: 4,
         out_dim: 3,
-        layers: 2,
         heads: 2,
-        out_heads: 1,
-        dropout: 0.5,
-        input_dropout: 0.5,
         attention_dropout: 0.5,
-        dtype: DType::F32,
-        checkpoint: false,
-        batch_norm: false,
+        ..Default::default()
     };
     let results = Local::run(3, |comm| -> Result<(), graphloom_nn::Error> {
         let rank = comm.rank();

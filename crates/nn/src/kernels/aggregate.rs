@@ -1,5 +1,4 @@
-//! Neighbourhood aggregation (SpMM): weighted sums (sum, mean, GCN's symmetric normalisation)
-//! and max.
+//! Neighbourhood aggregation (SpMM): weighted sums (sum, mean, GCN's symmetric normalisation).
 //!
 //! For weighted sums, node `v`'s output row is
 //!
@@ -10,9 +9,6 @@
 //! node that lacks one, `src_scale = dst_scale = 1 / sqrt(in_degree + loop)` and
 //! `self_weight[v] = dst_scale[v]^2` where the loop was added. The self-loop is a term, not an
 //! edge, so the graph is not copied. The backward is the same sum over the transpose.
-//!
-//! Max: `out[v, j] = max_{u -> v} x[u, j]` (0 without in-edges); ties go to the lowest source
-//! id. The winning edge of every output element is kept for the backward pass.
 
 use std::sync::{Arc, Mutex};
 
@@ -244,47 +240,14 @@ fn check_rows(x: &Tensor, n: usize) -> Result<()> {
     Ok(())
 }
 
-/// Max aggregation with ties to the lowest source id.
-#[derive(Clone)]
-pub struct MaxAggregation {
-    graph: Arc<GraphView>,
-}
-
-impl MaxAggregation {
-    /// Max over in-neighbours of `graph`.
-    pub fn new(graph: Arc<GraphView>) -> MaxAggregation {
-        MaxAggregation { graph }
-    }
-
-    /// Applies the aggregation to `x: [num_nodes, cols]` on the tape.
-    pub fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
-        Ok(tape.apply(
-            Aggregate::Max {
-                graph: self.graph.clone(),
-                winners: Vec::new(),
-            },
-            &[x],
-        )?)
-    }
-}
-
-/// No in-edge: the output element is 0 and receives no gradient.
-const NO_EDGE: u32 = u32::MAX;
-
 enum Aggregate {
     Weighted(WeightedSum),
-    /// `winners[v * cols + j]`: the edge whose source gave the max, or [`NO_EDGE`].
-    Max {
-        graph: Arc<GraphView>,
-        winners: Vec<u32>,
-    },
 }
 
 impl Op for Aggregate {
     fn name(&self) -> &'static str {
         match self {
             Aggregate::Weighted(_) => "aggregate_sum",
-            Aggregate::Max { .. } => "aggregate_max",
         }
     }
 
@@ -292,18 +255,12 @@ impl Op for Aggregate {
         let x = inputs[0];
         match self {
             Aggregate::Weighted(w) => w.run(x, false).map_err(to_tensor_error),
-            Aggregate::Max { graph, winners } => {
-                let (out, w) = max_forward(graph, x).map_err(to_tensor_error)?;
-                *winners = w;
-                Ok(out)
-            }
         }
     }
 
     fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
         let dx = match self {
             Aggregate::Weighted(w) => w.run(ctx.grad, true),
-            Aggregate::Max { graph, winners } => max_backward(graph, winners, ctx.grad),
         };
         Ok(vec![Some(dx.map_err(to_tensor_error)?)])
     }
@@ -318,77 +275,6 @@ pub(crate) fn to_tensor_error(e: Error) -> graphloom_tensor::Error {
             source: Box::new(other),
         },
     }
-}
-
-fn max_forward(gv: &GraphView, x: &Tensor) -> Result<(Tensor, Vec<u32>)> {
-    let n = gv.num_nodes();
-    check_rows(x, n)?;
-    if gv.by_dst.num_edges() >= NO_EDGE as usize {
-        return Err(Error::Config(
-            "max aggregation supports fewer than 2^32 - 1 edges".into(),
-        ));
-    }
-    let (_, cols) = x.dims2();
-    let csr = &gv.by_dst;
-    let mut winners = vec![NO_EDGE; n * cols];
-    let out = with_float!(x.dtype(), "aggregate_max", T => {
-        let xs = x.as_slice::<T>()?;
-        let mut out = graphloom_tensor::alloc::zeros::<T>(n * cols);
-        let mut pairs: Vec<(&mut [T], &mut [u32])> = Vec::new();
-        let mut rest_o: &mut [T] = &mut out;
-        let mut rest_w: &mut [u32] = &mut winners;
-        for w in gv.dst_chunks.windows(2) {
-            let len = (w[1] - w[0]) * cols;
-            let (o, ro) = rest_o.split_at_mut(len);
-            let (ww, rw) = rest_w.split_at_mut(len);
-            pairs.push((o, ww));
-            rest_o = ro;
-            rest_w = rw;
-        }
-        use rayon::prelude::*;
-        pairs.into_par_iter().zip(gv.dst_chunks.par_windows(2)).for_each(|((o, win), b)| {
-            for v in b[0]..b[1] {
-                let r = (v - b[0]) * cols;
-                let (lo, hi) = (csr.row_ptr[v] as usize, csr.row_ptr[v + 1] as usize);
-                for e in lo..hi {
-                    let u = csr.col_idx[e] as usize;
-                    for j in 0..cols {
-                        let val = xs[u * cols + j];
-                        // Sources are sorted, so a strict comparison keeps the lowest id on ties.
-                        if win[r + j] == NO_EDGE || val.to_acc() > o[r + j].to_acc() {
-                            o[r + j] = val;
-                            win[r + j] = e as u32;
-                        }
-                    }
-                }
-            }
-        });
-        Tensor::from_vec(out, x.shape())
-    })?;
-    Ok((out, winners))
-}
-
-fn max_backward(gv: &GraphView, winners: &[u32], g: &Tensor) -> Result<Tensor> {
-    let (n, cols) = g.dims2();
-    let csr = &gv.by_src;
-    Ok(with_float!(g.dtype(), "aggregate_max", T => {
-        let gs = g.as_slice::<T>()?;
-        let mut out = graphloom_tensor::alloc::zeros::<T>(n * cols);
-        par_row_ranges(&mut out, cols, &gv.src_chunks, |first, block| {
-            for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
-                let u = first + r;
-                for i in csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize {
-                    let (v, e) = (csr.col_idx[i] as usize, gv.src_edge[i] as u32);
-                    for j in 0..cols {
-                        if winners[v * cols + j] == e {
-                            orow[j] = T::from_acc(orow[j].to_acc() + gs[v * cols + j].to_acc());
-                        }
-                    }
-                }
-            }
-        });
-        Tensor::from_vec(out, g.shape())
-    })?)
 }
 
 #[cfg(test)]

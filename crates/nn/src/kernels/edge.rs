@@ -10,7 +10,7 @@ use std::sync::Arc;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 use rayon::prelude::*;
 
-use crate::graph::GraphView;
+use crate::graph::{split_rows, GraphView};
 use crate::{Error, Result};
 
 /// Splits `out` (rows of `width` per edge) by the destination chunks of `gv` and runs
@@ -21,20 +21,15 @@ fn par_edge_rows<T: Send>(
     width: usize,
     f: impl Fn(usize, usize, usize, &mut [T]) + Sync,
 ) {
-    let mut pieces = Vec::new();
-    let mut rest = out;
-    for w in gv.dst_chunks.windows(2) {
-        let (lo, hi) = (
-            gv.by_dst.row_ptr[w[0]] as usize,
-            gv.by_dst.row_ptr[w[1]] as usize,
-        );
-        let (head, tail) = rest.split_at_mut((hi - lo) * width);
-        pieces.push((w[0], w[1], lo, head));
-        rest = tail;
-    }
-    pieces
+    let edge_bounds: Vec<usize> = gv
+        .dst_chunks
+        .iter()
+        .map(|&v| gv.by_dst.row_ptr[v] as usize)
+        .collect();
+    split_rows(out, width, &edge_bounds)
         .into_par_iter()
-        .for_each(|(a, b, lo, rows)| f(a, b, lo, rows));
+        .zip(gv.dst_chunks.par_windows(2))
+        .for_each(|((lo, rows), w)| f(w[0], w[1], lo, rows));
 }
 
 /// Runs `f(node, neighbour, edge, out_row)` for every edge, grouped by its destination
@@ -75,7 +70,7 @@ fn config_error(msg: String) -> graphloom_tensor::Error {
 
 /// How an SDDMM combines the two end nodes of an edge, per head.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EdgeScore {
+pub(crate) enum EdgeScore {
     /// `a[src, k] + b[dst, k]` for `a, b: [n, heads]` (GAT's attention logits).
     AddSrcDst,
     /// `a[src, k] . b[dst, k]` over each head's `c` columns, for `a, b: [n, heads * c]`.
@@ -172,7 +167,7 @@ impl Op for Sddmm {
 }
 
 /// Edge values `[E, heads]` from node values: see [`EdgeScore`].
-pub fn sddmm(
+pub(crate) fn sddmm(
     tape: &mut Tape,
     graph: &Arc<GraphView>,
     src: &Var,
@@ -261,7 +256,7 @@ impl Op for EdgeSoftmax {
 }
 
 /// The softmax of edge values `[E, heads]` over the in-edges of each node, per head.
-pub fn edge_softmax(tape: &mut Tape, graph: &Arc<GraphView>, scores: &Var) -> Result<Var> {
+pub(crate) fn edge_softmax(tape: &mut Tape, graph: &Arc<GraphView>, scores: &Var) -> Result<Var> {
     Ok(tape.apply(
         EdgeSoftmax {
             graph: graph.clone(),
@@ -358,7 +353,7 @@ impl Op for EdgeWeightedSum {
 
 /// `out[v, k] = sum_{e = (u -> v)} w[e, k] * x[u, k]` for edge weights `w: [E, heads]` and
 /// node values `x: [n, heads * c]` (SpMM with a weight per edge and head).
-pub fn edge_weighted_sum(
+pub(crate) fn edge_weighted_sum(
     tape: &mut Tape,
     graph: &Arc<GraphView>,
     weights: &Var,

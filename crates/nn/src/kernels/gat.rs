@@ -17,7 +17,7 @@ use std::sync::Arc;
 use graphloom_tensor::autodiff::ops::Dropout;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
-use crate::graph::GraphView;
+use crate::graph::{split_rows, GraphView};
 use crate::{Error, Result};
 
 /// The fused attention-and-aggregation step of a GAT layer.
@@ -170,16 +170,12 @@ impl Op for GatOp {
             let slope = <<T as Float>::Acc as Real>::from_f64(cfg.negative_slope);
             let mut out = graphloom_tensor::alloc::zeros::<T>(n * heads * c);
             // Output rows and stats rows are split by the same node ranges.
-            let mut outs = Vec::new();
-            let mut rest: &mut [T] = &mut out;
-            let mut rest_s: &mut [f64] = &mut stats;
-            for w in cfg.graph.dst_chunks.windows(2) {
-                let (o, ro) = rest.split_at_mut((w[1] - w[0]) * heads * c);
-                let (s, rs) = rest_s.split_at_mut((w[1] - w[0]) * heads * 2);
-                outs.push((w[0], o, s));
-                rest = ro;
-                rest_s = rs;
-            }
+            let bounds = &cfg.graph.dst_chunks;
+            let outs: Vec<_> = split_rows(&mut out, heads * c, bounds)
+                .into_iter()
+                .zip(split_rows(&mut stats, heads * 2, bounds))
+                .map(|((first, o), (_, s))| (first, o, s))
+                .collect();
             use rayon::prelude::*;
             outs.into_par_iter().for_each(|(first, o, st)| {
                 type A = <T as Float>::Acc;
@@ -264,15 +260,11 @@ impl Op for GatOp {
             let mut der = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_dst;
-                let mut pieces = Vec::new();
-                let (mut rc, mut rd): (&mut [A], &mut [T]) = (&mut cv, &mut der);
-                for w in gv.dst_chunks.windows(2) {
-                    let (a, b) = rc.split_at_mut((w[1] - w[0]) * heads);
-                    let (d, e) = rd.split_at_mut((w[1] - w[0]) * heads);
-                    pieces.push((w[0], a, d));
-                    rc = b;
-                    rd = e;
-                }
+                let pieces: Vec<_> = split_rows(&mut cv, heads, &gv.dst_chunks)
+                    .into_iter()
+                    .zip(split_rows(&mut der, heads, &gv.dst_chunks))
+                    .map(|((first, a), (_, d))| (first, a, d))
+                    .collect();
                 use rayon::prelude::*;
                 pieces.into_par_iter().for_each(|(first, cpart, dpart)| {
                     let width = heads * c;
@@ -315,15 +307,11 @@ impl Op for GatOp {
             let mut del = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_src;
-                let mut pieces = Vec::new();
-                let (mut rh, mut rl): (&mut [T], &mut [T]) = (&mut dh, &mut del);
-                for w in gv.src_chunks.windows(2) {
-                    let (a, b) = rh.split_at_mut((w[1] - w[0]) * heads * c);
-                    let (d, e) = rl.split_at_mut((w[1] - w[0]) * heads);
-                    pieces.push((w[0], a, d));
-                    rh = b;
-                    rl = e;
-                }
+                let pieces: Vec<_> = split_rows(&mut dh, heads * c, &gv.src_chunks)
+                    .into_iter()
+                    .zip(split_rows(&mut del, heads, &gv.src_chunks))
+                    .map(|((first, h), (_, l))| (first, h, l))
+                    .collect();
                 use rayon::prelude::*;
                 pieces.into_par_iter().for_each(|(first, hpart, lpart)| {
                     let width = heads * c;

@@ -2,7 +2,10 @@
 //! with its backward in the same file, and each checked against a naive implementation.
 
 pub mod aggregate;
-pub mod edge;
+/// The unfused GAT (SDDMM, edge softmax, per-edge weighted sums): the reference that the fused
+/// kernel is tested against.
+#[cfg(test)]
+pub(crate) mod edge;
 pub mod gat;
 pub mod heads;
 pub mod sparse;

@@ -212,62 +212,11 @@ fn f32_and_bf16_follow_f64() {
 }
 
 #[test]
-fn max_matches_naive_with_ties_to_the_lowest_source() {
-    let g = awkward_graph(30, 60, 7);
-    let gv = Arc::new(GraphView::new(&g, false));
-    // Few distinct values, so ties are common.
-    let v: Vec<f64> = rand_tensor(&[30, 3], 8)
-        .to_vec_f64()
-        .iter()
-        .map(|a| (a * 3.0).round())
-        .collect();
-    let x = Tensor::from_f64(&v, &[30, 3], DType::F64).unwrap();
-    let agg = MaxAggregation::new(gv);
-    let mut t = Tape::new();
-    let xv = t.leaf(x, true);
-    let y = agg.apply(&mut t, &xv).unwrap();
-    let gy = rand_tensor(&[30, 3], 9);
-    let dx = t
-        .backward_with(&y, gy.clone())
-        .unwrap()
-        .get(&xv)
-        .unwrap()
-        .to_vec_f64();
-    // Naive: for each (v, j), the lowest source id reaching the max wins the gradient.
-    let (n, cols) = (30, 3);
-    let mut want_y = vec![0.0; n * cols];
-    let mut want_dx = vec![0.0; n * cols];
-    let gys = gy.to_vec_f64();
-    for d in 0..n {
-        let nb = g.in_neighbors(d);
-        for j in 0..cols {
-            if nb.is_empty() {
-                continue;
-            }
-            let best = nb
-                .iter()
-                .map(|&u| v[u as usize * cols + j])
-                .fold(f64::NEG_INFINITY, f64::max);
-            let winner = *nb
-                .iter()
-                .filter(|&&u| v[u as usize * cols + j] == best)
-                .min()
-                .unwrap() as usize;
-            want_y[d * cols + j] = best;
-            want_dx[winner * cols + j] += gys[d * cols + j];
-        }
-    }
-    assert_eq!(y.value().to_vec_f64(), want_y);
-    assert_close(&dx, &want_dx, 1e-12, "max backward");
-}
-
-#[test]
 fn wrong_row_count_is_an_error() {
     let gv = Arc::new(GraphView::new(&awkward_graph(10, 10, 1), false));
     let mut t = Tape::no_grad();
     let x = Var::constant(Tensor::zeros(&[9, 2], DType::F32));
-    assert!(WeightedSum::sum(gv.clone()).apply(&mut t, &x).is_err());
-    assert!(MaxAggregation::new(gv).apply(&mut t, &x).is_err());
+    assert!(WeightedSum::sum(gv).apply(&mut t, &x).is_err());
 }
 
 #[test]
