@@ -301,6 +301,28 @@ fn local_every_layout_and_location_acts_as_a_plain_array() {
     }
 }
 
+/// Ranks that write the same rows in one scatter race in no layout: every row is written by its
+/// owner, and the last write in rank order wins.
+#[test]
+fn local_ranks_writing_the_same_rows_give_the_last_rank_s_values() {
+    for layout in Layout::ALL {
+        for result in Local::run(3, |comm| -> Result<(), StoreError> {
+            let spec = StoreSpec::new(&[40, 2], DType::F32, layout, Location::Host);
+            let t = StoreTensor::new(comm.clone(), spec)?;
+            let rank = comm.rank();
+            // Every rank writes every row, with its own rank as the value.
+            let ids: Vec<i64> = (0..40).collect();
+            let rows = Tensor::full(&[40, 2], DType::F32, rank as f64).unwrap();
+            t.scatter(&ids, &rows)?;
+            let got = t.gather(&ids)?.to_vec_f64();
+            assert!(got.iter().all(|&v| v == 2.0), "{layout}: {got:?}");
+            Ok(())
+        }) {
+            result.unwrap();
+        }
+    }
+}
+
 #[test]
 fn saved_parts_load_at_another_world_size() {
     save_then_load_elsewhere(4, 2);

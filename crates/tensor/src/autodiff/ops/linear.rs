@@ -157,6 +157,14 @@ mod tests {
     }
 
     #[test]
+    fn add_matmul_gradients_match_finite_differences() {
+        let f = |t: &mut Tape, v: &[Var]| add_matmul(t, &v[0], &v[1], &v[2]);
+        let inputs = [rand(&[5, 3], 5), rand(&[5, 4], 6), rand(&[4, 3], 7)];
+        let err = max_gradient_error(&f, &inputs, &[true; 3], 1e-6).unwrap();
+        assert!(err < 1e-7, "{err}");
+    }
+
+    #[test]
     fn matmul_bias_add_gradients_match_finite_differences() {
         let f = |t: &mut Tape, v: &[Var]| {
             let y = matmul(t, &v[0], &v[1])?;

@@ -75,6 +75,38 @@ pub fn leading_rows(tape: &mut Tape, x: &Var, n: usize) -> Result<Var> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::autodiff::gradcheck::max_gradient_error;
+
+    fn rand(shape: &[usize], salt: u64) -> Tensor {
+        let key = crate::rng::RngKey::new(salt, 0, 0);
+        let n: usize = shape.iter().product();
+        let v: Vec<f64> = (0..n)
+            .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
+            .collect();
+        Tensor::from_f64(&v, shape, DType::F64).unwrap()
+    }
+
+    #[test]
+    fn reshape_and_leading_rows_gradients_match_finite_differences() {
+        let f = |t: &mut Tape, v: &[Var]| {
+            let y = reshape(t, &v[0], &[6, 2])?;
+            leading_rows(t, &y, 4)
+        };
+        let err = max_gradient_error(&f, &[rand(&[3, 4], 1)], &[true], 1e-6).unwrap();
+        assert!(err < 1e-8, "{err}");
+    }
+
+    /// A round trip through f32 is the identity up to f32 rounding: the steps of the finite
+    /// differences are wide enough that rounding stays far below the tolerance.
+    #[test]
+    fn cast_gradients_match_finite_differences() {
+        let f = |t: &mut Tape, v: &[Var]| {
+            let y = cast(t, &v[0], DType::F32)?;
+            cast(t, &y, DType::F64)
+        };
+        let err = max_gradient_error(&f, &[rand(&[4, 3], 2)], &[true], 1e-2).unwrap();
+        assert!(err < 1e-4, "{err}");
+    }
 
     #[test]
     fn leading_rows_keeps_the_first_rows_and_zeroes_the_rest_of_the_gradient() {

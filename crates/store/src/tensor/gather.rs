@@ -1,0 +1,175 @@
+//! Gathering rows: direct reads for the layouts that map every chunk, an exchange with the
+//! owners for the Distributed layout.
+
+use std::mem::MaybeUninit;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use graphloom_comm::CommunicatorExt;
+use graphloom_tensor::Tensor;
+
+use super::{GatherStats, StoreTensor};
+use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
+use crate::layout::Layout;
+use crate::routing::Buckets;
+use crate::{Result, StoreError};
+
+impl StoreTensor {
+    /// Gathers rows `ids` (any order, repeats allowed) into a new `[ids.len(), columns]` tensor
+    /// (`[ids.len()]` for a 1-D tensor). Collective for the Distributed layout.
+    pub fn gather(&self, ids: &[i64]) -> Result<Tensor> {
+        let mut shape = self.spec.shape.clone();
+        shape[0] = ids.len();
+        // SAFETY: a successful gather writes every row of the output.
+        unsafe { Tensor::from_fill(&shape, self.spec.dtype, |out| self.gather_uninit(ids, out)) }
+    }
+
+    /// Gathers rows `ids` into `out`, which must hold exactly `ids.len()` rows.
+    pub fn gather_into(&self, ids: &[i64], out: &mut [u8]) -> Result<()> {
+        self.gather_uninit(ids, as_uninit(out))
+    }
+
+    /// Gathers rows `ids` into possibly-uninitialised `out`; on success every byte is written.
+    fn gather_uninit(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
+        let start = Instant::now();
+        if out.len() != ids.len() * self.row_bytes {
+            return Err(StoreError::Invalid(format!(
+                "gather: the output holds {} bytes, {} rows need {}",
+                out.len(),
+                ids.len(),
+                ids.len() * self.row_bytes
+            )));
+        }
+        self.check_ids("gather", ids)?;
+        match self.spec.layout {
+            Layout::Continuous => {
+                let base = SendPtr(self.whole.as_ref().expect("continuous").ptr());
+                let rb = self.row_bytes;
+                // SAFETY: ids are in range, so each source row lies inside the whole region.
+                unsafe { gather_rows(out, rb, |i| base.get().add(ids[i] as usize * rb)) };
+            }
+            Layout::Chunked => {
+                let rb = self.row_bytes;
+                // Each chunk's base moved back by its first row, so a row's address is one
+                // multiply-add from its owner's entry.
+                let bases: Vec<SendPtr> = self
+                    .chunks
+                    .iter()
+                    .enumerate()
+                    .map(|(r, c)| {
+                        let chunk = c.as_ref().expect("chunked maps every chunk");
+                        let first = self.partition.range(r).start * rb;
+                        SendPtr(chunk.ptr().wrapping_sub(first))
+                    })
+                    .collect();
+                let partition = &self.partition;
+                // SAFETY: ids are in range; each row lies inside its owner's chunk, where the
+                // moved-back base plus the row's offset points.
+                unsafe {
+                    gather_rows(out, rb, |i| {
+                        let row = ids[i] as usize;
+                        bases[partition.owner(row)].get().wrapping_add(row * rb)
+                    })
+                };
+            }
+            Layout::Distributed => self.gather_distributed(ids, out)?,
+        }
+        self.counters.calls.fetch_add(1, Ordering::Relaxed);
+        self.counters
+            .rows
+            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        self.counters
+            .nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Distributed gather: rows this rank owns are copied directly; for the others, each
+    /// owner gets the ids it holds, reads them, sends the rows back, and they are put in the
+    /// caller's order.
+    fn gather_distributed(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
+        let me = self.comm.rank();
+        let rb = self.row_bytes;
+        let buckets = Buckets::by_owner(&self.partition, ids);
+        let dst = SendPtr(out.as_mut_ptr().cast());
+        let own = buckets.of(me);
+        let chunk = SendPtr(self.own_chunk().ptr());
+        let first = self.local_rows().start;
+        // SAFETY: positions are distinct rows of `out`; the ids are this rank's rows.
+        unsafe {
+            copy_rows(
+                own.len(),
+                rb,
+                |k| dst.get().add(own[k] * rb),
+                |k| chunk.get().add((ids[own[k]] as usize - first) * rb),
+            )
+        };
+        let mut requests = buckets.collect(|p| ids[p]);
+        requests[me].clear();
+        let comm_start = Instant::now();
+        let incoming = self.comm.all_to_all_typed(&requests)?;
+        let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
+        let mine = self.local_rows();
+        for (src, wanted) in incoming.iter().enumerate() {
+            if let Some(&bad) = wanted.iter().find(|&&id| !mine.contains(&(id as usize))) {
+                return Err(StoreError::Invalid(format!(
+                    "rank {src} asked rank {me} for row {bad}, which it does not own: the \
+                     ranks disagree about the partition"
+                )));
+            }
+        }
+        let replies = incoming
+            .iter()
+            .map(|wanted| {
+                // SAFETY: every wanted id is this rank's (checked above).
+                unsafe {
+                    gathered(wanted.len(), rb, |i| {
+                        chunk.get().add((wanted[i] as usize - first) * rb)
+                    })
+                }
+            })
+            .collect();
+        let comm_start = Instant::now();
+        let rows = self.comm.all_to_all_v(replies)?;
+        comm_nanos += comm_start.elapsed().as_nanos() as u64;
+        self.counters
+            .comm_nanos
+            .fetch_add(comm_nanos, Ordering::Relaxed);
+        for (owner, reply) in rows.into_iter().enumerate() {
+            if owner == me {
+                continue;
+            }
+            let positions = buckets.of(owner);
+            if reply.len() != positions.len() * rb {
+                return Err(StoreError::Invalid(format!(
+                    "rank {owner} sent {} bytes for {} rows",
+                    reply.len(),
+                    positions.len()
+                )));
+            }
+            let src = SendPtr(reply.as_ptr() as *mut u8);
+            // SAFETY: positions are distinct rows of `out`; the reply holds their rows in order.
+            unsafe {
+                copy_rows(
+                    positions.len(),
+                    rb,
+                    |k| dst.get().add(positions[k] * rb),
+                    |k| src.get().add(k * rb),
+                )
+            };
+            graphloom_tensor::alloc::recycle(reply);
+        }
+        Ok(())
+    }
+
+    /// Gather counters since creation.
+    pub fn stats(&self) -> GatherStats {
+        let c = &self.counters;
+        GatherStats {
+            calls: c.calls.load(Ordering::Relaxed),
+            rows: c.rows.load(Ordering::Relaxed),
+            seconds: c.nanos.load(Ordering::Relaxed) as f64 * 1e-9,
+            comm_seconds: c.comm_nanos.load(Ordering::Relaxed) as f64 * 1e-9,
+        }
+    }
+}
