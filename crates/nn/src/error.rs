@@ -24,9 +24,47 @@ pub enum Error {
         /// The loss.
         loss: f64,
     },
-    /// A model or training setting is invalid.
-    #[error("invalid configuration: {0}")]
-    Config(String),
+    /// A model or training setting is out of its domain.
+    #[error("{setting}: {reason}")]
+    InvalidSetting {
+        /// The setting.
+        setting: &'static str,
+        /// What is wrong with its value.
+        reason: String,
+    },
+    /// Two things that must fit each other do not (fanouts and layers, input rows and nodes,
+    /// a dtype and the model's, a saved state and the model).
+    #[error("{what} do not fit: {detail}")]
+    Mismatch {
+        /// What was matched.
+        what: &'static str,
+        /// How they differ.
+        detail: String,
+    },
+    /// The dataset has no training nodes.
+    #[error("the dataset has no training nodes")]
+    NoTrainingNodes,
+    /// A SAR worker was given a part of a partition into another number of parts.
+    #[error(
+        "rank {rank} of a job of {workers} workers got part {part} of a partition into {parts} \
+         parts: partition again or change the worker count"
+    )]
+    WorkerCount {
+        /// The worker.
+        rank: usize,
+        /// Workers in the job.
+        workers: usize,
+        /// The part it loaded.
+        part: usize,
+        /// Parts of the partition.
+        parts: usize,
+    },
+    /// `--resume` found no snapshot.
+    #[error("no snapshot to resume from in {}", dir.display())]
+    NoSnapshot {
+        /// The snapshot folder.
+        dir: std::path::PathBuf,
+    },
 }
 
 impl From<graphloom_tensor::Error> for Error {

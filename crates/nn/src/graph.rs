@@ -90,11 +90,14 @@ impl GraphView {
     /// The same graph with a weight per edge (in the edge order of `by_dst`).
     pub fn with_edge_weight(mut self, weight: std::sync::Arc<[f32]>) -> crate::Result<GraphView> {
         if weight.len() != self.by_dst.num_edges() {
-            return Err(crate::Error::Config(format!(
-                "{} edge weights for {} edges",
-                weight.len(),
-                self.by_dst.num_edges()
-            )));
+            return Err(crate::Error::Mismatch {
+                what: "edge weights and edges",
+                detail: format!(
+                    "{} weights for {} edges",
+                    weight.len(),
+                    self.by_dst.num_edges()
+                ),
+            });
         }
         self.edge_weight = Some(weight);
         Ok(self)

@@ -203,23 +203,33 @@ impl<'a> MiniBatch<'a> {
         mb: &MiniBatchConfig,
     ) -> Result<MiniBatch<'a>> {
         if mb.fanouts.len() != cfg.layers {
-            return Err(Error::Config(format!(
-                "{} fanouts for a model of {} layers: give one fanout per layer",
-                mb.fanouts.len(),
-                cfg.layers
-            )));
+            return Err(Error::Mismatch {
+                what: "fanouts and layers",
+                detail: format!(
+                    "{} fanouts for a model of {} layers: give one fanout per layer",
+                    mb.fanouts.len(),
+                    cfg.layers
+                ),
+            });
         }
-        if mb.batch_size == 0 || ds.train_idx.is_empty() {
-            return Err(Error::Config(
-                "the batch size and the training set must not be empty".into(),
-            ));
+        if mb.batch_size == 0 {
+            return Err(Error::InvalidSetting {
+                setting: "batch size",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if ds.train_idx.is_empty() {
+            return Err(Error::NoTrainingNodes);
         }
         if inputs.rows() != ds.graph.num_nodes() {
-            return Err(Error::Config(format!(
-                "{} input rows for {} nodes",
-                inputs.rows(),
-                ds.graph.num_nodes()
-            )));
+            return Err(Error::Mismatch {
+                what: "input rows and nodes",
+                detail: format!(
+                    "{} input rows for {} nodes",
+                    inputs.rows(),
+                    ds.graph.num_nodes()
+                ),
+            });
         }
         let model = Model::new(cfg.clone(), &ds.graph, seed)?;
         let all: Vec<i64> = (0..inputs.rows() as i64).collect();
@@ -248,17 +258,21 @@ impl<'a> MiniBatch<'a> {
     /// Collective.
     pub fn set_input_embedding(&mut self, rows: &Tensor) -> Result<()> {
         let Inputs::Embedding { table, .. } = &mut self.inputs else {
-            return Err(Error::Config(
-                "this model reads node features: it has no input embedding to set".into(),
-            ));
+            return Err(Error::Mismatch {
+                what: "an input embedding and this model",
+                detail: "the model reads node features".into(),
+            });
         };
         let width = table.dim();
         if rows.shape() != [table.table().rows(), width] {
-            return Err(Error::Config(format!(
-                "an input embedding of shape {:?} for a table of {} x {width}",
-                rows.shape(),
-                table.table().rows()
-            )));
+            return Err(Error::Mismatch {
+                what: "an input embedding and the table",
+                detail: format!(
+                    "shape {:?} for a table of {} x {width}",
+                    rows.shape(),
+                    table.table().rows()
+                ),
+            });
         }
         table.fill_from_whole(rows.cast(DType::F32)?.as_bytes())?;
         Ok(())

@@ -205,15 +205,16 @@ impl Model {
     /// Fails unless the configuration can make a model.
     fn check(cfg: &ModelConfig) -> Result<()> {
         if cfg.layers == 0 || cfg.hidden == 0 || cfg.out_dim == 0 || cfg.in_dim == 0 {
-            return Err(Error::Config(format!(
-                "layers, hidden, in_dim and out_dim must be positive: {cfg:?}"
-            )));
+            return Err(Error::InvalidSetting {
+                setting: "model widths",
+                reason: format!("layers, hidden, in_dim and out_dim must be positive: {cfg:?}"),
+            });
         }
         if !cfg.dtype.is_float() {
-            return Err(Error::Config(format!(
-                "compute dtype {} is not a float type",
-                cfg.dtype
-            )));
+            return Err(Error::InvalidSetting {
+                setting: "compute dtype",
+                reason: format!("{} is not a float type", cfg.dtype),
+            });
         }
         for (name, p) in [
             ("dropout", cfg.dropout),
@@ -221,7 +222,10 @@ impl Model {
             ("attention dropout", cfg.attention_dropout),
         ] {
             if !(0.0..1.0).contains(&p) {
-                return Err(Error::Config(format!("{name} {p} is not in [0, 1)")));
+                return Err(Error::InvalidSetting {
+                    setting: name,
+                    reason: format!("{p} is not in [0, 1)"),
+                });
             }
         }
         Ok(())
@@ -350,11 +354,14 @@ impl Model {
     /// class scores before the softmax for the last) with dropout off: node embeddings.
     pub fn embed(&self, tape: &mut Tape, x: &Var, params: &[Var], layers: usize) -> Result<Var> {
         if layers == 0 || layers > self.layers.len() {
-            return Err(Error::Config(format!(
-                "layer {layers} of a model of {} layers: give 1..={}",
-                self.layers.len(),
-                self.layers.len()
-            )));
+            return Err(Error::InvalidSetting {
+                setting: "layer",
+                reason: format!(
+                    "{layers} of a model of {} layers: give 1..={}",
+                    self.layers.len(),
+                    self.layers.len()
+                ),
+            });
         }
         let mode = Mode {
             training: false,
@@ -402,11 +409,14 @@ impl Model {
         mode: Mode,
     ) -> Result<Var> {
         if blocks.len() != self.layers.len() {
-            return Err(Error::Config(format!(
-                "{} blocks for a model of {} layers",
-                blocks.len(),
-                self.layers.len()
-            )));
+            return Err(Error::Mismatch {
+                what: "blocks and layers",
+                detail: format!(
+                    "{} blocks for a model of {} layers",
+                    blocks.len(),
+                    self.layers.len()
+                ),
+            });
         }
         self.run_layers(tape, x, params, mode, Some(blocks), None, None)
     }

@@ -83,9 +83,10 @@ impl Optimizer {
     pub fn restore(&mut self, step: u64, first: Vec<Tensor>, second: Vec<Tensor>) -> Result<()> {
         let shapes = |v: &[Tensor]| v.iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>();
         if shapes(&first) != shapes(&self.first) || shapes(&second) != shapes(&self.second) {
-            return Err(Error::Config(
-                "the optimizer state is of another model or update rule".into(),
-            ));
+            return Err(Error::Mismatch {
+                what: "the optimizer state and the parameters",
+                detail: "the state is of another model or update rule".into(),
+            });
         }
         self.step = step;
         self.first = first;
@@ -96,11 +97,10 @@ impl Optimizer {
     /// Applies one update to every parameter with its gradient.
     pub fn step(&mut self, params: &mut [Tensor], grads: &[Tensor]) -> Result<()> {
         if params.len() != grads.len() {
-            return Err(Error::Config(format!(
-                "{} parameters, {} gradients",
-                params.len(),
-                grads.len()
-            )));
+            return Err(Error::Mismatch {
+                what: "parameters and gradients",
+                detail: format!("{} parameters, {} gradients", params.len(), grads.len()),
+            });
         }
         self.step += 1;
         for i in 0..params.len() {
@@ -109,9 +109,10 @@ impl Optimizer {
                 DType::F32 => self.update::<f32>(i, &mut params[i], &g)?,
                 DType::F64 => self.update::<f64>(i, &mut params[i], &g)?,
                 other => {
-                    return Err(Error::Config(format!(
-                        "parameters must be f32 or f64, not {other}"
-                    )))
+                    return Err(Error::InvalidSetting {
+                        setting: "parameter dtype",
+                        reason: format!("must be f32 or f64, not {other}"),
+                    })
                 }
             }
         }

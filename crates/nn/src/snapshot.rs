@@ -147,10 +147,9 @@ pub(crate) fn restore(
         dir = cfg.dir.join("snapshot.old");
     }
     if !dir.exists() {
-        return Err(Error::Config(format!(
-            "no snapshot to resume from in {}",
-            cfg.dir.display()
-        )));
+        return Err(Error::NoSnapshot {
+            dir: cfg.dir.clone(),
+        });
     }
     let file = TensorFile::read(&dir.join("state.safetensors"))?;
     if file.meta("format")? != FORMAT || file.meta("format_version")? != VERSION {
@@ -162,12 +161,15 @@ pub(crate) fn restore(
             .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
     };
     if count("seed")? != seed {
-        return Err(Error::Config(format!(
-            "the snapshot in {} was taken with seed {}, this run has seed {seed}: resume with \
+        return Err(Error::Mismatch {
+            what: "the snapshot and this run",
+            detail: format!(
+                "the snapshot in {} was taken with seed {}, this run has seed {seed}: resume with \
              the same seed",
-            cfg.dir.display(),
-            count("seed")?
-        )));
+                cfg.dir.display(),
+                count("seed")?
+            ),
+        });
     }
     let params = |prefix: &str| -> Result<Vec<Tensor>> {
         names

@@ -399,19 +399,22 @@ pub fn fit(
     mut on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<TrainReport> {
     if tc.epochs == 0 {
-        return Err(Error::Config("train at least one epoch".into()));
+        return Err(Error::InvalidSetting {
+            setting: "epochs",
+            reason: "train at least one epoch".into(),
+        });
     }
     if !(tc.lr.is_finite() && tc.lr > 0.0) {
-        return Err(Error::Config(format!(
-            "the learning rate must be positive and finite, not {}",
-            tc.lr
-        )));
+        return Err(Error::InvalidSetting {
+            setting: "learning rate",
+            reason: format!("must be positive and finite, not {}", tc.lr),
+        });
     }
     if !(tc.weight_decay.is_finite() && tc.weight_decay >= 0.0) {
-        return Err(Error::Config(format!(
-            "the weight decay must be zero or positive, not {}",
-            tc.weight_decay
-        )));
+        return Err(Error::InvalidSetting {
+            setting: "weight decay",
+            reason: format!("must be zero or positive, not {}", tc.weight_decay),
+        });
     }
     let eval_every = tc.eval_every.max(1);
     let names: Vec<String> = workload
@@ -496,10 +499,10 @@ pub fn fit(
             }
         }
     }
-    let best = state
-        .selection
-        .best
-        .ok_or_else(|| Error::Config("no epoch was evaluated".into()))?;
+    let best = state.selection.best.ok_or_else(|| Error::InvalidSetting {
+        setting: "epochs",
+        reason: "no epoch was evaluated".into(),
+    })?;
     Ok(TrainReport {
         epochs: state.records,
         best_epoch: best.epoch,
@@ -532,11 +535,14 @@ impl<'a> FullBatch<'a> {
     /// already be in the model's compute dtype.
     pub fn new(ds: &'a Dataset, cfg: ModelConfig, seed: u64) -> Result<FullBatch<'a>> {
         if ds.features.dtype() != cfg.dtype {
-            return Err(Error::Config(format!(
-                "features are {}, the model computes in {}",
-                ds.features.dtype(),
-                cfg.dtype
-            )));
+            return Err(Error::Mismatch {
+                what: "the features' dtype and the model's",
+                detail: format!(
+                    "features are {}, the model computes in {}",
+                    ds.features.dtype(),
+                    cfg.dtype
+                ),
+            });
         }
         FullBatch::with_inputs(ds, cfg, seed, ds.features.clone())
     }
@@ -550,12 +556,15 @@ impl<'a> FullBatch<'a> {
         x: Tensor,
     ) -> Result<FullBatch<'a>> {
         if x.shape() != [ds.graph.num_nodes(), cfg.in_dim] {
-            return Err(Error::Config(format!(
-                "input rows of shape {:?} for {} nodes of a model {} wide",
-                x.shape(),
-                ds.graph.num_nodes(),
-                cfg.in_dim
-            )));
+            return Err(Error::Mismatch {
+                what: "input rows and the model",
+                detail: format!(
+                    "input rows of shape {:?} for {} nodes of a model {} wide",
+                    x.shape(),
+                    ds.graph.num_nodes(),
+                    cfg.in_dim
+                ),
+            });
         }
         let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
         let mut model = Model::new_weighted(cfg, &ds.graph, weight, seed)?;
@@ -590,7 +599,7 @@ impl Workload for FullBatch<'_> {
 
     fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
         if self.rows.is_empty() {
-            return Err(Error::Config("the dataset has no training nodes".into()));
+            return Err(Error::NoTrainingNodes);
         }
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);

@@ -212,8 +212,13 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
                 .err()
                 .unwrap();
             assert!(
-                err.to_string()
-                    .contains("1 fanouts for a model of 2 layers"),
+                matches!(
+                    &err,
+                    graphloom_nn::Error::Mismatch {
+                        what: "fanouts and layers",
+                        ..
+                    }
+                ),
                 "{err}"
             );
         }

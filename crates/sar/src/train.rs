@@ -25,14 +25,12 @@ pub fn sar_model(
     mode: SarMode,
 ) -> Result<Model> {
     if part.meta.parts != comm.size() || part.index != comm.rank() {
-        return Err(Error::Config(format!(
-            "rank {} of a job of {} workers got part {} of a partition into {} parts: \
-             partition again or change the worker count",
-            comm.rank(),
-            comm.size(),
-            part.index,
-            part.meta.parts,
-        )));
+        return Err(Error::WorkerCount {
+            rank: comm.rank(),
+            workers: comm.size(),
+            part: part.index,
+            parts: part.meta.parts,
+        });
     }
     let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);
     let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode)?);

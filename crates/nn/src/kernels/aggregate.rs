@@ -232,10 +232,10 @@ fn prefetch_row<T>(row: &[T]) {
 
 fn check_rows(x: &Tensor, n: usize) -> Result<()> {
     if x.dims2().0 != n {
-        return Err(Error::Config(format!(
-            "aggregation over {n} nodes got a tensor of shape {:?}",
-            x.shape()
-        )));
+        return Err(Error::Mismatch {
+            what: "an aggregation's input and its graph",
+            detail: format!("{n} nodes, an input of shape {:?}", x.shape()),
+        });
     }
     Ok(())
 }

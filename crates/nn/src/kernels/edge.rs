@@ -65,7 +65,10 @@ fn reduce_to_nodes<T: Send + Float>(
 }
 
 fn config_error(msg: String) -> graphloom_tensor::Error {
-    super::aggregate::to_tensor_error(Error::Config(msg))
+    super::aggregate::to_tensor_error(Error::Mismatch {
+        what: "edge values and the graph",
+        detail: msg,
+    })
 }
 
 /// How an SDDMM combines the two end nodes of an edge, per head.

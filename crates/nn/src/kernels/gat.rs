@@ -99,13 +99,16 @@ impl FusedGat {
             || el.dims2() != (n, self.heads)
             || er.dims2() != (n, self.heads)
         {
-            return Err(Error::Config(format!(
-                "fused GAT over {n} nodes, {} heads: h {:?}, el {:?}, er {:?}",
-                self.heads,
-                h.shape(),
-                el.shape(),
-                er.shape()
-            )));
+            return Err(Error::Mismatch {
+                what: "the fused GAT's inputs",
+                detail: format!(
+                    "fused GAT over {n} nodes, {} heads: h {:?}, el {:?}, er {:?}",
+                    self.heads,
+                    h.shape(),
+                    el.shape(),
+                    er.shape()
+                ),
+            });
         }
         Ok((n, width / self.heads))
     }

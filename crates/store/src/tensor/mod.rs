@@ -269,7 +269,11 @@ pub(crate) fn agree(comm: &dyn Communicator, result: Result<()>) -> Result<()> {
     let ok = comm.all_gather_one(u8::from(result.is_ok()))?;
     result?;
     if let Some(bad) = ok.iter().position(|&o| o == 0) {
-        return Err(StoreError::Invalid(format!("rank {bad} failed this step")));
+        return Err(graphloom_comm::CommError::PeerFailed {
+            rank: bad,
+            reason: "its part of this collective step failed (its own error says why)".into(),
+        }
+        .into());
     }
     Ok(())
 }
