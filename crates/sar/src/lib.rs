@@ -11,7 +11,8 @@
 //!   fetching any halo again.
 //! - [`RingAttention`]: GAT's attention with an online softmax; its backward pass fetches
 //!   each halo again (`sar`) to recompute the attention of its edges.
-//! - [`train_sar`]: the training loop.
+//! - [`Sar`]: the SAR workload of the one training loop (`graphloom_nn::train::fit`);
+//!   [`train_sar`] runs it.
 //!
 //! Plugged into a model ([`graphloom_nn::Model::with_operators`]), N workers compute the loss
 //! and gradients of one worker on the whole graph, up to the order of additions.
