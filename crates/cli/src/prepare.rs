@@ -50,10 +50,10 @@ enum Source {
         /// The edge file.
         #[arg(long)]
         edges: PathBuf,
-        /// [N, F] features (.npy).
+        /// Node features, one row of F values per node (.npy).
         #[arg(long)]
         features: Option<PathBuf>,
-        /// [N] integer labels (.npy).
+        /// Integer labels, one per node (.npy).
         #[arg(long)]
         labels: Option<PathBuf>,
         /// Number of nodes [default: feature rows, else largest id + 1].

@@ -241,6 +241,19 @@ fn a_learnt_input_embedding_travels_with_the_model() {
         accuracy(&pred, &labels, &test),
         summary(&run)["test_acc"].as_f64().unwrap()
     );
+    // Full-batch training cannot continue a learnt input embedding: said, not dropped.
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--init-model",
+        model.to_str().unwrap(),
+        "--epochs",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("learnt an input embedding"), "{stderr}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 
@@ -345,6 +358,17 @@ fn resume_is_bit_identical_in_every_mode() {
             tensors(&resumed_model),
             tensors(&whole_model),
             "{name}: parameters"
+        );
+        // A snapshot resumes only the run that took it.
+        let mut other: Vec<&str> = vec!["train", "--epochs", "6", "--lr", "0.02"];
+        other.extend(&args);
+        other.extend(["--snapshot-dir", snaps, "--resume"]);
+        let out = graphloom(&other);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains("resume with the same settings") && stderr.contains("lr 0.02"),
+            "{name}: {stderr}"
         );
     }
     std::fs::remove_dir_all(&root).unwrap();

@@ -365,6 +365,26 @@ pub trait CommunicatorExt: Communicator {
             .map(|v| v[0])
             .collect())
     }
+
+    /// Turns one rank's failure in a step that every rank takes into an error on every rank,
+    /// before any of them goes on to the next collective: the failing rank gets its own error
+    /// back, the others a [`CommError::PeerFailed`] naming the first rank that failed.
+    /// Collective.
+    fn agree<E: From<CommError>>(
+        &self,
+        result: std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let ok = self.all_gather_one(u8::from(result.is_ok()))?;
+        result?;
+        match ok.iter().position(|&o| o == 0) {
+            Some(rank) => Err(CommError::PeerFailed {
+                rank,
+                reason: "its part of this collective step failed (its own error says why)".into(),
+            }
+            .into()),
+            None => Ok(()),
+        }
+    }
 }
 
 impl<C: Communicator + ?Sized> CommunicatorExt for C {}

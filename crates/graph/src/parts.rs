@@ -44,6 +44,9 @@ pub struct PartitionMeta {
     pub halo: Vec<usize>,
     /// Training nodes in the whole graph (the loss's normaliser).
     pub num_train: usize,
+    /// Whether the edges carry weights: every shard then has its `shard_{q}_weight.npy`.
+    #[serde(default)]
+    pub edge_weights: bool,
 }
 
 /// The in-edges of one part that come from one source part.
@@ -150,6 +153,7 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
         edge_cut: report.edge_cut,
         halo: report.halo.clone(),
         num_train: in_train.len(),
+        edge_weights: ds.edge_weight.is_some(),
     };
     write_dir_atomic(out, |root| {
         let meta_path = root.join("partition.json");
@@ -323,6 +327,12 @@ impl Part {
                 continue;
             }
             let dst = ids_below(&dst_path, n, "local row")?;
+            if let Some(i) = (1..dst.len()).find(|&i| dst[i] <= dst[i - 1]) {
+                return Err(Error::invalid(
+                    &dst_path,
+                    format!("destinations must increase, entry {i} does not"),
+                ));
+            }
             // Sources are positions in the rows part q sends to this part, a count only the
             // exchange learns: `PartGraph` checks them against it.
             let src_path = dir.join(format!("shard_{q}_src.npy"));
@@ -345,7 +355,9 @@ impl Part {
                 ));
             }
             let weight_path = dir.join(format!("shard_{q}_weight.npy"));
-            let weight = if weight_path.exists() {
+            // A weighted partition must weigh every edge: a lost weight file is an error,
+            // not edges of weight 1.
+            let weight = if meta.edge_weights {
                 crate::dataset::read_edge_weights(&weight_path, src.len())?
             } else {
                 Vec::new()

@@ -4,6 +4,7 @@
 use std::collections::HashSet;
 
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_graph::npy;
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
 
@@ -102,6 +103,20 @@ fn parts_hold_exactly_the_graph_and_its_data() {
     let err = Part::load(&out, parts).unwrap_err().to_string();
     assert!(
         err.contains("part 3 asked of a partition into 3 parts"),
+        "{err}"
+    );
+    // A shard whose destinations do not increase is refused, naming the file.
+    let shard = (0..parts)
+        .flat_map(|p| (0..parts).map(move |q| (p, q)))
+        .map(|(p, q)| (p, out.join(format!("part_{p}/shard_{q}_dst.npy"))))
+        .find(|(_, f)| f.exists() && npy::read_ints(f).unwrap().data.len() > 1)
+        .unwrap();
+    let mut dst = npy::read_ints(&shard.1).unwrap();
+    dst.data.swap(0, 1);
+    npy::write(&shard.1, &dst.data, &dst.shape).unwrap();
+    let err = Part::load(&out, shard.0).unwrap_err().to_string();
+    assert!(
+        err.contains("_dst.npy") && err.contains("destinations must increase"),
         "{err}"
     );
     std::fs::remove_dir_all(&out).unwrap();

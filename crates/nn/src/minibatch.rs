@@ -335,6 +335,24 @@ impl<'a> MiniBatch<'a> {
 }
 
 impl Workload for MiniBatch<'_> {
+    fn fingerprint(&self) -> String {
+        let input = match &self.inputs {
+            Inputs::Features(_) => "features".to_string(),
+            Inputs::Embedding { table, lr } => {
+                format!("an input embedding {} wide (lr {lr})", table.dim())
+            }
+        };
+        format!(
+            "mini-batches of {} seeds, fanouts {:?}, over {} nodes, {} edges, {} training \
+             nodes, from {input}",
+            self.mb.batch_size,
+            self.mb.fanouts,
+            self.ds.graph.num_nodes(),
+            self.ds.graph.num_edges(),
+            self.ds.train_idx.len()
+        )
+    }
+
     fn model(&self) -> &Model {
         &self.model
     }

@@ -339,6 +339,33 @@ impl Model {
         self.norm_sum = Some(sum);
     }
 
+    /// Sets the parameters to `values` (a saved model's, in the model's order), each in the
+    /// dtype the model keeps it in; names and shapes must match.
+    pub fn set_params(&mut self, values: &[Param]) -> Result<()> {
+        if values.len() != self.params.len() {
+            return Err(Error::Mismatch {
+                what: "saved parameters and the model",
+                detail: format!("{} saved, {} in the model", values.len(), self.params.len()),
+            });
+        }
+        for (p, v) in self.params.iter_mut().zip(values) {
+            if p.name != v.name || p.value.shape() != v.value.shape() {
+                return Err(Error::Mismatch {
+                    what: "saved parameters and the model",
+                    detail: format!(
+                        "saved {} {:?}, the model has {} {:?}",
+                        v.name,
+                        v.value.shape(),
+                        p.name,
+                        p.value.shape()
+                    ),
+                });
+            }
+            p.value = v.value.cast(p.value.dtype())?;
+        }
+        Ok(())
+    }
+
     /// The number of scalar parameters.
     pub fn num_parameters(&self) -> usize {
         self.params.iter().map(|p| p.value.numel()).sum()

@@ -125,7 +125,15 @@ impl ModelFile {
             layers: number("layers")?,
             heads: number("heads")?,
             out_heads: number("out_heads")?,
-            batch_norm: file.meta("batch_norm")? == "true",
+            batch_norm: match file.meta("batch_norm")? {
+                "true" => true,
+                "false" => false,
+                other => {
+                    return Err(file.error(format!(
+                        "metadata 'batch_norm' is '{other}', not true or false"
+                    )))
+                }
+            },
             dtype,
             dropout: rate("dropout")?,
             input_dropout: rate("input_dropout")?,

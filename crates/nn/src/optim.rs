@@ -20,18 +20,6 @@ pub enum OptimizerKind {
     AdamW,
 }
 
-impl OptimizerKind {
-    /// Parses `sgd`, `adam` or `adamw`.
-    pub fn parse(name: &str) -> Option<OptimizerKind> {
-        Some(match name {
-            "sgd" => OptimizerKind::Sgd { momentum: 0.0 },
-            "adam" => OptimizerKind::Adam,
-            "adamw" => OptimizerKind::AdamW,
-            _ => return None,
-        })
-    }
-}
-
 /// An optimizer over a fixed list of parameter tensors (f32 or f64), with its state.
 pub struct Optimizer {
     kind: OptimizerKind,

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-use graphloom_comm::Communicator;
+use graphloom_comm::CommunicatorExt;
 use graphloom_tensor::Tensor;
 
 use crate::tensor_file::{self, TensorFile};
@@ -37,47 +37,62 @@ const VERSION: &str = "1";
 /// Writes the loop's state and the workload's. Collective over the workload's workers.
 pub(crate) fn save(
     cfg: &SnapshotConfig,
-    seed: u64,
+    settings: &str,
     names: &[String],
     workload: &mut dyn Workload,
     state: &LoopState,
 ) -> Result<()> {
     let comm = workload.gradient_comm();
     let (rank, workers) = comm.as_ref().map_or((0, 1), |c| (c.rank(), c.size()));
-    let barrier = |comm: &Option<std::sync::Arc<dyn Communicator>>| -> Result<()> {
-        if let Some(c) = comm {
-            c.barrier()?;
+    // Each step ends with every worker learning whether every other one succeeded, so a
+    // failure on one (a full disk, say) stops all of them at once instead of leaving them
+    // waiting at the next collective.
+    let agree = |result: Result<()>| -> Result<()> {
+        match &comm {
+            Some(c) => c.agree(result),
+            None => result,
         }
-        Ok(())
     };
+    let io = |path: &Path, e| -> Error { graphloom_graph::Error::io(path, e).into() };
     let tmp = cfg.dir.join(".snapshot.tmp");
-    if rank == 0 {
+    agree(if rank == 0 {
         let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).map_err(|e| graphloom_graph::Error::io(&tmp, e))?;
-    }
-    barrier(&comm)?;
-    workload.save_state(&tmp)?;
-    if rank == 0 {
-        write_state(&tmp.join("state.safetensors"), seed, names, workers, state)?;
-    }
-    barrier(&comm)?;
-    if rank == 0 {
+        std::fs::create_dir_all(&tmp).map_err(|e| io(&tmp, e))
+    } else {
+        Ok(())
+    })?;
+    agree(workload.save_state(&tmp))?;
+    agree(if rank == 0 {
+        write_state(
+            &tmp.join("state.safetensors"),
+            settings,
+            names,
+            workers,
+            state,
+        )
+    } else {
+        Ok(())
+    })?;
+    agree(if rank == 0 {
         let current = cfg.dir.join("snapshot");
         let old = cfg.dir.join("snapshot.old");
-        let io = |path: &Path, e| -> Error { graphloom_graph::Error::io(path, e).into() };
         let _ = std::fs::remove_dir_all(&old);
-        if current.exists() {
-            std::fs::rename(&current, &old).map_err(|e| io(&current, e))?;
-        }
-        std::fs::rename(&tmp, &current).map_err(|e| io(&current, e))?;
-        let _ = std::fs::remove_dir_all(&old);
-    }
-    barrier(&comm)
+        (|| {
+            if current.exists() {
+                std::fs::rename(&current, &old).map_err(|e| io(&current, e))?;
+            }
+            std::fs::rename(&tmp, &current).map_err(|e| io(&current, e))?;
+            let _ = std::fs::remove_dir_all(&old);
+            Ok(())
+        })()
+    } else {
+        Ok(())
+    })
 }
 
 fn write_state(
     path: &Path,
-    seed: u64,
+    settings: &str,
     names: &[String],
     workers: usize,
     state: &LoopState,
@@ -106,7 +121,7 @@ fn write_state(
     let metadata: HashMap<String, String> = [
         ("format", FORMAT.to_string()),
         ("format_version", VERSION.to_string()),
-        ("seed", seed.to_string()),
+        ("settings", settings.to_string()),
         ("workers", workers.to_string()),
         ("epoch", state.epoch.to_string()),
         ("step", state.step.to_string()),
@@ -136,7 +151,7 @@ fn write_state(
 /// Reads the snapshot in `cfg.dir` into `state` and the workload. Collective.
 pub(crate) fn restore(
     cfg: &SnapshotConfig,
-    seed: u64,
+    settings: &str,
     names: &[String],
     workload: &mut dyn Workload,
     state: &mut LoopState,
@@ -160,14 +175,14 @@ pub(crate) fn restore(
             .parse()
             .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
     };
-    if count("seed")? != seed {
+    let taken = file.meta("settings")?;
+    if taken != settings {
         return Err(Error::Mismatch {
             what: "the snapshot and this run",
             detail: format!(
-                "the snapshot in {} was taken with seed {}, this run has seed {seed}: resume with \
-             the same seed",
-                cfg.dir.display(),
-                count("seed")?
+                "the snapshot in {} was taken by {taken}; this run is {settings}: resume with \
+                 the same settings",
+                cfg.dir.display()
             ),
         });
     }

@@ -189,17 +189,19 @@ pub fn correct_predictions(logp: &Tensor, labels: &[i64], idx: &[usize]) -> usiz
     let (_, c) = logp.dims2();
     let v = logp.to_vec_f64();
     idx.iter()
-        .filter(|&&i| {
-            let row = &v[i * c..(i + 1) * c];
-            let mut best = 0;
-            for j in 1..c {
-                if row[j] > row[best] {
-                    best = j;
-                }
-            }
-            best as i64 == labels[i]
-        })
+        .filter(|&&i| predicted_class(&v[i * c..(i + 1) * c]) as i64 == labels[i])
         .count()
+}
+
+/// The class a row of scores predicts: its largest entry (the first of equals).
+pub fn predicted_class(row: &[f64]) -> usize {
+    let mut best = 0;
+    for j in 1..row.len() {
+        if row[j] > row[best] {
+            best = j;
+        }
+    }
+    best
 }
 
 /// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
@@ -244,6 +246,10 @@ pub trait Workload {
     /// Correct predictions on the three splits with parameters `params` and dropout off,
     /// summed over the job's workers.
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
+
+    /// What of the workload decides the bits a run computes (its data's sizes, its batching),
+    /// compared when a snapshot is resumed.
+    fn fingerprint(&self) -> String;
 
     /// Writes the workload's own training state (a learnt input table and its optimizer
     /// state) into the snapshot folder `dir`, one file per worker. Collective.
@@ -438,8 +444,20 @@ pub fn fit(
         records: Vec::new(),
         stopped: false,
     };
+    // What decides the bits of the run: a snapshot resumes only a run that agrees on it.
+    let settings = format!(
+        "{:?} at lr {} with weight decay {}, seed {}, evaluated every {} epochs, patience {:?}, \
+         on {}",
+        tc.optimizer,
+        tc.lr,
+        tc.weight_decay,
+        tc.seed,
+        eval_every,
+        tc.patience,
+        workload.fingerprint()
+    );
     if let Some(snap) = tc.snapshots.as_ref().filter(|s| s.resume) {
-        snapshot::restore(snap, tc.seed, &names, workload, &mut state)?;
+        snapshot::restore(snap, &settings, &names, workload, &mut state)?;
         for r in &state.records {
             on_epoch(r);
         }
@@ -495,7 +513,7 @@ pub fn fit(
         }
         if let Some(snap) = &tc.snapshots {
             if epoch.is_multiple_of(snap.every.max(1)) || state.stopped || epoch == tc.epochs {
-                snapshot::save(snap, tc.seed, &names, workload, &state)?;
+                snapshot::save(snap, &settings, &names, workload, &state)?;
             }
         }
     }
@@ -585,6 +603,16 @@ impl<'a> FullBatch<'a> {
 }
 
 impl Workload for FullBatch<'_> {
+    fn fingerprint(&self) -> String {
+        let g = &self.ds.graph;
+        format!(
+            "full batch over {} nodes, {} edges, {} training nodes",
+            g.num_nodes(),
+            g.num_edges(),
+            self.rows.len()
+        )
+    }
+
     fn model(&self) -> &Model {
         &self.model
     }

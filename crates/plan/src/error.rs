@@ -26,7 +26,7 @@ pub enum PlanError {
         reason: String,
     },
     /// The run would need more memory than the machine has.
-    #[error("the model and its activations need about {needed_gib:.1} GiB, more than this machine's {available_gib:.1} GiB: lower --hidden, --heads or --batch-size")]
+    #[error("the model and its activations need about {needed_gib:.1} GiB, more than this machine's {available_gib:.1} GiB: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)")]
     TooLarge {
         /// Estimated need.
         needed_gib: f64,

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use graphloom_graph::Dataset;
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::{FullBatch, Output, Workload};
+use graphloom_nn::train::{predicted_class, FullBatch, Output, Workload};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tensor};
 
@@ -88,12 +88,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         .map_err(graphloom_nn::Error::from)?
     };
     let mut workload = FullBatch::with_inputs(&ds, cfg, 0, x)?;
-    for (p, s) in workload.model_mut().params.iter_mut().zip(&saved.params) {
-        p.value = s
-            .value
-            .cast(p.value.dtype())
-            .map_err(graphloom_nn::Error::from)?;
-    }
+    workload.model_mut().set_params(&saved.params)?;
     let params: Vec<Tensor> = workload
         .model()
         .params
@@ -122,19 +117,11 @@ fn select_rows(t: &Tensor, ids: &[i64]) -> Tensor {
     Tensor::from_vec(rows, &[ids.len(), width]).expect("rows fill the shape")
 }
 
-/// The class of the largest entry of each row (the first of equals).
+/// The predicted class of each row of log-probabilities.
 pub fn labels_of(logp: &Tensor) -> Vec<i64> {
     let (_, c) = logp.dims2();
-    let data = logp.as_slice::<f32>().expect("inference output is f32");
-    data.chunks(c.max(1))
-        .map(|row| {
-            let mut best = 0;
-            for j in 1..row.len() {
-                if row[j] > row[best] {
-                    best = j;
-                }
-            }
-            best as i64
-        })
+    logp.to_vec_f64()
+        .chunks(c.max(1))
+        .map(|row| predicted_class(row) as i64)
         .collect()
 }

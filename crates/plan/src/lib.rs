@@ -2,8 +2,8 @@
 //! batch, sampled mini-batches, or SAR over a partitioned dataset), fills in per-model
 //! defaults, refuses options that do not apply, checks sizes before allocating, launches the
 //! workers (threads of this process or the ranks of an MPI job), lays out the features in the
-//! store and runs the workload under `graphloom_nn::train::fit`. The command line and the
-//! Python package are two front ends on it.
+//! store and runs the workload under `graphloom_nn::train::fit`. Front ends (the command line)
+//! parse into it and print what it returns; they hold no training decisions.
 //!
 //! ```
 //! use graphloom_plan::{Plan, TrainSettings};
@@ -128,17 +128,34 @@ impl Plan {
             let e = saved.as_ref()?.input_embedding.as_ref()?;
             (mode == TrainMode::MiniBatch).then(|| e.shape()[1])
         });
-        check_applicable(s, mode, arch)?;
+        if mode != TrainMode::MiniBatch
+            && saved.as_ref().is_some_and(|m| m.input_embedding.is_some())
+        {
+            return Err(PlanError::Invalid {
+                option: "--init-model",
+                reason: "learnt an input embedding, which only mini-batch training (--fanouts) \
+                         continues"
+                    .into(),
+            });
+        }
+        check_applicable(s, mode, arch, embedding_dim.is_some())?;
         check_values(s, layers)?;
         let backend = s.comm.unwrap_or(Backend::Local);
         let workers = s.workers.unwrap_or(1);
+        // The most nodes one process holds: the whole graph, but a part per process of an
+        // MPI job (an in-process job's workers share one machine's memory).
+        let mut nodes_per_process = None;
         let (meta, dataset) = match mode {
             TrainMode::Sar => {
                 let dir = s
                     .dataset
                     .as_ref()
                     .expect("a partitioned dataset has a path");
-                (PartitionMeta::load(dir)?.dataset, None)
+                let partition = PartitionMeta::load(dir)?;
+                if backend == Backend::Mpi {
+                    nodes_per_process = partition.nodes.iter().copied().max();
+                }
+                (partition.dataset, None)
             }
             _ => {
                 let ds = load_dataset(s, mode, embedding_dim.is_some())?;
@@ -194,13 +211,14 @@ impl Plan {
             init: saved,
             settings,
         };
-        plan.check_sizes()?;
+        plan.check_sizes(nodes_per_process.unwrap_or(plan.meta.num_nodes))?;
         Ok(plan)
     }
 
-    /// Refuses a run whose parameters and activations cannot fit in this machine's memory,
-    /// before anything large is allocated.
-    fn check_sizes(&self) -> Result<()> {
+    /// Refuses a run whose parameters and activations over `rows` nodes (every node: each
+    /// mode's evaluation, full batch and SAR in one process hold them all) cannot fit in this
+    /// machine's memory, before anything large is allocated.
+    fn check_sizes(&self, rows: usize) -> Result<()> {
         let m = &self.model;
         let heads = if m.arch == Architecture::Gat {
             m.heads.max(m.out_heads)
@@ -208,11 +226,6 @@ impl Plan {
             1
         };
         let width = m.hidden.max(m.out_dim).max(1);
-        let rows = match self.mode {
-            TrainMode::FullBatch => self.meta.num_nodes,
-            TrainMode::Sar => self.meta.num_nodes.div_ceil(self.workers.max(1)),
-            TrainMode::MiniBatch => self.batches.as_ref().map_or(0, |b| b.batch_size),
-        };
         let bytes = m.dtype.size_in_bytes() as u128;
         // Parameters with their gradients and two optimizer moments; one layer's output (a
         // few copies live at once in forward and backward) for every row.
@@ -231,7 +244,12 @@ impl Plan {
 }
 
 /// Refuses an option that the mode or the model does not use.
-fn check_applicable(s: &TrainSettings, mode: TrainMode, arch: Architecture) -> Result<()> {
+fn check_applicable(
+    s: &TrainSettings,
+    mode: TrainMode,
+    arch: Architecture,
+    embedding: bool,
+) -> Result<()> {
     let given = |o: bool, flag: &'static str, hint: &'static str| -> Result<()> {
         if o {
             Err(PlanError::not_applicable(flag, mode, hint))
@@ -278,11 +296,18 @@ fn check_applicable(s: &TrainSettings, mode: TrainMode, arch: Architecture) -> R
             "with data-parallel workers each would normalise its own slice of a batch: train mini-batches on one worker, or full-batch",
         ));
     }
-    if mode == TrainMode::MiniBatch && s.embedding_dim.is_none() {
+    if mode == TrainMode::MiniBatch && !embedding {
         given(
             s.embedding_lr.is_some(),
             "--embedding-lr",
             "it is the learning rate of --embedding-dim's table",
+        )?;
+    }
+    if mode == TrainMode::MiniBatch && embedding {
+        given(
+            s.features_location.is_some(),
+            "--features-location",
+            "the input is a learnt embedding table (--embedding-dim), not the features",
         )?;
     }
     if arch != Architecture::Gat {

@@ -91,12 +91,7 @@ impl Plan {
         let Some(saved) = &self.init else {
             return Ok(());
         };
-        for (p, s) in workload.model_mut().params.iter_mut().zip(&saved.params) {
-            p.value = s
-                .value
-                .cast(p.value.dtype())
-                .map_err(graphloom_nn::Error::from)?;
-        }
+        workload.model_mut().set_params(&saved.params)?;
         Ok(())
     }
 

@@ -9,7 +9,7 @@ use graphloom_nn::{Architecture, OptimizerKind};
 use graphloom_sar::SarMode;
 use graphloom_tensor::DType;
 
-/// A closed set of named values (for command lines and configuration files).
+/// A closed set of named values, as front ends spell them.
 pub trait Choice: Copy + 'static {
     /// Every value.
     const ALL: &'static [Self];

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use graphloom_comm::Communicator;
+use graphloom_comm::{Communicator, CommunicatorExt};
 use graphloom_graph::parts::{Part, Shard};
 use graphloom_nn::{balanced_chunks, split_rows};
 use graphloom_tensor::memory::{category_scope, Charge};
@@ -53,43 +53,13 @@ impl PartGraph {
             .iter()
             .map(|bytes| bytemuck::pod_collect_to_vec::<u8, i64>(bytes).into())
             .collect();
-        // A shard's sources index the rows its part sends: a damaged file is an error here,
-        // not an out-of-bounds read in a kernel.
-        for (q, shard) in part.shards.iter().enumerate() {
-            if let Some(&bad) = shard.src.iter().find(|&&s| s as usize >= halo_ids[q].len()) {
-                return Err(graphloom_graph::Error::invalid(
-                    format!("part_{}/shard_{q}_src.npy", part.index),
-                    format!(
-                        "position {bad} is not below {}, the rows part {q} sends",
-                        halo_ids[q].len()
-                    ),
-                )
-                .into());
-            }
-        }
-        // Every in-edge of a local row is in one of the shards: the degrees are local, and
-        // they must agree with the part's in_degree.npy.
-        let mut count = vec![0i64; rows];
-        let mut degree = vec![0f64; rows];
-        for shard in &part.shards {
-            for (i, &dst) in shard.dst.iter().enumerate() {
-                for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
-                    count[dst as usize] += 1;
-                    degree[dst as usize] += shard.weight_of(e);
-                }
-            }
-        }
-        if let Some(v) = (0..rows).find(|&v| part.in_degree.get(v) != Some(&count[v])) {
-            return Err(graphloom_graph::Error::invalid(
-                format!("part_{}/in_degree.npy", part.index),
-                format!(
-                    "row {v} has {} in-edges in the shards, in_degree.npy says {:?}",
-                    count[v],
-                    part.in_degree.get(v)
-                ),
-            )
-            .into());
-        }
+        // Every worker learns whether every part passed its checks before the collectives
+        // that follow.
+        let (degree, checked) = match checked_degrees(part, &halo_ids) {
+            Ok(degree) => (degree, Ok(())),
+            Err(e) => (Vec::new(), Err(e)),
+        };
+        comm.agree(checked)?;
         let own = &part.shards[part.index];
         let own_send = &part.send[part.index];
         // A self-loop is an edge of the own shard whose source row is its destination.
@@ -127,6 +97,48 @@ impl PartGraph {
     pub fn halo_rows(&self, q: usize) -> usize {
         self.halo_ids[q].len()
     }
+}
+
+/// The weighted in-degree of every row of a part (a part holds all in-edges of its rows),
+/// after checking its shards against what the exchange learnt: sources index the rows their
+/// part sends, and the in-edges of every row add up to its `in_degree.npy` entry. A damaged
+/// file is an error here, not an out-of-bounds read in a kernel.
+fn checked_degrees(part: &Part, halo_ids: &[Arc<[i64]>]) -> graphloom_nn::Result<Vec<f64>> {
+    let rows = part.orig_ids.len();
+    for (q, shard) in part.shards.iter().enumerate() {
+        if let Some(&bad) = shard.src.iter().find(|&&s| s as usize >= halo_ids[q].len()) {
+            return Err(graphloom_graph::Error::invalid(
+                format!("part_{}/shard_{q}_src.npy", part.index),
+                format!(
+                    "position {bad} is not below {}, the rows part {q} sends",
+                    halo_ids[q].len()
+                ),
+            )
+            .into());
+        }
+    }
+    let mut count = vec![0i64; rows];
+    let mut degree = vec![0f64; rows];
+    for shard in &part.shards {
+        for (i, &dst) in shard.dst.iter().enumerate() {
+            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                count[dst as usize] += 1;
+                degree[dst as usize] += shard.weight_of(e);
+            }
+        }
+    }
+    if let Some(v) = (0..rows).find(|&v| part.in_degree.get(v) != Some(&count[v])) {
+        return Err(graphloom_graph::Error::invalid(
+            format!("part_{}/in_degree.npy", part.index),
+            format!(
+                "row {v} has {} in-edges in the shards, in_degree.npy says {:?}",
+                count[v],
+                part.in_degree.get(v)
+            ),
+        )
+        .into());
+    }
+    Ok(degree)
 }
 
 /// Runs `f(i, row)` for every destination `i` of `shard` (an index into `shard.dst`) with the

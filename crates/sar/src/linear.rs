@@ -15,8 +15,9 @@ use crate::{comm_error, scratch, PartGraph};
 pub enum Normalisation {
     /// The plain sum.
     Sum,
-    /// The mean over the destination's in-edges (its full in-degree, known locally because a
-    /// part holds all in-edges of its nodes); 0 without in-edges.
+    /// The mean over the destination's in-edges, weighted by the edge weights where the graph
+    /// has them (its full weighted in-degree is known locally, because a part holds all
+    /// in-edges of its nodes); 0 without in-edges.
     Mean,
     /// GCN's `D^-1/2 (A + I) D^-1/2`, a self-loop added where a node has none. Each owner
     /// scales its rows by its own `degree^-1/2` before sending them, so no part needs another

@@ -66,6 +66,7 @@ pub struct Sar<'a> {
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
     seed: u64,
+    mode: SarMode,
 }
 
 impl<'a> Sar<'a> {
@@ -81,6 +82,10 @@ impl<'a> Sar<'a> {
         seed: u64,
         mode: SarMode,
     ) -> Result<Sar<'a>> {
+        // Every worker sees the same count, so all stop here together.
+        if part.meta.num_train == 0 {
+            return Err(Error::NoTrainingNodes);
+        }
         let model = sar_model(comm.clone(), part, cfg.clone(), seed, mode)?;
         let x = Var::constant(part.features.cast(cfg.dtype)?);
         let part: &Part = part;
@@ -93,11 +98,24 @@ impl<'a> Sar<'a> {
             labels: part.train_idx.iter().map(|&v| part.labels[v]).collect(),
             part,
             seed,
+            mode,
         })
     }
 }
 
 impl Workload for Sar<'_> {
+    fn fingerprint(&self) -> String {
+        let m = &self.part.meta;
+        format!(
+            "SAR ({}) over {} parts of {} nodes, {} edges, {} training nodes",
+            self.mode.name(),
+            m.parts,
+            m.dataset.num_nodes,
+            m.dataset.num_edges,
+            m.num_train
+        )
+    }
+
     fn model(&self) -> &Model {
         &self.model
     }

@@ -139,3 +139,39 @@ fn a_worker_that_dies_is_named_by_the_others() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A partition without training nodes is refused on every worker, not trained to a NaN loss.
+#[test]
+fn no_training_nodes_is_named() {
+    let mut ds = generate(&SyntheticConfig {
+        nodes: 200,
+        avg_degree: 6,
+        feat_dim: 8,
+        classes: 3,
+        seed: 5,
+        ..Default::default()
+    })
+    .unwrap();
+    ds.valid_idx.append(&mut ds.train_idx);
+    let dir = std::env::temp_dir().join(format!("graphloom-sar-notrain-{}", std::process::id()));
+    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &dir).unwrap();
+    let cfg = ModelConfig {
+        in_dim: 8,
+        out_dim: 3,
+        ..Default::default()
+    };
+    for r in Local::run(2, |comm| -> Result<(), graphloom_nn::Error> {
+        let mut part = Part::load(&dir, comm.rank())?;
+        let tc = TrainConfig {
+            epochs: 2,
+            ..Default::default()
+        };
+        train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {}).map(drop)
+    }) {
+        assert!(
+            matches!(r, Err(graphloom_nn::Error::NoTrainingNodes)),
+            "{r:?}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

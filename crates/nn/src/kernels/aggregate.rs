@@ -4,10 +4,12 @@
 //!
 //! `out[v] = dst_scale[v] * sum_{e = (u -> v)} w_e * src_scale[u] * x[u] + self_weight[v] * x[v]`
 //!
-//! with every factor optional (1, or 0 for `self_weight`). Sum: no factors. Mean:
-//! `dst_scale = 1 / in_degree`. GCN (Kipf & Welling, PyG's `gcn_norm`): a self-loop on every
-//! node that lacks one, `src_scale = dst_scale = 1 / sqrt(in_degree + loop)` and
-//! `self_weight[v] = dst_scale[v]^2` where the loop was added. The self-loop is a term, not an
+//! with every factor optional (1, or 0 for `self_weight`; `w_e` is the edge weight, 1 on a
+//! graph without them). Sum: no factors. Mean: `dst_scale = 1 / degree`. GCN (Kipf & Welling,
+//! PyG's `gcn_norm`): a self-loop of weight 1 on every node that lacks one,
+//! `src_scale = dst_scale = 1 / sqrt(degree + loop)` and `self_weight[v] = dst_scale[v]^2`
+//! where the loop was added. `degree` is the sum of a node's in-edge weights (their count
+//! without weights). The self-loop is a term, not an
 //! edge, so the graph is not copied. The backward is the same sum over the transpose.
 
 use std::sync::{Arc, Mutex};

@@ -189,7 +189,7 @@ impl Embedding {
         let dim = self.dim();
         let checked = self.check_gradients(ids, grads);
         let comm = self.table.comm().clone();
-        crate::tensor::agree(comm.as_ref(), checked)?;
+        comm.agree(checked)?;
         let grads = grads.cast(DType::F32)?;
         let grads = grads.as_slice::<f32>()?;
 

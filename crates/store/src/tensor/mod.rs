@@ -126,7 +126,7 @@ impl StoreTensor {
     /// Turns one rank's failure in a collective step into an error on every rank, so no rank
     /// continues with a half-done tensor.
     fn agree(&self, result: Result<()>) -> Result<()> {
-        agree(self.comm.as_ref(), result)
+        self.comm.agree(result)
     }
 
     /// The communicator the tensor lives on.
@@ -261,19 +261,4 @@ impl StoreTensor {
     pub fn barrier(&self) -> Result<()> {
         Ok(self.comm.barrier()?)
     }
-}
-
-/// Turns one rank's failure in a collective step into an error on every rank: the failing rank
-/// returns its own error, the others an error naming it.
-pub(crate) fn agree(comm: &dyn Communicator, result: Result<()>) -> Result<()> {
-    let ok = comm.all_gather_one(u8::from(result.is_ok()))?;
-    result?;
-    if let Some(bad) = ok.iter().position(|&o| o == 0) {
-        return Err(graphloom_comm::CommError::PeerFailed {
-            rank: bad,
-            reason: "its part of this collective step failed (its own error says why)".into(),
-        }
-        .into());
-    }
-    Ok(())
 }
