@@ -102,10 +102,7 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
     peers::ensure_synthetic(&args.dataset, &peers::bench_graph_100k())?;
     for system in ["dgl", "pyg"] {
         if peers::python_for(system).is_none() && !args.json {
-            eprintln!(
-                "{system}: not installed (set {}_PYTHON or create .venv-{system}); skipped",
-                system.to_uppercase()
-            );
+            peers::say_not_installed(system);
         }
     }
     if !args.json {

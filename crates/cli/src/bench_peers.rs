@@ -66,11 +66,30 @@ pub(crate) fn baselines_dir(arg: &Option<PathBuf>) -> PathBuf {
 
 /// The interpreter of a peer: `$DGL_PYTHON`/`$PYG_PYTHON`, else `.venv-dgl`/`.venv-pyg`.
 pub(crate) fn python_for(system: &str) -> Option<PathBuf> {
-    let var = format!("{}_PYTHON", system.to_uppercase());
+    let env = python_env(system);
+    let var = format!("{}_PYTHON", env.to_uppercase());
     let p = std::env::var_os(&var)
         .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(format!(".venv-{system}/bin/python")));
+        .unwrap_or_else(|| PathBuf::from(format!(".venv-{env}/bin/python")));
     p.exists().then_some(p)
+}
+
+/// The Python environment a peer runs in: GraphBolt, DGL's newer sampler, runs in DGL's.
+pub(crate) fn python_env(system: &str) -> &str {
+    if system == "graphbolt" {
+        "dgl"
+    } else {
+        system
+    }
+}
+
+/// Says on stderr that `system` is skipped because its Python environment is missing.
+pub(crate) fn say_not_installed(system: &str) {
+    let env = python_env(system);
+    eprintln!(
+        "{system}: not installed (set {}_PYTHON or create .venv-{env}); skipped",
+        env.to_uppercase()
+    );
 }
 
 fn last_json_line(stdout: &[u8]) -> Result<Value> {

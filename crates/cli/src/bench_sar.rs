@@ -12,8 +12,11 @@ use graphloom_graph::parts::write_parts;
 use graphloom_graph::Dataset;
 use serde_json::{json, Value};
 
+use graphloom_nn::Architecture;
+use graphloom_sar::SarMode;
+
 use crate::bench_peers as peers;
-use crate::output;
+use crate::output::{self, choice};
 
 /// Arguments of `graphloom bench sar`.
 #[derive(Args)]
@@ -34,12 +37,12 @@ pub(crate) struct SarArgs {
     /// Worker counts, comma-separated.
     #[arg(long, default_value = "1,2,4,8", value_delimiter = ',')]
     workers: Vec<usize>,
-    /// Halo modes, comma-separated: sar, sa, osa.
-    #[arg(long, default_value = "sar,sa,osa", value_delimiter = ',')]
-    modes: Vec<String>,
-    /// Models, comma-separated: sage, gat, gcn.
-    #[arg(long, default_value = "sage,gat", value_delimiter = ',')]
-    models: Vec<String>,
+    /// Halo modes, comma-separated.
+    #[arg(long, default_value = "sar,sa,osa", value_delimiter = ',', value_parser = choice::<SarMode>())]
+    modes: Vec<SarMode>,
+    /// Models, comma-separated.
+    #[arg(long, default_value = "sage,gat", value_delimiter = ',', value_parser = choice::<Architecture>())]
+    models: Vec<Architecture>,
     /// Timed epochs per run (after one warm-up epoch).
     #[arg(long, default_value_t = 1)]
     epochs: usize,
@@ -86,19 +89,53 @@ fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
     }
     let spinner = output::spinner(&format!("METIS: {} into {parts} parts", dataset.display()));
     let ds = Dataset::load(dataset)?;
-    let partition = graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)?;
+    let partition = output::with_stdout_on_stderr(|| {
+        graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)
+    })?;
     write_parts(&ds, &partition, &dir).with_context(|| format!("writing {}", dir.display()))?;
     spinner.finish_and_clear();
     Ok(dir)
 }
 
+/// The mode name of the unpartitioned in-memory full-batch run that the SAR runs are compared
+/// with.
+const TRAIN: &str = "train";
+
 fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<SarRun> {
-    let parts = ensure_parts(&args.dataset, workers)?;
     let hidden = if model == "gat" {
         (args.hidden / args.heads).max(1)
     } else {
         args.hidden
     };
+    if mode == TRAIN {
+        let mut train: Vec<String> = [
+            "--dataset",
+            &args.dataset.display().to_string(),
+            "--model",
+            model,
+            "--hidden",
+            &hidden.to_string(),
+            "--epochs",
+            &(args.epochs + 1).to_string(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        if model == "gat" {
+            train.extend(["--heads".into(), args.heads.to_string()]);
+        }
+        let summary = peers::run_graphloom_train(&train, args.threads)?;
+        return Ok(SarRun {
+            model: model.into(),
+            mode: mode.into(),
+            workers: 1,
+            peak_bytes: summary["peak_total_bytes"].as_u64().unwrap_or(0),
+            peak_rss_bytes: summary["peak_rss_bytes"].as_u64().unwrap_or(0),
+            epoch_seconds: summary["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN),
+            bytes_sent: 0.0,
+        });
+    }
+    let parts = ensure_parts(&args.dataset, workers)?;
     let mut train: Vec<String> = [
         "--dataset",
         &parts.display().to_string(),
@@ -154,11 +191,6 @@ fn figures(model: &str, mode: &str, workers: usize, summary: &Value) -> Result<S
 }
 
 pub(crate) fn run(args: SarArgs) -> Result<()> {
-    for mode in &args.modes {
-        if graphloom_sar::SarMode::parse(mode).is_none() {
-            bail!("--modes takes sar, sa and osa, not '{mode}'");
-        }
-    }
     if args.workers.contains(&0) {
         bail!("--workers counts must be positive");
     }
@@ -173,35 +205,39 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
             ..Default::default()
         },
     )?;
-    let total = args.models.len() * args.modes.len() * args.workers.len();
+    // Per model: the unpartitioned in-memory full-batch run (mode "train"), then every SAR run.
+    let total = args.models.len() * (1 + args.modes.len() * args.workers.len());
     let bar = output::bar(total as u64, "sar runs");
     let mut runs = Vec::new();
-    for model in &args.models {
-        for &workers in &args.workers {
-            for mode in &args.modes {
-                bar.set_message(format!("{model} {mode} N={workers}"));
-                let run = run_one(&args, model, mode, workers)
-                    .with_context(|| format!("{model} {mode} on {workers} workers"))?;
-                if args.json {
-                    bar.suspend(|| {
-                        println!(
-                            "{}",
-                            json!({
-                                "mode": run.mode,
-                                "model": run.model,
-                                "workers": run.workers,
-                                "comm": args.comm,
-                                "peak_bytes_per_worker": run.peak_bytes,
-                                "peak_rss_bytes": run.peak_rss_bytes,
-                                "epoch_seconds": run.epoch_seconds,
-                                "bytes_sent_per_worker": run.bytes_sent,
-                            })
-                        )
-                    });
-                }
-                runs.push(run);
-                bar.inc(1);
+    for model in args.models.iter().map(|m| m.name()) {
+        let plans = std::iter::once((TRAIN, 1)).chain(
+            args.workers
+                .iter()
+                .flat_map(|&workers| args.modes.iter().map(move |m| (m.name(), workers))),
+        );
+        for (mode, workers) in plans {
+            bar.set_message(format!("{model} {mode} N={workers}"));
+            let run = run_one(&args, model, mode, workers)
+                .with_context(|| format!("{model} {mode} on {workers} workers"))?;
+            if args.json {
+                bar.suspend(|| {
+                    println!(
+                        "{}",
+                        json!({
+                            "mode": run.mode,
+                            "model": run.model,
+                            "workers": run.workers,
+                            "comm": args.comm,
+                            "peak_bytes_per_worker": run.peak_bytes,
+                            "peak_rss_bytes": run.peak_rss_bytes,
+                            "epoch_seconds": run.epoch_seconds,
+                            "bytes_sent_per_worker": run.bytes_sent,
+                        })
+                    )
+                });
             }
+            runs.push(run);
+            bar.inc(1);
         }
     }
     bar.finish_and_clear();

@@ -44,6 +44,10 @@ enum Command {
 }
 
 fn main() {
+    // Like other Unix tools, end quietly when the reader of stdout goes away (`| head`)
+    // instead of panicking on the failed write.
+    // SAFETY: setting a signal's disposition to the default has no preconditions.
+    unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(a),

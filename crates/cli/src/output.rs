@@ -70,6 +70,29 @@ pub(crate) fn check_writable(path: &Path) -> Result<()> {
         .with_context(|| format!("{} cannot be written", path.display()))
 }
 
+/// Runs `f` with the process's standard output pointing at standard error: C libraries that
+/// print progress to stdout (METIS does) then leave stdout to the `--json` objects.
+pub(crate) fn with_stdout_on_stderr<T>(f: impl FnOnce() -> T) -> T {
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    // SAFETY: dup and dup2 on the standard descriptors have no memory-safety preconditions;
+    // the saved descriptor is restored and closed below.
+    let saved = unsafe { libc::dup(libc::STDOUT_FILENO) };
+    if saved < 0 {
+        return f();
+    }
+    // SAFETY: as above.
+    unsafe { libc::dup2(libc::STDERR_FILENO, libc::STDOUT_FILENO) };
+    let out = f();
+    // SAFETY: as above; `saved` is a descriptor this function opened.
+    unsafe {
+        libc::fflush(std::ptr::null_mut());
+        libc::dup2(saved, libc::STDOUT_FILENO);
+        libc::close(saved);
+    }
+    out
+}
+
 /// Whether stderr is a terminal, where a progress bar can redraw itself.
 fn stderr_is_terminal() -> bool {
     std::io::IsTerminal::is_terminal(&std::io::stderr())

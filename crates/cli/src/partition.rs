@@ -33,8 +33,9 @@ pub(crate) struct PartitionArgs {
 pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     let ds = Dataset::load(&args.dataset)?;
     let spinner = output::spinner(&format!("METIS: {} parts", args.parts));
-    let partition =
-        graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, args.parts, args.seed)?;
+    let partition = output::with_stdout_on_stderr(|| {
+        graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, args.parts, args.seed)
+    })?;
     spinner.set_message("writing the parts".to_string());
     let report = write_parts(&ds, &partition, &args.out)
         .with_context(|| format!("writing {}", args.out.display()))?;

@@ -764,6 +764,41 @@ fn partition_writes_parts_and_refuses_impossible_splits() {
     for p in 0..3 {
         assert!(out.join(format!("part_{p}/node_feat.npy")).exists());
     }
+    // Nearly a part per node: METIS complains, on stderr; stdout holds the one JSON object,
+    // and the files grow with the edges cut, not with the square of the parts.
+    let many = graphloom(&[
+        "partition",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--parts",
+        "290",
+        "--out",
+        root.join("many").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        many.status.success(),
+        "{}",
+        String::from_utf8_lossy(&many.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&many.stdout);
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["parts"], 290);
+    let files = std::fs::read_dir(root.join("many"))
+        .unwrap()
+        .flatten()
+        .map(|p| std::fs::read_dir(p.path()).map_or(0, |d| d.count()))
+        .sum::<usize>();
+    // Eight files per part, and at most four (a shard's three and a send list) per cut edge.
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("meta.json")).unwrap()).unwrap();
+    let edges = meta["num_edges"].as_u64().unwrap() as usize;
+    assert!(
+        files <= 290 * 8 + 4 * edges,
+        "{files} files for {edges} edges"
+    );
+    assert!(files < 290 * 290, "{files} files");
     let bad = graphloom(&[
         "partition",
         "--dataset",
