@@ -113,6 +113,83 @@ fn row_ptr_not_ending_at_num_edges() {
 }
 
 #[test]
+fn unlabelled_node_in_a_split() {
+    assert_clear_error("unlabelled", "train_idx.npy", "has no label", |d| {
+        let train = npy::read::<i64>(&d.join("train_idx.npy")).unwrap();
+        let p = d.join("node_label.npy");
+        let mut a = npy::read::<i64>(&p).unwrap();
+        a.data[train.data[0] as usize] = -1;
+        npy::write(&p, &a.data, &a.shape).unwrap();
+    });
+}
+
+/// Nodes outside the splits may be unlabelled (-1): the dataset trains.
+#[test]
+fn unlabelled_nodes_outside_the_splits_train() {
+    let root = scratch("unlabelled-ok");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let p = dir.join("train_idx.npy");
+    let mut train = npy::read::<i64>(&p).unwrap();
+    let out_of_splits: Vec<i64> = train.data.drain(..20).collect();
+    npy::write(&p, &train.data, &[train.data.len()]).unwrap();
+    let p = dir.join("node_label.npy");
+    let mut labels = npy::read::<i64>(&p).unwrap();
+    for v in out_of_splits {
+        labels.data[v as usize] = -1;
+    }
+    npy::write(&p, &labels.data, &labels.shape).unwrap();
+    for extra in [&[][..], &["--fanouts", "5,5"][..]] {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--epochs",
+            "2",
+            "--quiet",
+        ];
+        args.extend(extra);
+        let out = graphloom(&args);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Sizes that no machine can address are damaged files: a one-line error, no panic or
+/// wrap-around.
+#[test]
+fn impossible_sizes() {
+    assert_clear_error("hugenodes", "meta.json", "cannot be held in memory", |d| {
+        let p = d.join("meta.json");
+        let text = std::fs::read_to_string(&p).unwrap();
+        let mut meta: serde_json::Value = serde_json::from_str(&text).unwrap();
+        meta["num_nodes"] = serde_json::json!(u64::MAX);
+        std::fs::write(&p, meta.to_string()).unwrap();
+    });
+    assert_clear_error(
+        "hugeshape",
+        "node_label.npy",
+        "more bytes than a file can hold",
+        |d| {
+            // A version-1 header announcing 2^63 - 1 int64 elements, then a few bytes of data.
+            let dict =
+                "{'descr': '<i8', 'fortran_order': False, 'shape': (9223372036854775807,), }";
+            let pad = (64 - (10 + dict.len() + 1) % 64) % 64;
+            let header = format!("{dict}{}\n", " ".repeat(pad));
+            let mut out = b"\x93NUMPY\x01\x00".to_vec();
+            out.extend((header.len() as u16).to_le_bytes());
+            out.extend(header.as_bytes());
+            out.extend([0u8; 16]);
+            std::fs::write(d.join("node_label.npy"), out).unwrap();
+        },
+    );
+}
+
+#[test]
 fn split_listing_a_node_twice() {
     assert_clear_error("dupsplit", "train_idx.npy", "is listed twice", |d| {
         let p = d.join("train_idx.npy");

@@ -6,7 +6,7 @@
 //! | `csr_row_ptr.npy` | i64, `num_nodes + 1` offsets (CSR by destination) |
 //! | `csr_col_idx.npy` | i32 or i64 source ids, `num_edges` |
 //! | `node_feat.npy` | `[num_nodes, feat_dim]`, f32, or bf16 stored as uint16 |
-//! | `node_label.npy` | i64 class per node |
+//! | `node_label.npy` | i64 class per node; -1 for a node without a label (never in a split) |
 //! | `train_idx.npy`, `valid_idx.npy`, `test_idx.npy` | i64 node ids |
 //! | `edge_weight.npy` | optional f32 per edge |
 
@@ -151,6 +151,16 @@ impl Dataset {
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
+        // Counts a 64-bit machine can address: a larger one is a damaged meta.json.
+        if meta.num_nodes >= isize::MAX as usize / 8 || meta.num_edges >= isize::MAX as usize / 8 {
+            return Err(Error::invalid(
+                &meta_path,
+                format!(
+                    "num_nodes = {} and num_edges = {} cannot be held in memory",
+                    meta.num_nodes, meta.num_edges
+                ),
+            ));
+        }
         let row_ptr_path = file(dir, "csr_row_ptr.npy");
         let row_ptr = npy::read_ints(&row_ptr_path)?.data;
         if row_ptr.len() != meta.num_nodes + 1 {
@@ -217,12 +227,13 @@ impl Dataset {
         }
         if let Some(i) = labels
             .iter()
-            .position(|&l| l < 0 || l as usize >= meta.num_classes)
+            .position(|&l| l < UNLABELLED || l >= meta.num_classes as i64)
         {
             return Err(Error::invalid(
                 &label_path,
                 format!(
-                    "label of node {i} is {}, outside 0..{} (num_classes)",
+                    "label of node {i} is {}, outside 0..{} (num_classes; -1 marks a node \
+                     without a label)",
                     labels[i], meta.num_classes
                 ),
             ));
@@ -250,6 +261,16 @@ impl Dataset {
             split("test_idx.npy")?,
         ];
         check_splits_disjoint(dir, meta.num_nodes, &splits)?;
+        for (name, ids) in SPLIT_FILES.iter().zip(&splits) {
+            if let Some(&v) = ids.iter().find(|&&v| labels[v] == UNLABELLED) {
+                return Err(Error::invalid(
+                    file(dir, name),
+                    format!(
+                        "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
+                    ),
+                ));
+            }
+        }
         let [train_idx, valid_idx, test_idx] = splits;
         Ok(Dataset {
             train_idx,
@@ -330,9 +351,14 @@ pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
     Ok(w)
 }
 
+/// The label of a node outside the splits that has none (papers100M labels 1.4% of its nodes).
+pub const UNLABELLED: i64 = -1;
+
+/// The split files, in the order train, validation, test.
+const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
+
 /// Refuses a node listed twice in one split, or in two splits.
 fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3]) -> Result<()> {
-    const NAMES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
     let mut owner = vec![u8::MAX; num_nodes];
     for (s, ids) in splits.iter().enumerate() {
         for &v in ids {
@@ -340,16 +366,16 @@ fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3])
                 u8::MAX => owner[v] = s as u8,
                 o if o as usize == s => {
                     return Err(Error::invalid(
-                        file(dir, NAMES[s]),
+                        file(dir, SPLIT_FILES[s]),
                         format!("node {v} is listed twice"),
                     ))
                 }
                 o => {
                     return Err(Error::invalid(
-                        file(dir, NAMES[s]),
+                        file(dir, SPLIT_FILES[s]),
                         format!(
                             "node {v} is also in {}: splits must not overlap",
-                            NAMES[o as usize]
+                            SPLIT_FILES[o as usize]
                         ),
                     ))
                 }

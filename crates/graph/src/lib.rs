@@ -30,7 +30,7 @@ pub mod sample;
 mod store_graph;
 
 pub use csr::{Csr, NodeId};
-pub use dataset::{random_split, Dataset, Meta};
+pub use dataset::{random_split, Dataset, Meta, UNLABELLED};
 pub use error::{Error, Result};
 pub use graphloom_io::{npy, write_atomic};
 pub use store_graph::StoreGraph;

@@ -167,6 +167,18 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
                 .map_err(|_| bad(&format!("bad dimension '{s}'")))
         })
         .collect::<Result<Vec<_>>>()?;
+    // The element and byte counts must fit in memory's addresses: a header that overflows is
+    // damaged, not an array to allocate.
+    let bytes = shape
+        .iter()
+        .try_fold(dtype.size(), |acc, &d| acc.checked_mul(d))
+        .and_then(|b| b.checked_add(start + len));
+    if bytes.is_none() {
+        return Err(bad(&format!(
+            "shape {shape:?} of {} is more bytes than a file can hold",
+            dtype.descr()
+        )));
+    }
     Ok(NpyHeader {
         dtype,
         shape,
