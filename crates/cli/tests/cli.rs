@@ -95,6 +95,36 @@ fn nan_features() {
     });
 }
 
+/// Features left on disk (mapped) are checked as those read into memory are.
+#[test]
+fn nan_features_on_disk() {
+    let root = scratch("nan-mmap");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let p = dir.join("node_feat.npy");
+    let mut a = npy::read::<f32>(&p).unwrap();
+    a.data[250 * 8 + 6] = f32::NAN;
+    npy::write(&p, &a.data, &a.shape).unwrap();
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        dir.to_str().unwrap(),
+        "--fanouts",
+        "5,5",
+        "--features-location",
+        "mmap",
+        "--epochs",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("node_feat.npy") && stderr.contains("node 250, column 6"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[test]
 fn missing_file() {
     assert_clear_error("missing", "train_idx.npy", "No such file", |d| {

@@ -214,7 +214,8 @@ impl Dataset {
         } else if read_features {
             load_features(dir, &meta)?
         } else {
-            check_feature_header(dir, &meta)?;
+            let header = check_feature_header(dir, &meta)?;
+            check_feature_values(&file(dir, "node_feat.npy"), &header, &meta)?;
             Tensor::zeros(&[0, meta.feat_dim], DType::F32)
         };
         let label_path = file(dir, "node_label.npy");
@@ -399,6 +400,50 @@ fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
         ));
     }
     Ok(header)
+}
+
+/// Checks that every value of a feature file left on disk is finite, reading it in chunks of
+/// bounded size: a NaN in a mapped table is refused as it is in memory.
+fn check_feature_values(path: &Path, header: &npy::NpyHeader, meta: &Meta) -> Result<()> {
+    use std::io::{Read, Seek, SeekFrom};
+    let elem = header.dtype.size();
+    let finite: fn(&[u8]) -> bool = match (meta.feat_dtype.as_str(), header.dtype) {
+        ("f32", npy::NpyDType::F32) => |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
+        ("bf16", npy::NpyDType::U16) => {
+            |b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).is_finite()
+        }
+        (name, found) => {
+            return Err(Error::invalid(
+                path,
+                format!("meta.json says feat_dtype {name}, the file holds {found:?}"),
+            ))
+        }
+    };
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    f.seek(SeekFrom::Start(header.data_offset as u64))
+        .map_err(|e| Error::io(path, e))?;
+    let total = header.numel();
+    let chunk_elems = (16 << 20) / elem;
+    let mut buf = vec![0u8; chunk_elems * elem];
+    let mut done = 0;
+    while done < total {
+        let n = chunk_elems.min(total - done);
+        f.read_exact(&mut buf[..n * elem])
+            .map_err(|e| Error::io(path, e))?;
+        if let Some(k) = buf[..n * elem].chunks_exact(elem).position(|b| !finite(b)) {
+            let i = done + k;
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "non-finite feature at node {}, column {} (NaN or infinity)",
+                    i / meta.feat_dim.max(1),
+                    i % meta.feat_dim.max(1)
+                ),
+            ));
+        }
+        done += n;
+    }
+    Ok(())
 }
 
 fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
