@@ -190,6 +190,9 @@ pub struct MiniBatch<'a> {
     grad_comm: Arc<dyn Communicator>,
     stages: StageSeconds,
     on_batch: Option<Box<dyn FnMut(usize, usize) + Send + 'a>>,
+    /// The sampler, whose relabel table (a slot per node) is made once and lent to each
+    /// epoch's producer thread.
+    sampler: Option<Sampler>,
 }
 
 impl<'a> MiniBatch<'a> {
@@ -251,6 +254,7 @@ impl<'a> MiniBatch<'a> {
             grad_comm,
             stages: StageSeconds::default(),
             on_batch: None,
+            sampler: None,
         })
     }
 
@@ -404,15 +408,17 @@ impl Workload for MiniBatch<'_> {
         };
         let (mb, cfg) = (self.mb.clone(), self.model.cfg.clone());
         let (mut loss_sum, mut seen) = (0.0, 0usize);
+        let mut sampler = self
+            .sampler
+            .take()
+            .unwrap_or_else(|| Sampler::new(ds.graph.num_nodes()));
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
             let producer = {
-                let (batches, mb, cfg) = (&batches, &mb, &cfg);
+                let (batches, mb, cfg, sampler) = (&batches, &mb, &cfg, &mut sampler);
                 scope.spawn(move || {
-                    let mut sampler = Sampler::new(ds.graph.num_nodes());
                     for seeds in batches {
-                        let batch =
-                            prepare(ds, features, &mut sampler, seeds, mb, cfg, seed, epoch);
+                        let batch = prepare(ds, features, sampler, seeds, mb, cfg, seed, epoch);
                         let failed = batch.is_err();
                         if tx.send(batch).is_err() || failed {
                             break;
@@ -434,6 +440,7 @@ impl Workload for MiniBatch<'_> {
             producer.join().expect("the producer thread does not panic");
             Ok(())
         })?;
+        self.sampler = Some(sampler);
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
         self.comm
