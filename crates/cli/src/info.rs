@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use graphloom_graph::Dataset;
+use graphloom_graph::DatasetSummary;
 
 /// Arguments of `graphloom info`.
 #[derive(Args)]
@@ -28,14 +28,12 @@ fn human(bytes: usize) -> String {
 }
 
 pub(crate) fn run(args: InfoArgs) -> Result<()> {
-    let ds = Dataset::load(&args.dataset)?;
-    let m = &ds.meta;
-    let mut deg = ds.graph.in_degrees();
-    deg.sort_unstable();
-    let n = deg.len().max(1);
-    let isolated = deg.iter().take_while(|&&d| d == 0).count();
+    // Headers and one streaming pass over the offsets: no array is loaded whole.
+    let info = DatasetSummary::read(&args.dataset)?;
+    let m = &info.meta;
+    let [train, valid, test] = info.splits;
+    let [graph_bytes, feature_bytes, label_bytes] = info.bytes;
     if args.json {
-        let stat = |i: usize| deg.get(i).copied();
         crate::output::print_json(&serde_json::json!({
             "dataset": args.dataset.display().to_string(),
             "name": m.name,
@@ -45,21 +43,21 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
             "feat_dim": m.feat_dim,
             "feat_dtype": m.feat_dtype,
             "num_classes": m.num_classes,
-            "train": ds.train_idx.len(),
-            "valid": ds.valid_idx.len(),
-            "test": ds.test_idx.len(),
-            "edge_weights": ds.edge_weight.is_some(),
-            "in_degree": {
-                "mean": m.num_edges as f64 / n as f64,
-                "median": stat(n / 2),
-                "p99": stat((n * 99 / 100).min(n - 1)),
-                "max": deg.last(),
-                "isolated": isolated,
-            },
+            "train": train,
+            "valid": valid,
+            "test": test,
+            "edge_weights": info.edge_weights,
+            "in_degree": info.degrees.map(|d| serde_json::json!({
+                "mean": d.mean,
+                "median": d.median,
+                "p99": d.p99,
+                "max": d.max,
+                "isolated": d.isolated,
+            })),
             "bytes": {
-                "graph": ds.graph.bytes(),
-                "features": ds.features.bytes(),
-                "labels": ds.labels.len() * 8,
+                "graph": graph_bytes,
+                "features": feature_bytes,
+                "labels": label_bytes,
             },
         }));
         return Ok(());
@@ -67,39 +65,33 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
     println!("dataset    {} ({})", m.name, args.dataset.display());
     println!("nodes      {}", m.num_nodes);
     println!(
-        "edges      {} ({})",
+        "edges      {} ({}{})",
         m.num_edges,
         if m.directed {
             "directed"
         } else {
             "both directions stored"
-        }
+        },
+        if info.edge_weights { ", weighted" } else { "" }
     );
     println!(
         "features   {} x {} {}",
         m.num_nodes, m.feat_dim, m.feat_dtype
     );
     println!("classes    {}", m.num_classes);
-    println!(
-        "split      train {}, valid {}, test {}",
-        ds.train_idx.len(),
-        ds.valid_idx.len(),
-        ds.test_idx.len()
-    );
-    match (deg.first(), deg.last()) {
-        (Some(_), Some(&max)) => println!(
-            "in-degree  mean {:.2}, median {}, p99 {}, max {max}, isolated {isolated}",
-            m.num_edges as f64 / n as f64,
-            deg[n / 2],
-            deg[(n * 99 / 100).min(n - 1)],
+    println!("split      train {train}, valid {valid}, test {test}");
+    match info.degrees {
+        Some(d) => println!(
+            "in-degree  mean {:.2}, median {}, p99 {}, max {}, isolated {}",
+            d.mean, d.median, d.p99, d.max, d.isolated
         ),
-        _ => println!("in-degree  (no nodes)"),
+        None => println!("in-degree  (no nodes)"),
     }
     println!(
         "memory     graph {}, features {}, labels {}",
-        human(ds.graph.bytes()),
-        human(ds.features.bytes()),
-        human(ds.labels.len() * 8)
+        human(graph_bytes as usize),
+        human(feature_bytes as usize),
+        human(label_bytes as usize)
     );
     Ok(())
 }

@@ -351,6 +351,39 @@ fn abandoned_temporary_directories_are_removed() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// `info` reads headers and streams the offsets: damaged offsets are a one-line error naming
+/// the file, and the degrees are those of the graph.
+#[test]
+fn info_streams_the_offsets() {
+    let root = scratch("info-offsets");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let out = graphloom(&["info", dir.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = dir.join("csr_row_ptr.npy");
+    let mut a = npy::read::<i64>(&p).unwrap();
+    let degrees: Vec<i64> = a.data.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(
+        info["in_degree"]["max"].as_i64().unwrap(),
+        *degrees.iter().max().unwrap()
+    );
+    a.data[10] = a.data[9] - 1;
+    npy::write(&p, &a.data, &a.shape).unwrap();
+    let out = graphloom(&["info", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("csr_row_ptr.npy") && stderr.contains("offset 10"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 /// `info` on a dataset without nodes prints its shape instead of panicking; a dataset without
 /// features needs no feature file.
 #[test]

@@ -38,6 +38,27 @@ pub struct Meta {
     pub directed: bool,
 }
 
+impl Meta {
+    /// Reads and checks `meta.json` of the dataset directory `dir`.
+    pub fn read(dir: &Path) -> Result<Meta> {
+        let meta_path = file(dir, "meta.json");
+        let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+        let meta: Meta =
+            serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
+        // Counts a 64-bit machine can address: a larger one is a damaged meta.json.
+        if meta.num_nodes >= isize::MAX as usize / 8 || meta.num_edges >= isize::MAX as usize / 8 {
+            return Err(Error::invalid(
+                &meta_path,
+                format!(
+                    "num_nodes = {} and num_edges = {} cannot be held in memory",
+                    meta.num_nodes, meta.num_edges
+                ),
+            ));
+        }
+        Ok(meta)
+    }
+}
+
 fn default_feat_dtype() -> String {
     "f32".into()
 }
@@ -147,20 +168,7 @@ impl Dataset {
     }
 
     fn load_impl(dir: &Path, read_features: bool) -> Result<Dataset> {
-        let meta_path = file(dir, "meta.json");
-        let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-        let meta: Meta =
-            serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
-        // Counts a 64-bit machine can address: a larger one is a damaged meta.json.
-        if meta.num_nodes >= isize::MAX as usize / 8 || meta.num_edges >= isize::MAX as usize / 8 {
-            return Err(Error::invalid(
-                &meta_path,
-                format!(
-                    "num_nodes = {} and num_edges = {} cannot be held in memory",
-                    meta.num_nodes, meta.num_edges
-                ),
-            ));
-        }
+        let meta = Meta::read(dir)?;
         let row_ptr_path = file(dir, "csr_row_ptr.npy");
         let row_ptr = npy::read_ints(&row_ptr_path)?.data;
         if row_ptr.len() != meta.num_nodes + 1 {

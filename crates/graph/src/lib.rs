@@ -28,9 +28,11 @@ pub mod partition;
 pub mod parts;
 pub mod sample;
 mod store_graph;
+mod summary;
 
 pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta, UNLABELLED};
 pub use error::{Error, Result};
 pub use graphloom_io::{npy, write_atomic};
 pub use store_graph::StoreGraph;
+pub use summary::{DatasetSummary, DegreeStats};

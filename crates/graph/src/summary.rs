@@ -1,0 +1,166 @@
+//! [`DatasetSummary`]: a dataset directory's shape, split sizes and degree distribution, read
+//! from `meta.json`, the arrays' headers and one streaming pass over `csr_row_ptr.npy`, in
+//! bounded memory whatever the graph's size (`graphloom info`).
+
+use std::collections::BTreeMap;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use crate::dataset::Meta;
+use crate::{npy, Error, Result};
+
+/// In-degree statistics.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct DegreeStats {
+    /// Edges over nodes.
+    pub mean: f64,
+    /// The median in-degree.
+    pub median: u64,
+    /// The 99th percentile.
+    pub p99: u64,
+    /// The largest.
+    pub max: u64,
+    /// Nodes without in-edges.
+    pub isolated: u64,
+}
+
+/// What a dataset directory holds, without loading it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DatasetSummary {
+    /// `meta.json`.
+    pub meta: Meta,
+    /// Nodes in the train, validation and test splits.
+    pub splits: [usize; 3],
+    /// Whether `edge_weight.npy` is present.
+    pub edge_weights: bool,
+    /// In-degrees (`None` for a graph without nodes).
+    pub degrees: Option<DegreeStats>,
+    /// Bytes of the CSR arrays, the features and the labels on disk.
+    pub bytes: [u64; 3],
+}
+
+impl DatasetSummary {
+    /// Reads the summary of the dataset directory `dir`. The headers are checked against
+    /// `meta.json` and the offsets for order and range; values are not read otherwise.
+    pub fn read(dir: &Path) -> Result<DatasetSummary> {
+        let meta = Meta::read(dir)?;
+        let header = |name: &str| npy::read_header(&dir.join(name));
+        let count = |name: &str| -> Result<usize> { Ok(header(name)?.numel()) };
+        let splits = [
+            count("train_idx.npy")?,
+            count("valid_idx.npy")?,
+            count("test_idx.npy")?,
+        ];
+        let col = header("csr_col_idx.npy")?;
+        if col.numel() != meta.num_edges {
+            return Err(Error::invalid(
+                dir.join("csr_col_idx.npy"),
+                format!(
+                    "has {} entries, meta.json says num_edges = {}",
+                    col.numel(),
+                    meta.num_edges
+                ),
+            ));
+        }
+        let labels = header("node_label.npy")?;
+        let feature_bytes = if meta.feat_dim == 0 && !dir.join("node_feat.npy").exists() {
+            0
+        } else {
+            let f = header("node_feat.npy")?;
+            (f.numel() * f.dtype.size()) as u64
+        };
+        let degrees = degree_stats(&dir.join("csr_row_ptr.npy"), &meta)?;
+        let row_ptr_bytes = (meta.num_nodes as u64 + 1) * 8;
+        Ok(DatasetSummary {
+            splits,
+            edge_weights: dir.join("edge_weight.npy").exists(),
+            degrees,
+            bytes: [
+                row_ptr_bytes + (col.numel() * col.dtype.size()) as u64,
+                feature_bytes,
+                (labels.numel() * labels.dtype.size()) as u64,
+            ],
+            meta,
+        })
+    }
+}
+
+/// The in-degree statistics of `csr_row_ptr.npy`, read in chunks; keeps a count per distinct
+/// degree, so memory grows with the number of distinct degrees, not of nodes.
+fn degree_stats(path: &Path, meta: &Meta) -> Result<Option<DegreeStats>> {
+    let header = npy::read_header(path)?;
+    let n = meta.num_nodes;
+    if header.dtype != npy::NpyDType::I64 || header.numel() != n + 1 {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "holds {} {:?} values, meta.json's num_nodes needs {} int64 offsets",
+                header.numel(),
+                header.dtype,
+                n + 1
+            ),
+        ));
+    }
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    f.seek(SeekFrom::Start(header.data_offset as u64))
+        .map_err(|e| Error::io(path, e))?;
+    let mut counts: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut previous: Option<i64> = None;
+    let mut buf = vec![0u8; 8 << 20];
+    let mut left = n + 1;
+    let mut position = 0usize;
+    while left > 0 {
+        let take = left.min(buf.len() / 8);
+        f.read_exact(&mut buf[..take * 8])
+            .map_err(|e| Error::io(path, e))?;
+        for b in buf[..take * 8].chunks_exact(8) {
+            let offset = i64::from_le_bytes(b.try_into().expect("8 bytes"));
+            match previous {
+                None if offset != 0 => {
+                    return Err(Error::invalid(path, format!("starts at {offset}, not 0")))
+                }
+                Some(p) if offset < p => {
+                    return Err(Error::invalid(
+                        path,
+                        format!("offset {position} is {offset}, below the one before ({p})"),
+                    ))
+                }
+                Some(p) => *counts.entry((offset - p) as u64).or_default() += 1,
+                None => {}
+            }
+            previous = Some(offset);
+            position += 1;
+        }
+        left -= take;
+    }
+    if previous != Some(meta.num_edges as i64) {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "ends at {previous:?}, meta.json says num_edges = {}",
+                meta.num_edges
+            ),
+        ));
+    }
+    if n == 0 {
+        return Ok(None);
+    }
+    // The degree of rank k in sorted order.
+    let at = |k: usize| -> u64 {
+        let mut seen = 0u64;
+        for (&d, &c) in &counts {
+            seen += c;
+            if seen > k as u64 {
+                return d;
+            }
+        }
+        *counts.keys().next_back().expect("n > 0")
+    };
+    Ok(Some(DegreeStats {
+        mean: meta.num_edges as f64 / n as f64,
+        median: at(n / 2),
+        p99: at((n * 99 / 100).min(n - 1)),
+        max: *counts.keys().next_back().expect("n > 0"),
+        isolated: counts.get(&0).copied().unwrap_or(0),
+    }))
+}
