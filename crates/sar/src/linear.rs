@@ -9,6 +9,7 @@ use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, V
 use crate::exchange::{Direction, Exchange, Message};
 use crate::graph::for_each_destination;
 use crate::{comm_error, scratch, PartGraph};
+use graphloom_nn::split_rows;
 
 /// How a destination's sum is normalised.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,12 +147,12 @@ impl RingAggregation {
         ex.pass(Direction::Out, produce, consume)
             .map_err(comm_error)?;
         let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
-        for v in 0..rows {
+        // Every row on its own: in parallel, the same bits as in order.
+        self.for_each_row(&mut out, cols, |v, out| {
             let (s, self_loop) = self.source(v);
             let scale = <A<T>>::from_f64(self.scale(v));
             let own = &xs[v * cols..(v + 1) * cols];
             let sum = &acc[v * cols..(v + 1) * cols];
-            let out = &mut out[v * cols..(v + 1) * cols];
             if self_loop {
                 let s = <A<T>>::from_f64(s);
                 for ((o, &a), &x) in out.iter_mut().zip(sum).zip(own) {
@@ -162,32 +163,53 @@ impl RingAggregation {
                     *o = T::from_acc(scale * a);
                 }
             }
-        }
+        });
         Tensor::from_vec(out, &[rows, cols])
     }
 
-    /// Calls `add(src, scale, g_dst)` for every edge from part `to` into this worker's
-    /// destinations: the halo row `src` receives `scale * g_dst`.
-    fn shard_grad<T: Float>(
+    /// Adds, for every edge from part `to` into this worker's destinations, `scale * g_dst`
+    /// into row `row_of(src)` of `out` (rows of `cols`).
+    ///
+    /// In parallel over ranges of `out`'s rows: each task walks every edge in shard order and
+    /// keeps those whose row it owns, so no two tasks write one row and each row receives its
+    /// terms in edge order, the order of a single thread, whatever the thread count.
+    fn shard_grad_into<T: Float>(
         &self,
         to: usize,
         grad: &[T],
         cols: usize,
-        mut add: impl FnMut(usize, T::Acc, &[T]),
+        out: &mut [T::Acc],
+        row_of: impl Fn(usize) -> usize + Sync,
     ) {
+        use rayon::prelude::*;
         let shard = &self.graph().shards[to];
-        for (i, &dst) in shard.dst.iter().enumerate() {
-            let dst = dst as usize;
-            let s = self.scale(dst);
-            let gd = &grad[dst * cols..(dst + 1) * cols];
-            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
-                add(
-                    shard.src[e] as usize,
-                    T::Acc::from_f64(s * shard.weight_of(e)),
-                    gd,
-                );
-            }
+        let rows = out.len().checked_div(cols).unwrap_or(0);
+        if rows == 0 || shard.dst.is_empty() {
+            return;
         }
+        let tasks = rayon::current_num_threads().clamp(1, rows);
+        let bounds: Vec<usize> = (0..=tasks).map(|k| k * rows / tasks).collect();
+        split_rows(out, cols, &bounds)
+            .into_par_iter()
+            .for_each(|(first, piece)| {
+                let end = first + piece.len() / cols;
+                for (i, &dst) in shard.dst.iter().enumerate() {
+                    let dst = dst as usize;
+                    let s = self.scale(dst);
+                    let gd = &grad[dst * cols..(dst + 1) * cols];
+                    for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                        let row = row_of(shard.src[e] as usize);
+                        if row < first || row >= end {
+                            continue;
+                        }
+                        let c = T::Acc::from_f64(s * shard.weight_of(e));
+                        let target = &mut piece[(row - first) * cols..(row - first + 1) * cols];
+                        for (h, &v) in target.iter_mut().zip(gd) {
+                            *h += c * v.to_acc();
+                        }
+                    }
+                }
+            });
     }
 
     /// The gradient of the input: each part gets the gradient of the rows it sent (the
@@ -207,11 +229,7 @@ impl RingAggregation {
                 return Ok(Message::empty());
             }
             let (mut halo_grad, _c) = scratch::<A<T>>(g.halo_rows(to) * cols);
-            self.shard_grad(to, grad, cols, |src, s, gd| {
-                for (h, &v) in halo_grad[src * cols..(src + 1) * cols].iter_mut().zip(gd) {
-                    *h += s * v.to_acc();
-                }
-            });
+            self.shard_grad_into(to, grad, cols, &mut halo_grad, |src| src);
             Ok(Message::of_values(
                 halo_grad.len(),
                 halo_grad.iter().map(|&a| T::from_acc(a)),
@@ -219,12 +237,8 @@ impl RingAggregation {
         };
         let consume = |from: usize, message: Message| {
             if from == own {
-                self.shard_grad(own, grad, cols, |src, s, gd| {
-                    let row = g.send[own][src] as usize;
-                    for (d, &v) in acc[row * cols..(row + 1) * cols].iter_mut().zip(gd) {
-                        *d += s * v.to_acc();
-                    }
-                });
+                let own_rows = &g.send[own];
+                self.shard_grad_into(own, grad, cols, &mut acc, |src| own_rows[src] as usize);
                 return Ok(());
             }
             // The gradients of my rows that part `from` received, in its order.
@@ -241,12 +255,11 @@ impl RingAggregation {
             .pass(Direction::Back, produce, consume)
             .map_err(comm_error)?;
         let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
-        for v in 0..rows {
+        self.for_each_row(&mut out, cols, |v, out| {
             let (s, self_loop) = self.source(v);
             let s = <A<T>>::from_f64(s);
             let own = &grad[v * cols..(v + 1) * cols];
             let sum = &acc[v * cols..(v + 1) * cols];
-            let out = &mut out[v * cols..(v + 1) * cols];
             if self_loop {
                 let scale = <A<T>>::from_f64(self.scale(v));
                 for ((o, &a), &gv) in out.iter_mut().zip(sum).zip(own) {
@@ -257,8 +270,25 @@ impl RingAggregation {
                     *o = T::from_acc(s * a);
                 }
             }
-        }
+        });
         Tensor::from_vec(out, &[rows, cols])
+    }
+
+    /// Runs `f(v, row)` for every row `v` of `out` (rows of `cols`), in parallel.
+    fn for_each_row<T: Send>(
+        &self,
+        out: &mut [T],
+        cols: usize,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        use rayon::prelude::*;
+        if cols == 0 {
+            return;
+        }
+        out.par_chunks_mut(cols)
+            .enumerate()
+            .with_min_len(256)
+            .for_each(|(v, row)| f(v, row));
     }
 }
 
