@@ -3,7 +3,9 @@
 use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
-use graphloom_nn::kernels::aggregate::{gcn_inverse_sqrt_degree, LinearAggregation};
+use graphloom_nn::kernels::aggregate::{
+    gcn_inverse_sqrt_degree, prefetch_row, LinearAggregation, PREFETCH_DISTANCE,
+};
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
@@ -123,8 +125,20 @@ impl RingAggregation {
                 let shard = &g.shards[from];
                 // The own part's rows are read in place, scaled here as a sender would.
                 let sources: &[T] = if from == own { xs } else { &halo };
+                // The row an edge reads: a halo row, or one of the own part's rows.
+                let row_of = |src: u32| -> usize {
+                    if from == own {
+                        g.send[own][src as usize] as usize
+                    } else {
+                        src as usize
+                    }
+                };
                 for_each_destination(shard, &mut acc, cols, |i, out| {
                     for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                        if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                            let r = row_of(ahead);
+                            prefetch_row(&sources[r * cols..(r + 1) * cols]);
+                        }
                         let src = shard.src[e];
                         let w = shard.weight_of(e);
                         let (row, c) = if from == own {

@@ -213,11 +213,12 @@ impl WeightedSum {
 
 /// How many edges ahead the gather loop prefetches a source row: neighbour rows are scattered
 /// over memory, and asking for them early hides most of the latency of the random reads.
-const PREFETCH_DISTANCE: usize = 4;
+pub const PREFETCH_DISTANCE: usize = 4;
 
-/// Asks the cache for every line of `row` (a hint; no effect on results).
+/// Asks the cache for every line of `row` (a hint; no effect on results). Gathers of
+/// neighbour rows scattered over a large table are bound by memory latency, which this hides.
 #[inline(always)]
-fn prefetch_row<T>(row: &[T]) {
+pub fn prefetch_row<T>(row: &[T]) {
     #[cfg(target_arch = "x86_64")]
     {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
