@@ -95,33 +95,54 @@ fn nan_features() {
     });
 }
 
-/// Features left on disk (mapped) are checked as those read into memory are.
+/// Features left on disk (mapped) are checked as those read into memory are, once per version
+/// of the file: the check is recorded with the file's size and time, and a changed file is
+/// checked again.
 #[test]
 fn nan_features_on_disk() {
     let root = scratch("nan-mmap");
     let dir = root.join("ds");
     small_dataset(&dir);
+    let train = || {
+        graphloom(&[
+            "train",
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--fanouts",
+            "5,5",
+            "--features-location",
+            "mmap",
+            "--epochs",
+            "1",
+            "--quiet",
+        ])
+    };
+    assert!(train().status.success());
+    assert!(dir.join(".graphloom-checks.json").exists());
     let p = dir.join("node_feat.npy");
+    let checked_at = std::fs::metadata(&p).unwrap().modified().unwrap();
     let mut a = npy::read::<f32>(&p).unwrap();
     a.data[250 * 8 + 6] = f32::NAN;
     npy::write(&p, &a.data, &a.shape).unwrap();
-    let out = graphloom(&[
-        "train",
-        "--dataset",
-        dir.to_str().unwrap(),
-        "--fanouts",
-        "5,5",
-        "--features-location",
-        "mmap",
-        "--epochs",
-        "1",
-    ]);
+    // Another version of the file: checked again.
+    let out = train();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("node_feat.npy") && stderr.contains("node 250, column 6"),
         "{stderr}"
     );
+    // The recorded version (same size and time) is not read again: the record stands in for
+    // the check, which is why files must not change under a dataset in use.
+    std::fs::File::options()
+        .write(true)
+        .open(&p)
+        .unwrap()
+        .set_modified(checked_at)
+        .unwrap();
+    let out = train();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.contains("non-finite feature"), "{stderr}");
     std::fs::remove_dir_all(&root).unwrap();
 }
 

@@ -223,7 +223,9 @@ impl Dataset {
             load_features(dir, &meta)?
         } else {
             let header = check_feature_header(dir, &meta)?;
-            check_feature_values(&file(dir, "node_feat.npy"), &header, &meta)?;
+            check_once(dir, "node_feat.npy", "finite", || {
+                check_feature_values(&file(dir, "node_feat.npy"), &header, &meta)
+            })?;
             Tensor::zeros(&[0, meta.feat_dim], DType::F32)
         };
         let label_path = file(dir, "node_label.npy");
@@ -408,6 +410,50 @@ fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
         ));
     }
     Ok(header)
+}
+
+/// The file that records which checks passed on which version of a dataset's files.
+const CHECKS_FILE: &str = ".graphloom-checks.json";
+
+/// Runs `check` (named `what`) on the dataset file `name` unless it passed on this very
+/// version of the file before: the file's size and modification time are recorded in
+/// `.graphloom-checks.json` beside it once it passes, so opening a large dataset again does
+/// not read it again. A file changed since (another size or time) is checked again. Recording
+/// is best effort: a read-only dataset directory is checked on every open.
+fn check_once(
+    dir: &Path,
+    name: &str,
+    what: &str,
+    check: impl FnOnce() -> Result<()>,
+) -> Result<()> {
+    let stamp = |path: &Path| -> Option<String> {
+        let m = std::fs::metadata(path).ok()?;
+        let modified = m
+            .modified()
+            .ok()?
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?;
+        Some(format!("{what} {} {}", m.len(), modified.as_nanos()))
+    };
+    let records_path = dir.join(CHECKS_FILE);
+    let mut records: std::collections::BTreeMap<String, String> =
+        std::fs::read_to_string(&records_path)
+            .ok()
+            .and_then(|t| serde_json::from_str(&t).ok())
+            .unwrap_or_default();
+    let current = stamp(&dir.join(name));
+    if current.is_some() && records.get(name) == current.as_ref() {
+        return Ok(());
+    }
+    check()?;
+    if let Some(current) = current {
+        records.insert(name.to_string(), current);
+        let text = serde_json::to_string_pretty(&records).expect("records serialise");
+        let _ = crate::write_atomic(&records_path, |w| {
+            std::io::Write::write_all(w, text.as_bytes())
+        });
+    }
+    Ok(())
 }
 
 /// Checks that every value of a feature file left on disk is finite, reading it in chunks of
