@@ -237,12 +237,22 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
     let log = output::EpochLog::new(args.epochs as u64, arch.name(), args.quiet);
+    if let (true, false, Some(dir)) = (args.resume, args.quiet, &args.snapshot_dir) {
+        eprintln!("resuming from the snapshot in {}", dir.display());
+    }
     let outcome = plan.run_with_progress(
         |r| log.epoch(r, &epoch_line(r)),
         |done, total| log.batch(done, total),
     )?;
     log.finish();
     let report = outcome.report;
+    if report.stopped_early && !args.quiet && outcome.root {
+        eprintln!(
+            "stopped early after epoch {}: no better validation accuracy in {} evaluations",
+            report.epochs.last().map_or(0, |e| e.epoch),
+            args.patience.unwrap_or(0)
+        );
+    }
     if !outcome.root {
         // Rank 0 prints and writes the results of the job.
         return Ok(report);
@@ -349,6 +359,7 @@ fn summary(
         "best_epoch": r.best_epoch,
         "epochs": r.epochs.len(),
         "final_train_loss": r.epochs.last().map(|e| e.loss),
+        "stopped_early": r.stopped_early,
         "mean_epoch_seconds": r.mean_epoch_seconds(),
         "peak_rss_bytes": r.rss.peak_bytes,
         "rss": { "anon_bytes": r.rss.anon_bytes, "file_bytes": r.rss.file_bytes, "shmem_bytes": r.rss.shmem_bytes },

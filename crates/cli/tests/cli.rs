@@ -579,7 +579,10 @@ fn bad_options_are_clear_errors() {
             vec!["--fanouts", "5,5", "--mode", "osa"],
             "--mode does not apply to mini-batch",
         ),
-        (vec!["--fanouts", "5"], "1 fanouts for 2 layers"),
+        (
+            vec!["--fanouts", "5"],
+            "--fanouts has 1 values for 2 layers",
+        ),
         (vec!["--hidden", "100000000"], "more than this machine's"),
         (
             vec!["--summary-json", "/nonexistent-graphloom/run.json"],
@@ -1043,6 +1046,25 @@ fn sar_workers_train_like_one_worker_on_the_whole_graph() {
     ]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("a partition into 3 parts"));
+    // Without --workers, a partitioned dataset trains on one worker per part.
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        parts.to_str().unwrap(),
+        "--epochs",
+        "1",
+        "--quiet",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // info on a partitioned folder, and on no dataset at all, says what it is.
+    let out = graphloom(&["info", parts.to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is a partitioned dataset"));
+    let out = graphloom(&["info", root.join("nothing").to_str().unwrap()]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("does not exist"));
     // Damaged send lists and shards are one-line errors naming the file, not panics.
     let corrupt = |file: &str, expect: &str| {
         let copy = root.join(format!("damaged-{}", file.replace('/', "-")));

@@ -359,6 +359,17 @@ fn resume_is_bit_identical_in_every_mode() {
             tensors(&whole_model),
             "{name}: parameters"
         );
+        // A snapshot past the epochs asked for is refused, not silently kept.
+        let mut fewer: Vec<&str> = vec!["train", "--epochs", "4"];
+        fewer.extend(&args);
+        fewer.extend(["--snapshot-dir", snaps, "--resume"]);
+        let out = graphloom(&fewer);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
+        assert!(
+            stderr.contains("the snapshot is at epoch 6"),
+            "{name}: {stderr}"
+        );
         // A snapshot resumes only the run that took it.
         let mut other: Vec<&str> = vec!["train", "--epochs", "6", "--lr", "0.02"];
         other.extend(&args);
@@ -367,7 +378,7 @@ fn resume_is_bit_identical_in_every_mode() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(1), "{name}: {stderr}");
         assert!(
-            stderr.contains("resume with the same settings") && stderr.contains("lr 0.02"),
+            stderr.contains("learning rate") && stderr.contains("in the snapshot, 0.02 now"),
             "{name}: {stderr}"
         );
     }

@@ -42,6 +42,16 @@ impl Meta {
     /// Reads and checks `meta.json` of the dataset directory `dir`.
     pub fn read(dir: &Path) -> Result<Meta> {
         let meta_path = file(dir, "meta.json");
+        if !meta_path.exists() {
+            let reason = if dir.join("partition.json").exists() {
+                "is a partitioned dataset: give the folder it was partitioned from"
+            } else if dir.is_dir() {
+                "is not a dataset directory (it has no meta.json): make one with graphloom prepare"
+            } else {
+                "does not exist: make a dataset directory with graphloom prepare"
+            };
+            return Err(Error::invalid(dir, reason));
+        }
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;

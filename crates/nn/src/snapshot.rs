@@ -177,11 +177,23 @@ pub(crate) fn restore(
     };
     let taken = file.meta("settings")?;
     if taken != settings {
+        let map = |s: &str| -> std::collections::BTreeMap<String, String> {
+            serde_json::from_str(s).unwrap_or_default()
+        };
+        let (then, now) = (map(taken), map(settings));
+        let differ: Vec<String> = now
+            .iter()
+            .filter(|(k, v)| then.get(*k) != Some(*v))
+            .map(|(k, v)| {
+                let was = then.get(k).map_or("(none)", String::as_str);
+                format!("{k} {was} in the snapshot, {v} now")
+            })
+            .collect();
         return Err(Error::Mismatch {
             what: "the snapshot and this run",
             detail: format!(
-                "the snapshot in {} was taken by {taken}; this run is {settings}: resume with \
-                 the same settings",
+                "{}: resume with the settings of the run that took the snapshot in {}",
+                differ.join("; "),
                 cfg.dir.display()
             ),
         });
@@ -191,7 +203,16 @@ pub(crate) fn restore(
             .iter()
             .zip(&state.values)
             .map(|(name, like)| {
-                let t = file.tensor(&format!("{prefix}.{name}"))?;
+                let key = format!("{prefix}.{name}");
+                if !file.has(&key) {
+                    return Err(Error::Mismatch {
+                        what: "the snapshot and this run",
+                        detail: format!(
+                            "the snapshot is of another model: it has no parameter {name}"
+                        ),
+                    });
+                }
+                let t = file.tensor(&key)?;
                 if t.shape() != like.shape() || t.dtype() != like.dtype() {
                     return Err(file.error(format!(
                         "parameter '{name}' is {} {:?}, the model's is {} {:?}: the snapshot \

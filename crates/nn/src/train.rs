@@ -157,6 +157,8 @@ pub struct TrainReport {
     pub best_params: Vec<Param>,
     /// The learnt input table after the best epoch, for workloads that train one.
     pub best_input_embedding: Option<Tensor>,
+    /// Whether patience ran out before the last epoch.
+    pub stopped_early: bool,
     /// Tracked memory of this worker: current and peak bytes per category.
     pub memory: MemoryReport,
     /// The process's resident memory at the end.
@@ -445,21 +447,33 @@ pub fn fit(
         stopped: false,
     };
     // What decides the bits of the run: a snapshot resumes only a run that agrees on it.
-    let settings = format!(
-        "{:?} at lr {} with weight decay {}, seed {}, evaluated every {} epochs, patience {:?}, \
-         on {}",
-        tc.optimizer,
-        tc.lr,
-        tc.weight_decay,
-        tc.seed,
-        eval_every,
-        tc.patience,
-        workload.fingerprint()
-    );
+    let settings: std::collections::BTreeMap<&str, String> = [
+        ("optimizer", format!("{:?}", tc.optimizer)),
+        ("learning rate", tc.lr.to_string()),
+        ("weight decay", tc.weight_decay.to_string()),
+        ("seed", tc.seed.to_string()),
+        ("evaluated every", format!("{eval_every} epochs")),
+        (
+            "patience",
+            tc.patience.map_or("none".into(), |p| p.to_string()),
+        ),
+        ("workload", workload.fingerprint()),
+    ]
+    .into_iter()
+    .collect();
+    let settings = serde_json::to_string(&settings).expect("settings serialise");
     if let Some(snap) = tc.snapshots.as_ref().filter(|s| s.resume) {
+        // The restored epochs were reported by the run that took the snapshot: only the new
+        // ones are reported here (the report holds all of them).
         snapshot::restore(snap, &settings, &names, workload, &mut state)?;
-        for r in &state.records {
-            on_epoch(r);
+        if state.epoch > tc.epochs {
+            return Err(Error::InvalidSetting {
+                setting: "epochs",
+                reason: format!(
+                    "the snapshot is at epoch {}, past the {} asked for: give --epochs above it",
+                    state.epoch, tc.epochs
+                ),
+            });
         }
     }
     while !state.stopped && state.epoch < tc.epochs {
@@ -532,6 +546,7 @@ pub fn fit(
             .map(|(name, value)| Param { name, value })
             .collect(),
         best_input_embedding: best.input_embedding,
+        stopped_early: state.stopped,
         memory: thread_tracker().report(),
         rss: RssReport::read(),
     })

@@ -141,7 +141,7 @@ impl Plan {
         check_applicable(s, mode, arch, embedding_dim.is_some())?;
         check_values(s, layers)?;
         let backend = s.comm.unwrap_or(Backend::Local);
-        let workers = s.workers.unwrap_or(1);
+        let mut workers = s.workers.unwrap_or(1);
         // The most nodes one process holds: the whole graph, but a part per process of an
         // MPI job (an in-process job's workers share one machine's memory).
         let mut nodes_per_process = None;
@@ -154,6 +154,9 @@ impl Plan {
                 let partition = PartitionMeta::load(dir)?;
                 if backend == Backend::Mpi {
                     nodes_per_process = partition.nodes.iter().copied().max();
+                } else if s.workers.is_none() {
+                    // One in-process worker per part unless told otherwise.
+                    workers = partition.parts;
                 }
                 (partition.dataset, None)
             }
@@ -257,7 +260,7 @@ fn check_applicable(
             Ok(())
         }
     };
-    let sampled = "it sets how sampled mini-batches (--fanouts) are made";
+    let sampled = "it is a setting of sampled mini-batch training (--fanouts)";
     if mode != TrainMode::MiniBatch {
         given(s.batch_size.is_some(), "--batch-size", sampled)?;
         given(s.queue_depth.is_some(), "--queue-depth", sampled)?;
@@ -415,7 +418,7 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
             return invalid(
                 "--fanouts",
                 format!(
-                    "{} fanouts for {layers} layers: give one per layer",
+                    "has {} values for {layers} layers: give one per layer",
                     f.len()
                 ),
             );
