@@ -44,7 +44,8 @@ pub(crate) struct EmbedArgs {
     #[command(flatten)]
     input: ModelInput,
     /// The output of this many layers, from 1 (after the hidden activation; the last layer
-    /// gives the class scores before the softmax).
+    /// gives the class scores before the softmax). A GAT hidden layer concatenates its heads:
+    /// its output is heads x hidden wide.
     #[arg(long, default_value_t = 1)]
     layer: usize,
 }

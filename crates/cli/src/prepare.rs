@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use graphloom_graph::convert::synthetic::EdgeModel;
 use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic};
@@ -124,7 +124,7 @@ pub(crate) struct SyntheticArgs {
     pub(crate) edge_model: EdgeModel,
     /// Output dataset directory.
     #[arg(long)]
-    pub(crate) out: Option<PathBuf>,
+    pub(crate) out: PathBuf,
 }
 
 impl SyntheticArgs {
@@ -178,7 +178,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             out,
         } => (ogb::convert(&raw, undirected)?, out),
         Source::Synthetic(s) => {
-            let out = s.out.clone().context("--out is required")?;
+            let out = s.out.clone();
             (synthetic::generate(&s.config()?)?, out)
         }
     };
