@@ -27,6 +27,7 @@ use crate::exchange::{Direction, Exchange, Message, SarMode};
 use crate::graph::for_each_destination;
 use crate::linear::check_rows;
 use crate::{comm_error, scratch, PartGraph};
+use graphloom_nn::kernels::aggregate::{prefetch_row, PREFETCH_DISTANCE};
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -147,8 +148,21 @@ impl AttentionOp {
         let shard = &g.shards[from];
         let ids = &g.halo_ids[from];
         let v = shard.dst[i] as usize;
-        for &src in &shard.src[shard.ptr[i] as usize..shard.ptr[i + 1] as usize] {
-            let src = src as usize;
+        for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+            // The row a few edges ahead, asked of the cache now (a hint, no effect on results).
+            if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                let ahead = ahead as usize;
+                match sources {
+                    Sources::Own => {
+                        let u = g.send[from][ahead] as usize;
+                        prefetch_row(&x.h[u * w..(u + 1) * w]);
+                    }
+                    Sources::Halo(halo) => {
+                        prefetch_row(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
+                    }
+                }
+            }
+            let src = shard.src[e] as usize;
             match sources {
                 Sources::Own => {
                     let u = g.send[from][src] as usize;
