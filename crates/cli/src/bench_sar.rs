@@ -101,29 +101,36 @@ fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
 /// with.
 const TRAIN: &str = "train";
 
-fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<SarRun> {
+/// The `graphloom train` options of a run of `model` on `dataset`: the same model in every
+/// run of the bench.
+fn train_args(args: &SarArgs, dataset: &Path, model: &str) -> Vec<String> {
     let hidden = if model == "gat" {
         (args.hidden / args.heads).max(1)
     } else {
         args.hidden
     };
+    let mut train: Vec<String> = [
+        "--dataset",
+        &dataset.display().to_string(),
+        "--model",
+        model,
+        "--hidden",
+        &hidden.to_string(),
+        "--epochs",
+        &(args.epochs + 1).to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if model == "gat" {
+        train.extend(["--heads".into(), args.heads.to_string()]);
+    }
+    train
+}
+
+fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<SarRun> {
     if mode == TRAIN {
-        let mut train: Vec<String> = [
-            "--dataset",
-            &args.dataset.display().to_string(),
-            "--model",
-            model,
-            "--hidden",
-            &hidden.to_string(),
-            "--epochs",
-            &(args.epochs + 1).to_string(),
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        if model == "gat" {
-            train.extend(["--heads".into(), args.heads.to_string()]);
-        }
+        let train = train_args(args, &args.dataset, model);
         let summary = peers::run_graphloom_train(&train, args.threads)?;
         return Ok(SarRun {
             model: model.into(),
@@ -136,24 +143,8 @@ fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<Sa
         });
     }
     let parts = ensure_parts(&args.dataset, workers)?;
-    let mut train: Vec<String> = [
-        "--dataset",
-        &parts.display().to_string(),
-        "--model",
-        model,
-        "--mode",
-        mode,
-        "--hidden",
-        &hidden.to_string(),
-        "--epochs",
-        &(args.epochs + 1).to_string(),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    if model == "gat" {
-        train.extend(["--heads".into(), args.heads.to_string()]);
-    }
+    let mut train = train_args(args, &parts, model);
+    train.extend(["--mode".into(), mode.into()]);
     let summary = match args.comm.as_str() {
         "local" => {
             train.extend(["--workers".into(), workers.to_string()]);

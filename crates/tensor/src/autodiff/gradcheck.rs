@@ -66,3 +66,14 @@ pub fn max_gradient_error(
     }
     Ok(worst)
 }
+
+/// A tensor of uniform values in [-1, 1) drawn from `salt`, for the ops' gradient checks.
+#[cfg(test)]
+pub(crate) fn uniform_f64(shape: &[usize], salt: u64) -> Tensor {
+    let key = RngKey::new(salt, 0, 0);
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
+        .collect();
+    Tensor::from_f64(&v, shape, DType::F64).expect("values fill the shape")
+}

@@ -78,12 +78,7 @@ mod tests {
     use crate::autodiff::gradcheck::max_gradient_error;
 
     fn rand(shape: &[usize], salt: u64) -> Tensor {
-        let key = crate::rng::RngKey::new(salt, 0, 0);
-        let n: usize = shape.iter().product();
-        let v: Vec<f64> = (0..n)
-            .map(|i| key.uniform(i as u64, 0) * 2.0 - 1.0)
-            .collect();
-        Tensor::from_f64(&v, shape, DType::F64).unwrap()
+        crate::autodiff::gradcheck::uniform_f64(shape, salt)
     }
 
     #[test]
