@@ -117,6 +117,17 @@ pub struct Mode {
     pub step: u64,
 }
 
+impl Mode {
+    /// Dropout off: evaluation and inference, which draw nothing, so no seed or step matters.
+    pub fn inference() -> Mode {
+        Mode {
+            training: false,
+            seed: 0,
+            step: 0,
+        }
+    }
+}
+
 /// A named parameter tensor (f32, or f64 for f64 models).
 #[derive(Clone, Debug)]
 pub struct Param {
@@ -390,12 +401,7 @@ impl Model {
                 ),
             });
         }
-        let mode = Mode {
-            training: false,
-            seed: 0,
-            step: 0,
-        };
-        self.run_layers(tape, x, params, mode, None, None, Some(layers))
+        self.run_layers(tape, x, params, Mode::inference(), None, None, Some(layers))
     }
 
     /// The names and shapes of the parameters of a model of `cfg`, in the model's order.

@@ -83,9 +83,15 @@ pub struct SplitCounts {
 impl SplitCounts {
     /// The counts of `logp` (one row per node of `labels`) on the splits `idx`.
     pub fn of(logp: &Tensor, labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
+        // One f64 copy of the scores for the three splits.
+        let (_, c) = logp.dims2();
+        let scores = logp.to_vec_f64();
         let mut counts = SplitCounts::default();
         for (s, rows) in idx.iter().enumerate() {
-            counts.correct[s] = correct_predictions(logp, labels, rows) as f64;
+            counts.correct[s] = rows
+                .iter()
+                .filter(|&&i| predicted_class(&scores[i * c..(i + 1) * c]) as i64 == labels[i])
+                .count() as f64;
             counts.total[s] = rows.len() as f64;
         }
         counts
@@ -176,23 +182,6 @@ impl TrainReport {
         };
         timed.iter().map(|e| e.seconds).sum::<f64>() / timed.len().max(1) as f64
     }
-}
-
-/// The share of `idx` whose row of `logp` has its largest entry at the label.
-pub fn accuracy(logp: &Tensor, labels: &[i64], idx: &[usize]) -> f64 {
-    if idx.is_empty() {
-        return 0.0;
-    }
-    correct_predictions(logp, labels, idx) as f64 / idx.len() as f64
-}
-
-/// How many of `idx` have their largest entry of `logp` (the first of equals) at the label.
-pub fn correct_predictions(logp: &Tensor, labels: &[i64], idx: &[usize]) -> usize {
-    let (_, c) = logp.dims2();
-    let v = logp.to_vec_f64();
-    idx.iter()
-        .filter(|&&i| predicted_class(&v[i * c..(i + 1) * c]) as i64 == labels[i])
-        .count()
 }
 
 /// The class a row of scores predicts: its largest entry (the first of equals).
@@ -680,13 +669,8 @@ pub enum Output {
 pub fn infer(model: &Model, x: &Var, values: &[Tensor], output: Output) -> Result<Tensor> {
     let mut tape = Tape::no_grad();
     let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
-    let mode = Mode {
-        training: false,
-        seed: 0,
-        step: 0,
-    };
     let out = match output {
-        Output::LogProbabilities => model.forward(&mut tape, x, &vars, mode)?,
+        Output::LogProbabilities => model.forward(&mut tape, x, &vars, Mode::inference())?,
         Output::Layer(k) => model.embed(&mut tape, x, &vars, k)?,
     };
     Ok(out.value().clone())

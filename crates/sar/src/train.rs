@@ -65,7 +65,6 @@ pub struct Sar<'a> {
     ids: Arc<[i64]>,
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
-    seed: u64,
     mode: SarMode,
 }
 
@@ -97,7 +96,6 @@ impl<'a> Sar<'a> {
             rows: part.train_idx.clone().into(),
             labels: part.train_idx.iter().map(|&v| part.labels[v]).collect(),
             part,
-            seed,
             mode,
         })
     }
@@ -153,14 +151,13 @@ impl Workload for Sar<'_> {
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         let mut tape = Tape::no_grad();
         let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
-        let mode = Mode {
-            training: false,
-            seed: self.seed,
-            step: 0,
-        };
-        let logp = self
-            .model
-            .forward_rows(&mut tape, &self.x, &vars, mode, self.ids.clone())?;
+        let logp = self.model.forward_rows(
+            &mut tape,
+            &self.x,
+            &vars,
+            Mode::inference(),
+            self.ids.clone(),
+        )?;
         let part = self.part;
         let mut counts = SplitCounts::of(
             logp.value(),
