@@ -137,6 +137,21 @@ pub(crate) struct TrainArgs {
     /// for features larger than memory) [default: host].
     #[arg(long, value_parser = choice::<FeaturesLocation>())]
     pub(crate) features_location: Option<FeaturesLocation>,
+    /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
+    /// order of the training nodes, so evaluation and snapshots come every that many batches
+    /// [default: every training node once per epoch].
+    #[arg(long)]
+    pub(crate) batches_per_epoch: Option<usize>,
+    /// Mini-batch: evaluate by sampled inference with these fanouts, one per layer (-1: all
+    /// neighbours), from draws fixed for the run; for graphs whose every node's input rows do
+    /// not fit in memory [default: exact full-neighbour inference].
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
+    pub(crate) eval_fanouts: Option<Vec<i64>>,
+    /// Mini-batch: evaluate by sampled inference on at most this many nodes of each split,
+    /// a subset drawn once from --seed (with the training fanouts unless --eval-fanouts)
+    /// [default: every node of each split].
+    #[arg(long)]
+    pub(crate) eval_nodes: Option<usize>,
     /// Workers in this process: data parallel for mini-batches (each takes a slice of every
     /// batch), one per part for a partitioned dataset [default: 1].
     #[arg(long)]
@@ -186,6 +201,9 @@ impl TrainArgs {
             batch_size: self.batch_size,
             queue_depth: self.queue_depth,
             features_location: self.features_location,
+            batches_per_epoch: self.batches_per_epoch,
+            eval_fanouts: self.eval_fanouts.clone(),
+            eval_nodes: self.eval_nodes,
             workers: self.workers,
             comm: self.comm,
             embedding_dim: self.embedding_dim,

@@ -259,17 +259,7 @@ impl Dataset {
                 ),
             ));
         }
-        let split = |name: &str| -> Result<Vec<usize>> {
-            let p = file(dir, name);
-            let ids = npy::read_ints(&p)?.data;
-            if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= meta.num_nodes) {
-                return Err(Error::invalid(
-                    &p,
-                    format!("node id {bad} out of range 0..{}", meta.num_nodes),
-                ));
-            }
-            Ok(ids.into_iter().map(|i| i as usize).collect())
-        };
+        let split = |name: &str| crate::mapped::read_split(dir, name, meta.num_nodes);
         let weight_path = file(dir, "edge_weight.npy");
         let edge_weight = if weight_path.exists() {
             Some(read_edge_weights(&weight_path, meta.num_edges)?)
@@ -376,10 +366,14 @@ pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
 pub const UNLABELLED: i64 = -1;
 
 /// The split files, in the order train, validation, test.
-const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
+pub(crate) const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
 
 /// Refuses a node listed twice in one split, or in two splits.
-fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3]) -> Result<()> {
+pub(crate) fn check_splits_disjoint(
+    dir: &Path,
+    num_nodes: usize,
+    splits: &[Vec<usize>; 3],
+) -> Result<()> {
     let mut owner = vec![u8::MAX; num_nodes];
     for (s, ids) in splits.iter().enumerate() {
         for &v in ids {
@@ -407,7 +401,7 @@ fn check_splits_disjoint(dir: &Path, num_nodes: usize, splits: &[Vec<usize>; 3])
 }
 
 /// Checks that `node_feat.npy` holds `[num_nodes, feat_dim]` elements; returns its header.
-fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
+pub(crate) fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
     let path = file(dir, "node_feat.npy");
     let header = npy::read_header(&path)?;
     if header.shape != [meta.num_nodes, meta.feat_dim] {
@@ -430,7 +424,7 @@ const CHECKS_FILE: &str = ".graphloom-checks.json";
 /// `.graphloom-checks.json` beside it once it passes, so opening a large dataset again does
 /// not read it again. A file changed since (another size or time) is checked again. Recording
 /// is best effort: a read-only dataset directory is checked on every open.
-fn check_once(
+pub(crate) fn check_once(
     dir: &Path,
     name: &str,
     what: &str,
@@ -468,7 +462,11 @@ fn check_once(
 
 /// Checks that every value of a feature file left on disk is finite, reading it in chunks of
 /// bounded size: a NaN in a mapped table is refused as it is in memory.
-fn check_feature_values(path: &Path, header: &npy::NpyHeader, meta: &Meta) -> Result<()> {
+pub(crate) fn check_feature_values(
+    path: &Path,
+    header: &npy::NpyHeader,
+    meta: &Meta,
+) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let elem = header.dtype.size();
     let finite: fn(&[u8]) -> bool = match (meta.feat_dtype.as_str(), header.dtype) {

@@ -7,6 +7,8 @@
 //!   aggregation kernel reads.
 //! - [`Dataset`] and [`Meta`]: a dataset directory (`meta.json` plus `.npy` arrays) in memory,
 //!   loaded with every consistency check and saved atomically.
+//! - [`MappedDataset`]: the same directory mapped in place, for graphs larger than memory;
+//!   [`GraphData`] is what sampled training reads of either.
 //! - [`convert`]: Planetoid raw files, and a synthetic graph with learnable labels.
 //! - [`npy`]: numpy's `.npy` format.
 //!
@@ -24,6 +26,7 @@ pub mod convert;
 mod csr;
 mod dataset;
 mod error;
+mod mapped;
 pub mod partition;
 pub mod parts;
 pub mod sample;
@@ -34,5 +37,6 @@ pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta, UNLABELLED};
 pub use error::{Error, Result};
 pub use graphloom_io::{npy, write_atomic};
+pub use mapped::{GraphData, MappedDataset};
 pub use store_graph::StoreGraph;
 pub use summary::{DatasetSummary, DegreeStats};

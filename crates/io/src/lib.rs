@@ -5,6 +5,8 @@
 mod atomic;
 mod error;
 pub mod npy;
+mod npy_stream;
 
 pub use atomic::write_atomic;
 pub use error::{Error, Result};
+pub use npy_stream::{MappedNpy, NpyWriter};

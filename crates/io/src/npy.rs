@@ -27,7 +27,7 @@ pub enum NpyDType {
 }
 
 impl NpyDType {
-    fn descr(self) -> &'static str {
+    pub(crate) fn descr(self) -> &'static str {
         match self {
             NpyDType::F32 => "<f4",
             NpyDType::F64 => "<f8",
@@ -292,14 +292,9 @@ fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
     })
 }
 
-/// Writes `data` with `shape` as a version-1 `.npy` file, through a temporary file renamed into
-/// place, so a reader never sees half an array.
-pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
-    assert_eq!(
-        data.len(),
-        shape.iter().product::<usize>(),
-        "npy::write: data does not fill shape"
-    );
+/// The version-1 header of an array of `dtype` and `shape`, padded so the data starts on a
+/// 64-byte boundary.
+pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize]) -> Vec<u8> {
     let shape_text = match shape {
         [n] => format!("({n},)"),
         dims => format!(
@@ -312,7 +307,7 @@ pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<
     };
     let mut dict = format!(
         "{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}",
-        T::DTYPE.descr(),
+        dtype.descr(),
         shape_text
     );
     // Pad so the data starts on a 64-byte boundary, ending the header with a newline.
@@ -320,10 +315,22 @@ pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<
         dict.push(' ');
     }
     dict.push('\n');
+    let mut out = b"\x93NUMPY\x01\x00".to_vec();
+    out.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+    out.extend_from_slice(dict.as_bytes());
+    out
+}
+
+/// Writes `data` with `shape` as a version-1 `.npy` file, through a temporary file renamed into
+/// place, so a reader never sees half an array.
+pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
+    assert_eq!(
+        data.len(),
+        shape.iter().product::<usize>(),
+        "npy::write: data does not fill shape"
+    );
     crate::write_atomic(path, |w: &mut BufWriter<File>| {
-        w.write_all(b"\x93NUMPY\x01\x00")?;
-        w.write_all(&(dict.len() as u16).to_le_bytes())?;
-        w.write_all(dict.as_bytes())?;
+        w.write_all(&header_bytes(T::DTYPE, shape))?;
         let mut buf = Vec::with_capacity(1 << 16);
         for chunk in data.chunks(8192) {
             buf.clear();

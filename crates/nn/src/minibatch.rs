@@ -2,7 +2,12 @@
 //! batch's blocks, gathers its input features from the store and prepares the block graphs,
 //! into a bounded queue; this thread runs forward, backward and the optimizer step on one batch
 //! while the producer prepares the next ones. Evaluation is exact full-neighbour inference
-//! over the whole graph. [`MiniBatch`] is the workload; [`crate::train::fit`] runs the loop.
+//! over the whole graph, or sampled inference on fixed subsets of the splits for graphs too
+//! large for that. [`MiniBatch`] is the workload; [`crate::train::fit`] runs the loop.
+//!
+//! The graph is read through [`GraphData`]: a loaded [`graphloom_graph::Dataset`] or a
+//! [`graphloom_graph::MappedDataset`] whose arrays stay in their files. Training builds no
+//! whole-graph structure; only exact evaluation does, once, on first use.
 
 use std::path::Path;
 use std::sync::mpsc::sync_channel;
@@ -10,8 +15,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
-use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
-use graphloom_graph::{Dataset, NodeId};
+use graphloom_graph::sample::{Sampler, SamplerKind};
+use graphloom_graph::{GraphData, NodeId};
 use graphloom_store::{Embedding, StoreTensor};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
@@ -23,8 +28,8 @@ use crate::train::{
 };
 use crate::{Error, Result};
 
-/// How batches are made.
-#[derive(Clone, Debug)]
+/// How batches are made and evaluated.
+#[derive(Clone, Debug, Default)]
 pub struct MiniBatchConfig {
     /// Fanouts from the seeds outwards (`-1`: all neighbours), one per layer.
     pub fanouts: Vec<i64>,
@@ -32,7 +37,32 @@ pub struct MiniBatchConfig {
     pub batch_size: usize,
     /// Batches prepared ahead of the compute.
     pub queue_depth: usize,
+    /// Batches per epoch (`None`: each training node once per epoch). With millions of
+    /// training nodes an epoch is long; with a cap, each epoch draws its own order of the
+    /// training nodes and trains on its first batches, so evaluation and snapshots come
+    /// every that many batches.
+    pub batches_per_epoch: Option<usize>,
+    /// Evaluate by sampled inference (`None`: exact full-neighbour inference over the whole
+    /// graph, which holds every node's input row and the whole graph in memory).
+    pub sampled_eval: Option<SampledEval>,
 }
+
+/// Evaluation by sampled inference: each split is evaluated on at most `nodes` of its nodes,
+/// a fixed subset drawn once from the run's seed, each through neighbours sampled with
+/// `fanouts` from draws that do not change between evaluations. Evaluations of one run are
+/// therefore comparable, and a resumed run evaluates exactly as an uninterrupted one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SampledEval {
+    /// Fanouts from the evaluated nodes outwards (`-1`: all neighbours), one per layer.
+    pub fanouts: Vec<i64>,
+    /// Nodes evaluated per split, at most.
+    pub nodes: usize,
+}
+
+/// The epoch number of evaluation's sampling draws: no training epoch reaches it.
+const EVAL_EPOCH: u64 = u64::MAX;
+/// The purpose of the draw that picks the evaluated nodes.
+const EVAL_NODES_PURPOSE: u64 = 0x4556_414c;
 
 /// The name of the learnt input table's files in a snapshot folder.
 const EMBEDDING_PREFIX: &str = "input_embedding";
@@ -89,13 +119,14 @@ pub fn epoch_batches(
         .collect()
 }
 
-/// Samples and gathers one batch (`None` for an empty slice of a global batch).
+/// Samples with `fanouts` and gathers one batch (`None` for an empty slice of a global batch).
+#[allow(clippy::too_many_arguments)]
 fn prepare(
-    ds: &Dataset,
+    data: GraphData<'_>,
     features: Option<&StoreTensor>,
     sampler: &mut Sampler,
     seeds: &[NodeId],
-    mb: &MiniBatchConfig,
+    fanouts: &[i64],
     cfg: &ModelConfig,
     seed: u64,
     epoch: u64,
@@ -111,9 +142,9 @@ fn prepare(
     }
     let start = Instant::now();
     let blocks = sampler.sample(
-        &CsrSource::new(&ds.graph),
+        &data.source(),
         seeds,
-        &mb.fanouts,
+        fanouts,
         SamplerKind::Uniform,
         seed,
         epoch,
@@ -130,7 +161,7 @@ fn prepare(
         x,
         graphs,
         rows: (0..seeds.len()).collect(),
-        labels: seeds.iter().map(|&v| ds.labels[v as usize]).collect(),
+        labels: seeds.iter().map(|&v| data.labels[v as usize]).collect(),
         sample_seconds: (sampled - start).as_secs_f64(),
         gather_seconds: sampled.elapsed().as_secs_f64(),
     }))
@@ -170,20 +201,25 @@ impl Inputs<'_> {
 
 /// Sampled mini-batch training as a [`Workload`]: a producer thread samples each batch's
 /// blocks and gathers its input rows into a bounded queue while this thread runs the steps;
-/// evaluation is exact full-neighbour inference over the whole graph.
+/// evaluation is exact full-neighbour inference over the whole graph, or sampled inference
+/// (see [`MiniBatchConfig::sampled_eval`]).
 ///
 /// Data parallel over the ranks of the inputs' communicator: each worker trains on its slice
 /// of every global batch (see [`epoch_batches`]), the loss is normalised by the global batch
 /// size, and the gradients are summed over the workers before every worker applies the same
 /// step, so the workers hold the same parameters throughout. Collective.
 pub struct MiniBatch<'a> {
-    ds: &'a Dataset,
+    data: GraphData<'a>,
     inputs: Inputs<'a>,
+    /// The model, built for sampled blocks: it holds no whole-graph structure.
     model: Model,
     mb: MiniBatchConfig,
     seed: u64,
-    /// Every node's input rows, gathered once for evaluation from a feature table.
-    fixed_inputs: Option<Var>,
+    /// Exact evaluation's model over the whole graph and, from a feature table, every node's
+    /// input rows: built on first use.
+    exact: Option<(Model, Option<Var>)>,
+    /// Sampled evaluation's nodes per split.
+    eval_nodes: [Vec<NodeId>; 3],
     comm: Arc<dyn Communicator>,
     /// The producer thread gathers features over the inputs' communicator while the compute
     /// thread sums gradients: each needs its own communicator.
@@ -199,7 +235,7 @@ impl<'a> MiniBatch<'a> {
     /// The workload of model `cfg` (parameters drawn from `seed`) on `ds`, batched as `mb`
     /// says, with input rows from `inputs`. Collective.
     pub fn new(
-        ds: &'a Dataset,
+        data: GraphData<'a>,
         inputs: Inputs<'a>,
         cfg: ModelConfig,
         seed: u64,
@@ -221,35 +257,47 @@ impl<'a> MiniBatch<'a> {
                 reason: "must be at least 1".into(),
             });
         }
-        if ds.train_idx.is_empty() {
+        if data.train_idx.is_empty() {
             return Err(Error::NoTrainingNodes);
         }
-        if inputs.rows() != ds.graph.num_nodes() {
+        if inputs.rows() != data.num_nodes() {
             return Err(Error::Mismatch {
                 what: "input rows and nodes",
                 detail: format!(
                     "{} input rows for {} nodes",
                     inputs.rows(),
-                    ds.graph.num_nodes()
+                    data.num_nodes()
                 ),
             });
         }
-        let model = Model::new(cfg.clone(), &ds.graph, seed)?;
-        let all: Vec<i64> = (0..inputs.rows() as i64).collect();
-        // Evaluation reads every node's features: once, for a feature table.
-        let fixed_inputs = match &inputs {
-            Inputs::Features(f) => Some(Var::constant(f.gather(&all)?.cast(cfg.dtype)?)),
-            Inputs::Embedding { .. } => None,
+        if let Some(eval) = &mb.sampled_eval {
+            if eval.fanouts.len() != cfg.layers {
+                return Err(Error::Mismatch {
+                    what: "evaluation fanouts and layers",
+                    detail: format!(
+                        "{} fanouts for a model of {} layers: give one fanout per layer",
+                        eval.fanouts.len(),
+                        cfg.layers
+                    ),
+                });
+            }
+        }
+        let model = Model::for_blocks(cfg.clone(), seed)?;
+        let eval_nodes = match &mb.sampled_eval {
+            Some(eval) => [data.train_idx, data.valid_idx, data.test_idx]
+                .map(|ids| evaluated_subset(ids, eval.nodes, seed)),
+            None => Default::default(),
         };
         let comm = inputs.comm();
         let grad_comm = comm.split(0, comm.rank())?;
         Ok(MiniBatch {
-            ds,
+            data,
             inputs,
             model,
             mb: mb.clone(),
             seed,
-            fixed_inputs,
+            exact: None,
+            eval_nodes,
             comm,
             grad_comm,
             stages: StageSeconds::default(),
@@ -346,15 +394,25 @@ impl Workload for MiniBatch<'_> {
                 format!("an input embedding {} wide (lr {lr})", table.dim())
             }
         };
-        format!(
+        let mut text = format!(
             "mini-batches of {} seeds, fanouts {:?}, over {} nodes, {} edges, {} training \
              nodes, from {input}",
             self.mb.batch_size,
             self.mb.fanouts,
-            self.ds.graph.num_nodes(),
-            self.ds.graph.num_edges(),
-            self.ds.train_idx.len()
-        )
+            self.data.num_nodes(),
+            self.data.num_edges(),
+            self.data.train_idx.len()
+        );
+        if let Some(b) = self.mb.batches_per_epoch {
+            text += &format!(", {b} batches per epoch");
+        }
+        if let Some(eval) = &self.mb.sampled_eval {
+            text += &format!(
+                ", evaluated on {} nodes per split with fanouts {:?}",
+                eval.nodes, eval.fanouts
+            );
+        }
+        text
     }
 
     fn model(&self) -> &Model {
@@ -395,11 +453,15 @@ impl Workload for MiniBatch<'_> {
 
     fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
         let (rank, ranks) = (self.comm.rank(), self.comm.size());
-        let (ds, seed, epoch) = (self.ds, self.seed, epoch as u64);
-        let batches = epoch_batches(&ds.train_idx, seed, epoch, self.mb.batch_size, rank, ranks);
+        let (data, seed, epoch) = (self.data, self.seed, epoch as u64);
+        let cap = self.mb.batches_per_epoch.unwrap_or(usize::MAX);
+        let mut batches =
+            epoch_batches(data.train_idx, seed, epoch, self.mb.batch_size, rank, ranks);
+        batches.truncate(cap);
         let global_sizes: Vec<usize> =
-            epoch_batches(&ds.train_idx, seed, epoch, self.mb.batch_size, 0, 1)
+            epoch_batches(data.train_idx, seed, epoch, self.mb.batch_size, 0, 1)
                 .iter()
+                .take(cap)
                 .map(Vec::len)
                 .collect();
         let features = match &self.inputs {
@@ -411,14 +473,23 @@ impl Workload for MiniBatch<'_> {
         let mut sampler = self
             .sampler
             .take()
-            .unwrap_or_else(|| Sampler::new(ds.graph.num_nodes()));
+            .unwrap_or_else(|| Sampler::new(data.num_nodes()));
         std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
             let producer = {
                 let (batches, mb, cfg, sampler) = (&batches, &mb, &cfg, &mut sampler);
                 scope.spawn(move || {
                     for seeds in batches {
-                        let batch = prepare(ds, features, sampler, seeds, mb, cfg, seed, epoch);
+                        let batch = prepare(
+                            data,
+                            features,
+                            sampler,
+                            seeds,
+                            &mb.fanouts,
+                            cfg,
+                            seed,
+                            epoch,
+                        );
                         let failed = batch.is_err();
                         if tx.send(batch).is_err() || failed {
                             break;
@@ -449,31 +520,148 @@ impl Workload for MiniBatch<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        let logp = match (&self.fixed_inputs, &mut self.inputs) {
-            (Some(x), _) => infer(&self.model, x, params, Output::LogProbabilities)?,
+        if self.mb.sampled_eval.is_some() {
+            return self.evaluate_sampled(params);
+        }
+        if self.exact.is_none() {
+            // Exact evaluation needs the whole graph and every node's input rows: built once.
+            let model = Model::new(self.model.cfg.clone(), &self.data.to_csr(), self.seed)?;
+            let fixed = match &self.inputs {
+                Inputs::Features(f) => {
+                    let all: Vec<i64> = (0..f.rows() as i64).collect();
+                    Some(Var::constant(f.gather(&all)?.cast(self.model.cfg.dtype)?))
+                }
+                Inputs::Embedding { .. } => None,
+            };
+            self.exact = Some((model, fixed));
+        }
+        let (model, fixed) = self.exact.as_ref().expect("built above");
+        let logp = match (fixed, &mut self.inputs) {
+            (Some(x), _) => infer(model, x, params, Output::LogProbabilities)?,
             (None, Inputs::Embedding { table, .. }) => {
                 let all: Vec<i64> = (0..table.table().rows() as i64).collect();
                 let x = Var::constant(table.gather(&all)?.cast(self.model.cfg.dtype)?);
-                infer(&self.model, &x, params, Output::LogProbabilities)?
+                infer(model, &x, params, Output::LogProbabilities)?
             }
             (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
         };
         // Every worker evaluates the whole graph: its counts are the job's.
-        Ok(SplitCounts::of_dataset(&logp, self.ds))
+        let d = self.data;
+        Ok(SplitCounts::of(
+            &logp,
+            d.labels,
+            [d.train_idx, d.valid_idx, d.test_idx],
+        ))
     }
 }
 
-/// Trains `cfg` on `ds` in sampled mini-batches ([`MiniBatch`] under [`fit`]), with input
+impl MiniBatch<'_> {
+    /// Sampled inference on each split's evaluated nodes, in batches whose seeds the workers
+    /// share out as they do in training; the counts are summed over the workers. Collective.
+    fn evaluate_sampled(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+        let eval = self
+            .mb
+            .sampled_eval
+            .clone()
+            .expect("called for sampled evaluation");
+        let (rank, ranks) = (self.comm.rank(), self.comm.size());
+        let mut sampler = self
+            .sampler
+            .take()
+            .unwrap_or_else(|| Sampler::new(self.data.num_nodes()));
+        let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
+        let mut counts = SplitCounts::default();
+        for (split, nodes) in self.eval_nodes.iter().enumerate() {
+            counts.total[split] = nodes.len() as f64;
+            for global in nodes.chunks(self.mb.batch_size.max(1)) {
+                let n = global.len();
+                let seeds = &global[n * rank / ranks..n * (rank + 1) / ranks];
+                let features = match &self.inputs {
+                    Inputs::Features(f) => Some(*f),
+                    Inputs::Embedding { .. } => None,
+                };
+                let cfg = &self.model.cfg;
+                let batch = prepare(
+                    self.data,
+                    features,
+                    &mut sampler,
+                    seeds,
+                    &eval.fanouts,
+                    cfg,
+                    self.seed,
+                    EVAL_EPOCH,
+                )?;
+                let x = match (&mut self.inputs, batch.as_ref().map(|b| &b.x)) {
+                    (_, None) => {
+                        if let Inputs::Embedding { table, .. } = &mut self.inputs {
+                            table.gather(&[])?;
+                        }
+                        continue;
+                    }
+                    (_, Some(Some(x))) => x.clone(),
+                    (Inputs::Embedding { table, .. }, Some(None)) => {
+                        let ids = &batch.as_ref().expect("matched").graphs[0].src_ids;
+                        table.gather(ids)?.cast(cfg.dtype)?
+                    }
+                    (Inputs::Features(_), Some(None)) => {
+                        unreachable!("features are gathered by prepare")
+                    }
+                };
+                let batch = batch.expect("matched above");
+                let mut tape = Tape::no_grad();
+                let logp = self.model.forward_blocks(
+                    &mut tape,
+                    &Var::constant(x),
+                    &vars,
+                    &batch.graphs,
+                    crate::model::Mode::inference(),
+                )?;
+                let scores = logp.value().to_vec_f64();
+                let classes = scores.len() / seeds.len();
+                counts.correct[split] += scores
+                    .chunks(classes)
+                    .zip(batch.labels.iter())
+                    .filter(|(row, &label)| crate::train::predicted_class(row) as i64 == label)
+                    .count() as f64;
+            }
+        }
+        self.sampler = Some(sampler);
+        // Totals are the job's already; correct predictions are summed over the workers.
+        let mut correct = counts.correct;
+        self.comm
+            .all_reduce(ReduceData::F64(&mut correct), ReduceOp::Sum)?;
+        counts.correct = correct;
+        Ok(counts)
+    }
+}
+
+/// At most `limit` of `ids`, drawn once from `seed` and sorted: sampled evaluation's nodes.
+fn evaluated_subset(ids: &[usize], limit: usize, seed: u64) -> Vec<NodeId> {
+    let key = RngKey::new(seed, 0, EVAL_NODES_PURPOSE);
+    let mut order: Vec<(u64, NodeId)> = ids
+        .iter()
+        .map(|&v| (key.bits(v as u64, 0), v as NodeId))
+        .collect();
+    if order.len() > limit {
+        order.select_nth_unstable(limit);
+        order.truncate(limit);
+    }
+    let mut nodes: Vec<NodeId> = order.into_iter().map(|(_, v)| v).collect();
+    nodes.sort_unstable();
+    nodes
+}
+
+/// Trains `cfg` on `data` in sampled mini-batches ([`MiniBatch`] under [`fit`]), with input
 /// rows from `inputs`, calling `on_epoch` after every epoch. Collective.
 pub fn train_mini_batch(
-    ds: &Dataset,
+    data: GraphData<'_>,
     inputs: Inputs<'_>,
     cfg: ModelConfig,
     tc: &TrainConfig,
     mb: &MiniBatchConfig,
     on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<(TrainReport, StageSeconds)> {
-    let mut workload = MiniBatch::new(ds, inputs, cfg, tc.seed, mb)?;
+    let mut workload = MiniBatch::new(data, inputs, cfg, tc.seed, mb)?;
     let report = fit(&mut workload, tc, on_epoch)?;
     Ok((report, workload.stages()))
 }

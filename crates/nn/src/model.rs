@@ -185,6 +185,17 @@ pub struct Model {
 const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
 
 impl Model {
+    /// A model that runs only on sampled blocks ([`Model::forward_blocks`]): it holds no
+    /// whole-graph structure, so a graph of any size costs it nothing. Its parameters are
+    /// those [`Model::new`] draws from the same seed; a whole-graph forward pass fails.
+    pub fn for_blocks(cfg: ModelConfig, seed: u64) -> Result<Model> {
+        let no_graph = Csr {
+            row_ptr: vec![0],
+            col_idx: Vec::new(),
+        };
+        Model::new(cfg, &no_graph, seed)
+    }
+
     /// Builds the model over `graph` with parameters initialised from `seed`.
     pub fn new(cfg: ModelConfig, graph: &Csr, seed: u64) -> Result<Model> {
         Model::new_weighted(cfg, graph, None, seed)

@@ -187,9 +187,10 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
                 fanouts: vec![5, 5],
                 batch_size: 64,
                 queue_depth: 2,
+                ..Default::default()
             };
             let (report, stages) = train_mini_batch(
-                &ds,
+                ds.data(),
                 Inputs::Features(&features),
                 cfg.clone(),
                 &tc,
@@ -208,9 +209,16 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
                 fanouts: vec![5],
                 ..mb
             };
-            let err = train_mini_batch(&ds, Inputs::Features(&features), cfg, &tc, &bad, |_| {})
-                .err()
-                .unwrap();
+            let err = train_mini_batch(
+                ds.data(),
+                Inputs::Features(&features),
+                cfg,
+                &tc,
+                &bad,
+                |_| {},
+            )
+            .err()
+            .unwrap();
             assert!(
                 matches!(
                     &err,
@@ -268,9 +276,16 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
             fanouts: vec![4, 3],
             batch_size,
             queue_depth: 2,
+            ..Default::default()
         };
-        let (report, _) =
-            train_mini_batch(&ds, Inputs::Features(&features), cfg, &tc, &mb, |_| {})?;
+        let (report, _) = train_mini_batch(
+            ds.data(),
+            Inputs::Features(&features),
+            cfg,
+            &tc,
+            &mb,
+            |_| {},
+        )?;
         let params = report
             .best_params
             .iter()
@@ -345,12 +360,13 @@ fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
             fanouts: vec![5, 5],
             batch_size: 60,
             queue_depth: 2,
+            ..Default::default()
         };
         let inputs = Inputs::Embedding {
             table: &mut table,
             lr: 0.05,
         };
-        let (report, _) = train_mini_batch(&ds, inputs, cfg, &tc, &mb, |_| {})?;
+        let (report, _) = train_mini_batch(ds.data(), inputs, cfg, &tc, &mb, |_| {})?;
         assert!(report.test_acc > 0.8, "test accuracy {}", report.test_acc);
         Ok::<_, graphloom_nn::Error>(report.epochs.iter().map(|e| e.loss).collect::<Vec<f64>>())
     })

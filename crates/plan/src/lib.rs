@@ -32,8 +32,8 @@ pub use settings::{
 
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::parts::PartitionMeta;
-use graphloom_graph::{Dataset, Meta};
-use graphloom_nn::minibatch::MiniBatchConfig;
+use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
+use graphloom_nn::minibatch::{MiniBatchConfig, SampledEval};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{SnapshotConfig, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig};
@@ -86,8 +86,8 @@ pub struct Plan {
     pub features_location: FeaturesLocation,
     /// Mini-batch: the width of the learnt input embedding, when the run learns one.
     pub embedding_dim: Option<usize>,
-    /// The dataset in memory (not for SAR, whose workers load their own parts).
-    dataset: Option<Dataset>,
+    /// The dataset, loaded or mapped (not for SAR, whose workers load their own parts).
+    data: Option<PlanData>,
     /// The saved model the run starts from.
     init: Option<ModelFile>,
 }
@@ -145,7 +145,7 @@ impl Plan {
         // The most nodes one process holds: the whole graph, but a part per process of an
         // MPI job (an in-process job's workers share one machine's memory).
         let mut nodes_per_process = None;
-        let (meta, dataset) = match mode {
+        let (meta, data) = match mode {
             TrainMode::Sar => {
                 let dir = s
                     .dataset
@@ -161,8 +161,8 @@ impl Plan {
                 (partition.dataset, None)
             }
             _ => {
-                let ds = load_dataset(s, mode, embedding_dim.is_some())?;
-                if mode == TrainMode::MiniBatch && ds.edge_weight.is_some() {
+                let data = open_dataset(s, mode, embedding_dim.is_some())?;
+                if mode == TrainMode::MiniBatch && data.has_edge_weights() {
                     return Err(PlanError::Invalid {
                         option: "--fanouts",
                         reason: "samples blocks without edge weights, and this dataset has \
@@ -171,7 +171,7 @@ impl Plan {
                             .into(),
                     });
                 }
-                (ds.meta.clone(), Some(ds))
+                (data.meta().clone(), Some(data))
             }
         };
         let mut model = model_config(s, &meta, arch, layers, saved_cfg);
@@ -198,6 +198,13 @@ impl Plan {
             fanouts: fanouts.clone(),
             batch_size: s.batch_size.unwrap_or(1024),
             queue_depth: s.queue_depth.unwrap_or(4),
+            batches_per_epoch: s.batches_per_epoch,
+            sampled_eval: (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| {
+                SampledEval {
+                    fanouts: s.eval_fanouts.clone().unwrap_or_else(|| fanouts.clone()),
+                    nodes: s.eval_nodes.unwrap_or(usize::MAX),
+                }
+            }),
         });
         let plan = Plan {
             mode,
@@ -210,12 +217,33 @@ impl Plan {
             sar_mode: s.sar_mode.unwrap_or(SarMode::Sar),
             features_location: s.features_location.unwrap_or(FeaturesLocation::Host),
             embedding_dim,
-            dataset,
+            data,
             init: saved,
             settings,
         };
-        plan.check_sizes(nodes_per_process.unwrap_or(plan.meta.num_nodes))?;
+        plan.check_sizes(nodes_per_process.unwrap_or_else(|| plan.rows_computed()))?;
         Ok(plan)
+    }
+
+    /// The most nodes one forward pass covers: every node, except for mini-batches evaluated
+    /// by sampled inference, whose passes cover one batch's sampled neighbourhood.
+    fn rows_computed(&self) -> usize {
+        let n = self.meta.num_nodes;
+        let Some(mb) = self.batches.as_ref().filter(|b| b.sampled_eval.is_some()) else {
+            return n;
+        };
+        let eval = mb.sampled_eval.as_ref().expect("filtered");
+        [&mb.fanouts, &eval.fanouts]
+            .iter()
+            .map(|fanouts| {
+                fanouts.iter().try_fold(mb.batch_size, |rows, &f| {
+                    let f = usize::try_from(f).ok()?;
+                    rows.checked_mul(f + 1)
+                })
+            })
+            .map(|rows| rows.unwrap_or(n).min(n))
+            .max()
+            .unwrap_or(n)
     }
 
     /// Refuses a run whose parameters and activations over `rows` nodes (every node: each
@@ -271,6 +299,13 @@ fn check_applicable(
         )?;
         given(s.embedding_dim.is_some(), "--embedding-dim", sampled)?;
         given(s.embedding_lr.is_some(), "--embedding-lr", sampled)?;
+        given(
+            s.batches_per_epoch.is_some(),
+            "--batches-per-epoch",
+            sampled,
+        )?;
+        given(s.eval_fanouts.is_some(), "--eval-fanouts", sampled)?;
+        given(s.eval_nodes.is_some(), "--eval-nodes", sampled)?;
     }
     if mode != TrainMode::Sar {
         given(
@@ -378,6 +413,8 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(Some(s.epochs), "--epochs")?;
     positive(Some(s.eval_every), "--eval-every")?;
     positive(s.batch_size, "--batch-size")?;
+    positive(s.batches_per_epoch, "--batches-per-epoch")?;
+    positive(s.eval_nodes, "--eval-nodes")?;
     positive(s.queue_depth, "--queue-depth")?;
     positive(s.workers, "--workers")?;
     positive(s.embedding_dim, "--embedding-dim")?;
@@ -413,10 +450,14 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
             }
         }
     }
-    if let Some(f) = &s.fanouts {
+    for (f, flag) in [
+        (&s.fanouts, "--fanouts"),
+        (&s.eval_fanouts, "--eval-fanouts"),
+    ] {
+        let Some(f) = f else { continue };
         if f.len() != layers {
             return invalid(
-                "--fanouts",
+                flag,
                 format!(
                     "has {} values for {layers} layers: give one per layer",
                     f.len()
@@ -425,7 +466,7 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
         }
         if let Some(bad) = f.iter().find(|&&k| k == 0 || k < -1) {
             return invalid(
-                "--fanouts",
+                flag,
                 format!("{bad} is not a fanout: use a positive count, or -1 for all neighbours"),
             );
         }
@@ -433,14 +474,60 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     Ok(())
 }
 
-/// Loads the dataset (features left on disk for mapped mini-batch features), or generates the
-/// default synthetic one, and casts its features to the compute dtype.
-fn load_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<Dataset> {
-    let on_disk = mode == TrainMode::MiniBatch
+/// A plan's dataset: loaded into memory, or mapped in place for sampled training whose input
+/// rows do not come from memory (features in `--features-location mmap`, or a learnt input
+/// embedding), so that no array of a graph larger than memory is read whole.
+pub(crate) enum PlanData {
+    /// In memory, features cast to the compute dtype.
+    Loaded(Dataset),
+    /// Mapped; features stay in `node_feat.npy`.
+    Mapped(MappedDataset),
+}
+
+impl PlanData {
+    /// Sizes and names.
+    pub(crate) fn meta(&self) -> &Meta {
+        match self {
+            PlanData::Loaded(ds) => &ds.meta,
+            PlanData::Mapped(ds) => &ds.meta,
+        }
+    }
+
+    /// What sampled training reads.
+    pub(crate) fn graph_data(&self) -> GraphData<'_> {
+        match self {
+            PlanData::Loaded(ds) => ds.data(),
+            PlanData::Mapped(ds) => ds.data(),
+        }
+    }
+
+    fn has_edge_weights(&self) -> bool {
+        match self {
+            PlanData::Loaded(ds) => ds.edge_weight.is_some(),
+            PlanData::Mapped(ds) => ds.edge_weight().is_some(),
+        }
+    }
+}
+
+/// Opens the dataset: mapped for mini-batch training whose input rows do not come from
+/// memory, loaded otherwise (or the default synthetic one generated), with features cast to
+/// the compute dtype.
+fn open_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<PlanData> {
+    let mapped = mode == TrainMode::MiniBatch
         && (s.features_location == Some(FeaturesLocation::Mmap) || embedding);
     let mut ds = match &s.dataset {
-        Some(dir) if on_disk => Dataset::load_without_features(dir)?,
-        Some(dir) => Dataset::load(dir)?,
+        Some(dir) if mapped => {
+            let ds = MappedDataset::open(dir)?;
+            ds.advise_random();
+            if !embedding && ds.meta.feat_dim == 0 {
+                return Err(no_features());
+            }
+            return Ok(PlanData::Mapped(ds));
+        }
+        Some(dir) => {
+            check_features_fit(&Meta::read(dir)?, s.dtype.0, mode)?;
+            Dataset::load(dir)?
+        }
         None if s.features_location == Some(FeaturesLocation::Mmap) => {
             return Err(PlanError::Invalid {
                 option: "--features-location",
@@ -457,19 +544,49 @@ fn load_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<D
         })?,
     };
     if !embedding && ds.meta.feat_dim == 0 {
-        return Err(PlanError::Invalid {
-            option: "--dataset",
-            reason: "the dataset has no node features: train an input embedding with --fanouts and --embedding-dim".into(),
-        });
+        return Err(no_features());
     }
-    if !on_disk {
-        let _g = category_scope(Category::Features);
-        ds.features = ds
-            .features
-            .cast(s.dtype.0)
-            .map_err(graphloom_nn::Error::from)?;
+    let _g = category_scope(Category::Features);
+    ds.features = ds
+        .features
+        .cast(s.dtype.0)
+        .map_err(graphloom_nn::Error::from)?;
+    Ok(PlanData::Loaded(ds))
+}
+
+/// Refuses to load features larger than this machine's memory, before reading any.
+fn check_features_fit(meta: &Meta, dtype: graphloom_tensor::DType, mode: TrainMode) -> Result<()> {
+    let bytes = (meta.num_nodes as u128) * (meta.feat_dim as u128) * dtype.size_in_bytes() as u128;
+    let available = total_memory_bytes() as u128;
+    if available == 0 || bytes <= available {
+        return Ok(());
     }
-    Ok(ds)
+    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
+    let hint = match mode {
+        TrainMode::MiniBatch => "keep them on disk with --features-location mmap",
+        _ => {
+            "sample mini-batches (--fanouts) with --features-location mmap, or partition the \
+              graph (graphloom partition) over an MPI job"
+        }
+    };
+    Err(PlanError::Invalid {
+        option: "--dataset",
+        reason: format!(
+            "its node features take {:.1} GiB in {dtype}, more than this machine's {:.1} GiB: \
+             {hint}",
+            gib(bytes),
+            gib(available)
+        ),
+    })
+}
+
+fn no_features() -> PlanError {
+    PlanError::Invalid {
+        option: "--dataset",
+        reason: "the dataset has no node features: train an input embedding with --fanouts \
+                 and --embedding-dim"
+            .into(),
+    }
 }
 
 /// The model of `s` on a dataset of `meta`: options given win, then those of the saved model,

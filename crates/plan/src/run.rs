@@ -5,7 +5,6 @@ use std::sync::{Arc, Mutex};
 
 use graphloom_comm::{Communicator, Counting, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
-use graphloom_graph::Dataset;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport, Workload};
 use graphloom_sar::Sar;
@@ -13,7 +12,9 @@ use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, S
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, RssReport};
 
-use crate::{run_job, FeaturesLocation, Plan, PlanError, Result, TrainMode, WorkerFigures};
+use crate::{
+    run_job, FeaturesLocation, Plan, PlanData, PlanError, Result, TrainMode, WorkerFigures,
+};
 
 /// What a run produced, on the worker that reports it.
 pub struct RunOutcome {
@@ -53,7 +54,9 @@ impl Plan {
         };
         match self.mode {
             TrainMode::FullBatch => {
-                let ds = self.dataset.as_ref().expect("loaded by Plan::new");
+                let Some(PlanData::Loaded(ds)) = &self.data else {
+                    unreachable!("Plan::new loads a full-batch dataset")
+                };
                 let mut workload = FullBatch::new(ds, self.model.clone(), self.train.seed)?;
                 self.start_from_saved(&mut workload)?;
                 Ok(RunOutcome {
@@ -102,7 +105,8 @@ impl Plan {
         on_epoch: impl FnMut(&EpochRecord),
         on_batch: impl FnMut(usize, usize) + Send,
     ) -> Result<(TrainReport, StageSeconds)> {
-        let ds = self.dataset.as_ref().expect("loaded by Plan::new");
+        let data = self.data.as_ref().expect("opened by Plan::new");
+        let meta = data.meta();
         let mb = self
             .batches
             .as_ref()
@@ -111,7 +115,7 @@ impl Plan {
         let (mut table, features);
         let inputs = match self.embedding_dim {
             Some(dim) => {
-                let shape = [ds.meta.num_nodes, dim];
+                let shape = [meta.num_nodes, dim];
                 let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
                 table = Embedding::trainable(
                     StoreTensor::new(comm, spec)?,
@@ -124,11 +128,11 @@ impl Plan {
                 }
             }
             None => {
-                features = self.feature_table(ds, comm)?;
+                features = self.feature_table(data, comm)?;
                 Inputs::Features(&features)
             }
         };
-        let mut workload = MiniBatch::new(ds, inputs, self.model.clone(), seed, mb)?;
+        let mut workload = MiniBatch::new(data.graph_data(), inputs, self.model.clone(), seed, mb)?;
         workload.on_batch(on_batch);
         self.start_from_saved(&mut workload)?;
         if let Some(rows) = self.init.as_ref().and_then(|m| m.input_embedding.as_ref()) {
@@ -140,32 +144,28 @@ impl Plan {
 
     /// The features of `ds` in the store at the plan's location: one table the threads share
     /// (Continuous), or each process's own rows (Distributed) under MPI, or the mapped file.
-    fn feature_table(&self, ds: &Dataset, comm: Arc<dyn Communicator>) -> Result<StoreTensor> {
+    fn feature_table(&self, data: &PlanData, comm: Arc<dyn Communicator>) -> Result<StoreTensor> {
         let layout = if comm.backend() == "mpi" && comm.size() > 1 {
             Layout::Distributed
         } else {
             Layout::Continuous
         };
-        Ok(match self.features_location {
-            FeaturesLocation::Mmap => {
-                let dir = self
-                    .settings
-                    .dataset
-                    .as_ref()
-                    .expect("checked by Plan::new");
+        Ok(match (self.features_location, data) {
+            (FeaturesLocation::Mmap, PlanData::Mapped(ds)) => {
                 let dtype =
                     DType::parse(&ds.meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
                         option: "--dataset",
                         reason: format!("has an unknown feature dtype '{}'", ds.meta.feat_dtype),
                     })?;
                 let location = Location::Mmap {
-                    path: dir.join("node_feat.npy"),
+                    path: ds.features_path(),
                     writable: false,
                 };
                 let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
                 StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
             }
-            host_or_shared => {
+            (_, PlanData::Mapped(_)) => unreachable!("Plan::new maps only mmap features"),
+            (host_or_shared, PlanData::Loaded(ds)) => {
                 let location = if host_or_shared == FeaturesLocation::Host {
                     Location::Host
                 } else {

@@ -207,6 +207,14 @@ pub struct TrainSettings {
     pub queue_depth: Option<usize>,
     /// Mini-batch: where the features live [default: host].
     pub features_location: Option<FeaturesLocation>,
+    /// Mini-batch: batches per epoch [default: every training node once].
+    pub batches_per_epoch: Option<usize>,
+    /// Mini-batch: evaluate by sampled inference with these fanouts [default: exact
+    /// inference; the training fanouts when only `eval_nodes` is given].
+    pub eval_fanouts: Option<Vec<i64>>,
+    /// Mini-batch: evaluate by sampled inference on at most this many nodes per split
+    /// [default: every node of each split, when `eval_fanouts` is given].
+    pub eval_nodes: Option<usize>,
     /// Workers in this process (mini-batch data parallel, or SAR) [default: 1].
     pub workers: Option<usize>,
     /// How workers talk [default: local].
@@ -255,6 +263,9 @@ impl Default for TrainSettings {
             batch_size: None,
             queue_depth: None,
             features_location: None,
+            batches_per_epoch: None,
+            eval_fanouts: None,
+            eval_nodes: None,
             workers: None,
             comm: None,
             embedding_dim: None,

@@ -121,15 +121,23 @@ pub(crate) fn choose(
 /// A graph in memory, with optional edge weights (one per entry of `col_idx`).
 #[derive(Clone, Copy, Debug)]
 pub struct CsrSource<'a> {
-    graph: &'a Csr,
+    row_ptr: &'a [i64],
+    col_idx: &'a [NodeId],
     weights: Option<&'a [f32]>,
 }
 
 impl<'a> CsrSource<'a> {
     /// An unweighted graph.
     pub fn new(graph: &'a Csr) -> CsrSource<'a> {
+        CsrSource::from_arrays(&graph.row_ptr, &graph.col_idx)
+    }
+
+    /// An unweighted graph from its CSR arrays (a [`Csr`]'s, or mapped ones), whose
+    /// invariants the caller has checked ([`Csr::check`]).
+    pub fn from_arrays(row_ptr: &'a [i64], col_idx: &'a [NodeId]) -> CsrSource<'a> {
         CsrSource {
-            graph,
+            row_ptr,
+            col_idx,
             weights: None,
         }
     }
@@ -153,15 +161,15 @@ impl<'a> CsrSource<'a> {
             ));
         }
         Ok(CsrSource {
-            graph,
             weights: Some(weights),
+            ..CsrSource::new(graph)
         })
     }
 }
 
 impl NeighborSource for CsrSource<'_> {
     fn num_nodes(&self) -> usize {
-        self.graph.num_nodes()
+        self.row_ptr.len() - 1
     }
 
     fn sample_hop(
@@ -172,7 +180,7 @@ impl NeighborSource for CsrSource<'_> {
         key: RngKey,
     ) -> Result<HopSample> {
         require_weights(kind, self.weights.is_some())?;
-        let row_ptr = &self.graph.row_ptr;
+        let row_ptr = self.row_ptr;
         let parts = frontier
             .par_chunks(NODES_PER_TASK)
             .map(|chunk| {
@@ -201,7 +209,7 @@ impl NeighborSource for CsrSource<'_> {
                     );
                     for &p in &positions {
                         let e = start + p as usize;
-                        part.neighbors.push(self.graph.col_idx[e]);
+                        part.neighbors.push(self.col_idx[e]);
                         part.edge_ids.push(e as i64);
                     }
                     part.offsets.push(part.neighbors.len() as i64);
