@@ -30,7 +30,7 @@ pub(crate) fn bench_graph_rmat_1m() -> SyntheticConfig {
         feat_dim: 16,
         classes: 47,
         seed: 0,
-        edges: EdgeModel::Rmat,
+        edge_model: EdgeModel::Rmat,
         ..Default::default()
     }
 }
@@ -45,7 +45,7 @@ pub(crate) fn ensure_synthetic(dir: &Path, cfg: &SyntheticConfig) -> Result<()> 
         dir.display(),
         cfg.nodes,
         cfg.nodes * cfg.avg_degree,
-        cfg.edges,
+        cfg.edge_model,
         cfg.feat_dim,
         cfg.classes
     );

@@ -32,6 +32,51 @@ fn styled(pb: ProgressBar, what: &str) -> ProgressBar {
     pb
 }
 
+/// Progress of work in named phases: a bar per phase on a terminal, else a plain line per
+/// phase at every tenth of it (for logs).
+pub(crate) struct PhaseProgress {
+    state: std::sync::Mutex<Option<(String, ProgressBar, u64)>>,
+    terminal: bool,
+}
+
+impl PhaseProgress {
+    pub(crate) fn new() -> PhaseProgress {
+        PhaseProgress {
+            state: std::sync::Mutex::new(None),
+            terminal: std::io::IsTerminal::is_terminal(&std::io::stderr()),
+        }
+    }
+
+    /// `done` of `total` units of phase `name`; a new name ends the previous phase.
+    pub(crate) fn update(&self, name: &str, done: u64, total: u64) {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        if state.as_ref().is_none_or(|(n, _, _)| n != name) {
+            if let Some((_, pb, _)) = state.take() {
+                pb.finish();
+            }
+            let pb = if self.terminal {
+                bar(total, name)
+            } else {
+                ProgressBar::hidden()
+            };
+            *state = Some((name.to_string(), pb, 0));
+        }
+        let (_, pb, tenths) = state.as_mut().expect("set above");
+        pb.set_position(done);
+        let now = if total == 0 { 10 } else { done * 10 / total };
+        if !self.terminal && now > *tenths {
+            *tenths = now;
+            eprintln!("{name}: {done}/{total}");
+        }
+    }
+
+    pub(crate) fn finish(&self) {
+        if let Some((_, pb, _)) = self.state.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            pb.finish();
+        }
+    }
+}
+
 /// A clap parser for a [`graphloom_plan::Choice`]: `--help` lists the values, and a wrong one
 /// is an error that lists them.
 pub(crate) fn choice<T: graphloom_plan::Choice + Clone + Send + Sync>(

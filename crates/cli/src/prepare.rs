@@ -77,7 +77,8 @@ enum Source {
         #[arg(long)]
         out: PathBuf,
     },
-    /// A stochastic block model with class-dependent features (learnable labels), any size.
+    /// A stochastic block model or R-MAT graph with class-dependent features (learnable
+    /// labels), of any size: written in bounded memory, with a progress bar per phase.
     Synthetic(SyntheticArgs),
 }
 
@@ -101,13 +102,22 @@ pub(crate) struct SyntheticArgs {
     /// Average degree (edges = nodes * avg-degree, both directions counted).
     #[arg(long, default_value_t = 10)]
     pub(crate) avg_degree: usize,
+    /// A directed graph of exactly this many edges (CSR entries; no reverse pairs added)
+    /// instead of --avg-degree.
+    #[arg(long, conflicts_with = "avg_degree")]
+    pub(crate) edges: Option<usize>,
+    /// Exact train,valid,test node counts; the nodes in no split are unlabelled (-1)
+    /// [default: 60/20/20 shares of all nodes].
+    #[arg(long, value_delimiter = ',', num_args = 3)]
+    pub(crate) split_counts: Option<Vec<usize>>,
     /// Feature width.
     #[arg(long, default_value_t = 64)]
     pub(crate) feat_dim: usize,
     /// Number of classes.
     #[arg(long, default_value_t = 8)]
     pub(crate) classes: usize,
-    /// Share of edges within a class.
+    /// Share of edges within a class (R-MAT: share of edges whose source is moved to the
+    /// destination's class).
     #[arg(long, default_value_t = 0.5)]
     pub(crate) homophily: f64,
     /// Strength of the class signal in the features.
@@ -119,7 +129,8 @@ pub(crate) struct SyntheticArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Edge model: sbm (classes shape the edges) or rmat (power-law degrees, Graph500's R-MAT).
+    /// Edge model: sbm (classes shape the edges) or rmat (power-law degrees, Graph500's R-MAT;
+    /// --homophily of the edges join one class).
     #[arg(long, default_value = "sbm", value_parser = choice::<EdgeModel>())]
     pub(crate) edge_model: EdgeModel,
     /// Output dataset directory.
@@ -132,8 +143,15 @@ impl SyntheticArgs {
         if self.nodes < 2 || self.classes == 0 || self.feat_dim == 0 {
             bail!("--nodes must be at least 2, --classes and --feat-dim positive");
         }
+        let split = match self.split_counts.as_deref() {
+            Some(&[a, b, c]) => synthetic::SplitSizes::Counts(a, b, c),
+            Some(_) => bail!("--split-counts takes three counts: train,valid,test"),
+            None => synthetic::SplitSizes::Fractions(0.6, 0.2, 0.2),
+        };
         Ok(synthetic::SyntheticConfig {
-            edges: self.edge_model,
+            edge_model: self.edge_model,
+            edges: self.edges,
+            split,
             nodes: self.nodes,
             avg_degree: self.avg_degree,
             feat_dim: self.feat_dim,
@@ -148,6 +166,9 @@ impl SyntheticArgs {
 
 pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     let start = std::time::Instant::now();
+    if let Source::Synthetic(s) = &args.source {
+        return run_synthetic(s, args.json, start);
+    }
     let spinner = crate::output::spinner("preparing dataset");
     let (ds, out) = match args.source {
         Source::Planetoid { raw, name, out } => (planetoid::convert(&raw, &name)?, out),
@@ -177,43 +198,87 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             undirected,
             out,
         } => (ogb::convert(&raw, undirected)?, out),
-        Source::Synthetic(s) => {
-            let out = s.out.clone();
-            (synthetic::generate(&s.config()?)?, out)
-        }
+        Source::Synthetic(_) => unreachable!("streamed above"),
     };
     spinner.set_message(format!("writing {}", out.display()));
     ds.save(&out)?;
     spinner.finish_and_clear();
-    if args.json {
+    let splits = [ds.train_idx.len(), ds.valid_idx.len(), ds.test_idx.len()];
+    report(&ds.meta, splits, &out, args.json, start);
+    Ok(())
+}
+
+/// Streams a synthetic dataset to disk in bounded memory.
+fn run_synthetic(s: &SyntheticArgs, json: bool, start: std::time::Instant) -> Result<()> {
+    let cfg = s.config()?;
+    let progress = crate::output::PhaseProgress::new();
+    let meta = synthetic::write(&cfg, &s.out, synthetic_buffer_bytes(), &|phase, done, total| {
+        progress.update(phase.name(), done, total)
+    })?;
+    progress.finish();
+    let splits = match cfg.split {
+        synthetic::SplitSizes::Counts(a, b, c) => [a, b, c],
+        synthetic::SplitSizes::Fractions(..) => {
+            let len = |name: &str| -> Result<usize> {
+                Ok(graphloom_graph::npy::read_header(&s.out.join(name))?.numel())
+            };
+            [len("train_idx.npy")?, len("valid_idx.npy")?, len("test_idx.npy")?]
+        }
+    };
+    report(&meta, splits, &s.out, json, start);
+    Ok(())
+}
+
+/// The edge buffer of the synthetic writer: a quarter of the memory available now, between
+/// 64 MiB and 2 GiB (more passes over the edges with less).
+fn synthetic_buffer_bytes() -> usize {
+    let available = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| {
+            t.lines()
+                .find_map(|l| l.strip_prefix("MemAvailable:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
+        })
+        .map_or(1 << 30, |kb| kb * 1024);
+    (available / 4).clamp(64 << 20, 2 << 30)
+}
+
+/// Prints what was written: one line, or one JSON object.
+fn report(
+    meta: &graphloom_graph::Meta,
+    splits: [usize; 3],
+    out: &std::path::Path,
+    json: bool,
+    start: std::time::Instant,
+) {
+    if json {
         crate::output::print_json(&serde_json::json!({
-            "name": ds.meta.name,
+            "name": meta.name,
             "out": out.display().to_string(),
-            "num_nodes": ds.meta.num_nodes,
-            "num_edges": ds.meta.num_edges,
-            "feat_dim": ds.meta.feat_dim,
-            "feat_dtype": ds.meta.feat_dtype,
-            "num_classes": ds.meta.num_classes,
-            "directed": ds.meta.directed,
-            "train": ds.train_idx.len(),
-            "valid": ds.valid_idx.len(),
-            "test": ds.test_idx.len(),
+            "num_nodes": meta.num_nodes,
+            "num_edges": meta.num_edges,
+            "feat_dim": meta.feat_dim,
+            "feat_dtype": meta.feat_dtype,
+            "num_classes": meta.num_classes,
+            "directed": meta.directed,
+            "train": splits[0],
+            "valid": splits[1],
+            "test": splits[2],
             "seconds": start.elapsed().as_secs_f64(),
         }));
-        return Ok(());
+        return;
     }
     println!(
         "{}: {} nodes, {} edges, {} features ({}), {} classes, split {}/{}/{} -> {}",
-        ds.meta.name,
-        ds.meta.num_nodes,
-        ds.meta.num_edges,
-        ds.meta.feat_dim,
-        ds.meta.feat_dtype,
-        ds.meta.num_classes,
-        ds.train_idx.len(),
-        ds.valid_idx.len(),
-        ds.test_idx.len(),
+        meta.name,
+        meta.num_nodes,
+        meta.num_edges,
+        meta.feat_dim,
+        meta.feat_dtype,
+        meta.num_classes,
+        splits[0],
+        splits[1],
+        splits[2],
         out.display()
     );
-    Ok(())
 }

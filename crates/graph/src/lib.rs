@@ -25,6 +25,7 @@
 pub mod convert;
 mod csr;
 mod dataset;
+pub mod disk;
 mod error;
 mod mapped;
 pub mod partition;

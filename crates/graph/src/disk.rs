@@ -1,0 +1,49 @@
+//! Free disk space, checked before writing large files so that a full disk is a clear error
+//! before any work, not a failed write an hour in.
+
+use std::path::Path;
+
+use crate::{Error, Result};
+
+/// Bytes available to this user on the file system holding `path` (or its nearest existing
+/// ancestor).
+pub fn free_bytes(path: &Path) -> Result<u64> {
+    let mut at = path;
+    while !at.exists() {
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => {
+                at = Path::new(".");
+                break;
+            }
+        }
+    }
+    let c_path = std::ffi::CString::new(at.as_os_str().as_encoded_bytes())
+        .map_err(|_| Error::invalid(at, "the path holds a NUL byte"))?;
+    let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
+    // SAFETY: c_path is a valid C string and stat is written by the call before it is read.
+    let rc = unsafe { libc::statvfs(c_path.as_ptr(), stat.as_mut_ptr()) };
+    if rc != 0 {
+        return Err(Error::io(at, std::io::Error::last_os_error()));
+    }
+    // SAFETY: statvfs succeeded, so it filled stat.
+    let stat = unsafe { stat.assume_init() };
+    Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+/// Fails unless the file system of `path` has `needed` bytes free for `what`.
+pub fn check_free_space(path: &Path, needed: u64, what: &str) -> Result<()> {
+    let free = free_bytes(path)?;
+    if free < needed {
+        let gb = |b: u64| b as f64 / 1e9;
+        return Err(Error::invalid(
+            path,
+            format!(
+                "{what} needs about {:.1} GB of disk, and only {:.1} GB is free there",
+                gb(needed),
+                gb(free)
+            ),
+        ));
+    }
+    Ok(())
+}
