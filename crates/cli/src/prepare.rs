@@ -108,7 +108,7 @@ pub(crate) struct SyntheticArgs {
     pub(crate) edges: Option<usize>,
     /// Exact train,valid,test node counts; the nodes in no split are unlabelled (-1)
     /// [default: 60/20/20 shares of all nodes].
-    #[arg(long, value_delimiter = ',', num_args = 3)]
+    #[arg(long, value_delimiter = ',')]
     pub(crate) split_counts: Option<Vec<usize>>,
     /// Feature width.
     #[arg(long, default_value_t = 64)]
@@ -212,9 +212,12 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
 fn run_synthetic(s: &SyntheticArgs, json: bool, start: std::time::Instant) -> Result<()> {
     let cfg = s.config()?;
     let progress = crate::output::PhaseProgress::new();
-    let meta = synthetic::write(&cfg, &s.out, synthetic_buffer_bytes(), &|phase, done, total| {
-        progress.update(phase.name(), done, total)
-    })?;
+    let meta = synthetic::write(
+        &cfg,
+        &s.out,
+        synthetic_buffer_bytes(),
+        &|phase, done, total| progress.update(phase.name(), done, total),
+    )?;
     progress.finish();
     let splits = match cfg.split {
         synthetic::SplitSizes::Counts(a, b, c) => [a, b, c],
@@ -222,7 +225,11 @@ fn run_synthetic(s: &SyntheticArgs, json: bool, start: std::time::Instant) -> Re
             let len = |name: &str| -> Result<usize> {
                 Ok(graphloom_graph::npy::read_header(&s.out.join(name))?.numel())
             };
-            [len("train_idx.npy")?, len("valid_idx.npy")?, len("test_idx.npy")?]
+            [
+                len("train_idx.npy")?,
+                len("valid_idx.npy")?,
+                len("test_idx.npy")?,
+            ]
         }
     };
     report(&meta, splits, &s.out, json, start);

@@ -137,6 +137,11 @@ pub(crate) struct TrainArgs {
     /// for features larger than memory) [default: host].
     #[arg(long, value_parser = choice::<FeaturesLocation>())]
     pub(crate) features_location: Option<FeaturesLocation>,
+    /// Mini-batch with --features-location mmap: GiB of memory for a cache of the feature
+    /// rows of the nodes of highest in-degree, read once at the start (its hit rate is in the
+    /// summary) [default: no cache: every row is read from the file, through the page cache].
+    #[arg(long)]
+    pub(crate) feature_cache_gib: Option<f64>,
     /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
     /// order of the training nodes, so evaluation and snapshots come every that many batches
     /// [default: every training node once per epoch].
@@ -201,6 +206,7 @@ impl TrainArgs {
             batch_size: self.batch_size,
             queue_depth: self.queue_depth,
             features_location: self.features_location,
+            feature_cache_gib: self.feature_cache_gib,
             batches_per_epoch: self.batches_per_epoch,
             eval_fanouts: self.eval_fanouts.clone(),
             eval_nodes: self.eval_nodes,
@@ -276,6 +282,14 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         return Ok(report);
     }
     let meta = &plan.meta;
+    if let (Some((hits, misses)), false) = (outcome.cache_hits_and_misses, args.quiet || args.json)
+    {
+        eprintln!(
+            "feature cache: {:.1}% of {} row reads from memory",
+            100.0 * hits as f64 / (hits + misses).max(1) as f64,
+            hits + misses
+        );
+    }
     if !args.json {
         println!(
             "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
@@ -315,6 +329,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             value["compute_seconds"] = json!(st.compute);
             value["sample_share"] = json!(st.sample / total);
             value["gather_share"] = json!(st.gather / total);
+            if let Some((hits, misses)) = outcome.cache_hits_and_misses {
+                value["cache_hit_rate"] = json!(hits as f64 / (hits + misses).max(1) as f64);
+            }
         }
         if let Some(workers) = &outcome.workers {
             value["mode"] = json!(plan.sar_mode.name());

@@ -85,6 +85,42 @@ impl<'a> GraphData<'a> {
         CsrSource::from_arrays(self.row_ptr, self.col_idx)
     }
 
+    /// Up to `k` nodes of the highest in-degree (ties to the lower id), in no set order: one
+    /// pass over the offsets for a histogram of degrees, one to collect, in memory of the
+    /// result and the histogram only.
+    pub fn highest_in_degree(&self, k: usize) -> Vec<NodeId> {
+        let n = self.num_nodes();
+        let k = k.min(n);
+        if k == 0 {
+            return Vec::new();
+        }
+        let degree = |v: usize| (self.row_ptr[v + 1] - self.row_ptr[v]) as u64;
+        // Degrees above the histogram's range share its last bucket and are all taken first.
+        const BUCKETS: u64 = 1 << 20;
+        let mut histogram = vec![0usize; BUCKETS as usize];
+        for v in 0..n {
+            histogram[degree(v).min(BUCKETS - 1) as usize] += 1;
+        }
+        // The lowest degree taken whole, and how many of the next lower one come after it.
+        let (mut threshold, mut taken) = (BUCKETS, 0usize);
+        while threshold > 0 && taken + histogram[threshold as usize - 1] <= k {
+            threshold -= 1;
+            taken += histogram[threshold as usize];
+        }
+        let mut partial = k - taken;
+        let mut out = Vec::with_capacity(k);
+        for v in 0..n {
+            let d = degree(v).min(BUCKETS - 1);
+            if d >= threshold {
+                out.push(v as NodeId);
+            } else if threshold > 0 && d == threshold - 1 && partial > 0 {
+                out.push(v as NodeId);
+                partial -= 1;
+            }
+        }
+        out
+    }
+
     /// A copy of the graph in memory.
     pub fn to_csr(&self) -> Csr {
         Csr {

@@ -178,12 +178,19 @@ fn rmat_graphs_have_power_law_hubs_and_sbm_graphs_do_not() {
 
 #[test]
 fn streamed_synthetic_datasets_equal_the_ones_generated_in_memory() {
-    use graphloom_graph::convert::synthetic::{generate, write, EdgeModel, SplitSizes, SyntheticConfig};
+    use graphloom_graph::convert::synthetic::{
+        generate, write, EdgeModel, SplitSizes, SyntheticConfig,
+    };
     use graphloom_graph::{Dataset, MappedDataset};
     use graphloom_tensor::DType;
     let root = std::env::temp_dir().join(format!("graphloom-stream-{}", std::process::id()));
     let configs = [
-        SyntheticConfig { nodes: 3000, avg_degree: 9, feat_dim: 5, ..Default::default() },
+        SyntheticConfig {
+            nodes: 3000,
+            avg_degree: 9,
+            feat_dim: 5,
+            ..Default::default()
+        },
         SyntheticConfig {
             nodes: 5000,
             edges: Some(40_000),
@@ -221,7 +228,10 @@ fn streamed_synthetic_datasets_equal_the_ones_generated_in_memory() {
         assert_eq!(streamed.features.as_bytes(), memory.features.as_bytes());
         let mapped = MappedDataset::open(&dir).unwrap();
         let (a, b) = (mapped.data(), memory.data());
-        assert_eq!((a.row_ptr, a.col_idx, a.labels), (b.row_ptr, b.col_idx, b.labels));
+        assert_eq!(
+            (a.row_ptr, a.col_idx, a.labels),
+            (b.row_ptr, b.col_idx, b.labels)
+        );
         assert_eq!(a.train_idx, b.train_idx);
     }
     // Split counts leave the other nodes unlabelled, and R-MAT's edges carry the classes.
@@ -229,7 +239,11 @@ fn streamed_synthetic_datasets_equal_the_ones_generated_in_memory() {
     let labelled = ds.labels.iter().filter(|&&l| l >= 0).count();
     assert_eq!(labelled, 420);
     let (src, dst) = ds.graph.edges();
-    let same = src.iter().zip(&dst).filter(|(s, d)| *s % 7 == *d % 7).count() as f64;
+    let same = src
+        .iter()
+        .zip(&dst)
+        .filter(|(s, d)| *s % 7 == *d % 7)
+        .count() as f64;
     let share = same / src.len() as f64;
     // homophily 0.5 plus 1/7 of the rest by chance: about 0.57.
     assert!((share - (0.5 + 0.5 / 7.0)).abs() < 0.02, "{share}");
@@ -250,7 +264,12 @@ fn mapped_datasets_check_their_files_once_and_again_when_they_change() {
     ds.save(&dir).unwrap();
     MappedDataset::open(&dir).unwrap();
     let records = std::fs::read_to_string(dir.join(".graphloom-checks.json")).unwrap();
-    for name in ["csr_row_ptr.npy", "csr_col_idx.npy", "node_label.npy", "node_feat.npy"] {
+    for name in [
+        "csr_row_ptr.npy",
+        "csr_col_idx.npy",
+        "node_label.npy",
+        "node_feat.npy",
+    ] {
         assert!(records.contains(name), "{records}");
     }
     // A label out of range written after the check is found: the file changed.
@@ -258,26 +277,38 @@ fn mapped_datasets_check_their_files_once_and_again_when_they_change() {
     labels[3] = 99;
     npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()]).unwrap();
     let err = MappedDataset::open(&dir).err().unwrap().to_string();
-    assert!(err.contains("node_label.npy") && err.contains("node 3"), "{err}");
+    assert!(
+        err.contains("node_label.npy") && err.contains("node 3"),
+        "{err}"
+    );
     // A split node without a label.
     let mut labels = ds.labels.clone();
     labels[ds.valid_idx[0]] = -1;
     npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()]).unwrap();
     let err = MappedDataset::open(&dir).err().unwrap().to_string();
-    assert!(err.contains("valid_idx.npy") && err.contains("has no label"), "{err}");
+    assert!(
+        err.contains("valid_idx.npy") && err.contains("has no label"),
+        "{err}"
+    );
     npy::write(&dir.join("node_label.npy"), &ds.labels, &[labels.len()]).unwrap();
     // A truncated column file is named before anything is mapped.
     let col = dir.join("csr_col_idx.npy");
     let bytes = std::fs::read(&col).unwrap();
     std::fs::write(&col, &bytes[..bytes.len() - 4]).unwrap();
     let err = MappedDataset::open(&dir).err().unwrap().to_string();
-    assert!(err.contains("csr_col_idx.npy") && err.contains("truncated"), "{err}");
+    assert!(
+        err.contains("csr_col_idx.npy") && err.contains("truncated"),
+        "{err}"
+    );
     std::fs::write(&col, &bytes).unwrap();
     // A NaN in the features left on disk.
     let mut f = ds.features.as_slice::<f32>().unwrap().to_vec();
     f[7] = f32::NAN;
     npy::write(&dir.join("node_feat.npy"), &f, ds.features.shape()).unwrap();
     let err = MappedDataset::open(&dir).err().unwrap().to_string();
-    assert!(err.contains("node_feat.npy") && err.contains("non-finite"), "{err}");
+    assert!(
+        err.contains("node_feat.npy") && err.contains("non-finite"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -17,7 +17,7 @@ use std::time::Instant;
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{Sampler, SamplerKind};
 use graphloom_graph::{GraphData, NodeId};
-use graphloom_store::{Embedding, StoreTensor};
+use graphloom_store::{Embedding, HotRows, StoreTensor};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
@@ -123,7 +123,7 @@ pub fn epoch_batches(
 #[allow(clippy::too_many_arguments)]
 fn prepare(
     data: GraphData<'_>,
-    features: Option<&StoreTensor>,
+    features: Option<&dyn RowSource>,
     sampler: &mut Sampler,
     seeds: &[NodeId],
     fanouts: &[i64],
@@ -133,9 +133,7 @@ fn prepare(
 ) -> Result<Option<Batch>> {
     if seeds.is_empty() {
         // A Distributed gather is collective: take part with no ids.
-        if let Some(f) =
-            features.filter(|f| f.spec().layout == graphloom_store::Layout::Distributed)
-        {
+        if let Some(f) = features.filter(|f| f.collective()) {
             f.gather(&[])?;
         }
         return Ok(None);
@@ -167,11 +165,54 @@ fn prepare(
     }))
 }
 
+/// A table of node features that batches gather rows from: a store table, or a store table
+/// read through a cache of its hot rows ([`HotRows`]).
+pub trait RowSource: Sync {
+    /// Rows (nodes).
+    fn rows(&self) -> usize;
+    /// Rows `ids` as a `[ids.len(), columns]` tensor; collective when [`RowSource::collective`].
+    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor>;
+    /// The communicator of the table's workers.
+    fn comm(&self) -> &Arc<dyn Communicator>;
+    /// Whether every worker takes part in every gather (the store's Distributed layout).
+    fn collective(&self) -> bool;
+}
+
+impl RowSource for StoreTensor {
+    fn rows(&self) -> usize {
+        StoreTensor::rows(self)
+    }
+    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor> {
+        StoreTensor::gather(self, ids)
+    }
+    fn comm(&self) -> &Arc<dyn Communicator> {
+        StoreTensor::comm(self)
+    }
+    fn collective(&self) -> bool {
+        self.spec().layout == graphloom_store::Layout::Distributed
+    }
+}
+
+impl RowSource for HotRows {
+    fn rows(&self) -> usize {
+        self.table().rows()
+    }
+    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor> {
+        HotRows::gather(self, ids)
+    }
+    fn comm(&self) -> &Arc<dyn Communicator> {
+        self.table().comm()
+    }
+    fn collective(&self) -> bool {
+        false
+    }
+}
+
 /// Where the first layer's input rows come from.
 pub enum Inputs<'a> {
-    /// Node features in the store (any layout and location, e.g. a memory-mapped file),
-    /// gathered ahead by the producer thread.
-    Features(&'a StoreTensor),
+    /// Node features (a store table in any layout and location, e.g. a memory-mapped file,
+    /// possibly behind a row cache), gathered ahead by the producer thread.
+    Features(&'a dyn RowSource),
     /// A trainable node-embedding table, for graphs without features: its rows are gathered by
     /// the compute thread at every step, and their gradients go to its sparse optimizer (the
     /// rows' owners apply them) with learning rate `lr`.

@@ -305,6 +305,11 @@ fn check_applicable(
             sampled,
         )?;
         given(s.eval_fanouts.is_some(), "--eval-fanouts", sampled)?;
+        given(
+            s.feature_cache_gib.is_some(),
+            "--feature-cache-gib",
+            sampled,
+        )?;
         given(s.eval_nodes.is_some(), "--eval-nodes", sampled)?;
     }
     if mode != TrainMode::Sar {
@@ -346,6 +351,13 @@ fn check_applicable(
             s.features_location.is_some(),
             "--features-location",
             "the input is a learnt embedding table (--embedding-dim), not the features",
+        )?;
+    }
+    if mode == TrainMode::MiniBatch && s.features_location != Some(FeaturesLocation::Mmap) {
+        given(
+            s.feature_cache_gib.is_some(),
+            "--feature-cache-gib",
+            "it caches rows of features kept on disk (--features-location mmap)",
         )?;
     }
     if arch != Architecture::Gat {
@@ -420,6 +432,14 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(s.embedding_dim, "--embedding-dim")?;
     positive(s.patience, "--patience")?;
     positive(s.snapshot_every, "--snapshot-every")?;
+    if let Some(gib) = s.feature_cache_gib {
+        if !(gib.is_finite() && gib > 0.0) {
+            return invalid(
+                "--feature-cache-gib",
+                format!("must be a positive number, not {gib}"),
+            );
+        }
+    }
     if let Some(lr) = s.lr {
         if !(lr.is_finite() && lr > 0.0) {
             return invalid("--lr", format!("must be a positive number, not {lr}"));

@@ -8,13 +8,21 @@ use graphloom_graph::parts::Part;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport, Workload};
 use graphloom_sar::Sar;
-use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
+use graphloom_store::{
+    Embedding, HotRows, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor,
+};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, RssReport};
 
 use crate::{
     run_job, FeaturesLocation, Plan, PlanData, PlanError, Result, TrainMode, WorkerFigures,
 };
+
+/// A mini-batch job's feature rows: a store table, or one behind a cache of hot rows.
+enum FeatureRows {
+    Table(StoreTensor),
+    Cached(HotRows),
+}
 
 /// What a run produced, on the worker that reports it.
 pub struct RunOutcome {
@@ -26,6 +34,8 @@ pub struct RunOutcome {
     pub stages: Option<StageSeconds>,
     /// SAR: every worker's figures (on the root).
     pub workers: Option<Vec<WorkerFigures>>,
+    /// Mini-batch with a feature cache: rows read from the cache and from the file.
+    pub cache_hits_and_misses: Option<(u64, u64)>,
 }
 
 impl Plan {
@@ -64,6 +74,7 @@ impl Plan {
                     root: true,
                     stages: None,
                     workers: None,
+                    cache_hits_and_misses: None,
                 })
             }
             TrainMode::MiniBatch => run_job(self.backend, self.workers, |comm| {
@@ -73,12 +84,13 @@ impl Plan {
                         on_batch(done, total)
                     }
                 };
-                let (report, stages) = self.mini_batch(comm, report(rank), on_batch)?;
+                let (report, stages, cache) = self.mini_batch(comm, report(rank), on_batch)?;
                 Ok(RunOutcome {
                     report,
                     root: rank == 0,
                     stages: Some(stages),
                     workers: None,
+                    cache_hits_and_misses: cache,
                 })
             }),
             TrainMode::Sar => run_job(self.backend, self.workers, |comm| {
@@ -98,13 +110,14 @@ impl Plan {
         Ok(())
     }
 
-    /// One worker of a data-parallel mini-batch job.
+    /// One worker of a data-parallel mini-batch job; returns the row cache's hits and misses
+    /// too, when there is one.
     fn mini_batch(
         &self,
         comm: Arc<dyn Communicator>,
         on_epoch: impl FnMut(&EpochRecord),
         on_batch: impl FnMut(usize, usize) + Send,
-    ) -> Result<(TrainReport, StageSeconds)> {
+    ) -> Result<(TrainReport, StageSeconds, Option<(u64, u64)>)> {
         let data = self.data.as_ref().expect("opened by Plan::new");
         let meta = data.meta();
         let mb = self
@@ -112,9 +125,13 @@ impl Plan {
             .as_ref()
             .expect("a mini-batch plan has batches");
         let seed = self.train.seed;
-        let (mut table, features);
-        let inputs = match self.embedding_dim {
-            Some(dim) => {
+        let mut table;
+        let features = match self.embedding_dim {
+            Some(_) => None,
+            None => Some(self.feature_rows(data, comm.clone())?),
+        };
+        let inputs = match (self.embedding_dim, &features) {
+            (Some(dim), _) => {
                 let shape = [meta.num_nodes, dim];
                 let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
                 table = Embedding::trainable(
@@ -127,10 +144,9 @@ impl Plan {
                     lr: self.settings.embedding_lr.unwrap_or(0.01),
                 }
             }
-            None => {
-                features = self.feature_table(data, comm)?;
-                Inputs::Features(&features)
-            }
+            (None, Some(FeatureRows::Table(t))) => Inputs::Features(t),
+            (None, Some(FeatureRows::Cached(c))) => Inputs::Features(c),
+            (None, None) => unreachable!("features are made without an embedding"),
         };
         let mut workload = MiniBatch::new(data.graph_data(), inputs, self.model.clone(), seed, mb)?;
         workload.on_batch(on_batch);
@@ -139,7 +155,27 @@ impl Plan {
             workload.set_input_embedding(rows)?;
         }
         let report = fit(&mut workload, &self.train, on_epoch)?;
-        Ok((report, workload.stages()))
+        let stages = workload.stages();
+        drop(workload);
+        let cache = match &features {
+            Some(FeatureRows::Cached(c)) => Some(c.hits_and_misses()),
+            _ => None,
+        };
+        Ok((report, stages, cache))
+    }
+
+    /// The feature rows of a mini-batch job: the store table, behind a cache of the rows of
+    /// the nodes of highest in-degree when `--feature-cache-gib` asks for one.
+    fn feature_rows(&self, data: &PlanData, comm: Arc<dyn Communicator>) -> Result<FeatureRows> {
+        let table = self.feature_table(data, comm)?;
+        Ok(match (self.settings.feature_cache_gib, data) {
+            (Some(gib), PlanData::Mapped(ds)) => {
+                let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
+                let hot = ds.data().highest_in_degree(rows);
+                FeatureRows::Cached(HotRows::new(table, &hot)?)
+            }
+            _ => FeatureRows::Table(table),
+        })
     }
 
     /// The features of `ds` in the store at the plan's location: one table the threads share
@@ -229,6 +265,7 @@ impl Plan {
             root: rank == 0,
             stages: None,
             workers: (rank == 0).then_some(figures),
+            cache_hits_and_misses: None,
         })
     }
 }

@@ -207,6 +207,9 @@ pub struct TrainSettings {
     pub queue_depth: Option<usize>,
     /// Mini-batch: where the features live [default: host].
     pub features_location: Option<FeaturesLocation>,
+    /// Mini-batch with mapped features: GiB of memory for a cache of the rows of the nodes of
+    /// highest in-degree [default: none].
+    pub feature_cache_gib: Option<f64>,
     /// Mini-batch: batches per epoch [default: every training node once].
     pub batches_per_epoch: Option<usize>,
     /// Mini-batch: evaluate by sampled inference with these fanouts [default: exact
@@ -263,6 +266,7 @@ impl Default for TrainSettings {
             batch_size: None,
             queue_depth: None,
             features_location: None,
+            feature_cache_gib: None,
             batches_per_epoch: None,
             eval_fanouts: None,
             eval_nodes: None,

@@ -16,6 +16,7 @@ mod embedding;
 
 mod error;
 mod files;
+mod hot_rows;
 mod layout;
 mod memory;
 mod routing;
@@ -28,5 +29,6 @@ pub use embedding::{
 };
 pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
+pub use hot_rows::HotRows;
 pub use layout::{check_support, Layout, Location, RowPartition, Topology};
 pub use tensor::{GatherStats, StoreSpec, StoreTensor};

@@ -168,7 +168,11 @@ pub(crate) fn map_file(path: &Path, offset: u64, len: usize, writable: bool) -> 
                     .map_err(|e| StoreError::io(path, e))?,
             )
         } else {
-            Owned::ReadOnly(options.map(&file).map_err(|e| StoreError::io(path, e))?)
+            let map = options.map(&file).map_err(|e| StoreError::io(path, e))?;
+            // Rows are gathered at random: a fault should read its page, not a read-ahead
+            // window of rows nobody asked for.
+            let _ = map.advise(memmap2::Advice::Random);
+            Owned::ReadOnly(map)
         }
     };
     Ok(owned.into_region(skip, len))

@@ -122,7 +122,11 @@ impl Draws {
         if cfg.nodes > u32::MAX as usize {
             return Err(Error::argument(
                 "nodes",
-                format!("{} nodes: node ids are 32-bit, at most {}", cfg.nodes, u32::MAX),
+                format!(
+                    "{} nodes: node ids are 32-bit, at most {}",
+                    cfg.nodes,
+                    u32::MAX
+                ),
             ));
         }
         let n = cfg.nodes.max(2);
@@ -130,10 +134,16 @@ impl Draws {
             Some(e) => (e as u64, true),
             None => {
                 let pairs = (n as u128 * cfg.avg_degree as u128 / 2) as u64;
-                if pairs.checked_mul(2).is_none_or(|e| e > isize::MAX as u64 / 8) {
+                if pairs
+                    .checked_mul(2)
+                    .is_none_or(|e| e > isize::MAX as u64 / 8)
+                {
                     return Err(Error::argument(
                         "avg_degree",
-                        format!("{n} nodes of average degree {} is too many edges", cfg.avg_degree),
+                        format!(
+                            "{n} nodes of average degree {} is too many edges",
+                            cfg.avg_degree
+                        ),
                     ));
                 }
                 (pairs, false)
@@ -188,7 +198,8 @@ impl Draws {
                 let row = self.key.row(e);
                 for attempt in 0..64 {
                     let (mut u, v) = self.rmat_pair(row, attempt);
-                    let draw = (row.bits(1000 + attempt) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
+                    let draw =
+                        (row.bits(1000 + attempt) >> 11) as f64 * (1.0 / (1u64 << 53) as f64);
                     if draw < self.homophily {
                         // The nearest id of v's class at or below u (or above, at the end).
                         u = u - u % c + v % c;
@@ -259,31 +270,42 @@ impl Draws {
     }
 }
 
-/// Feature values: a per-class mean of norm `signal` plus unit Gaussian noise per column.
-#[derive(Clone, Copy)]
+/// Feature values: a per-class mean of norm `signal` (Gaussian directions, drawn once per
+/// class) plus noise of unit variance per column. The noise is a sum of four uniform draws
+/// (Irwin-Hall, scaled to unit variance, within +-3.5): close to Gaussian and one hash per
+/// value, which matters at billions of values.
+#[derive(Clone)]
 pub(crate) struct FeatureDraws {
-    mean: RngKey,
+    /// `classes x dim` class means, already scaled.
+    means: Vec<f64>,
     noise: RngKey,
-    scale: f64,
     dim: usize,
 }
 
 impl FeatureDraws {
-    pub(crate) fn new(cfg: &SyntheticConfig) -> FeatureDraws {
+    pub(crate) fn new(cfg: &SyntheticConfig, draws: &Draws) -> FeatureDraws {
         let key = RngKey::new(cfg.seed, 0, 0x5717);
+        let mean = key.derive(1);
+        let d = cfg.feat_dim;
+        let scale = cfg.signal / (d.max(1) as f64).sqrt();
+        let means = (0..draws.classes * d)
+            .map(|i| scale * mean.normal((i / d) as u64, (i % d) as u64))
+            .collect();
         FeatureDraws {
-            mean: key.derive(1),
+            means,
             noise: key.derive(2),
-            scale: cfg.signal / (cfg.feat_dim.max(1) as f64).sqrt(),
-            dim: cfg.feat_dim,
+            dim: d,
         }
     }
 
     /// Column `j` of node `v` of class `class`.
     #[inline]
     pub(crate) fn value(&self, v: usize, class: i64, j: usize) -> f64 {
-        self.scale * self.mean.normal(class as u64, j as u64)
-            + self.noise.normal(v as u64, j as u64)
+        let bits = self.noise.bits(v as u64, j as u64);
+        let sum: u64 = (0..4).map(|k| (bits >> (16 * k)) & 0xFFFF).sum();
+        // Four uniforms on [0, 1) sum to mean 2, variance 1/3.
+        let noise = (sum as f64 / 65536.0 - 2.0) * 3f64.sqrt();
+        self.means[class as usize * self.dim + j] + noise
     }
 
     /// Rows `rows` as f32 or bf16 bits into `out` (`rows.len() * dim` elements).
@@ -388,13 +410,16 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
     };
     drop((src, dst));
     let d = cfg.feat_dim;
-    let values = FeatureDraws::new(cfg);
+    let values = FeatureDraws::new(cfg, &draws);
     let features = {
         let _g = category_scope(Category::Features);
         if cfg.feat_dtype == DType::BF16 {
             let mut bits = vec![0u16; n * d];
             values.fill_bf16(&draws, 0..n, &mut bits);
-            Tensor::from_vec(bits.into_iter().map(bf16::from_bits).collect::<Vec<_>>(), &[n, d])?
+            Tensor::from_vec(
+                bits.into_iter().map(bf16::from_bits).collect::<Vec<_>>(),
+                &[n, d],
+            )?
         } else {
             let mut v = vec![0f32; n * d];
             values.fill_f32(&draws, 0..n, &mut v);

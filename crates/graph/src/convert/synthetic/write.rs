@@ -12,9 +12,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use graphloom_io::NpyWriter;
 use rayon::prelude::*;
 
-use super::{
-    meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws, SyntheticConfig,
-};
+use super::{meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws, SyntheticConfig};
 use crate::dataset::write_dir_atomic;
 use crate::{Error, Meta, NodeId, Result, UNLABELLED};
 
@@ -95,7 +93,11 @@ pub fn write(
 fn disk_bytes(cfg: &SyntheticConfig, draws: &Draws) -> u64 {
     let n = draws.n as u64;
     let col = if draws.n <= i32::MAX as usize { 4 } else { 8 };
-    let feature = if cfg.feat_dtype == graphloom_tensor::DType::BF16 { 2 } else { 4 };
+    let feature = if cfg.feat_dtype == graphloom_tensor::DType::BF16 {
+        2
+    } else {
+        4
+    };
     8 * (n + 1) + col * draws.num_edges() + 8 * n * 2 + feature * n * cfg.feat_dim as u64
 }
 
@@ -113,7 +115,11 @@ fn degrees(draws: &Draws, progress: &(dyn Fn(Phase, u64, u64) + Sync)) -> Vec<i6
                 let (_, v) = draws.edge(i);
                 counts[v as usize].fetch_add(1, Ordering::Relaxed);
             }
-            progress(Phase::Degrees, done.fetch_add(len, Ordering::Relaxed) + len, total);
+            progress(
+                Phase::Degrees,
+                done.fetch_add(len, Ordering::Relaxed) + len,
+                total,
+            );
         });
     let mut row_ptr = Vec::with_capacity(draws.n + 1);
     row_ptr.push(0i64);
@@ -243,7 +249,7 @@ fn write_features(
     progress: &(dyn Fn(Phase, u64, u64) + Sync),
 ) -> Result<()> {
     let (n, d) = (draws.n, cfg.feat_dim);
-    let values = FeatureDraws::new(cfg);
+    let values = FeatureDraws::new(cfg, draws);
     let path = dir.join("node_feat.npy");
     let bf16 = cfg.feat_dtype == graphloom_tensor::DType::BF16;
     let (mut out16, mut out32) = if bf16 {

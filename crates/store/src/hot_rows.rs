@@ -1,0 +1,174 @@
+//! [`HotRows`]: a table in a mapped file read through a cache of its hottest rows in process
+//! memory.
+//!
+//! A row of a feature file is a few hundred bytes, and a disk reads (and the page cache
+//! keeps) 4 KiB pages: caching the page of a hot row caches fifteen cold rows beside it. A row
+//! cache holds the hot rows alone, so the same memory covers many more of the rows a batch
+//! asks for. Rows are admitted once, by a score given up front (the in-degree: a node sampled
+//! as a neighbour is likely one many edges lead from and to); sampled batches of a large
+//! graph are i.i.d. enough that a static choice needs no bookkeeping on the hot path.
+//!
+//! Misses read the mapped file. Before copying them, the gather asks the kernel to start
+//! reading every missing page at once (`MADV_WILLNEED`), so many reads are in flight instead
+//! of one per copying thread.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::Tensor;
+
+use crate::copy::{gather_rows, SendPtr};
+use crate::{Layout, Location, Result, StoreError, StoreTensor};
+
+/// No cache slot.
+const NOT_CACHED: u32 = u32::MAX;
+
+/// A file-mapped table with its hottest rows copied into memory; see the module docs.
+pub struct HotRows {
+    table: StoreTensor,
+    /// Cache slot of each row, or `NOT_CACHED`.
+    slot: Vec<u32>,
+    /// The cached rows, one after the other.
+    cached: Vec<u8>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+}
+
+impl HotRows {
+    /// Caches rows `hot` of `table` (a Continuous table mapped from a file; ids distinct and in
+    /// range), copied from it now. The cache's memory is charged to [`Category::Cache`].
+    pub fn new(table: StoreTensor, hot: &[u32]) -> Result<HotRows> {
+        if table.spec().layout != Layout::Continuous
+            || !matches!(table.spec().location, Location::Mmap { .. })
+        {
+            return Err(StoreError::Invalid(
+                "a row cache reads a Continuous table mapped from a file".into(),
+            ));
+        }
+        if hot.len() >= NOT_CACHED as usize {
+            return Err(StoreError::Invalid(format!(
+                "{} cached rows: at most {}",
+                hot.len(),
+                NOT_CACHED - 1
+            )));
+        }
+        let rows = table.rows();
+        let _g = category_scope(Category::Cache);
+        let mut slot = vec![NOT_CACHED; rows];
+        for (k, &v) in hot.iter().enumerate() {
+            let entry = slot.get_mut(v as usize).ok_or_else(|| {
+                StoreError::Invalid(format!("cached row {v} is not below {rows}"))
+            })?;
+            if *entry != NOT_CACHED {
+                return Err(StoreError::Invalid(format!("row {v} is cached twice")));
+            }
+            *entry = k as u32;
+        }
+        let ids: Vec<i64> = hot.iter().map(|&v| i64::from(v)).collect();
+        let mut cached = vec![0u8; ids.len() * table.row_bytes()];
+        table.gather_into(&ids, &mut cached)?;
+        Ok(HotRows {
+            table,
+            slot,
+            cached,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+        })
+    }
+
+    /// The table behind the cache.
+    pub fn table(&self) -> &StoreTensor {
+        &self.table
+    }
+
+    /// Rows held in memory.
+    pub fn cached_rows(&self) -> usize {
+        self.cached.len() / self.table.row_bytes().max(1)
+    }
+
+    /// Row reads served from memory and from the file so far.
+    pub fn hits_and_misses(&self) -> (u64, u64) {
+        (
+            self.hits.load(Ordering::Relaxed),
+            self.misses.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Gathers rows `ids` (any order, repeats allowed) into a new `[ids.len(), columns]`
+    /// tensor: cached rows from memory, the others from the file, whose pages are all asked
+    /// for before any is copied.
+    pub fn gather(&self, ids: &[i64]) -> Result<Tensor> {
+        let rows = self.table.rows();
+        if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= rows) {
+            return Err(StoreError::Invalid(format!(
+                "gather: row {bad} is not below {rows}"
+            )));
+        }
+        let rb = self.table.row_bytes();
+        let file = self.table.local_bytes();
+        let misses: Vec<usize> = ids
+            .iter()
+            .map(|&i| i as usize)
+            .filter(|&i| self.slot[i] == NOT_CACHED)
+            .collect();
+        self.hits
+            .fetch_add((ids.len() - misses.len()) as u64, Ordering::Relaxed);
+        self.misses
+            .fetch_add(misses.len() as u64, Ordering::Relaxed);
+        will_need(file, rb, misses);
+        let mut shape = self.table.shape().to_vec();
+        shape[0] = ids.len();
+        let (cache, file) = (
+            SendPtr(self.cached.as_ptr().cast_mut()),
+            SendPtr(file.as_ptr().cast_mut()),
+        );
+        // SAFETY: every id is in range, so its cache slot or its file row lies inside the
+        // cache or the mapped file; gather_rows writes every row of the output.
+        unsafe {
+            Tensor::from_fill(&shape, self.table.dtype(), |out| {
+                gather_rows(out, rb, |k| {
+                    let v = ids[k] as usize;
+                    match self.slot[v] {
+                        NOT_CACHED => file.get().add(v * rb).cast_const(),
+                        s => cache.get().add(s as usize * rb).cast_const(),
+                    }
+                });
+                Ok::<(), StoreError>(())
+            })
+        }
+    }
+}
+
+/// Asks the kernel to start reading the pages of rows `rows` of the mapped `file` (rows of
+/// `row_bytes`), each run of consecutive pages in one call; returns at once.
+fn will_need(file: &[u8], row_bytes: usize, rows: Vec<usize>) {
+    const PAGE: usize = 4096;
+    if rows.is_empty() || row_bytes == 0 {
+        return;
+    }
+    let base = file.as_ptr() as usize;
+    let mut pages: Vec<usize> = rows
+        .into_iter()
+        .flat_map(|r| {
+            let start = base + r * row_bytes;
+            (start / PAGE)..=((start + row_bytes - 1) / PAGE)
+        })
+        .collect();
+    pages.sort_unstable();
+    pages.dedup();
+    let mut run_start = 0;
+    for k in 1..=pages.len() {
+        if k == pages.len() || pages[k] != pages[k - 1] + 1 {
+            let len = (pages[k - 1] - pages[run_start] + 1) * PAGE;
+            // SAFETY: advice only, on whole pages of the mapping that hold the rows.
+            unsafe {
+                libc::madvise(
+                    (pages[run_start] * PAGE) as *mut libc::c_void,
+                    len,
+                    libc::MADV_WILLNEED,
+                );
+            }
+            run_start = k;
+        }
+    }
+}
