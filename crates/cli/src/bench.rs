@@ -21,6 +21,9 @@ enum Which {
     Sar(crate::bench_sar::SarArgs),
     /// Neighbour-sampling throughput against DGL's and PyG's samplers on the same graphs.
     Sample(crate::bench_sample::SampleArgs),
+    /// Out of core: GraphSAGE on a graph of ogbn-papers100M's shape (111M nodes, 1.6B edges,
+    /// 28 GB of bf16 features on disk), against the same run with features in memory.
+    Scale(crate::bench_scale::ScaleArgs),
 }
 
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
@@ -29,5 +32,6 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         Which::Gather(a) => crate::bench_gather::run(a),
         Which::Sample(a) => crate::bench_sample::run(a),
         Which::Sar(a) => crate::bench_sar::run(a),
+        Which::Scale(a) => crate::bench_scale::run(a),
     }
 }

@@ -6,6 +6,7 @@ mod bench_gather;
 mod bench_peers;
 mod bench_sample;
 mod bench_sar;
+mod bench_scale;
 mod info;
 mod output;
 mod partition;

@@ -63,7 +63,7 @@ impl PhaseProgress {
         }
         let (_, pb, tenths) = state.as_mut().expect("set above");
         pb.set_position(done);
-        let now = if total == 0 { 10 } else { done * 10 / total };
+        let now = (done * 10).checked_div(total).unwrap_or(10);
         if !self.terminal && now > *tenths {
             *tenths = now;
             eprintln!("{name}: {done}/{total}");

@@ -210,3 +210,44 @@ pub(crate) fn sar_memory(path: &Path, runs: &[SarRun]) -> Result<()> {
         },
     )
 }
+
+/// Draws seeds per second over the seconds of each training run, one line per run.
+pub(crate) fn seeds_over_time(path: &Path, runs: &[(&str, Vec<(f64, f64)>)]) -> Result<()> {
+    let colors = [RED, BLUE, GREEN, BLACK];
+    png(
+        path,
+        (900, 450),
+        "bench scale: training throughput",
+        |root| {
+            let xmax = runs
+                .iter()
+                .flat_map(|r| r.1.iter().map(|p| p.0))
+                .fold(1.0, f64::max);
+            let ymax = runs
+                .iter()
+                .flat_map(|r| r.1.iter().map(|p| p.1))
+                .fold(1.0, f64::max)
+                * 1.1;
+            let mut chart = ChartBuilder::on(root)
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(70)
+                .build_cartesian_2d(0.0..xmax, 0.0..ymax)
+                .map_err(|e| anyhow!("{e}"))?;
+            chart
+                .configure_mesh()
+                .x_desc("seconds since the run started")
+                .y_desc("seeds per second (10 batches)")
+                .draw()
+                .map_err(|e| anyhow!("{e}"))?;
+            for ((name, points), color) in runs.iter().zip(colors) {
+                chart
+                    .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                    .map_err(|e| anyhow!("{e}"))?
+                    .label(*name)
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
+            }
+            legend(&mut chart)
+        },
+    )
+}

@@ -256,6 +256,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     for path in args.outputs() {
         output::check_writable(path)?;
     }
+    let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings())?;
     let arch = plan.model.arch;
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
@@ -269,6 +270,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         |done, total| log.batch(done, total),
     )?;
     log.finish();
+    let (peak_anon, peak_file) = rss_peaks.finish();
     let report = outcome.report;
     if report.stopped_early && !args.quiet && outcome.root {
         eprintln!(
@@ -292,7 +294,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     if !args.json {
         println!(
-            "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak RSS {:.1} MiB",
+            "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
             arch.name(),
             meta.name,
             report.test_acc,
@@ -300,6 +302,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             report.best_val_acc,
             report.mean_epoch_seconds(),
             report.memory.total_peak as f64 / (1 << 20) as f64,
+            peak_anon as f64 / (1 << 20) as f64,
             report.rss.peak_bytes as f64 / (1 << 20) as f64
         );
     }
@@ -317,6 +320,8 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     if args.json || args.summary_json.is_some() {
         let mut value = summary(&args, &plan.model, meta, &report);
+        value["peak_anon_bytes"] = json!(peak_anon);
+        value["peak_file_bytes"] = json!(peak_file);
         if let Some(st) = outcome.stages {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.

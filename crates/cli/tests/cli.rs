@@ -1312,3 +1312,152 @@ fn mpi_sar_worker_killed_mid_epoch_fails_the_job_naming_it() {
         assert!(rank_pid(rank).is_none(), "rank {rank} is still running");
     }
 }
+
+/// The out-of-core path from the command line: a directed R-MAT graph streamed by
+/// `prepare synthetic` with most nodes unlabelled, trained from mapped features behind a row
+/// cache with sampled evaluation; the cache changes no loss, and misplaced options are refused.
+#[test]
+fn out_of_core_training_from_a_streamed_graph() {
+    let root = scratch("out-of-core");
+    let dir = root.join("rmat");
+    let d = dir.to_str().unwrap();
+    let out = graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--edge-model",
+        "rmat",
+        "--nodes",
+        "4000",
+        "--edges",
+        "60000",
+        "--classes",
+        "5",
+        "--feat-dim",
+        "8",
+        "--feat-dtype",
+        "bf16",
+        "--signal",
+        "4",
+        "--split-counts",
+        "600,200,200",
+        "--json",
+        "--out",
+        d,
+    ]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (v["num_edges"].as_u64(), v["directed"].as_bool()),
+        (Some(60000), Some(true))
+    );
+    assert_eq!(v["train"].as_u64(), Some(600));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            d,
+            "--model",
+            "sage",
+            "--fanouts",
+            "5,5",
+            "--batch-size",
+            "64",
+            "--epochs",
+            "3",
+            "--batches-per-epoch",
+            "4",
+            "--eval-nodes",
+            "100",
+            "--eval-fanouts",
+            "5,5",
+            "--features-location",
+            "mmap",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = graphloom_ok(&args);
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let losses = |v: &serde_json::Value| -> Vec<f64> {
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["loss"].as_f64().unwrap())
+            .collect()
+    };
+    let plain = run(&[]);
+    let cached = run(&["--feature-cache-gib", "0.00002"]);
+    assert_eq!(losses(&plain), losses(&cached));
+    let accuracies = |v: &serde_json::Value| -> Vec<serde_json::Value> {
+        let h = v["history"].as_array().unwrap();
+        h.iter()
+            .map(|e| serde_json::json!([e["train_acc"], e["val_acc"], e["test_acc"]]))
+            .collect()
+    };
+    assert_eq!(accuracies(&plain), accuracies(&cached));
+    let hit = cached["cache_hit_rate"].as_f64().unwrap();
+    assert!(hit > 0.0 && hit < 1.0, "{hit}");
+    assert!(plain.get("cache_hit_rate").is_none());
+    assert!(plain["peak_anon_bytes"].as_u64().unwrap() > 0);
+    // Accuracies of 100 evaluated nodes are multiples of 1/100, and the model learns.
+    let last = plain["history"].as_array().unwrap().last().unwrap().clone();
+    let val = last["val_acc"].as_f64().unwrap();
+    assert!(
+        (val * 100.0 - (val * 100.0).round()).abs() < 1e-9 && val > 0.3,
+        "{val}"
+    );
+    for (args, expect) in [
+        (
+            vec!["train", "--dataset", d, "--feature-cache-gib", "1"],
+            "--feature-cache-gib",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--feature-cache-gib",
+                "1",
+            ],
+            "mmap",
+        ),
+        (
+            vec!["train", "--dataset", d, "--eval-nodes", "10"],
+            "--eval-nodes",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--eval-fanouts",
+                "5",
+            ],
+            "--eval-fanouts",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--batches-per-epoch",
+                "0",
+            ],
+            "at least 1",
+        ),
+    ] {
+        let out = graphloom(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expect),
+            "{args:?}: {err}"
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

@@ -28,6 +28,8 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
     }
     // SAFETY: statvfs succeeded, so it filled stat.
     let stat = unsafe { stat.assume_init() };
+    // The field types differ between platforms.
+    #[allow(clippy::unnecessary_cast)]
     Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 

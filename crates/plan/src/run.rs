@@ -18,6 +18,9 @@ use crate::{
     run_job, FeaturesLocation, Plan, PlanData, PlanError, Result, TrainMode, WorkerFigures,
 };
 
+/// Rows a cache served and rows it did not.
+type HitsAndMisses = (u64, u64);
+
 /// A mini-batch job's feature rows: a store table, or one behind a cache of hot rows.
 enum FeatureRows {
     Table(StoreTensor),
@@ -35,7 +38,7 @@ pub struct RunOutcome {
     /// SAR: every worker's figures (on the root).
     pub workers: Option<Vec<WorkerFigures>>,
     /// Mini-batch with a feature cache: rows read from the cache and from the file.
-    pub cache_hits_and_misses: Option<(u64, u64)>,
+    pub cache_hits_and_misses: Option<HitsAndMisses>,
 }
 
 impl Plan {
@@ -117,7 +120,7 @@ impl Plan {
         comm: Arc<dyn Communicator>,
         on_epoch: impl FnMut(&EpochRecord),
         on_batch: impl FnMut(usize, usize) + Send,
-    ) -> Result<(TrainReport, StageSeconds, Option<(u64, u64)>)> {
+    ) -> Result<(TrainReport, StageSeconds, Option<HitsAndMisses>)> {
         let data = self.data.as_ref().expect("opened by Plan::new");
         let meta = data.meta();
         let mb = self

@@ -65,6 +65,12 @@ impl HotRows {
             *entry = k as u32;
         }
         let ids: Vec<i64> = hot.iter().map(|&v| i64::from(v)).collect();
+        // Hot rows cluster (hubs), so their pages come in long runs: read them ahead.
+        will_need(
+            table.local_bytes(),
+            table.row_bytes(),
+            hot.iter().map(|&v| v as usize).collect(),
+        );
         let mut cached = vec![0u8; ids.len() * table.row_bytes()];
         table.gather_into(&ids, &mut cached)?;
         Ok(HotRows {

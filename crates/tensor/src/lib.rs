@@ -39,5 +39,5 @@ pub use autodiff::{BackwardCtx, Gradients, Op, Tape, Var};
 pub use dtype::{DType, Element, Float, Real};
 pub use error::{Error, Result};
 pub use half::bf16;
-pub use memory::{Category, MemoryReport, MemoryTracker, RssReport};
+pub use memory::{Category, MemoryReport, MemoryTracker, RssPeaks, RssReport};
 pub use tensor::{Buffer, Tensor};

@@ -269,6 +269,60 @@ impl RssReport {
     }
 }
 
+/// The peaks of anonymous and file-backed resident memory of this process, sampled from
+/// `/proc/self/status` every 100 ms by a thread of its own until [`RssPeaks::finish`]. The
+/// kernel's own peak (`VmHWM`) counts the page cache of mapped files, which the kernel
+/// reclaims at will; anonymous memory is what a process truly holds.
+pub struct RssPeaks {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<(u64, u64)>>,
+}
+
+impl RssPeaks {
+    /// Starts sampling.
+    pub fn start() -> RssPeaks {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let stop = std::sync::Arc::new(AtomicBool::new(false));
+        let thread = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut peaks = (0, 0);
+                loop {
+                    let r = RssReport::read();
+                    peaks = (peaks.0.max(r.anon_bytes), peaks.1.max(r.file_bytes));
+                    if stop.load(Ordering::Relaxed) {
+                        return peaks;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                }
+            })
+        };
+        RssPeaks {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stops sampling; returns the peaks (anonymous, file-backed) in bytes, the moment of the
+    /// call included.
+    pub fn finish(mut self) -> (u64, u64) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let peaks = self
+            .thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default();
+        let now = RssReport::read();
+        (peaks.0.max(now.anon_bytes), peaks.1.max(now.file_bytes))
+    }
+}
+
+impl Drop for RssPeaks {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -309,6 +363,17 @@ mod tests {
         let r = RssReport::read();
         if cfg!(target_os = "linux") {
             assert!(r.anon_bytes > 0 && r.peak_bytes >= r.anon_bytes);
+            // 64 MiB touched while sampling shows in the anonymous peak.
+            let peaks = RssPeaks::start();
+            let v = vec![1u8; 64 << 20];
+            std::thread::sleep(std::time::Duration::from_millis(250));
+            let (anon, _) = peaks.finish();
+            assert!(
+                anon >= r.anon_bytes + (60 << 20),
+                "{anon} vs {}",
+                r.anon_bytes
+            );
+            drop(v);
         }
     }
 }

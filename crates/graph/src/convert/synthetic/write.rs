@@ -145,6 +145,14 @@ struct Slots(*mut NodeId);
 unsafe impl Send for Slots {}
 unsafe impl Sync for Slots {}
 
+impl Slots {
+    /// The pointer. A method (rather than the field) makes closures capture the whole
+    /// `Slots`, which may cross threads, instead of the bare pointer, which may not.
+    fn get(self) -> *mut NodeId {
+        self.0
+    }
+}
+
 /// Places every edge in its row, one range of destinations (at most `per_pass` edges, or one
 /// row) per pass over all edges; hands each range's rows, sorted, to `emit` in order.
 fn place_edges(
@@ -168,7 +176,6 @@ fn place_edges(
         (0..total.div_ceil(EDGES_PER_TASK))
             .into_par_iter()
             .for_each(|task| {
-                let slots = slots;
                 for i in task * EDGES_PER_TASK..((task + 1) * EDGES_PER_TASK).min(total) {
                     let (u, v) = draws.edge(i);
                     let v = v as usize;
@@ -177,7 +184,7 @@ fn place_edges(
                         let slot = (row_ptr[v] - base + k) as usize;
                         // SAFETY: slot lies in row v's part of the buffer (k < in-degree of v,
                         // counted by the same draws), and the counter gives it to one task.
-                        unsafe { slots.0.add(slot).write(u) };
+                        unsafe { slots.get().add(slot).write(u) };
                     }
                 }
             });

@@ -1,0 +1,613 @@
+//! `graphloom bench scale`: training on a graph of ogbn-papers100M's shape whose features do
+//! not fit in memory, against the same run with its features in memory.
+//!
+//! The dataset (an R-MAT graph with the class signal of `prepare synthetic`) is prepared once
+//! and kept. Each phase runs in a process of its own (this binary, with `--phase`), so its
+//! peak memory is its own: peak anonymous memory (`RssAnon`, sampled every 100 ms, since the
+//! kernel's `VmHWM` counts the page cache of mapped files too) is reported beside peak
+//! file-backed resident memory, which the kernel reclaims at will.
+
+use std::io::BufRead;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use graphloom_comm::{Communicator, Local};
+use graphloom_graph::convert::synthetic::{self, EdgeModel, SplitSizes, SyntheticConfig};
+use graphloom_graph::sample::{Sampler, SamplerKind};
+use graphloom_graph::{MappedDataset, Meta};
+use graphloom_nn::minibatch::{epoch_batches, Inputs, MiniBatch, RowSource};
+use graphloom_nn::train::fit;
+use graphloom_nn::Architecture;
+use graphloom_plan::{FeaturesLocation, Plan, TrainSettings};
+use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_tensor::{DType, RssPeaks, Tensor};
+use serde_json::{json, Value};
+
+/// Arguments of `graphloom bench scale`.
+#[derive(Args, Clone)]
+pub(crate) struct ScaleArgs {
+    /// The dataset directory, prepared on the first run and kept.
+    #[arg(long, default_value = "data/bench-scale")]
+    dir: PathBuf,
+    /// Nodes (ogbn-papers100M's count).
+    #[arg(long, default_value_t = 111_059_956)]
+    nodes: usize,
+    /// Directed edges (ogbn-papers100M's count).
+    #[arg(long, default_value_t = 1_615_685_872)]
+    edges: usize,
+    /// Train, validation and test nodes (ogbn-papers100M's); all other nodes are unlabelled.
+    #[arg(long, value_delimiter = ',', default_value = "1207179,125265,214338")]
+    split: Vec<usize>,
+    /// Classes.
+    #[arg(long, default_value_t = 172)]
+    classes: usize,
+    /// Feature width (bf16 on disk).
+    #[arg(long, default_value_t = 128)]
+    feat_dim: usize,
+    /// Norm of the class signal in the features (unit noise per column).
+    #[arg(long, default_value_t = 4.0)]
+    signal: f64,
+    /// Training batches per training phase, a tenth of them warm-up.
+    #[arg(long, default_value_t = 250)]
+    batches: usize,
+    /// Batches between evaluations (an epoch of the run).
+    #[arg(long, default_value_t = 50)]
+    eval_every: usize,
+    /// Validation nodes of each sampled evaluation.
+    #[arg(long, default_value_t = 10_000)]
+    eval_nodes: usize,
+    /// GiB of the feature row cache of the out-of-core run (0: none).
+    #[arg(long, default_value_t = 4.0)]
+    feature_cache_gib: f64,
+    /// Seconds of the disk probe.
+    #[arg(long, default_value_t = 10.0)]
+    probe_seconds: f64,
+    /// Write a PNG of seeds per second over the training runs here.
+    #[arg(long, default_value = "bench/scale_seeds.png")]
+    plot: PathBuf,
+    /// Print one JSON object per measurement per line.
+    #[arg(long)]
+    json: bool,
+    /// Run one phase in this process and print its JSON object (used by the bench itself).
+    #[arg(long, hide = true)]
+    phase: Option<Phase>,
+}
+
+/// A phase of the bench.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Phase {
+    Prepare,
+    Sample,
+    Train,
+    TrainInMemory,
+    Probe,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Prepare => "prepare",
+            Phase::Sample => "sample",
+            Phase::Train => "train",
+            Phase::TrainInMemory => "train_in_memory",
+            Phase::Probe => "probe",
+        }
+    }
+}
+
+const FANOUTS: [i64; 3] = [15, 10, 5];
+const BATCH_SIZE: usize = 1024;
+
+pub(crate) fn run(args: ScaleArgs) -> Result<()> {
+    if let Some(phase) = args.phase {
+        let value = run_phase(&args, phase)?;
+        println!("{value}");
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut rows = Vec::new();
+    if dataset_matches(&args)? {
+        eprintln!(
+            "using the dataset prepared before in {}",
+            args.dir.display()
+        );
+        let mut row = child(&args, Phase::Prepare, true)?;
+        row["reused"] = json!(true);
+        rows.push(row);
+    } else {
+        rows.push(child(&args, Phase::Prepare, false)?);
+    }
+    emit(&args, rows.last().expect("pushed"));
+    let mut series = Vec::new();
+    for phase in [
+        Phase::Sample,
+        Phase::Train,
+        Phase::TrainInMemory,
+        Phase::Probe,
+    ] {
+        let mut row = child(&args, phase, false)?;
+        if let Some(Value::Array(points)) = row.as_object_mut().and_then(|o| o.remove("series")) {
+            let points: Vec<(f64, f64)> = points
+                .iter()
+                .filter_map(|p| Some((p[0].as_f64()?, p[1].as_f64()?)))
+                .collect();
+            series.push((phase.name(), points));
+        }
+        emit(&args, &row);
+        rows.push(row);
+    }
+    if !series.is_empty() {
+        crate::plot::seeds_over_time(&args.plot, &series)?;
+        eprintln!("wrote {}", args.plot.display());
+    }
+    if !args.json {
+        print_summary(&rows);
+    }
+    eprintln!("bench scale took {:.0} s", start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+/// Whether the dataset directory holds this run's shape already.
+fn dataset_matches(args: &ScaleArgs) -> Result<bool> {
+    if !args.dir.join("meta.json").exists() {
+        return Ok(false);
+    }
+    let meta = Meta::read(&args.dir)?;
+    Ok(meta.num_nodes == args.nodes
+        && meta.num_edges == args.edges
+        && meta.feat_dim == args.feat_dim
+        && meta.num_classes == args.classes
+        && meta.feat_dtype == "bf16")
+}
+
+/// Runs `phase` in a child process of this binary and returns its JSON object.
+fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
+    let exe = std::env::current_exe().context("finding this program")?;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args([
+        "bench",
+        "scale",
+        "--phase",
+        phase.name().replace('_', "-").as_str(),
+    ]);
+    cmd.arg("--dir").arg(&args.dir);
+    cmd.args([
+        "--nodes",
+        &args.nodes.to_string(),
+        "--edges",
+        &args.edges.to_string(),
+        "--split",
+        &args
+            .split
+            .iter()
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join(","),
+        "--classes",
+        &args.classes.to_string(),
+        "--feat-dim",
+        &args.feat_dim.to_string(),
+        "--signal",
+        &args.signal.to_string(),
+        "--batches",
+        &args.batches.to_string(),
+        "--eval-every",
+        &args.eval_every.to_string(),
+        "--eval-nodes",
+        &args.eval_nodes.to_string(),
+        "--feature-cache-gib",
+        &args.feature_cache_gib.to_string(),
+        "--probe-seconds",
+        &args.probe_seconds.to_string(),
+    ]);
+    if reused {
+        // The prepare phase of a kept dataset only opens it (its checks are recorded).
+        cmd.env("GRAPHLOOM_BENCH_SCALE_REUSE", "1");
+    }
+    eprintln!("phase {}", phase.name());
+    let out = cmd
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .with_context(|| format!("running phase {}", phase.name()))?;
+    if !out.status.success() {
+        bail!("phase {} failed ({})", phase.name(), out.status);
+    }
+    let line = out
+        .stdout
+        .lines()
+        .map_while(|l| l.ok())
+        .filter(|l| l.starts_with('{'))
+        .last()
+        .with_context(|| format!("phase {} printed no result", phase.name()))?;
+    Ok(serde_json::from_str(&line)?)
+}
+
+fn emit(args: &ScaleArgs, row: &Value) {
+    if args.json {
+        crate::output::print_json(row);
+    }
+}
+
+fn print_summary(rows: &[Value]) {
+    let get = |r: &Value, k: &str| r.get(k).and_then(Value::as_f64);
+    let gib = |b: Option<f64>| b.map_or("-".into(), |b| format!("{:.2}", b / (1u64 << 30) as f64));
+    println!(
+        "{:<16} {:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>8} {:>8}",
+        "phase",
+        "seconds",
+        "anon GiB",
+        "file GiB",
+        "seeds/s",
+        "edges/s",
+        "reads/s",
+        "hit",
+        "val acc"
+    );
+    for r in rows {
+        let f = |k: &str, p: usize| get(r, k).map_or("-".into(), |v| format!("{v:.p$}"));
+        println!(
+            "{:<16} {:>9} {:>10} {:>10} {:>12} {:>14} {:>12} {:>8} {:>8}",
+            r["phase"].as_str().unwrap_or("?"),
+            f("seconds", 1),
+            gib(get(r, "peak_anon_bytes")),
+            gib(get(r, "peak_file_bytes")),
+            f("seeds_per_second", 0),
+            f("sampled_edges_per_second", 0),
+            get(r, "disk_reads_per_second")
+                .or(get(r, "probe_reads_per_second"))
+                .map_or("-".into(), |v| format!("{v:.0}")),
+            f("cache_hit_rate", 3),
+            f("val_acc", 4),
+        );
+    }
+}
+
+/// Bytes this process has had read from storage (`read_bytes` of `/proc/self/io`).
+fn storage_read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("read_bytes:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// The common fields of a phase's row.
+fn row(args: &ScaleArgs, phase: Phase, seconds: f64, peaks: (u64, u64)) -> Value {
+    json!({
+        "system": "graphloom",
+        "phase": phase.name(),
+        "nodes": args.nodes,
+        "edges": args.edges,
+        "seconds": seconds,
+        "peak_anon_bytes": peaks.0,
+        "peak_file_bytes": peaks.1,
+        "seeds_per_second": null,
+        "sampled_edges_per_second": null,
+        "disk_reads_per_second": null,
+        "probe_reads_per_second": null,
+        "cache_hit_rate": null,
+        "val_acc": null,
+    })
+}
+
+fn run_phase(args: &ScaleArgs, phase: Phase) -> Result<Value> {
+    let memory = RssPeaks::start();
+    let start = Instant::now();
+    let mut extra = serde_json::Map::new();
+    match phase {
+        Phase::Prepare => prepare(args, &mut extra)?,
+        Phase::Sample => sample(args, &mut extra)?,
+        Phase::Train => train(args, false, &mut extra)?,
+        Phase::TrainInMemory => train(args, true, &mut extra)?,
+        Phase::Probe => probe(args, &mut extra)?,
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let mut value = row(args, phase, seconds, memory.finish());
+    for (k, v) in extra {
+        value[k] = v;
+    }
+    Ok(value)
+}
+
+/// The synthetic configuration of the bench's dataset.
+fn config(args: &ScaleArgs) -> Result<SyntheticConfig> {
+    let &[train, valid, test] = args.split.as_slice() else {
+        bail!("--split takes three counts: train,valid,test");
+    };
+    Ok(SyntheticConfig {
+        nodes: args.nodes,
+        edges: Some(args.edges),
+        feat_dim: args.feat_dim,
+        classes: args.classes,
+        homophily: 0.5,
+        signal: args.signal,
+        feat_dtype: DType::BF16,
+        seed: 0,
+        edge_model: EdgeModel::Rmat,
+        split: SplitSizes::Counts(train, valid, test),
+        ..Default::default()
+    })
+}
+
+/// Prepares the dataset (unless kept from before) and opens it once, which runs and records
+/// its checks; reports the disk it takes.
+fn prepare(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
+    if std::env::var_os("GRAPHLOOM_BENCH_SCALE_REUSE").is_none() {
+        let progress = crate::output::PhaseProgress::new();
+        // 1.5 GiB of edges per pass keeps the phase under 4 GiB of anonymous memory.
+        synthetic::write(&config(args)?, &args.dir, 3 << 29, &|phase, done, total| {
+            progress.update(phase.name(), done, total)
+        })?;
+        progress.finish();
+    }
+    let check = Instant::now();
+    MappedDataset::open(&args.dir)?;
+    extra.insert("check_seconds".into(), json!(check.elapsed().as_secs_f64()));
+    let disk: u64 = std::fs::read_dir(&args.dir)?
+        .flatten()
+        .filter_map(|e| e.metadata().ok())
+        .map(|m| m.len())
+        .sum();
+    extra.insert("disk_bytes".into(), json!(disk));
+    Ok(())
+}
+
+/// Samples batches of the training nodes over the mapped graph for about 30 seconds.
+fn sample(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
+    let ds = MappedDataset::open(&args.dir)?;
+    ds.advise_random();
+    let data = ds.data();
+    let mut sampler = Sampler::new(data.num_nodes());
+    let batches = epoch_batches(data.train_idx, 0, 0, BATCH_SIZE, 0, 1);
+    let start = Instant::now();
+    let (mut seeds, mut edges) = (0usize, 0usize);
+    for (k, batch) in batches.iter().enumerate() {
+        let blocks = sampler.sample(&data.source(), batch, &FANOUTS, SamplerKind::Uniform, 0, 0)?;
+        seeds += batch.len();
+        edges += blocks.iter().map(|b| b.num_edges()).sum::<usize>();
+        if k >= 10 && start.elapsed().as_secs_f64() > 30.0 {
+            break;
+        }
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    extra.insert("seeds_per_second".into(), json!(seeds as f64 / seconds));
+    extra.insert(
+        "sampled_edges_per_second".into(),
+        json!(edges as f64 / seconds),
+    );
+    Ok(())
+}
+
+/// The training run's settings: GraphSAGE, hidden 256, fanouts 15,10,5, features from the
+/// mapped file (behind the row cache), evaluated by sampled inference.
+fn settings(args: &ScaleArgs, in_memory: bool) -> TrainSettings {
+    TrainSettings {
+        dataset: Some(args.dir.clone()),
+        model: Some(Architecture::Sage),
+        layers: Some(3),
+        hidden: Some(256),
+        lr: Some(0.003),
+        weight_decay: 0.0,
+        dropout: Some(0.5),
+        input_dropout: Some(0.0),
+        epochs: args.batches.div_ceil(args.eval_every.max(1)),
+        fanouts: Some(FANOUTS.to_vec()),
+        batch_size: Some(BATCH_SIZE),
+        features_location: Some(FeaturesLocation::Mmap),
+        feature_cache_gib: (!in_memory && args.feature_cache_gib > 0.0)
+            .then_some(args.feature_cache_gib),
+        batches_per_epoch: Some(args.eval_every.max(1)),
+        eval_fanouts: Some(FANOUTS.to_vec()),
+        eval_nodes: Some(args.eval_nodes),
+        ..Default::default()
+    }
+}
+
+/// Feature rows from an in-memory table of a sixteenth of the nodes, ids folded onto it: the
+/// bench's stand-in for features in memory, which gathers as many rows of the same width
+/// from memory as the out-of-core run reads from its file.
+struct FoldedRows {
+    table: StoreTensor,
+    rows: usize,
+}
+
+impl RowSource for FoldedRows {
+    fn rows(&self) -> usize {
+        self.rows
+    }
+    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor> {
+        let folded = self.table.rows() as i64;
+        let ids: Vec<i64> = ids.iter().map(|&i| i % folded).collect();
+        self.table.gather(&ids)
+    }
+    fn comm(&self) -> &Arc<dyn Communicator> {
+        self.table.comm()
+    }
+    fn collective(&self) -> bool {
+        false
+    }
+}
+
+/// Trains `args.batches` batches and reports seeds per second (median of windows of ten
+/// batches after the warm-up tenth), disk reads, the cache's hit rate and the validation
+/// accuracy of the sampled evaluations.
+fn train(
+    args: &ScaleArgs,
+    in_memory: bool,
+    extra: &mut serde_json::Map<String, Value>,
+) -> Result<()> {
+    let plan = Plan::new(settings(args, in_memory))?;
+    let times = std::sync::Mutex::new(Vec::<(usize, f64)>::new());
+    let start = Instant::now();
+    let record = |done: usize| {
+        let mut times = times.lock().unwrap_or_else(|e| e.into_inner());
+        times.push((done, start.elapsed().as_secs_f64()));
+        if times.len().is_multiple_of(25) {
+            eprintln!(
+                "  {} batches, {:.0} s",
+                times.len(),
+                start.elapsed().as_secs_f64()
+            );
+        }
+    };
+    let reads_before = storage_read_bytes();
+    let val = std::sync::Mutex::new(Vec::new());
+    let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
+        val.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(r.accuracy.map(|a| a.val))
+    };
+    let (report, hits_and_misses) = if in_memory {
+        let ds = MappedDataset::open(&args.dir)?;
+        ds.advise_random();
+        let meta = &ds.meta;
+        let folded_rows = (meta.num_nodes / 16).max(1);
+        let outcome = Local::run(1, |comm| -> Result<_> {
+            let file = StoreTensor::new(
+                comm.clone(),
+                StoreSpec::new(
+                    &[meta.num_nodes, meta.feat_dim],
+                    DType::BF16,
+                    Layout::Continuous,
+                    Location::Mmap {
+                        path: ds.features_path(),
+                        writable: false,
+                    },
+                ),
+            )?;
+            let mut table = StoreTensor::new(
+                comm,
+                StoreSpec::new(
+                    &[folded_rows, meta.feat_dim],
+                    DType::BF16,
+                    Layout::Continuous,
+                    Location::Host,
+                ),
+            )?;
+            let first: Vec<i64> = (0..folded_rows as i64).collect();
+            table.fill_from_whole(file.gather(&first)?.as_bytes())?;
+            drop(file);
+            let rows = FoldedRows {
+                table,
+                rows: meta.num_nodes,
+            };
+            let mb = plan.batches.clone().expect("a mini-batch plan");
+            let mut workload = MiniBatch::new(
+                ds.data(),
+                Inputs::Features(&rows),
+                plan.model.clone(),
+                plan.train.seed,
+                &mb,
+            )?;
+            workload.on_batch(|done, _| record(done));
+            Ok(fit(&mut workload, &plan.train, on_epoch)?)
+        });
+        (outcome.into_iter().next().expect("one worker")?, None)
+    } else {
+        let outcome = plan.run_with_progress(on_epoch, |done, _| record(done))?;
+        (outcome.report, outcome.cache_hits_and_misses)
+    };
+    let seconds = start.elapsed().as_secs_f64();
+    let reads = storage_read_bytes() - reads_before;
+    let val = val.into_inner().unwrap_or_else(|e| e.into_inner());
+    let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
+    let (median, series) = seeds_per_second(&times, args.batches / 10);
+    extra.insert("seeds_per_second".into(), json!(median));
+    extra.insert(
+        "disk_reads_per_second".into(),
+        json!(reads as f64 / 4096.0 / seconds),
+    );
+    if let Some((hits, misses)) = hits_and_misses {
+        extra.insert(
+            "cache_hit_rate".into(),
+            json!(hits as f64 / (hits + misses).max(1) as f64),
+        );
+    }
+    // Folded rows are not the nodes' own features: the in-memory run's accuracy means nothing.
+    if !in_memory {
+        extra.insert("val_acc".into(), json!(val.iter().flatten().last()));
+        extra.insert("val_acc_by_epoch".into(), json!(val));
+    }
+    extra.insert("batches".into(), json!(times.len()));
+    extra.insert("test_acc".into(), json!(report.test_acc));
+    extra.insert("series".into(), json!(series));
+    Ok(())
+}
+
+/// The median seeds per second over windows of ten consecutive batches of one epoch (those
+/// after `warmup` batches; a window never spans an evaluation), and every window, warm-up
+/// included, as (seconds since start, seeds per second).
+fn seeds_per_second(times: &[(usize, f64)], warmup: usize) -> (f64, Vec<(f64, f64)>) {
+    const WINDOW: usize = 10;
+    let (mut series, mut rates) = (Vec::new(), Vec::new());
+    let mut k = 0;
+    while k + WINDOW < times.len() {
+        let (a, b) = (times[k], times[k + WINDOW]);
+        // Batch numbers restart at each epoch: a window must stay inside one.
+        if b.0 == a.0 + WINDOW {
+            let rate = (WINDOW * BATCH_SIZE) as f64 / (b.1 - a.1);
+            series.push((b.1, rate));
+            if k >= warmup {
+                rates.push(rate);
+            }
+            k += WINDOW;
+        } else {
+            k += 1;
+        }
+    }
+    rates.sort_by(f64::total_cmp);
+    let median = rates.get(rates.len() / 2).copied().unwrap_or(0.0);
+    (median, series)
+}
+
+/// 4 KiB random reads of the feature file with O_DIRECT from 32 threads (queue depth 32) for
+/// `probe_seconds`: this disk's limit for the reads the training run makes.
+fn probe(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
+    use std::os::unix::fs::{FileExt, OpenOptionsExt};
+    const DEPTH: usize = 32;
+    const PAGE: usize = 4096;
+    let path = args.dir.join("node_feat.npy");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .with_context(|| format!("opening {} for direct reads", path.display()))?;
+    let pages = (file.metadata()?.len() as usize / PAGE).max(1) as u64;
+    let deadline = Instant::now() + Duration::from_secs_f64(args.probe_seconds);
+    let reads = AtomicU64::new(0);
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        for t in 0..DEPTH {
+            let (file, reads) = (&file, &reads);
+            scope.spawn(move || {
+                let layout = std::alloc::Layout::from_size_align(PAGE, PAGE).expect("valid");
+                // SAFETY: a non-zero size; freed below.
+                let buf = unsafe { std::alloc::alloc(layout) };
+                // SAFETY: buf holds PAGE bytes, aligned for O_DIRECT.
+                let slice = unsafe { std::slice::from_raw_parts_mut(buf, PAGE) };
+                let key = graphloom_tensor::rng::RngKey::new(7, t as u64, 0x50524f42);
+                let mut i = 0u64;
+                while Instant::now() < deadline {
+                    let page = key.bits(i, 0) % pages;
+                    i += 1;
+                    if file.read_at(slice, page * PAGE as u64).is_ok() {
+                        reads.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                // SAFETY: allocated above with this layout.
+                unsafe { std::alloc::dealloc(buf, layout) };
+            });
+        }
+    });
+    let seconds = start.elapsed().as_secs_f64();
+    extra.insert(
+        "probe_reads_per_second".into(),
+        json!(reads.load(Ordering::Relaxed) as f64 / seconds),
+    );
+    Ok(())
+}
