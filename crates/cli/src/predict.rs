@@ -25,6 +25,16 @@ pub(crate) struct ModelInput {
     /// Only these nodes, in this order: an `.npy` of integer node ids [default: every node].
     #[arg(long)]
     nodes: Option<PathBuf>,
+    /// Compute layer by layer, in chunks of nodes within this many GiB of memory, the dataset
+    /// mapped and each layer's output for all nodes in a scratch file when it takes more than
+    /// half of it: for graphs larger than memory [default: one pass over the whole graph in
+    /// memory].
+    #[arg(long)]
+    inference_memory_gib: Option<f64>,
+    /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
+    /// system's temporary folder].
+    #[arg(long, requires = "inference_memory_gib")]
+    scratch_dir: Option<PathBuf>,
 }
 
 /// Arguments of `graphloom predict`.
@@ -57,11 +67,22 @@ impl ModelInput {
             Some(path) => Some(read_ids(path)?),
             None => None,
         };
+        let layerwise = match self.inference_memory_gib {
+            Some(gib) if !(gib.is_finite() && gib > 0.0) => {
+                anyhow::bail!("--inference-memory-gib must be a positive number, not {gib}")
+            }
+            Some(gib) => Some(graphloom_nn::inference::LayerwiseConfig {
+                memory_bytes: (gib * (1u64 << 30) as f64) as usize,
+                scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            }),
+            None => None,
+        };
         Ok(InferSettings {
             model: self.model.clone(),
             dataset: self.dataset.clone(),
             nodes,
             output,
+            layerwise,
         })
     }
 }

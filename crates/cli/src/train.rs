@@ -142,6 +142,15 @@ pub(crate) struct TrainArgs {
     /// summary) [default: no cache: every row is read from the file, through the page cache].
     #[arg(long)]
     pub(crate) feature_cache_gib: Option<f64>,
+    /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB
+    /// of memory, each layer's output for all nodes in a scratch file when it takes more than
+    /// half of it [default: one forward pass over the whole graph in memory].
+    #[arg(long)]
+    pub(crate) inference_memory_gib: Option<f64>,
+    /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
+    /// system's temporary folder].
+    #[arg(long)]
+    pub(crate) scratch_dir: Option<PathBuf>,
     /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
     /// order of the training nodes, so evaluation and snapshots come every that many batches
     /// [default: every training node once per epoch].
@@ -207,6 +216,8 @@ impl TrainArgs {
             queue_depth: self.queue_depth,
             features_location: self.features_location,
             feature_cache_gib: self.feature_cache_gib,
+            inference_memory_gib: self.inference_memory_gib,
+            scratch_dir: self.scratch_dir.clone(),
             batches_per_epoch: self.batches_per_epoch,
             eval_fanouts: self.eval_fanouts.clone(),
             eval_nodes: self.eval_nodes,

@@ -1406,6 +1406,78 @@ fn out_of_core_training_from_a_streamed_graph() {
         (val * 100.0 - (val * 100.0).round()).abs() < 1e-9 && val > 0.3,
         "{val}"
     );
+    // Exact evaluation layer by layer in chunks through scratch files gives the accuracies of
+    // one pass over the whole graph (f64, so no near-tie can flip a prediction).
+    let scratch = root.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    let exact = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            d,
+            "--model",
+            "gat",
+            "--fanouts",
+            "5,5",
+            "--epochs",
+            "2",
+            "--batches-per-epoch",
+            "3",
+            "--dtype",
+            "f64",
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        serde_json::from_slice::<serde_json::Value>(&graphloom_ok(&args).stdout).unwrap()
+    };
+    let whole = exact(&[]);
+    let chunked = exact(&[
+        "--inference-memory-gib",
+        "0.0001",
+        "--scratch-dir",
+        scratch.to_str().unwrap(),
+    ]);
+    assert_eq!(accuracies(&whole), accuracies(&chunked));
+    assert_eq!(
+        std::fs::read_dir(&scratch).unwrap().count(),
+        0,
+        "scratch files left"
+    );
+    for (args, expect) in [
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--scratch-dir",
+                "x",
+            ],
+            "--inference-memory-gib",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--inference-memory-gib",
+                "1",
+                "--eval-nodes",
+                "5",
+            ],
+            "--eval-nodes",
+        ),
+    ] {
+        let out = graphloom(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expect),
+            "{args:?}: {err}"
+        );
+    }
     for (args, expect) in [
         (
             vec!["train", "--dataset", d, "--feature-cache-gib", "1"],

@@ -99,6 +99,32 @@ fn predict_embed_and_init_model_on_cora() {
             .unwrap();
         assert_eq!(best as i64, pred[node]);
     }
+    // Layer by layer in chunks over the mapped dataset, through scratch files: the same
+    // log-probabilities up to float rounding.
+    let chunked = root.join("logp-chunked.npy");
+    let scratch = root.join("scratch");
+    std::fs::create_dir_all(&scratch).unwrap();
+    graphloom_ok(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        chunked.to_str().unwrap(),
+        "--nodes",
+        nodes.to_str().unwrap(),
+        "--inference-memory-gib",
+        "0.0001",
+        "--scratch-dir",
+        scratch.to_str().unwrap(),
+    ]);
+    let chunked = npy::read::<f32>(&chunked).unwrap();
+    assert_eq!(chunked.shape, logp.shape);
+    for (a, b) in chunked.data.iter().zip(&logp.data) {
+        assert!((a - b).abs() < 1e-4, "{a} vs {b}");
+    }
+    assert_eq!(std::fs::read_dir(&scratch).unwrap().count(), 0);
     let scores = root.join("scores.npy");
     graphloom_ok(&[
         "embed",

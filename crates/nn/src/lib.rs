@@ -29,6 +29,7 @@
 
 mod error;
 mod graph;
+pub mod inference;
 pub mod kernels;
 pub mod layers;
 pub mod minibatch;

@@ -22,6 +22,7 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
+use crate::inference::{infer_layerwise, LayerInput, LayerwiseConfig};
 use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
 use crate::train::{
     fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
@@ -43,8 +44,12 @@ pub struct MiniBatchConfig {
     /// every that many batches.
     pub batches_per_epoch: Option<usize>,
     /// Evaluate by sampled inference (`None`: exact full-neighbour inference over the whole
-    /// graph, which holds every node's input row and the whole graph in memory).
+    /// graph).
     pub sampled_eval: Option<SampledEval>,
+    /// Exact evaluation layer by layer in chunks under a memory budget ([`infer_layerwise`])
+    /// (`None`: one forward pass over the whole graph, which holds every node's input row and
+    /// the whole graph in memory).
+    pub layerwise: Option<LayerwiseConfig>,
 }
 
 /// Evaluation by sampled inference: each split is evaluated on at most `nodes` of its nodes,
@@ -563,6 +568,37 @@ impl Workload for MiniBatch<'_> {
     fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         if self.mb.sampled_eval.is_some() {
             return self.evaluate_sampled(params);
+        }
+        if let Some(layerwise) = &self.mb.layerwise {
+            let table;
+            let input = match &mut self.inputs {
+                Inputs::Features(f) => LayerInput::Rows(*f),
+                Inputs::Embedding { table: t, .. } => {
+                    let all: Vec<i64> = (0..t.table().rows() as i64).collect();
+                    table = t.gather(&all)?;
+                    LayerInput::Tensor(&table)
+                }
+            };
+            let d = self.data;
+            let logp = infer_layerwise(
+                &self.model,
+                d,
+                input,
+                params,
+                Output::LogProbabilities,
+                layerwise,
+            )?;
+            // Every worker evaluates the whole graph: its counts are the job's.
+            let mut counts = SplitCounts::default();
+            for (s, ids) in [d.train_idx, d.valid_idx, d.test_idx].iter().enumerate() {
+                let rows = logp.gather(ids)?;
+                let labels: Vec<i64> = ids.iter().map(|&v| d.labels[v]).collect();
+                let local: Vec<usize> = (0..ids.len()).collect();
+                let one = SplitCounts::of(&rows, &labels, [&[], &local, &[]]);
+                counts.correct[s] = one.correct[1];
+                counts.total[s] = one.total[1];
+            }
+            return Ok(counts);
         }
         if self.exact.is_none() {
             // Exact evaluation needs the whole graph and every node's input rows: built once.

@@ -12,6 +12,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::to_tensor_error;
+use crate::kernels::aggregate::GcnNorm;
 use crate::kernels::aggregate::LinearAggregation;
 use crate::kernels::gat::Attention;
 use crate::kernels::sparse::SparseFeatures;
@@ -150,6 +151,9 @@ pub struct LayerGraph {
     /// The original node id of each input row, so dropout draws the same mask for a node
     /// whichever batch, worker or position holds it.
     pub src_ids: Arc<[i64]>,
+    /// GCN's normalisation of each input row in the whole graph (`None`: the block's own
+    /// degrees, as sampled training uses).
+    pub gcn_norm: Option<Arc<GcnNorm>>,
 }
 
 impl LayerGraph {
@@ -161,6 +165,7 @@ impl LayerGraph {
             looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
             num_dst: block.num_dst,
             src_ids: block.src_nodes.iter().map(|&v| i64::from(v)).collect(),
+            gcn_norm: None,
         }
     }
 }
@@ -480,7 +485,12 @@ impl Model {
         for (l, layer) in self.layers.iter().enumerate().take(count) {
             let last = l + 1 == self.layers.len();
             let layer = match blocks {
-                Some(b) => layer.on_block(&b[l].view, b[l].looped.as_ref(), b[l].num_dst),
+                Some(b) => layer.on_block(
+                    &b[l].view,
+                    b[l].looped.as_ref(),
+                    b[l].num_dst,
+                    b[l].gcn_norm.as_deref(),
+                ),
                 None => layer.clone(),
             };
             let row_ids = blocks
@@ -501,13 +511,58 @@ impl Model {
         if upto.is_some() {
             return Ok(h);
         }
+        Model::log_probabilities(tape, &h)
+    }
+
+    /// The log-softmax of the last layer's class scores.
+    pub fn log_probabilities(tape: &mut Tape, scores: &Var) -> Result<Var> {
         // Class scores are few: take the softmax in f32 even when activations are bf16.
-        let h = if h.value().dtype() == DType::BF16 {
-            ops::cast(tape, &h, DType::F32)?
+        let h = if scores.value().dtype() == DType::BF16 {
+            ops::cast(tape, scores, DType::F32)?
         } else {
-            h
+            scores.clone()
         };
         Ok(ops::log_softmax(tape, &h)?)
+    }
+
+    /// The number of layers.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// Layer `l` alone over `graph` (a block whose sources are the rows of `x`) with dropout
+    /// off: the output of its first `graph.num_dst` rows (after the activation of a hidden
+    /// layer; the class scores before the softmax for the last). Layer-wise inference runs
+    /// the model one layer over all nodes at a time with it.
+    pub fn forward_layer(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        l: usize,
+        graph: &LayerGraph,
+    ) -> Result<Var> {
+        let layer = self.layers.get(l).ok_or_else(|| Error::InvalidSetting {
+            setting: "layer",
+            reason: format!("{l} of a model of {} layers", self.layers.len()),
+        })?;
+        let layer = layer.on_block(
+            &graph.view,
+            graph.looped.as_ref(),
+            graph.num_dst,
+            graph.gcn_norm.as_deref(),
+        );
+        let last = l + 1 == self.layers.len();
+        let block = self.block(
+            l,
+            layer,
+            last,
+            Mode::inference(),
+            Some(graph.src_ids.clone()),
+        );
+        let mut inputs = vec![x.clone()];
+        inputs.extend(params[self.param_ranges[l].clone()].iter().cloned());
+        Ok(block(tape, &inputs)?)
     }
 
     /// Layer `l` as a pure function of its input and parameters: dropout, then the convolution

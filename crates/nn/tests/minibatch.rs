@@ -414,6 +414,7 @@ fn evaluated_run(
             queue_depth: 2,
             batches_per_epoch,
             sampled_eval: eval.clone(),
+            ..Default::default()
         };
         let mut workload = graphloom_nn::minibatch::MiniBatch::new(
             ds.data(),

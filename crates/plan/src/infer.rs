@@ -3,9 +3,12 @@
 
 use std::path::PathBuf;
 
-use graphloom_graph::Dataset;
+use graphloom_graph::{Dataset, MappedDataset, Meta};
+use graphloom_nn::inference::{infer_layerwise, LayerInput, LayerwiseConfig};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{predicted_class, FullBatch, Output, Workload};
+use graphloom_nn::Model;
+use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tensor};
 
@@ -23,6 +26,9 @@ pub struct InferSettings {
     pub nodes: Option<Vec<i64>>,
     /// Log-probabilities, or the output of the first k layers.
     pub output: Output,
+    /// Layer by layer in chunks over the mapped dataset ([`infer_layerwise`]) instead of one
+    /// pass over the whole graph in memory.
+    pub layerwise: Option<LayerwiseConfig>,
 }
 
 /// Runs the saved model over the whole graph (exact full-neighbour inference, dropout off)
@@ -36,53 +42,20 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         });
     }
     let cfg = saved.config.clone();
+    if let Some(layerwise) = &settings.layerwise {
+        return infer_mapped(settings, &saved, layerwise);
+    }
     let ds = match &saved.input_embedding {
         Some(_) => Dataset::load_without_features(&settings.dataset)?,
         None => Dataset::load(&settings.dataset)?,
     };
     let n = ds.meta.num_nodes;
-    if let Some(bad) = settings
-        .nodes
-        .iter()
-        .flatten()
-        .find(|&&v| v < 0 || v as usize >= n)
-    {
-        return Err(PlanError::Invalid {
-            option: "--nodes",
-            reason: format!("holds node {bad}, outside 0..{n}"),
-        });
-    }
-    if ds.meta.num_classes != cfg.out_dim {
-        return Err(PlanError::Invalid {
-            option: "--dataset",
-            reason: format!(
-                "has {} classes, the model predicts {}",
-                ds.meta.num_classes, cfg.out_dim
-            ),
-        });
-    }
+    check_nodes(settings, n)?;
+    check_fits(&ds.meta, &cfg, &saved)?;
     let x = {
         let _g = category_scope(Category::Features);
         match &saved.input_embedding {
-            Some(e) if e.shape()[0] != n => {
-                return Err(PlanError::Invalid {
-                    option: "--dataset",
-                    reason: format!(
-                        "has {n} nodes, the model's learnt input embedding {}",
-                        e.shape()[0]
-                    ),
-                })
-            }
             Some(e) => e.cast(cfg.dtype),
-            None if ds.meta.feat_dim != cfg.in_dim => {
-                return Err(PlanError::Invalid {
-                    option: "--dataset",
-                    reason: format!(
-                        "has {} features per node, the model reads {}",
-                        ds.meta.feat_dim, cfg.in_dim
-                    ),
-                })
-            }
             None => ds.features.cast(cfg.dtype),
         }
         .map_err(graphloom_nn::Error::from)?
@@ -103,6 +76,108 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         Some(ids) => select_rows(&out, ids),
         None => out,
     })
+}
+
+/// Refuses a node id outside the dataset.
+fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
+    if let Some(bad) = settings
+        .nodes
+        .iter()
+        .flatten()
+        .find(|&&v| v < 0 || v as usize >= n)
+    {
+        return Err(PlanError::Invalid {
+            option: "--nodes",
+            reason: format!("holds node {bad}, outside 0..{n}"),
+        });
+    }
+    Ok(())
+}
+
+/// Refuses a dataset whose classes, nodes (for a learnt input embedding) or features do not
+/// fit the saved model.
+fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -> Result<()> {
+    let n = meta.num_nodes;
+    let invalid = |reason: String| {
+        Err(PlanError::Invalid {
+            option: "--dataset",
+            reason,
+        })
+    };
+    if meta.num_classes != cfg.out_dim {
+        return invalid(format!(
+            "has {} classes, the model predicts {}",
+            meta.num_classes, cfg.out_dim
+        ));
+    }
+    match &saved.input_embedding {
+        Some(e) if e.shape()[0] != n => invalid(format!(
+            "has {n} nodes, the model's learnt input embedding {}",
+            e.shape()[0]
+        )),
+        None if meta.feat_dim != cfg.in_dim => invalid(format!(
+            "has {} features per node, the model reads {}",
+            meta.feat_dim, cfg.in_dim
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// [`infer`] layer by layer over the dataset mapped in place, features read from their file.
+fn infer_mapped(
+    settings: &InferSettings,
+    saved: &ModelFile,
+    layerwise: &LayerwiseConfig,
+) -> Result<Tensor> {
+    let ds = MappedDataset::open(&settings.dataset)?;
+    ds.advise_random();
+    let meta = &ds.meta;
+    let cfg = &saved.config;
+    check_nodes(settings, meta.num_nodes)?;
+    check_fits(meta, cfg, saved)?;
+    let mut model = Model::for_blocks(cfg.clone(), 0)?;
+    model.set_params(&saved.params)?;
+    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let rows = graphloom_comm::Local::run(1, |comm| -> Result<_> {
+        let table;
+        let input = match &saved.input_embedding {
+            Some(e) => LayerInput::Tensor(e),
+            None => {
+                let dtype = DType::parse(&meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
+                    option: "--dataset",
+                    reason: format!("has an unknown feature dtype '{}'", meta.feat_dtype),
+                })?;
+                let location = Location::Mmap {
+                    path: ds.features_path(),
+                    writable: false,
+                };
+                let shape = [meta.num_nodes, meta.feat_dim];
+                table = StoreTensor::new(
+                    comm,
+                    StoreSpec::new(&shape, dtype, Layout::Continuous, location),
+                )
+                .map_err(graphloom_nn::Error::from)?;
+                LayerInput::Rows(&table)
+            }
+        };
+        let out = infer_layerwise(
+            &model,
+            ds.data(),
+            input,
+            &params,
+            settings.output,
+            layerwise,
+        )?;
+        let ids: Vec<usize> = match &settings.nodes {
+            Some(ids) => ids.iter().map(|&v| v as usize).collect(),
+            None => (0..meta.num_nodes).collect(),
+        };
+        Ok(out
+            .gather(&ids)?
+            .cast(DType::F32)
+            .map_err(graphloom_nn::Error::from)?)
+    });
+    rows.into_iter().next().expect("one worker")
 }
 
 /// Rows `ids` of a 2-D f32 tensor, in order.

@@ -33,6 +33,7 @@ pub use settings::{
 use graphloom_graph::convert::synthetic;
 use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
+use graphloom_nn::inference::LayerwiseConfig;
 use graphloom_nn::minibatch::{MiniBatchConfig, SampledEval};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{SnapshotConfig, TrainConfig};
@@ -199,6 +200,10 @@ impl Plan {
             batch_size: s.batch_size.unwrap_or(1024),
             queue_depth: s.queue_depth.unwrap_or(4),
             batches_per_epoch: s.batches_per_epoch,
+            layerwise: s.inference_memory_gib.map(|gib| LayerwiseConfig {
+                memory_bytes: (gib * (1u64 << 30) as f64) as usize,
+                scratch_dir: s.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+            }),
             sampled_eval: (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| {
                 SampledEval {
                     fanouts: s.eval_fanouts.clone().unwrap_or_else(|| fanouts.clone()),
@@ -226,14 +231,19 @@ impl Plan {
     }
 
     /// The most nodes one forward pass covers: every node, except for mini-batches evaluated
-    /// by sampled inference, whose passes cover one batch's sampled neighbourhood.
+    /// by sampled or layer-wise inference, whose passes cover one batch's neighbourhood.
     fn rows_computed(&self) -> usize {
         let n = self.meta.num_nodes;
-        let Some(mb) = self.batches.as_ref().filter(|b| b.sampled_eval.is_some()) else {
+        let Some(mb) = self
+            .batches
+            .as_ref()
+            .filter(|b| b.sampled_eval.is_some() || b.layerwise.is_some())
+        else {
             return n;
         };
-        let eval = mb.sampled_eval.as_ref().expect("filtered");
-        [&mb.fanouts, &eval.fanouts]
+        // Layer-wise evaluation sizes its chunks to its own budget.
+        let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
+        [&mb.fanouts, eval]
             .iter()
             .map(|fanouts| {
                 fanouts.iter().try_fold(mb.batch_size, |rows, &f| {
@@ -311,6 +321,12 @@ fn check_applicable(
             sampled,
         )?;
         given(s.eval_nodes.is_some(), "--eval-nodes", sampled)?;
+        given(
+            s.inference_memory_gib.is_some(),
+            "--inference-memory-gib",
+            sampled,
+        )?;
+        given(s.scratch_dir.is_some(), "--scratch-dir", sampled)?;
     }
     if mode != TrainMode::Sar {
         given(
@@ -352,6 +368,18 @@ fn check_applicable(
             "--features-location",
             "the input is a learnt embedding table (--embedding-dim), not the features",
         )?;
+    }
+    if mode == TrainMode::MiniBatch && s.inference_memory_gib.is_none() {
+        given(
+            s.scratch_dir.is_some(),
+            "--scratch-dir",
+            "it is where --inference-memory-gib keeps layer outputs",
+        )?;
+    }
+    if s.inference_memory_gib.is_some() {
+        let exact = "it evaluates exactly, and --eval-fanouts/--eval-nodes evaluate by sampling";
+        given(s.eval_fanouts.is_some(), "--eval-fanouts", exact)?;
+        given(s.eval_nodes.is_some(), "--eval-nodes", exact)?;
     }
     if mode == TrainMode::MiniBatch && s.features_location != Some(FeaturesLocation::Mmap) {
         given(
@@ -432,12 +460,14 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(s.embedding_dim, "--embedding-dim")?;
     positive(s.patience, "--patience")?;
     positive(s.snapshot_every, "--snapshot-every")?;
-    if let Some(gib) = s.feature_cache_gib {
-        if !(gib.is_finite() && gib > 0.0) {
-            return invalid(
-                "--feature-cache-gib",
-                format!("must be a positive number, not {gib}"),
-            );
+    for (value, flag) in [
+        (s.feature_cache_gib, "--feature-cache-gib"),
+        (s.inference_memory_gib, "--inference-memory-gib"),
+    ] {
+        if let Some(gib) = value {
+            if !(gib.is_finite() && gib > 0.0) {
+                return invalid(flag, format!("must be a positive number, not {gib}"));
+            }
         }
     }
     if let Some(lr) = s.lr {

@@ -210,6 +210,12 @@ pub struct TrainSettings {
     /// Mini-batch with mapped features: GiB of memory for a cache of the rows of the nodes of
     /// highest in-degree [default: none].
     pub feature_cache_gib: Option<f64>,
+    /// Mini-batch: evaluate exactly, layer by layer in chunks of nodes within this many GiB
+    /// [default: one pass over the whole graph in memory].
+    pub inference_memory_gib: Option<f64>,
+    /// Where layer outputs larger than half of `inference_memory_gib` go [default: the
+    /// system's temporary folder].
+    pub scratch_dir: Option<PathBuf>,
     /// Mini-batch: batches per epoch [default: every training node once].
     pub batches_per_epoch: Option<usize>,
     /// Mini-batch: evaluate by sampled inference with these fanouts [default: exact
@@ -267,6 +273,8 @@ impl Default for TrainSettings {
             queue_depth: None,
             features_location: None,
             feature_cache_gib: None,
+            inference_memory_gib: None,
+            scratch_dir: None,
             batches_per_epoch: None,
             eval_fanouts: None,
             eval_nodes: None,

@@ -31,6 +31,42 @@ pub fn gcn_inverse_sqrt_degree(degree: f64, has_loop: bool) -> f64 {
     }
 }
 
+/// GCN's normalisation of a set of nodes: each node's `degree^-1/2` and the weight of the
+/// self-loop GCN adds to it (0 where it has one of its own).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GcnNorm {
+    /// [`gcn_inverse_sqrt_degree`] per node.
+    pub inverse_sqrt_degree: Arc<[f64]>,
+    /// The added self-loop's weight per node.
+    pub self_weight: Arc<[f64]>,
+}
+
+impl GcnNorm {
+    /// One node's scale and loop weight, from its (weighted) in-degree.
+    pub fn of(degree: f64, has_loop: bool) -> (f64, f64) {
+        let d = gcn_inverse_sqrt_degree(degree, has_loop);
+        (d, if has_loop { 0.0 } else { d * d })
+    }
+
+    /// The entries of `nodes` (indices into this one), in that order.
+    pub fn select(&self, nodes: &[usize]) -> GcnNorm {
+        GcnNorm {
+            inverse_sqrt_degree: nodes.iter().map(|&v| self.inverse_sqrt_degree[v]).collect(),
+            self_weight: nodes.iter().map(|&v| self.self_weight[v]).collect(),
+        }
+    }
+}
+
+impl FromIterator<(f64, f64)> for GcnNorm {
+    fn from_iter<I: IntoIterator<Item = (f64, f64)>>(iter: I) -> GcnNorm {
+        let (d, w): (Vec<f64>, Vec<f64>) = iter.into_iter().unzip();
+        GcnNorm {
+            inverse_sqrt_degree: d.into(),
+            self_weight: w.into(),
+        }
+    }
+}
+
 /// A linear aggregation as a layer uses it: the graph's in memory ([`WeightedSum`]), or one
 /// spread over workers (the SAR crate's ring aggregation).
 pub trait LinearAggregation: Send + Sync {
@@ -102,21 +138,22 @@ impl WeightedSum {
     pub fn gcn(graph: Arc<GraphView>) -> WeightedSum {
         let g = &graph.by_dst;
         let n = g.num_nodes();
-        let has_loop: Vec<bool> = (0..n)
-            // Rows need not be sorted: a graph's own loop may sit anywhere in its row.
-            .map(|v| g.in_neighbors(v).contains(&(v as u32)))
-            .collect();
         let degree = graph.weighted_in_degrees();
-        let dinv: Arc<[f64]> = (0..n)
-            .map(|v| gcn_inverse_sqrt_degree(degree[v], has_loop[v]))
+        let norm: GcnNorm = (0..n)
+            // Rows need not be sorted: a graph's own loop may sit anywhere in its row.
+            .map(|v| GcnNorm::of(degree[v], g.in_neighbors(v).contains(&(v as u32))))
             .collect();
-        let self_weight: Arc<[f64]> = (0..n)
-            .map(|v| if has_loop[v] { 0.0 } else { dinv[v] * dinv[v] })
-            .collect();
+        WeightedSum::gcn_with(graph, &norm)
+    }
+
+    /// GCN's normalisation over `graph` with each node's scale given (`norm`, one entry per
+    /// node): the scales of a larger graph that `graph` is a piece of, so that the piece
+    /// aggregates exactly as the whole graph does.
+    pub fn gcn_with(graph: Arc<GraphView>, norm: &GcnNorm) -> WeightedSum {
         WeightedSum {
-            src_scale: Some(dinv.clone()),
-            dst_scale: Some(dinv),
-            self_weight: Some(self_weight),
+            src_scale: Some(norm.inverse_sqrt_degree.clone()),
+            dst_scale: Some(norm.inverse_sqrt_degree.clone()),
+            self_weight: Some(norm.self_weight.clone()),
             ..WeightedSum::sum(graph)
         }
     }

@@ -18,7 +18,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::init::{glorot, kaiming_uniform};
-use crate::kernels::aggregate::{LinearAggregation, WeightedSum};
+use crate::kernels::aggregate::{GcnNorm, LinearAggregation, WeightedSum};
 use crate::kernels::gat::{Attention, FusedGat};
 use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
@@ -64,9 +64,11 @@ fn local_aggregation(
     kind: ConvKind,
     graph: &Arc<GraphView>,
     rows: Option<usize>,
+    gcn_norm: Option<&GcnNorm>,
 ) -> Arc<dyn LinearAggregation> {
-    let sum = match kind {
-        ConvKind::Gcn => WeightedSum::gcn(graph.clone()),
+    let sum = match (kind, gcn_norm) {
+        (ConvKind::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
+        (ConvKind::Gcn, None) => WeightedSum::gcn(graph.clone()),
         _ => WeightedSum::mean(graph.clone()),
     };
     Arc::new(match rows {
@@ -101,7 +103,9 @@ impl ConvLayer {
         graph_with_loops: Option<&Arc<GraphView>>,
     ) -> ConvLayer {
         let (aggregation, attention) = match kind {
-            ConvKind::Gcn | ConvKind::Sage => (Some(local_aggregation(kind, graph, None)), None),
+            ConvKind::Gcn | ConvKind::Sage => {
+                (Some(local_aggregation(kind, graph, None, None)), None)
+            }
             ConvKind::Gat { heads, .. } => (
                 None,
                 Some(Arc::new(FusedGat {
@@ -125,12 +129,15 @@ impl ConvLayer {
     }
 
     /// The same layer (kind and widths, so the same parameters) over a sampled block given as
-    /// a square graph over its sources: its output is the first `num_dst` rows.
+    /// a square graph over its sources: its output is the first `num_dst` rows. GCN
+    /// normalises by the block's degrees, as DGL's `GraphConv` on blocks does, unless
+    /// `gcn_norm` gives each source's normalisation in the whole graph.
     pub fn on_block(
         &self,
         graph: &Arc<GraphView>,
         graph_with_loops: Option<&Arc<GraphView>>,
         num_dst: usize,
+        gcn_norm: Option<&GcnNorm>,
     ) -> ConvLayer {
         let mut layer = ConvLayer::new(
             self.kind,
@@ -142,7 +149,7 @@ impl ConvLayer {
         layer.keep_rows = Some(num_dst);
         // Aggregations compute only the kept rows themselves.
         if layer.aggregation.is_some() {
-            layer.aggregation = Some(local_aggregation(self.kind, graph, Some(num_dst)));
+            layer.aggregation = Some(local_aggregation(self.kind, graph, Some(num_dst), gcn_norm));
         }
         layer
     }

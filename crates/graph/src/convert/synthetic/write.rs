@@ -173,10 +173,20 @@ fn place_edges(
         let mut buffer: Vec<NodeId> = vec![0; (row_ptr[hi] - base) as usize];
         let cursors: Vec<AtomicU32> = (lo..hi).map(|_| AtomicU32::new(0)).collect();
         let slots = Slots(buffer.as_mut_ptr());
+        // Progress within a pass: its share of the edges placed, as far as it has drawn.
+        let drawn = std::sync::atomic::AtomicU64::new(0);
+        let placing = (row_ptr[hi] - base) as u64;
         (0..total.div_ceil(EDGES_PER_TASK))
             .into_par_iter()
             .for_each(|task| {
-                for i in task * EDGES_PER_TASK..((task + 1) * EDGES_PER_TASK).min(total) {
+                let range = task * EDGES_PER_TASK..((task + 1) * EDGES_PER_TASK).min(total);
+                let len = range.end - range.start;
+                let so_far = drawn.fetch_add(len, Ordering::Relaxed) + len;
+                if task % 256 == 0 {
+                    let share = (placing as f64 * so_far as f64 / total as f64) as u64;
+                    progress(Phase::Edges, base as u64 + share, total);
+                }
+                for i in range {
                     let (u, v) = draws.edge(i);
                     let v = v as usize;
                     if (lo..hi).contains(&v) {

@@ -1,0 +1,303 @@
+//! Exact full-neighbour inference layer by layer, in chunks of nodes under a memory budget:
+//! for graphs whose every node's input rows (or one layer's output for every node) do not fit
+//! in memory at once.
+//!
+//! Layer `l` runs over all nodes one chunk of destinations at a time: the chunk's in-edges
+//! form a block (the chunk first, then its other in-neighbours), whose input rows are
+//! gathered from the previous layer's output (the features for the first layer). Each
+//! layer's output for every node is kept in memory when it fits in half the budget, else in
+//! a scratch file mapped from the given folder and removed afterwards. GCN's normalisation
+//! uses every node's degree in the whole graph, so the result is the whole-graph forward
+//! pass's, up to the order of additions.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use graphloom_graph::sample::{Sampler, SamplerKind};
+use graphloom_graph::{GraphData, NodeId};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+use crate::kernels::aggregate::GcnNorm;
+use crate::minibatch::RowSource;
+use crate::model::{Architecture, LayerGraph, Model};
+use crate::train::Output;
+use crate::{Error, Result};
+
+/// The memory and scratch space of layer-wise inference.
+#[derive(Clone, Debug)]
+pub struct LayerwiseConfig {
+    /// Bytes the chunks' work and the layer outputs held in memory may take.
+    pub memory_bytes: usize,
+    /// Where a layer output larger than half of `memory_bytes` goes, as a scratch file.
+    pub scratch_dir: PathBuf,
+}
+
+/// One row per node of a layer's output: in memory, or in a mapped scratch file (removed
+/// when this is dropped).
+pub struct LayerRows {
+    chunks: usize,
+    rows: usize,
+    width: usize,
+    dtype: DType,
+    store: RowStore,
+}
+
+enum RowStore {
+    Memory(Vec<u8>),
+    File {
+        map: memmap2::MmapMut,
+        path: PathBuf,
+    },
+}
+
+impl Drop for RowStore {
+    fn drop(&mut self) {
+        if let RowStore::File { path, .. } = self {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+impl LayerRows {
+    /// Room for `rows` rows of `width` values of `dtype`: in memory within `memory_bytes`,
+    /// else a scratch file in `scratch_dir`.
+    fn new(
+        rows: usize,
+        width: usize,
+        dtype: DType,
+        memory_bytes: usize,
+        scratch_dir: &Path,
+    ) -> Result<LayerRows> {
+        let bytes = rows
+            .checked_mul(width)
+            .and_then(|n| n.checked_mul(dtype.size_in_bytes()))
+            .ok_or_else(|| Error::InvalidSetting {
+                setting: "inference",
+                reason: format!("{rows} x {width} outputs overflow"),
+            })?;
+        let store = if bytes <= memory_bytes {
+            RowStore::Memory(vec![0; bytes])
+        } else {
+            let path = scratch_dir.join(format!(
+                ".graphloom-inference-{}-{}.bin",
+                std::process::id(),
+                SCRATCH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ));
+            let io = |e: std::io::Error| Error::Graph(graphloom_graph::Error::io(&path, e));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path)
+                .map_err(io)?;
+            file.set_len(bytes.max(1) as u64).map_err(io)?;
+            // SAFETY: the scratch file is this process's own, named uniquely and removed on drop.
+            let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(io)?;
+            RowStore::File { map, path }
+        };
+        Ok(LayerRows {
+            chunks: 0,
+            rows,
+            width,
+            dtype,
+            store,
+        })
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match &self.store {
+            RowStore::Memory(v) => v,
+            RowStore::File { map, .. } => map,
+        }
+    }
+
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        match &mut self.store {
+            RowStore::Memory(v) => v,
+            RowStore::File { map, .. } => map,
+        }
+    }
+
+    fn row_bytes(&self) -> usize {
+        self.width * self.dtype.size_in_bytes()
+    }
+
+    /// The chunks of nodes the layer was computed in.
+    pub fn chunks(&self) -> usize {
+        self.chunks
+    }
+
+    /// Whether the rows live in a scratch file.
+    pub fn in_file(&self) -> bool {
+        matches!(self.store, RowStore::File { .. })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Rows `ids` as a `[ids.len(), width]` tensor.
+    pub fn gather(&self, ids: &[usize]) -> Result<Tensor> {
+        select_rows(self.bytes(), self.rows, self.width, self.dtype, ids)
+    }
+
+    /// Every row as one tensor.
+    pub fn to_tensor(&self) -> Result<Tensor> {
+        let mut t = Tensor::zeros(&[self.rows, self.width], self.dtype);
+        t.as_mut_bytes().copy_from_slice(self.bytes());
+        Ok(t)
+    }
+}
+
+/// Rows `ids` of `rows x width` values of `dtype` laid out in `bytes`, as a tensor.
+fn select_rows(
+    bytes: &[u8],
+    rows: usize,
+    width: usize,
+    dtype: DType,
+    ids: &[usize],
+) -> Result<Tensor> {
+    let rb = width * dtype.size_in_bytes();
+    let mut out = Tensor::zeros(&[ids.len(), width], dtype);
+    for (dst, &v) in out.as_mut_bytes().chunks_exact_mut(rb.max(1)).zip(ids) {
+        if v >= rows {
+            return Err(Error::InvalidSetting {
+                setting: "inference rows",
+                reason: format!("row {v} of {rows}"),
+            });
+        }
+        dst.copy_from_slice(&bytes[v * rb..(v + 1) * rb]);
+    }
+    Ok(out)
+}
+
+static SCRATCH_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Where layer-wise inference reads the first layer's input rows.
+pub enum LayerInput<'a> {
+    /// A feature table.
+    Rows(&'a dyn RowSource),
+    /// A tensor with one row per node (a learnt input embedding, say).
+    Tensor(&'a Tensor),
+}
+
+impl LayerInput<'_> {
+    fn gather(&self, ids: &[i64]) -> Result<Tensor> {
+        Ok(match self {
+            LayerInput::Rows(r) => r.gather(ids)?,
+            LayerInput::Tensor(t) => {
+                let (rows, width) = t.dims2();
+                let ids: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
+                select_rows(t.as_bytes(), rows, width, t.dtype(), &ids)?
+            }
+        })
+    }
+}
+
+/// Exact inference of `model` with parameters `params` over every node of `data`, layer by
+/// layer in chunks of nodes (see the module docs): `output` for every node, one row per node.
+pub fn infer_layerwise(
+    model: &Model,
+    data: GraphData<'_>,
+    input: LayerInput<'_>,
+    params: &[Tensor],
+    output: Output,
+    cfg: &LayerwiseConfig,
+) -> Result<LayerRows> {
+    let n = data.num_nodes();
+    let layers = match output {
+        Output::LogProbabilities => model.num_layers(),
+        Output::Layer(k) if (1..=model.num_layers()).contains(&k) => k,
+        Output::Layer(k) => {
+            return Err(Error::InvalidSetting {
+                setting: "layer",
+                reason: format!("{k} of a model of {} layers", model.num_layers()),
+            })
+        }
+    };
+    let cfg_model = &model.cfg;
+    let gat = cfg_model.arch == Architecture::Gat;
+    let norm = (cfg_model.arch == Architecture::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
+    let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
+    let mut sampler = Sampler::new(n);
+    let source = data.source();
+    // Half the budget for the layer outputs held in memory, half for a chunk's work.
+    let (keep, work) = (cfg.memory_bytes / 2, cfg.memory_bytes / 2);
+    let mut previous: Option<LayerRows> = None;
+    for l in 0..layers {
+        let in_width = match &previous {
+            Some(p) => p.width,
+            None => cfg_model.in_dim,
+        };
+        let last = l + 1 == model.num_layers();
+        let out_width = layer_width(model, l);
+        let out_dtype =
+            if last && output == Output::LogProbabilities && cfg_model.dtype == DType::BF16 {
+                DType::F32
+            } else {
+                cfg_model.dtype
+            };
+        let mut out = LayerRows::new(n, out_width, out_dtype, keep, &cfg.scratch_dir)?;
+        // A chunk's block holds its destinations' in-edges and their sources' rows, a few
+        // copies of each while the layer runs.
+        let per_node = (1.0 + data.num_edges() as f64 / n.max(1) as f64)
+            * (in_width + out_width) as f64
+            * cfg_model.dtype.size_in_bytes() as f64
+            * 4.0;
+        let chunk = ((work as f64 / per_node) as usize).clamp(1, n.max(1));
+        let rb = out.row_bytes();
+        for start in (0..n).step_by(chunk) {
+            let end = (start + chunk).min(n);
+            let seeds: Vec<NodeId> = (start as NodeId..end as NodeId).collect();
+            let blocks = sampler.sample(&source, &seeds, &[-1], SamplerKind::Uniform, 0, 0)?;
+            let block = &blocks[0];
+            let ids: Vec<i64> = block.src_nodes.iter().map(|&v| i64::from(v)).collect();
+            let x = match &previous {
+                Some(p) => {
+                    let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
+                    p.gather(&rows)?
+                }
+                None => input.gather(&ids)?.cast(cfg_model.dtype)?,
+            };
+            let mut graph = LayerGraph::new(block, gat);
+            if let Some(norm) = &norm {
+                let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
+                graph.gcn_norm = Some(Arc::new(norm.select(&rows)));
+            }
+            let mut tape = Tape::no_grad();
+            let mut h = model.forward_layer(&mut tape, &Var::constant(x), &vars, l, &graph)?;
+            if last && output == Output::LogProbabilities {
+                h = Model::log_probabilities(&mut tape, &h)?;
+            }
+            let h = h.value().cast(out_dtype)?;
+            out.bytes_mut()[start * rb..end * rb].copy_from_slice(h.as_bytes());
+            out.chunks += 1;
+        }
+        previous = Some(out);
+    }
+    Ok(previous.expect("at least one layer"))
+}
+
+/// The width of layer `l`'s output (heads concatenated for a hidden GAT layer).
+fn layer_width(model: &Model, l: usize) -> usize {
+    let c = &model.cfg;
+    if l + 1 == c.layers {
+        c.out_dim
+    } else if c.arch == Architecture::Gat {
+        c.hidden * c.heads.max(1)
+    } else {
+        c.hidden
+    }
+}
+
+/// GCN's normalisation of every node of the whole graph (unweighted in-degrees).
+fn whole_graph_gcn_norm(data: GraphData<'_>) -> GcnNorm {
+    (0..data.num_nodes())
+        .map(|v| {
+            let row = &data.col_idx[data.row_ptr[v] as usize..data.row_ptr[v + 1] as usize];
+            GcnNorm::of(row.len() as f64, row.contains(&(v as NodeId)))
+        })
+        .collect()
+}
