@@ -49,3 +49,21 @@ pub fn check_free_space(path: &Path, needed: u64, what: &str) -> Result<()> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn free_space_is_read_and_a_shortfall_is_a_clear_error() {
+        let tmp = std::env::temp_dir();
+        assert!(free_bytes(&tmp).unwrap() > 0);
+        // A path that does not exist yet is measured on its nearest existing folder.
+        assert!(free_bytes(&tmp.join("no/such/folder")).unwrap() > 0);
+        check_free_space(&tmp, 1, "a byte").unwrap();
+        let err = check_free_space(&tmp.join("x"), u64::MAX, "the dataset")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("the dataset needs about") && err.contains("GB is free"), "{err}");
+    }
+}
