@@ -64,6 +64,9 @@ mod tests {
         let err = check_free_space(&tmp.join("x"), u64::MAX, "the dataset")
             .unwrap_err()
             .to_string();
-        assert!(err.contains("the dataset needs about") && err.contains("GB is free"), "{err}");
+        assert!(
+            err.contains("the dataset needs about") && err.contains("GB is free"),
+            "{err}"
+        );
     }
 }

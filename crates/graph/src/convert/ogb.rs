@@ -2,7 +2,7 @@
 //! `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, and
 //! `split/<scheme>/{train,valid,test}.csv.gz`.
 
-use std::io::Read;
+use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
@@ -10,82 +10,94 @@ use flate2::read::GzDecoder;
 use super::assemble::{assemble, name_from, Parts};
 use crate::{Dataset, Error, Result};
 
-fn read_gz(path: &Path) -> Result<String> {
+/// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
+/// of the gzip text file `path`, read as a stream: memory holds one line, not the file.
+fn for_each_row<T: std::str::FromStr>(
+    path: &Path,
+    mut row: impl FnMut(usize, &[T]) -> Result<()>,
+) -> Result<()> {
     let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut s = String::new();
-    GzDecoder::new(f)
-        .read_to_string(&mut s)
-        .map_err(|e| Error::format(path, format!("not a readable gzip text file: {e}")))?;
-    Ok(s)
+    let mut reader = BufReader::with_capacity(1 << 20, GzDecoder::new(f));
+    let (mut line, mut values) = (String::new(), Vec::new());
+    let mut number = 0;
+    loop {
+        line.clear();
+        let read = reader
+            .read_line(&mut line)
+            .map_err(|e| Error::format(path, format!("not a readable gzip text file: {e}")))?;
+        if read == 0 {
+            return Ok(());
+        }
+        number += 1;
+        if line.trim().is_empty() {
+            continue;
+        }
+        values.clear();
+        for tok in line.trim().split(',') {
+            values.push(tok.trim().parse::<T>().map_err(|_| {
+                Error::format(
+                    path,
+                    format!("line {number}: '{}' is not a number", tok.trim()),
+                )
+            })?);
+        }
+        row(number, &values)?;
+    }
 }
 
-/// Parses every comma-separated number of every line, one row per line.
-fn read_rows<T: std::str::FromStr>(path: &Path) -> Result<Vec<Vec<T>>> {
-    read_gz(path)?
-        .lines()
-        .filter(|l| !l.trim().is_empty())
-        .enumerate()
-        .map(|(i, l)| {
-            l.split(',')
-                .map(|tok| {
-                    tok.trim().parse::<T>().map_err(|_| {
-                        Error::format(
-                            path,
-                            format!("line {}: '{}' is not a number", i + 1, tok.trim()),
-                        )
-                    })
-                })
-                .collect()
-        })
-        .collect()
+/// The first value of every row.
+fn first_values<T: std::str::FromStr + Copy>(path: &Path) -> Result<Vec<T>> {
+    let mut out = Vec::new();
+    for_each_row::<T>(path, |_, r| {
+        out.extend(r.first().copied());
+        Ok(())
+    })?;
+    Ok(out)
 }
 
 /// Converts the OGB dataset in `dir` (the folder holding `raw/` and `split/`).
 pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
     let raw = dir.join("raw");
-    let edges = read_rows::<i64>(&raw.join("edge.csv.gz"))?;
     let edge_path = raw.join("edge.csv.gz");
-    let (mut src, mut dst) = (
-        Vec::with_capacity(edges.len()),
-        Vec::with_capacity(edges.len()),
-    );
-    for (i, e) in edges.iter().enumerate() {
+    let (mut src, mut dst) = (Vec::new(), Vec::new());
+    for_each_row::<i64>(&edge_path, |line, e| {
         let [s, d] = e[..] else {
             return Err(Error::format(
                 &edge_path,
-                format!("line {}: expected src,dst", i + 1),
+                format!("line {line}: expected src,dst"),
             ));
         };
         src.push(s);
         dst.push(d);
-    }
-    let feat_rows = read_rows::<f32>(&raw.join("node-feat.csv.gz"))?;
-    let feat_dim = feat_rows.first().map_or(0, Vec::len);
-    if let Some(i) = feat_rows.iter().position(|r| r.len() != feat_dim) {
-        return Err(Error::format(
-            raw.join("node-feat.csv.gz"),
-            format!(
-                "line {} has {} values, the first has {feat_dim}",
-                i + 1,
-                feat_rows[i].len()
-            ),
-        ));
-    }
+        Ok(())
+    })?;
+    let feat_path = raw.join("node-feat.csv.gz");
+    let (mut features, mut feat_dim, mut rows) = (Vec::new(), None, 0usize);
+    for_each_row::<f32>(&feat_path, |line, r| {
+        let dim = *feat_dim.get_or_insert(r.len());
+        if r.len() != dim {
+            return Err(Error::format(
+                &feat_path,
+                format!("line {line} has {} values, the first has {dim}", r.len()),
+            ));
+        }
+        features.extend_from_slice(r);
+        rows += 1;
+        Ok(())
+    })?;
+    let feat_dim = feat_dim.unwrap_or(0);
     let num_nodes_path = raw.join("num-node-list.csv.gz");
     let num_nodes = if num_nodes_path.exists() {
-        read_rows::<usize>(&num_nodes_path)?
+        *first_values::<usize>(&num_nodes_path)?
             .first()
-            .and_then(|r| r.first().copied())
             .ok_or_else(|| Error::format(&num_nodes_path, "empty"))?
     } else {
-        feat_rows.len()
+        rows
     };
-    let labels: Vec<i64> = read_rows::<f64>(&raw.join("node-label.csv.gz"))?
-        .iter()
-        .map(|r| {
-            r.first()
-                .map_or(-1.0, |&v| if v.is_nan() { -1.0 } else { v }) as i64
-        })
+    // Unlabelled nodes are NaN in OGB's files (papers100M labels 1.4% of its nodes).
+    let labels: Vec<i64> = first_values::<f64>(&raw.join("node-label.csv.gz"))?
+        .into_iter()
+        .map(|v| if v.is_nan() { -1 } else { v as i64 })
         .collect();
     let split_root = dir.join("split");
     let scheme: PathBuf = std::fs::read_dir(&split_root)
@@ -93,15 +105,9 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.is_dir())
         .ok_or_else(|| Error::format(&split_root, "no split scheme folder"))?;
-    let ids = |name: &str| -> Result<Vec<usize>> {
-        Ok(read_rows::<usize>(&scheme.join(format!("{name}.csv.gz")))?
-            .into_iter()
-            .filter_map(|r| r.first().copied())
-            .collect())
-    };
+    let ids = |name: &str| first_values::<usize>(&scheme.join(format!("{name}.csv.gz")));
     let split = [ids("train")?, ids("valid")?, ids("test")?];
     let name = name_from(dir, "ogb").replace('_', "-");
-    let features = feat_rows.into_iter().flatten().collect();
     assemble(
         Parts {
             name,
