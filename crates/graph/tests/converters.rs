@@ -93,6 +93,19 @@ fn ogb_raw_layout() {
         (vec![0, 1], vec![2], vec![3])
     );
     assert_eq!(ds.features.as_slice::<f32>().unwrap()[4], -1.0);
+    // A node without a label (NaN, as most of ogbn-papers100M's) outside the splits is -1;
+    // inside a split it is an error.
+    gz(d.join("raw/num-node-list.csv.gz"), "5\n");
+    gz(
+        d.join("raw/node-feat.csv.gz"),
+        "0.5,1\n1,2\n-1,0\n3,3\n0,0\n",
+    );
+    gz(d.join("raw/node-label.csv.gz"), "2\n0\n1\n2\nnan\n");
+    let ds = ogb::convert(&d, false).unwrap();
+    assert_eq!(ds.labels, vec![2, 0, 1, 2, -1]);
+    gz(d.join("split/time/test.csv.gz"), "3\n4\n");
+    let err = ogb::convert(&d, false).err().unwrap().to_string();
+    assert!(err.contains("node 4") && err.contains("no label"), "{err}");
     std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
 }
 

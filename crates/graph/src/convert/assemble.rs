@@ -6,7 +6,7 @@ use std::path::Path;
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::Tensor;
 
-use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result};
+use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
 
 /// The parts a converter has read.
 pub(crate) struct Parts {
@@ -79,10 +79,13 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             format!("{} labels for {n} nodes", labels.len()),
         ));
     }
-    if let Some(i) = labels.iter().position(|&l| l < 0) {
+    if let Some(i) = labels.iter().position(|&l| l < UNLABELLED) {
         return Err(Error::invalid(
             origin,
-            format!("label of node {i} is {}", labels[i]),
+            format!(
+                "label of node {i} is {} (-1 marks a node without a label)",
+                labels[i]
+            ),
         ));
     }
     let num_classes = labels.iter().max().map_or(1, |&m| m as usize + 1);
@@ -101,6 +104,16 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             [a, b, c]
         }
     };
+    if let Some(&v) = [&train_idx, &valid_idx, &test_idx]
+        .iter()
+        .flat_map(|s| s.iter())
+        .find(|&&v| labels[v] == UNLABELLED)
+    {
+        return Err(Error::invalid(
+            origin,
+            format!("node {v} is in a split but has no label"),
+        ));
+    }
     let graph = {
         let _g = category_scope(Category::Graph);
         let src: Vec<NodeId> = p.src.iter().map(|&v| v as NodeId).collect();
