@@ -182,17 +182,24 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             num_nodes,
             graph,
             out,
-        } => (
-            edgelist::convert(
-                &edges,
-                features.as_deref(),
-                labels.as_deref(),
+        } => {
+            let input = edgelist::EdgeListInput {
+                edges: &edges,
+                features: features.as_deref(),
+                labels: labels.as_deref(),
                 num_nodes,
-                !graph.directed,
-                graph.seed,
-            )?,
-            out,
-        ),
+                undirected: !graph.directed,
+                seed: graph.seed,
+            };
+            spinner.finish_and_clear();
+            let progress = crate::output::PhaseProgress::new();
+            let meta = edgelist::write(&input, &out, buffer_bytes(), &|phase, done, total| {
+                progress.update(phase.name(), done, total)
+            })?;
+            progress.finish();
+            report(&meta, split_sizes(&out)?, &out, args.json, start);
+            return Ok(());
+        }
         Source::Ogb {
             raw,
             undirected,
@@ -212,33 +219,29 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
 fn run_synthetic(s: &SyntheticArgs, json: bool, start: std::time::Instant) -> Result<()> {
     let cfg = s.config()?;
     let progress = crate::output::PhaseProgress::new();
-    let meta = synthetic::write(
-        &cfg,
-        &s.out,
-        synthetic_buffer_bytes(),
-        &|phase, done, total| progress.update(phase.name(), done, total),
-    )?;
+    let meta = synthetic::write(&cfg, &s.out, buffer_bytes(), &|phase, done, total| {
+        progress.update(phase.name(), done, total)
+    })?;
     progress.finish();
-    let splits = match cfg.split {
-        synthetic::SplitSizes::Counts(a, b, c) => [a, b, c],
-        synthetic::SplitSizes::Fractions(..) => {
-            let len = |name: &str| -> Result<usize> {
-                Ok(graphloom_graph::npy::read_header(&s.out.join(name))?.numel())
-            };
-            [
-                len("train_idx.npy")?,
-                len("valid_idx.npy")?,
-                len("test_idx.npy")?,
-            ]
-        }
-    };
-    report(&meta, splits, &s.out, json, start);
+    report(&meta, split_sizes(&s.out)?, &s.out, json, start);
     Ok(())
 }
 
-/// The edge buffer of the synthetic writer: a quarter of the memory available now, between
+/// The sizes of a written dataset's splits, from its files' headers.
+fn split_sizes(dir: &std::path::Path) -> Result<[usize; 3]> {
+    let len = |name: &str| -> Result<usize> {
+        Ok(graphloom_graph::npy::read_header(&dir.join(name))?.numel())
+    };
+    Ok([
+        len("train_idx.npy")?,
+        len("valid_idx.npy")?,
+        len("test_idx.npy")?,
+    ])
+}
+
+/// The edge buffer of the streaming writers: a quarter of the memory available now, between
 /// 64 MiB and 2 GiB (more passes over the edges with less).
-fn synthetic_buffer_bytes() -> usize {
+fn buffer_bytes() -> usize {
     let available = std::fs::read_to_string("/proc/meminfo")
         .ok()
         .and_then(|t| {

@@ -13,6 +13,29 @@ fn scratch(name: &str) -> PathBuf {
     d
 }
 
+/// Writes the edge list `edges` (with optional features and labels) to `out` with a buffer of
+/// `buffer` bytes, and loads the result.
+fn edge_list(
+    edges: &std::path::Path,
+    features: Option<&std::path::Path>,
+    labels: Option<&std::path::Path>,
+    num_nodes: Option<usize>,
+    undirected: bool,
+    out: &std::path::Path,
+    buffer: usize,
+) -> graphloom_graph::Result<graphloom_graph::Dataset> {
+    let input = edgelist::EdgeListInput {
+        edges,
+        features,
+        labels,
+        num_nodes,
+        undirected,
+        seed: 0,
+    };
+    edgelist::write(&input, out, buffer, &|_, _, _| {})?;
+    graphloom_graph::Dataset::load(out)
+}
+
 #[test]
 fn edgelist_text_with_features_and_labels() {
     let d = scratch("edgelist");
@@ -24,13 +47,15 @@ fn edgelist_text_with_features_and_labels() {
     )
     .unwrap();
     npy::write(&d.join("y.npy"), &[0i64, 1, 0, 1], &[4]).unwrap();
-    let ds = edgelist::convert(
+    let out = d.join("ds");
+    let ds = edge_list(
         &d.join("e.txt"),
         Some(&d.join("x.npy")),
         Some(&d.join("y.npy")),
         None,
         true,
-        0,
+        &out,
+        1 << 20,
     )
     .unwrap();
     assert_eq!(
@@ -38,17 +63,69 @@ fn edgelist_text_with_features_and_labels() {
         (4, 6, 2)
     );
     assert_eq!(ds.graph.in_neighbors(1), &[0, 2]);
+    assert_eq!(ds.features.as_slice::<f32>().unwrap()[7], 8.0);
     std::fs::write(d.join("bad.txt"), "0 1\n1 x\n").unwrap();
-    let err = edgelist::convert(&d.join("bad.txt"), None, None, None, true, 0)
+    let err = edge_list(&d.join("bad.txt"), None, None, None, true, &out, 1 << 20)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("bad.txt") && err.contains("line 2"), "{err}");
-    let err = edgelist::convert(&d.join("e.txt"), None, None, Some(3), true, 0)
+    let err = edge_list(&d.join("e.txt"), None, None, Some(3), true, &out, 1 << 20)
         .err()
         .unwrap()
         .to_string();
     assert!(err.contains("outside 0..3"), "{err}");
+    std::fs::remove_dir_all(&d).unwrap();
+}
+
+/// Edge lists streamed through a small buffer (many passes) give the graph built in memory:
+/// directed with duplicates and self-loops kept, or undirected and simple; from `.npy` arrays
+/// of either layout and from text.
+#[test]
+fn streamed_edge_lists_equal_the_graph_built_in_memory() {
+    use graphloom_graph::Csr;
+    let d = scratch("edgelist-stream");
+    let n = 300u32;
+    let key = graphloom_tensor::rng::RngKey::new(9, 0, 1);
+    let (src, dst): (Vec<u32>, Vec<u32>) = (0..4000u64)
+        .map(|e| {
+            (
+                (key.bits(e, 0) % 40) as u32 * 7 % n,
+                (key.bits(e, 1) % n as u64) as u32,
+            )
+        })
+        .unzip();
+    let directed = Csr::from_edges(n as usize, &src, &dst);
+    let undirected = directed.to_undirected_simple();
+    let pairs: Vec<i64> = src
+        .iter()
+        .zip(&dst)
+        .flat_map(|(&s, &t)| [s as i64, t as i64])
+        .collect();
+    npy::write(&d.join("rows.npy"), &pairs, &[src.len(), 2]).unwrap();
+    let columns: Vec<i32> = src.iter().chain(&dst).map(|&v| v as i32).collect();
+    npy::write(&d.join("cols.npy"), &columns, &[2, src.len()]).unwrap();
+    let text: String = src
+        .iter()
+        .zip(&dst)
+        .map(|(s, t)| format!("{s} {t}\n"))
+        .collect();
+    std::fs::write(d.join("e.txt"), text).unwrap();
+    for file in ["rows.npy", "cols.npy", "e.txt"] {
+        for (simple, expect) in [(false, &directed), (true, &undirected)] {
+            let ds = edge_list(
+                &d.join(file),
+                None,
+                None,
+                Some(n as usize),
+                simple,
+                &d.join("ds"),
+                512,
+            )
+            .unwrap();
+            assert_eq!(&ds.graph, expect, "{file}, undirected {simple}");
+        }
+    }
     std::fs::remove_dir_all(&d).unwrap();
 }
 

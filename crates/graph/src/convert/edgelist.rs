@@ -1,106 +1,313 @@
 //! Edge lists: a text file of `src dst` lines (spaces, tabs or commas; `#` comments) or a
-//! `.npy` integer array of shape `[E, 2]` or `[2, E]`, with optional `.npy` features and labels.
+//! `.npy` integer array of shape `[E, 2]` or `[2, E]`, with optional `.npy` features and labels,
+//! written to a dataset directory in bounded memory: the CSR is built by passes over the edge
+//! file (mapped for `.npy`, read again for text), and the features are copied in chunks.
 
-use std::path::Path;
+use std::io::BufRead;
+use std::path::{Path, PathBuf};
 
-use super::assemble::{assemble, name_from, Parts};
-use crate::{npy, Dataset, Error, Result};
+use graphloom_io::{MappedNpy, NpyWriter};
+use rayon::prelude::*;
 
-/// Reads the edges of `path` as `(src, dst)` lists.
-pub fn read_edges(path: &Path) -> Result<(Vec<i64>, Vec<i64>)> {
-    if path.extension().is_some_and(|e| e == "npy") {
-        let a = npy::read_ints(path)?;
-        return match a.shape[..] {
-            [e, 2] => Ok(a.data.chunks_exact(2).map(|p| (p[0], p[1])).take(e).unzip()),
-            [2, e] => Ok((a.data[..e].to_vec(), a.data[e..].to_vec())),
-            _ => Err(Error::format(
-                path,
-                format!(
-                    "edge array of shape {:?}; expected [E, 2] or [2, E]",
-                    a.shape
-                ),
-            )),
-        };
-    }
-    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    let mut src = Vec::new();
-    let mut dst = Vec::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if line.is_empty() {
-            continue;
-        }
-        let mut it = line
-            .split(|c: char| c == ',' || c.is_whitespace())
-            .filter(|s| !s.is_empty());
-        let mut id = || -> Result<i64> {
-            let tok = it.next().ok_or_else(|| {
-                Error::format(path, format!("line {}: expected two node ids", i + 1))
-            })?;
-            tok.parse().map_err(|_| {
-                Error::format(path, format!("line {}: '{tok}' is not a node id", i + 1))
-            })
-        };
-        src.push(id()?);
-        dst.push(id()?);
-    }
-    Ok((src, dst))
+use super::stream_csr::{
+    node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress,
+};
+use crate::dataset::write_dir_atomic;
+use crate::{npy, random_split, Error, Meta, Result};
+
+/// Edges per chunk handed to the CSR builder.
+const CHUNK: usize = 1 << 16;
+
+/// The edges of a `.npy` array, mapped.
+enum NpyEdges {
+    I64(MappedNpy<i64>),
+    I32(MappedNpy<i32>),
 }
 
-/// Builds a dataset from an edge list and optional `[N, F]` f32 features and `[N]` labels
-/// (`.npy`). The number of nodes is `num_nodes`, else the features' rows, else the largest
-/// id plus one. A seeded 60/20/20 split.
-pub fn convert(
-    edges: &Path,
-    features: Option<&Path>,
-    labels: Option<&Path>,
-    num_nodes: Option<usize>,
-    undirected: bool,
-    seed: u64,
-) -> Result<Dataset> {
-    let (src, dst) = read_edges(edges)?;
-    let (features, feat_dim, feat_rows) = match features {
+/// An edge file, read again at every pass.
+struct EdgeFile {
+    path: PathBuf,
+    /// `Some` for a `.npy` array: the mapped ids and whether pairs are rows (`[E, 2]`).
+    npy: Option<(NpyEdges, bool)>,
+}
+
+impl EdgeFile {
+    fn open(path: &Path) -> Result<EdgeFile> {
+        let npy = if path.extension().is_some_and(|e| e == "npy") {
+            let header = npy::read_header(path)?;
+            let rows = match header.shape[..] {
+                [_, 2] => true,
+                [2, _] => false,
+                _ => {
+                    return Err(Error::format(
+                        path,
+                        format!(
+                            "edge array of shape {:?}; expected [E, 2] or [2, E]",
+                            header.shape
+                        ),
+                    ))
+                }
+            };
+            let ids = match header.dtype {
+                npy::NpyDType::I64 => NpyEdges::I64(MappedNpy::open(path)?),
+                npy::NpyDType::I32 => NpyEdges::I32(MappedNpy::open(path)?),
+                other => {
+                    return Err(Error::format(
+                        path,
+                        format!("edge ids of dtype {other:?}; expected int64 or int32"),
+                    ))
+                }
+            };
+            Some((ids, rows))
+        } else {
+            None
+        };
+        Ok(EdgeFile {
+            path: path.to_path_buf(),
+            npy,
+        })
+    }
+
+    /// The text file's edges, one chunk at a time.
+    fn text_chunks(&self, visit: EdgeVisitor<'_>) -> Result<()> {
+        let path = &self.path;
+        let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        let mut chunk = Vec::with_capacity(CHUNK);
+        for (i, line) in reader.lines().enumerate() {
+            let line = line.map_err(|e| Error::io(path, e))?;
+            let line = line.split('#').next().unwrap_or("").trim();
+            if line.is_empty() {
+                continue;
+            }
+            let mut it = line
+                .split(|c: char| c == ',' || c.is_whitespace())
+                .filter(|s| !s.is_empty());
+            let mut id = || -> Result<i64> {
+                let tok = it.next().ok_or_else(|| {
+                    Error::format(path, format!("line {}: expected two node ids", i + 1))
+                })?;
+                tok.parse().map_err(|_| {
+                    Error::format(path, format!("line {}: '{tok}' is not a node id", i + 1))
+                })
+            };
+            chunk.push((id()?, id()?));
+            if chunk.len() == CHUNK {
+                visit(&chunk)?;
+                chunk.clear();
+            }
+        }
+        visit(&chunk)
+    }
+}
+
+/// Pairs `k` of a mapped array, in chunks, in parallel.
+fn array_chunks<T: Copy + Into<i64> + Sync>(
+    ids: &[T],
+    rows: bool,
+    visit: EdgeVisitor<'_>,
+) -> Result<()> {
+    let edges = ids.len() / 2;
+    (0..edges.div_ceil(CHUNK))
+        .into_par_iter()
+        .try_for_each(|c| {
+            let range = c * CHUNK..((c + 1) * CHUNK).min(edges);
+            let chunk: Vec<(i64, i64)> = range
+                .map(|k| {
+                    if rows {
+                        (ids[2 * k].into(), ids[2 * k + 1].into())
+                    } else {
+                        (ids[k].into(), ids[edges + k].into())
+                    }
+                })
+                .collect();
+            visit(&chunk)
+        })
+}
+
+impl EdgeStream for EdgeFile {
+    fn len_hint(&self) -> Option<u64> {
+        self.npy.as_ref().map(|(ids, _)| match ids {
+            NpyEdges::I64(m) => m.len() as u64 / 2,
+            NpyEdges::I32(m) => m.len() as u64 / 2,
+        })
+    }
+
+    fn for_each_chunk(&self, visit: EdgeVisitor<'_>) -> Result<()> {
+        match &self.npy {
+            Some((NpyEdges::I64(m), rows)) => array_chunks(m, *rows, visit),
+            Some((NpyEdges::I32(m), rows)) => array_chunks(m, *rows, visit),
+            None => self.text_chunks(visit),
+        }
+    }
+}
+
+/// Where an edge list's dataset comes from and how to build it.
+pub struct EdgeListInput<'a> {
+    /// The edge file.
+    pub edges: &'a Path,
+    /// `[N, F]` features (`.npy`, any float dtype; written as f32).
+    pub features: Option<&'a Path>,
+    /// `[N]` integer labels (`.npy`) [default: every node in class 0].
+    pub labels: Option<&'a Path>,
+    /// The number of nodes [default: the features' rows, else the largest id plus one].
+    pub num_nodes: Option<usize>,
+    /// Store every edge in both directions, dropping self-loops and duplicates.
+    pub undirected: bool,
+    /// Seed of the 60/20/20 split.
+    pub seed: u64,
+}
+
+/// Writes the dataset of `input` into `dir` (through a temporary directory renamed into
+/// place), holding at most `buffer_bytes` of edges at a time besides the offsets (8 bytes per
+/// node) and a counter per node; checks every id, the features' values and the free disk space
+/// first. Returns its `meta.json`.
+pub fn write(
+    input: &EdgeListInput<'_>,
+    dir: &Path,
+    buffer_bytes: usize,
+    progress: Progress<'_>,
+) -> Result<Meta> {
+    let file = EdgeFile::open(input.edges)?;
+    let both;
+    let edges: &dyn EdgeStream = if input.undirected {
+        both = BothDirections(&file);
+        &both
+    } else {
+        &file
+    };
+    let features = match input.features {
         Some(p) => {
-            let bytes = std::fs::read(p).map_err(|e| Error::io(p, e))?;
-            let a = npy::decode_f64(&bytes, p)?;
-            let [rows, cols] = a.shape[..] else {
+            let header = npy::read_header(p)?;
+            let [rows, cols] = header.shape[..] else {
                 return Err(Error::format(
                     p,
-                    format!("features of shape {:?}; expected [N, F]", a.shape),
+                    format!("features of shape {:?}; expected [N, F]", header.shape),
                 ));
             };
-            (
-                a.data.into_iter().map(|v| v as f32).collect(),
-                cols,
-                Some(rows),
-            )
+            Some((p, rows, cols))
         }
-        None => (Vec::new(), 0, None),
+        None => None,
     };
-    let labels = labels
-        .map(|p| npy::read_ints(p).map(|a| a.data))
-        .transpose()?;
-    let max_id = src
-        .iter()
-        .chain(&dst)
-        .copied()
-        .max()
-        .map_or(0, |m| m.max(0) as usize + 1);
-    let n = num_nodes.or(feat_rows).unwrap_or(max_id);
-    let name = name_from(edges, "edgelist");
-    assemble(
-        Parts {
-            name,
-            num_nodes: n,
-            src,
-            dst,
-            features,
-            feat_dim,
-            labels,
-            split: None,
-            undirected,
-            seed,
-        },
-        edges,
-    )
+    let n = match (input.num_nodes, features) {
+        (Some(n), _) => n,
+        (None, Some((_, rows, _))) => rows,
+        (None, None) => node_count(&file, input.edges)?,
+    };
+    let labels = match input.labels {
+        Some(p) => {
+            let l = npy::read_ints(p)?.data;
+            if l.len() != n {
+                return Err(Error::invalid(
+                    p,
+                    format!("{} labels for {n} nodes", l.len()),
+                ));
+            }
+            if let Some(i) = l.iter().position(|&c| c < 0) {
+                return Err(Error::invalid(p, format!("label of node {i} is {}", l[i])));
+            }
+            l
+        }
+        None => vec![0; n],
+    };
+    let feat_dim = features.map_or(0, |f| f.2);
+    if let Some((p, rows, _)) = features {
+        if rows != n {
+            return Err(Error::invalid(
+                p,
+                format!("{rows} feature rows for {n} nodes"),
+            ));
+        }
+    }
+    let edge_bytes = edges.len_hint().unwrap_or(0) * 4;
+    let needed = edge_bytes + 8 * (n as u64 + 1) + 8 * n as u64 * 2 + 4 * (n * feat_dim) as u64;
+    crate::disk::check_free_space(dir, needed, "the dataset")?;
+    let mut meta = Meta {
+        name: super::assemble::name_from(input.edges, "edgelist"),
+        num_nodes: n,
+        num_edges: 0,
+        feat_dim,
+        feat_dtype: "f32".into(),
+        num_classes: labels.iter().max().map_or(1, |&m| m as usize + 1),
+        directed: !input.undirected,
+    };
+    write_dir_atomic(dir, |tmp| {
+        let options = CsrOptions {
+            simple: input.undirected,
+            buffer_bytes,
+        };
+        meta.num_edges = write_csr(tmp, n, edges, input.edges, &options, progress)? as usize;
+        if let Some((p, _, _)) = features {
+            copy_features(p, n, feat_dim, &tmp.join("node_feat.npy"), progress)?;
+        }
+        npy::write(&tmp.join("node_label.npy"), &labels, &[n])?;
+        let (train, valid, test) = random_split(n, 0.6, 0.2, 0.2, input.seed);
+        for (name, ids) in [
+            ("train_idx.npy", train),
+            ("valid_idx.npy", valid),
+            ("test_idx.npy", test),
+        ] {
+            let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
+            npy::write(&tmp.join(name), &ids, &[ids.len()])?;
+        }
+        progress(Phase::Labels, n as u64, n as u64);
+        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
+        let meta_path = tmp.join("meta.json");
+        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
+    })?;
+    Ok(meta)
+}
+
+/// Copies `[n, dim]` features of any float dtype to an f32 `.npy`, a chunk of rows at a time,
+/// refusing a non-finite value.
+fn copy_features(
+    from: &Path,
+    n: usize,
+    dim: usize,
+    to: &Path,
+    progress: Progress<'_>,
+) -> Result<()> {
+    let mut out = NpyWriter::<f32>::create(to, &[n, dim])?;
+    let rows_per_chunk = ((1 << 22) / dim.max(1)).max(1);
+    let mut write = |values: &[f32], first_row: usize| -> Result<()> {
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::invalid(
+                from,
+                format!(
+                    "non-finite feature at node {}, column {}",
+                    first_row + i / dim.max(1),
+                    i % dim.max(1)
+                ),
+            ));
+        }
+        out.write(values)?;
+        progress(
+            Phase::Features,
+            (first_row + values.len() / dim.max(1)) as u64,
+            n as u64,
+        );
+        Ok(())
+    };
+    match npy::read_header(from)?.dtype {
+        npy::NpyDType::F32 => {
+            let m = MappedNpy::<f32>::open(from)?;
+            for (c, chunk) in m.chunks(rows_per_chunk * dim.max(1)).enumerate() {
+                write(chunk, c * rows_per_chunk)?;
+            }
+        }
+        npy::NpyDType::F64 => {
+            let m = MappedNpy::<f64>::open(from)?;
+            for (c, chunk) in m.chunks(rows_per_chunk * dim.max(1)).enumerate() {
+                let values: Vec<f32> = chunk.iter().map(|&v| v as f32).collect();
+                write(&values, c * rows_per_chunk)?;
+            }
+        }
+        other => {
+            return Err(Error::format(
+                from,
+                format!("features of dtype {other:?}; expected float32 or float64"),
+            ))
+        }
+    }
+    Ok(out.finish()?)
 }

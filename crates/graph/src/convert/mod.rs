@@ -6,4 +6,7 @@ pub mod npz;
 pub mod ogb;
 mod pickle;
 pub mod planetoid;
+mod stream_csr;
 pub mod synthetic;
+
+pub use stream_csr::{Phase, Progress};

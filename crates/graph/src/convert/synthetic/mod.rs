@@ -14,7 +14,8 @@ use rayon::prelude::*;
 
 use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
 
-pub use write::{write, Phase};
+pub use crate::convert::stream_csr::Phase;
+pub use write::write;
 
 /// The parameters of [`generate`] and [`write`].
 #[derive(Clone, Debug)]

@@ -1,45 +1,18 @@
 //! [`write`]: a synthetic dataset streamed to its directory in bounded memory.
 //!
-//! The CSR is built without holding the edge list: one pass over every edge counts each
-//! destination's in-degree, then each pass over every edge keeps the edges of one range of
-//! destinations (as many as fit in a fixed buffer), places them in their rows, sorts the rows
-//! and appends them to `csr_col_idx.npy`. An edge is a pure function of the seed and its index,
-//! so each pass draws it again instead of reading it back from a temporary file.
+//! The CSR is built by [`write_csr`] without holding the edge list. An edge is a pure function
+//! of the seed and its index, so each of its passes draws the edges again instead of reading
+//! them back from a temporary file.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use graphloom_io::NpyWriter;
 use rayon::prelude::*;
 
 use super::{meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws, SyntheticConfig};
+use crate::convert::stream_csr::{write_csr, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress};
 use crate::dataset::write_dir_atomic;
-use crate::{Error, Meta, NodeId, Result, UNLABELLED};
-
-/// A phase of [`write`], for a progress bar.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Phase {
-    /// Counting in-degrees (units: edges).
-    Degrees,
-    /// Placing edges into rows, one pass per range of destinations (units: edges placed).
-    Edges,
-    /// Labels and splits (units: nodes).
-    Labels,
-    /// Feature rows (units: rows).
-    Features,
-}
-
-impl Phase {
-    /// A short name.
-    pub fn name(self) -> &'static str {
-        match self {
-            Phase::Degrees => "counting degrees",
-            Phase::Edges => "placing edges",
-            Phase::Labels => "labels and splits",
-            Phase::Features => "features",
-        }
-    }
-}
+use crate::{Error, Meta, Result, UNLABELLED};
 
 /// Edges drawn per parallel task.
 const EDGES_PER_TASK: u64 = 1 << 16;
@@ -54,32 +27,17 @@ pub fn write(
     cfg: &SyntheticConfig,
     dir: &Path,
     buffer_bytes: usize,
-    progress: &(dyn Fn(Phase, u64, u64) + Sync),
+    progress: Progress<'_>,
 ) -> Result<Meta> {
     let draws = Draws::new(cfg)?;
     let meta = meta(cfg, &draws);
     crate::disk::check_free_space(dir, disk_bytes(cfg, &draws), "the synthetic dataset")?;
     write_dir_atomic(dir, |tmp| {
-        let row_ptr = degrees(&draws, progress);
-        write_offsets(&tmp.join("csr_row_ptr.npy"), &row_ptr)?;
-        let col_path = tmp.join("csr_col_idx.npy");
-        let per_pass = (buffer_bytes / 4).max(1 << 10) as i64;
-        if draws.n <= i32::MAX as usize {
-            let mut out = NpyWriter::<i32>::create(&col_path, &[draws.num_edges() as usize])?;
-            place_edges(&draws, &row_ptr, per_pass, progress, |row| {
-                let ids: Vec<i32> = row.iter().map(|&v| v as i32).collect();
-                out.write(&ids).map_err(Error::from)
-            })?;
-            out.finish()?;
-        } else {
-            let mut out = NpyWriter::<i64>::create(&col_path, &[draws.num_edges() as usize])?;
-            place_edges(&draws, &row_ptr, per_pass, progress, |row| {
-                let ids: Vec<i64> = row.iter().map(|&v| i64::from(v)).collect();
-                out.write(&ids).map_err(Error::from)
-            })?;
-            out.finish()?;
-        }
-        drop(row_ptr);
+        let options = CsrOptions {
+            simple: false,
+            buffer_bytes,
+        };
+        write_csr(tmp, draws.n, &draws, dir, &options, progress)?;
         write_labels_and_splits(cfg, &draws, tmp, progress)?;
         write_features(cfg, &draws, tmp, progress)?;
         let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
@@ -101,127 +59,33 @@ fn disk_bytes(cfg: &SyntheticConfig, draws: &Draws) -> u64 {
     8 * (n + 1) + col * draws.num_edges() + 8 * n * 2 + feature * n * cfg.feat_dim as u64
 }
 
-/// The CSR offsets: one pass over every edge counting in-degrees.
-fn degrees(draws: &Draws, progress: &(dyn Fn(Phase, u64, u64) + Sync)) -> Vec<i64> {
-    let total = draws.num_edges();
-    let counts: Vec<AtomicU32> = (0..draws.n).map(|_| AtomicU32::new(0)).collect();
-    let done = std::sync::atomic::AtomicU64::new(0);
-    (0..total.div_ceil(EDGES_PER_TASK))
-        .into_par_iter()
-        .for_each(|task| {
-            let range = task * EDGES_PER_TASK..((task + 1) * EDGES_PER_TASK).min(total);
-            let len = range.end - range.start;
-            for i in range {
-                let (_, v) = draws.edge(i);
-                counts[v as usize].fetch_add(1, Ordering::Relaxed);
-            }
-            progress(
-                Phase::Degrees,
-                done.fetch_add(len, Ordering::Relaxed) + len,
-                total,
-            );
-        });
-    let mut row_ptr = Vec::with_capacity(draws.n + 1);
-    row_ptr.push(0i64);
-    let mut sum = 0i64;
-    for c in counts {
-        sum += i64::from(c.into_inner());
-        row_ptr.push(sum);
+impl EdgeStream for Draws {
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.num_edges())
     }
-    row_ptr
-}
 
-fn write_offsets(path: &Path, row_ptr: &[i64]) -> Result<()> {
-    let mut out = NpyWriter::<i64>::create(path, &[row_ptr.len()])?;
-    out.write(row_ptr)?;
-    Ok(out.finish()?)
-}
-
-/// A pointer to a buffer whose slots the tasks of one pass write, each slot once.
-#[derive(Clone, Copy)]
-struct Slots(*mut NodeId);
-// SAFETY: tasks write disjoint slots (each claimed by a counter increment), and the buffer
-// outlives the pass.
-unsafe impl Send for Slots {}
-unsafe impl Sync for Slots {}
-
-impl Slots {
-    /// The pointer. A method (rather than the field) makes closures capture the whole
-    /// `Slots`, which may cross threads, instead of the bare pointer, which may not.
-    fn get(self) -> *mut NodeId {
-        self.0
-    }
-}
-
-/// Places every edge in its row, one range of destinations (at most `per_pass` edges, or one
-/// row) per pass over all edges; hands each range's rows, sorted, to `emit` in order.
-fn place_edges(
-    draws: &Draws,
-    row_ptr: &[i64],
-    per_pass: i64,
-    progress: &(dyn Fn(Phase, u64, u64) + Sync),
-    mut emit: impl FnMut(&[NodeId]) -> Result<()>,
-) -> Result<()> {
-    let total = draws.num_edges();
-    let n = draws.n;
-    let mut lo = 0usize;
-    while lo < n {
-        // The widest range of rows from `lo` within the buffer (at least one row).
-        let limit = row_ptr[lo] + per_pass;
-        let hi = (row_ptr.partition_point(|&p| p <= limit) - 1).clamp(lo + 1, n);
-        let base = row_ptr[lo];
-        let mut buffer: Vec<NodeId> = vec![0; (row_ptr[hi] - base) as usize];
-        let cursors: Vec<AtomicU32> = (lo..hi).map(|_| AtomicU32::new(0)).collect();
-        let slots = Slots(buffer.as_mut_ptr());
-        // Progress within a pass: its share of the edges placed, as far as it has drawn.
-        let drawn = std::sync::atomic::AtomicU64::new(0);
-        let placing = (row_ptr[hi] - base) as u64;
+    fn for_each_chunk(&self, visit: EdgeVisitor<'_>) -> Result<()> {
+        let total = self.num_edges();
         (0..total.div_ceil(EDGES_PER_TASK))
             .into_par_iter()
-            .for_each(|task| {
+            .try_for_each(|task| {
                 let range = task * EDGES_PER_TASK..((task + 1) * EDGES_PER_TASK).min(total);
-                let len = range.end - range.start;
-                let so_far = drawn.fetch_add(len, Ordering::Relaxed) + len;
-                if task % 256 == 0 {
-                    let share = (placing as f64 * so_far as f64 / total as f64) as u64;
-                    progress(Phase::Edges, base as u64 + share, total);
-                }
-                for i in range {
-                    let (u, v) = draws.edge(i);
-                    let v = v as usize;
-                    if (lo..hi).contains(&v) {
-                        let k = cursors[v - lo].fetch_add(1, Ordering::Relaxed) as i64;
-                        let slot = (row_ptr[v] - base + k) as usize;
-                        // SAFETY: slot lies in row v's part of the buffer (k < in-degree of v,
-                        // counted by the same draws), and the counter gives it to one task.
-                        unsafe { slots.get().add(slot).write(u) };
-                    }
-                }
-            });
-        drop(cursors);
-        let rows: Vec<&mut [NodeId]> = {
-            let mut rest: &mut [NodeId] = &mut buffer;
-            let mut rows = Vec::with_capacity(hi - lo);
-            for v in lo..hi {
-                let (row, tail) = rest.split_at_mut((row_ptr[v + 1] - row_ptr[v]) as usize);
-                rows.push(row);
-                rest = tail;
-            }
-            rows
-        };
-        rows.into_par_iter().for_each(|r| r.sort_unstable());
-        emit(&buffer)?;
-        progress(Phase::Edges, row_ptr[hi] as u64, total);
-        lo = hi;
+                let chunk: Vec<(i64, i64)> = range
+                    .map(|i| {
+                        let (u, v) = self.edge(i);
+                        (i64::from(u), i64::from(v))
+                    })
+                    .collect();
+                visit(&chunk)
+            })
     }
-    Ok(())
 }
 
 fn write_labels_and_splits(
     cfg: &SyntheticConfig,
     draws: &Draws,
     dir: &Path,
-    progress: &(dyn Fn(Phase, u64, u64) + Sync),
+    progress: Progress<'_>,
 ) -> Result<()> {
     let n = draws.n;
     let splits = split_ids(cfg, n);
@@ -263,7 +127,7 @@ fn write_features(
     cfg: &SyntheticConfig,
     draws: &Draws,
     dir: &Path,
-    progress: &(dyn Fn(Phase, u64, u64) + Sync),
+    progress: Progress<'_>,
 ) -> Result<()> {
     let (n, d) = (draws.n, cfg.feat_dim);
     let values = FeatureDraws::new(cfg, draws);
