@@ -65,7 +65,9 @@ enum Source {
         #[arg(long)]
         out: PathBuf,
     },
-    /// The OGB raw layout (raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz, split/*/...).
+    /// The OGB raw layout (raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz, split/*/...),
+    /// or that of ogbn-papers100M (raw/data.npz, raw/node-label.npz), streamed in bounded
+    /// memory; nodes without a label (NaN) are -1.
     Ogb {
         /// The OGB dataset folder (holding raw/ and split/).
         #[arg(long)]
@@ -195,6 +197,20 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             let progress = crate::output::PhaseProgress::new();
             let meta = edgelist::write(&input, &out, buffer_bytes(), &|phase, done, total| {
                 progress.update(phase.name(), done, total)
+            })?;
+            progress.finish();
+            report(&meta, split_sizes(&out)?, &out, args.json, start);
+            return Ok(());
+        }
+        Source::Ogb {
+            raw,
+            undirected,
+            out,
+        } if ogb::has_npz_layout(&raw) => {
+            spinner.finish_and_clear();
+            let progress = crate::output::PhaseProgress::new();
+            let meta = ogb::write_npz(&raw, undirected, &out, buffer_bytes(), &|phase, d, t| {
+                progress.update(phase.name(), d, t)
             })?;
             progress.finish();
             report(&meta, split_sizes(&out)?, &out, args.json, start);

@@ -402,3 +402,81 @@ fn mapped_datasets_check_their_files_once_and_again_when_they_change() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// ogbn-papers100M's raw layout (`data.npz`, `node-label.npz` with NaN for unlabelled nodes)
+/// streams into the dataset directory: edges by destination, f64 features as f32, -1 labels.
+#[test]
+fn ogb_npz_layout_streams() {
+    use graphloom_graph::convert::ogb;
+    let d = scratch("ogb-npz").join("ogbn_papers_toy");
+    std::fs::create_dir_all(d.join("raw")).unwrap();
+    std::fs::create_dir_all(d.join("split/time")).unwrap();
+    let npy_bytes = |write: &dyn Fn(&std::path::Path)| {
+        let p = d.join("member.npy");
+        write(&p);
+        std::fs::read(&p).unwrap()
+    };
+    let archive = |path: PathBuf, members: Vec<(&str, Vec<u8>, bool)>| {
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(path).unwrap());
+        for (name, bytes, stored) in members {
+            let options = if stored {
+                zip::write::SimpleFileOptions::default()
+                    .compression_method(zip::CompressionMethod::Stored)
+            } else {
+                zip::write::SimpleFileOptions::default()
+            };
+            zip.start_file(name, options).unwrap();
+            zip.write_all(&bytes).unwrap();
+        }
+        zip.finish().unwrap();
+    };
+    // 5 nodes; edges 0->1, 2->1, 3->0, 4->3, 0->1 (a duplicate).
+    let edges = npy_bytes(&|p| npy::write(p, &[0i64, 2, 3, 4, 0, 1, 1, 0, 3, 1], &[2, 5]).unwrap());
+    let feats: Vec<f64> = (0..10).map(|v| v as f64 * 0.5).collect();
+    let feats = npy_bytes(&|p| npy::write(p, &feats, &[5, 2]).unwrap());
+    archive(
+        d.join("raw/data.npz"),
+        vec![
+            ("edge_index.npy", edges, true),
+            ("node_feat.npy", feats, false),
+        ],
+    );
+    let labels =
+        npy_bytes(&|p| npy::write(p, &[1f32, f32::NAN, 0., 2., f32::NAN], &[5, 1]).unwrap());
+    archive(
+        d.join("raw/node-label.npz"),
+        vec![("node_label.npy", labels, false)],
+    );
+    std::fs::remove_file(d.join("member.npy")).unwrap();
+    gz(d.join("split/time/train.csv.gz"), "0\n3\n");
+    gz(d.join("split/time/valid.csv.gz"), "2\n");
+    gz(d.join("split/time/test.csv.gz"), "");
+    assert!(ogb::has_npz_layout(&d));
+    let out = d.parent().unwrap().join("out");
+    let meta = ogb::write_npz(&d, false, &out, 1 << 20, &|_, _, _| {}).unwrap();
+    let ds = graphloom_graph::Dataset::load(&out).unwrap();
+    assert_eq!(
+        (meta.num_nodes, meta.num_edges, meta.num_classes),
+        (5, 5, 3)
+    );
+    assert_eq!(ds.graph.in_neighbors(1), &[0, 0, 2]);
+    assert_eq!(ds.labels, vec![1, -1, 0, 2, -1]);
+    assert_eq!(ds.features.as_slice::<f32>().unwrap()[9], 4.5);
+    assert_eq!(
+        (ds.train_idx.clone(), ds.valid_idx.clone()),
+        (vec![0, 3], vec![2])
+    );
+    // Undirected: both ways, simple.
+    ogb::write_npz(&d, true, &out, 1 << 20, &|_, _, _| {}).unwrap();
+    let ds = graphloom_graph::Dataset::load(&out).unwrap();
+    assert_eq!(ds.graph.in_neighbors(1), &[0, 2]);
+    assert_eq!(ds.graph.in_neighbors(0), &[1, 3]);
+    // An unlabelled node in a split is refused.
+    gz(d.join("split/time/test.csv.gz"), "4\n");
+    let err = ogb::write_npz(&d, false, &out, 1 << 20, &|_, _, _| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("split node 4"), "{err}");
+    std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
+}

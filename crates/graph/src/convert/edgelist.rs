@@ -25,14 +25,14 @@ enum NpyEdges {
 }
 
 /// An edge file, read again at every pass.
-struct EdgeFile {
+pub(crate) struct EdgeFile {
     path: PathBuf,
     /// `Some` for a `.npy` array: the mapped ids and whether pairs are rows (`[E, 2]`).
     npy: Option<(NpyEdges, bool)>,
 }
 
 impl EdgeFile {
-    fn open(path: &Path) -> Result<EdgeFile> {
+    pub(crate) fn open(path: &Path) -> Result<EdgeFile> {
         let npy = if path.extension().is_some_and(|e| e == "npy") {
             let header = npy::read_header(path)?;
             let rows = match header.shape[..] {

@@ -1,14 +1,21 @@
-//! The OGB node-property raw layout: `raw/edge.csv.gz` (one `src,dst` per line),
+//! The OGB node-property raw layouts: `raw/edge.csv.gz` (one `src,dst` per line),
 //! `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, and
-//! `split/<scheme>/{train,valid,test}.csv.gz`.
+//! `split/<scheme>/{train,valid,test}.csv.gz` ([`convert`], in memory); or, for the largest
+//! datasets (ogbn-papers100M), `raw/data.npz` and `raw/node-label.npz` ([`write_npz`],
+//! streamed in bounded memory).
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
 
+use graphloom_io::NpyWriter;
+
 use super::assemble::{assemble, name_from, Parts};
-use crate::{Dataset, Error, Result};
+use super::edgelist::EdgeFile;
+use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Phase, Progress};
+use crate::dataset::write_dir_atomic;
+use crate::{Dataset, Error, Meta, Result, UNLABELLED};
 
 /// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
 /// of the gzip text file `path`, read as a stream: memory holds one line, not the file.
@@ -99,14 +106,7 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
         .into_iter()
         .map(|v| if v.is_nan() { -1 } else { v as i64 })
         .collect();
-    let split_root = dir.join("split");
-    let scheme: PathBuf = std::fs::read_dir(&split_root)
-        .map_err(|e| Error::io(&split_root, e))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.is_dir())
-        .ok_or_else(|| Error::format(&split_root, "no split scheme folder"))?;
-    let ids = |name: &str| first_values::<usize>(&scheme.join(format!("{name}.csv.gz")));
-    let split = [ids("train")?, ids("valid")?, ids("test")?];
+    let split = read_split(dir)?;
     let name = name_from(dir, "ogb").replace('_', "-");
     assemble(
         Parts {
@@ -123,4 +123,234 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
         },
         dir,
     )
+}
+
+/// The split ids of the OGB dataset in `dir` (its first `split/<scheme>` folder).
+fn read_split(dir: &Path) -> Result<[Vec<usize>; 3]> {
+    let split_root = dir.join("split");
+    let scheme: PathBuf = std::fs::read_dir(&split_root)
+        .map_err(|e| Error::io(&split_root, e))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.is_dir())
+        .ok_or_else(|| Error::format(&split_root, "no split scheme folder"))?;
+    let ids = |name: &str| first_values::<usize>(&scheme.join(format!("{name}.csv.gz")));
+    Ok([ids("train")?, ids("valid")?, ids("test")?])
+}
+
+/// Whether `dir` holds the `.npz` raw layout of the largest OGB datasets (ogbn-papers100M):
+/// `raw/data.npz` (`edge_index` `[2, E]`, `node_feat` `[N, F]`) and `raw/node-label.npz`
+/// (`node_label`, NaN for a node without a label).
+pub fn has_npz_layout(dir: &Path) -> bool {
+    dir.join("raw/data.npz").exists()
+}
+
+/// Opens member `name` (`name.npy` in the archive) of the `.npz` at `path` and hands its
+/// stream to `read`.
+fn with_member<T>(
+    path: &Path,
+    name: &str,
+    read: impl FnOnce(&mut dyn std::io::Read) -> Result<T>,
+) -> Result<T> {
+    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut zip = zip::ZipArchive::new(file)
+        .map_err(|e| Error::format(path, format!("not an .npz archive: {e}")))?;
+    let mut entry = zip
+        .by_name(&format!("{name}.npy"))
+        .map_err(|_| Error::format(path, format!("missing array '{name}'")))?;
+    read(&mut entry)
+}
+
+/// Reads the `.npy` header at the start of a member's stream; returns it and the bytes of
+/// data read past it.
+fn member_header(
+    stream: &mut dyn std::io::Read,
+    path: &Path,
+) -> Result<(crate::npy::NpyHeader, Vec<u8>)> {
+    let mut head = vec![0u8; 4096];
+    let mut got = 0;
+    while got < head.len() {
+        let n = stream
+            .read(&mut head[got..])
+            .map_err(|e| Error::io(path, e))?;
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    let header = crate::npy::parse_header(&head[..got], path)?;
+    let rest = head[header.data_offset.min(got)..got].to_vec();
+    Ok((header, rest))
+}
+
+/// Converts the `.npz` raw layout of `dir` (see [`has_npz_layout`]) into the dataset directory
+/// `out` in bounded memory: `edge_index` is copied out of the archive once (to a temporary
+/// `.npy` in the output's temporary directory) and the CSR built by passes over it, features
+/// are copied a chunk of rows at a time. Nodes without a label are -1 (they must not be in a
+/// split). With `undirected`, every edge is stored both ways, self-loops and duplicates
+/// dropped.
+pub fn write_npz(
+    dir: &Path,
+    undirected: bool,
+    out: &Path,
+    buffer_bytes: usize,
+    progress: Progress<'_>,
+) -> Result<Meta> {
+    let data = dir.join("raw/data.npz");
+    let label_path = dir.join("raw/node-label.npz");
+    let labels: Vec<i64> = with_member(&label_path, "node_label", |r| {
+        let mut bytes = Vec::new();
+        r.read_to_end(&mut bytes)
+            .map_err(|e| Error::io(&label_path, e))?;
+        let a = crate::npy::decode_f64(&bytes, &label_path)?;
+        Ok(a.data
+            .into_iter()
+            .map(|v| if v.is_nan() { UNLABELLED } else { v as i64 })
+            .collect())
+    })?;
+    let n = labels.len();
+    if let Some(i) = labels.iter().position(|&l| l < UNLABELLED) {
+        return Err(Error::invalid(
+            &label_path,
+            format!("label of node {i} is {}", labels[i]),
+        ));
+    }
+    let split = read_split(dir)?;
+    for ids in &split {
+        if let Some(&v) = ids.iter().find(|&&v| v >= n || labels[v] == UNLABELLED) {
+            return Err(Error::invalid(
+                dir.join("split"),
+                format!("split node {v} is not a labelled node of the {n}"),
+            ));
+        }
+    }
+    let feat_dim = with_member(&data, "node_feat", |r| {
+        let (header, _) = member_header(r, &data)?;
+        match header.shape[..] {
+            [rows, cols] if rows == n => Ok(cols),
+            _ => Err(Error::format(
+                &data,
+                format!(
+                    "node_feat of shape {:?} for {n} labelled-or-not nodes",
+                    header.shape
+                ),
+            )),
+        }
+    })?;
+    let mut meta = Meta {
+        name: name_from(dir, "ogb").replace('_', "-"),
+        num_nodes: n,
+        num_edges: 0,
+        feat_dim,
+        feat_dtype: "f32".into(),
+        num_classes: labels.iter().max().map_or(1, |&m| m.max(0) as usize + 1),
+        directed: !undirected,
+    };
+    let archive_bytes = std::fs::metadata(&data)
+        .map_err(|e| Error::io(&data, e))?
+        .len();
+    crate::disk::check_free_space(
+        out,
+        archive_bytes + 4 * (n * feat_dim) as u64 + 24 * n as u64,
+        "the converted dataset",
+    )?;
+    write_dir_atomic(out, |tmp| {
+        let edge_copy = tmp.join(".edge_index.npy");
+        with_member(&data, "edge_index", |r| {
+            let mut f = std::fs::File::create(&edge_copy).map_err(|e| Error::io(&edge_copy, e))?;
+            std::io::copy(r, &mut f).map_err(|e| Error::io(&edge_copy, e))?;
+            Ok(())
+        })?;
+        let edges = EdgeFile::open(&edge_copy)?;
+        let both;
+        let stream: &dyn EdgeStream = if undirected {
+            both = BothDirections(&edges);
+            &both
+        } else {
+            &edges
+        };
+        let options = CsrOptions {
+            simple: undirected,
+            buffer_bytes,
+        };
+        meta.num_edges = write_csr(tmp, n, stream, &data, &options, progress)? as usize;
+        drop(edges);
+        std::fs::remove_file(&edge_copy).map_err(|e| Error::io(&edge_copy, e))?;
+        with_member(&data, "node_feat", |r| {
+            copy_member_features(r, n, feat_dim, &data, &tmp.join("node_feat.npy"), progress)
+        })?;
+        crate::npy::write(&tmp.join("node_label.npy"), &labels, &[n])?;
+        for (name, ids) in ["train_idx.npy", "valid_idx.npy", "test_idx.npy"]
+            .iter()
+            .zip(&split)
+        {
+            let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
+            crate::npy::write(&tmp.join(name), &ids, &[ids.len()])?;
+        }
+        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
+        let meta_path = tmp.join("meta.json");
+        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
+    })?;
+    Ok(meta)
+}
+
+/// Copies the `[n, dim]` f32 or f64 features of a member's stream to an f32 `.npy`, a chunk
+/// of rows at a time, refusing a non-finite value.
+fn copy_member_features(
+    stream: &mut dyn std::io::Read,
+    n: usize,
+    dim: usize,
+    origin: &Path,
+    to: &Path,
+    progress: Progress<'_>,
+) -> Result<()> {
+    let (header, mut pending) = member_header(stream, origin)?;
+    let size = header.dtype.size();
+    if !matches!(
+        header.dtype,
+        crate::npy::NpyDType::F32 | crate::npy::NpyDType::F64
+    ) {
+        return Err(Error::format(
+            origin,
+            format!(
+                "node_feat of dtype {:?}; expected float32 or float64",
+                header.dtype
+            ),
+        ));
+    }
+    let mut out = NpyWriter::<f32>::create(to, &[n, dim])?;
+    let rows_per_chunk = ((1 << 22) / dim.max(1)).max(1);
+    let mut row = 0;
+    while row < n {
+        let rows = rows_per_chunk.min(n - row);
+        let want = rows * dim * size;
+        let start = pending.len();
+        pending.resize(want.max(start), 0);
+        if start < want {
+            stream
+                .read_exact(&mut pending[start..want])
+                .map_err(|e| Error::format(origin, format!("node_feat: {e}")))?;
+        }
+        let values: Vec<f32> = pending[..want]
+            .chunks_exact(size)
+            .map(|b| match size {
+                4 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+                _ => f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32,
+            })
+            .collect();
+        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
+            return Err(Error::invalid(
+                origin,
+                format!(
+                    "non-finite feature at node {}, column {}",
+                    row + i / dim.max(1),
+                    i % dim.max(1)
+                ),
+            ));
+        }
+        out.write(&values)?;
+        pending.drain(..want);
+        row += rows;
+        progress(Phase::Features, row as u64, n as u64);
+    }
+    Ok(out.finish()?)
 }
