@@ -462,7 +462,7 @@ fn train(
             .unwrap_or_else(|e| e.into_inner())
             .push(r.accuracy.map(|a| a.val))
     };
-    let (report, hits_and_misses) = if in_memory {
+    let (report, hits_and_misses, stages) = if in_memory {
         let ds = MappedDataset::open(&args.dir)?;
         ds.advise_random();
         let meta = &ds.meta;
@@ -505,12 +505,15 @@ fn train(
                 &mb,
             )?;
             workload.on_batch(|done, _| record(done));
-            Ok(fit(&mut workload, &plan.train, on_epoch)?)
+            let report = fit(&mut workload, &plan.train, on_epoch)?;
+            Ok((report, workload.stages()))
         });
-        (outcome.into_iter().next().expect("one worker")?, None)
+        let (report, stages) = outcome.into_iter().next().expect("one worker")?;
+        (report, None, stages)
     } else {
         let outcome = plan.run_with_progress(on_epoch, |done, _| record(done))?;
-        (outcome.report, outcome.cache_hits_and_misses)
+        let stages = outcome.stages.unwrap_or_default();
+        (outcome.report, outcome.cache_hits_and_misses, stages)
     };
     let seconds = start.elapsed().as_secs_f64();
     let reads = storage_read_bytes() - reads_before;
@@ -534,6 +537,10 @@ fn train(
         extra.insert("val_acc_by_epoch".into(), json!(val));
     }
     extra.insert("batches".into(), json!(times.len()));
+    // The producer thread's sampling and gathering overlap the compute thread's steps.
+    extra.insert("sample_seconds".into(), json!(stages.sample));
+    extra.insert("gather_seconds".into(), json!(stages.gather));
+    extra.insert("compute_seconds".into(), json!(stages.compute));
     extra.insert("test_acc".into(), json!(report.test_acc));
     extra.insert("series".into(), json!(series));
     Ok(())

@@ -6,6 +6,7 @@ mod atomic;
 mod error;
 pub mod npy;
 mod npy_stream;
+pub mod pages;
 
 pub use atomic::write_atomic;
 pub use error::{Error, Result};

@@ -46,6 +46,11 @@ pub struct MiniBatchConfig {
     /// Evaluate by sampled inference (`None`: exact full-neighbour inference over the whole
     /// graph).
     pub sampled_eval: Option<SampledEval>,
+    /// Threads of a pool of the producer's own for sampling and gathering (`None`: the
+    /// global pool, shared with the compute). Reads of mapped files block their thread on
+    /// the disk: in a pool of their own, many are in flight at once and none holds up the
+    /// compute's threads.
+    pub producer_threads: Option<usize>,
     /// Exact evaluation layer by layer in chunks under a memory budget ([`infer_layerwise`])
     /// (`None`: one forward pass over the whole graph, which holds every node's input row and
     /// the whole graph in memory).
@@ -275,6 +280,8 @@ pub struct MiniBatch<'a> {
     /// The sampler, whose relabel table (a slot per node) is made once and lent to each
     /// epoch's producer thread.
     sampler: Option<Sampler>,
+    /// The producer's pool, when [`MiniBatchConfig::producer_threads`] asks for one.
+    producer_pool: Option<rayon::ThreadPool>,
 }
 
 impl<'a> MiniBatch<'a> {
@@ -334,6 +341,19 @@ impl<'a> MiniBatch<'a> {
                 .map(|ids| evaluated_subset(ids, eval.nodes, seed)),
             None => Default::default(),
         };
+        let producer_pool = match mb.producer_threads {
+            Some(threads) => Some(
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads.max(1))
+                    .thread_name(|i| format!("graphloom-producer-{i}"))
+                    .build()
+                    .map_err(|e| Error::InvalidSetting {
+                        setting: "producer threads",
+                        reason: e.to_string(),
+                    })?,
+            ),
+            None => None,
+        };
         let comm = inputs.comm();
         let grad_comm = comm.split(0, comm.rank())?;
         Ok(MiniBatch {
@@ -349,6 +369,7 @@ impl<'a> MiniBatch<'a> {
             stages: StageSeconds::default(),
             on_batch: None,
             sampler: None,
+            producer_pool,
         })
     }
 
@@ -520,22 +541,27 @@ impl Workload for MiniBatch<'_> {
             .sampler
             .take()
             .unwrap_or_else(|| Sampler::new(data.num_nodes()));
-        std::thread::scope(|scope| -> Result<()> {
+        // Lent to the producer thread for the epoch, like the sampler.
+        let pool = self.producer_pool.take();
+        let result = std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
             let producer = {
                 let (batches, mb, cfg, sampler) = (&batches, &mb, &cfg, &mut sampler);
+                let pool = pool.as_ref();
                 scope.spawn(move || {
                     for seeds in batches {
-                        let batch = prepare(
-                            data,
-                            features,
-                            sampler,
-                            seeds,
-                            &mb.fanouts,
-                            cfg,
-                            seed,
-                            epoch,
-                        );
+                        let batch = in_pool(pool, || {
+                            prepare(
+                                data,
+                                features,
+                                sampler,
+                                seeds,
+                                &mb.fanouts,
+                                cfg,
+                                seed,
+                                epoch,
+                            )
+                        });
                         let failed = batch.is_err();
                         if tx.send(batch).is_err() || failed {
                             break;
@@ -556,8 +582,10 @@ impl Workload for MiniBatch<'_> {
             }
             producer.join().expect("the producer thread does not panic");
             Ok(())
-        })?;
+        });
+        self.producer_pool = pool;
         self.sampler = Some(sampler);
+        result?;
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
         self.comm
@@ -658,16 +686,19 @@ impl MiniBatch<'_> {
                     Inputs::Embedding { .. } => None,
                 };
                 let cfg = &self.model.cfg;
-                let batch = prepare(
-                    self.data,
-                    features,
-                    &mut sampler,
-                    seeds,
-                    &eval.fanouts,
-                    cfg,
-                    self.seed,
-                    EVAL_EPOCH,
-                )?;
+                let (data, seed) = (self.data, self.seed);
+                let batch = in_pool(self.producer_pool.as_ref(), || {
+                    prepare(
+                        data,
+                        features,
+                        &mut sampler,
+                        seeds,
+                        &eval.fanouts,
+                        cfg,
+                        seed,
+                        EVAL_EPOCH,
+                    )
+                })?;
                 let x = match (&mut self.inputs, batch.as_ref().map(|b| &b.x)) {
                     (_, None) => {
                         if let Inputs::Embedding { table, .. } = &mut self.inputs {
@@ -709,6 +740,15 @@ impl MiniBatch<'_> {
             .all_reduce(ReduceData::F64(&mut correct), ReduceOp::Sum)?;
         counts.correct = correct;
         Ok(counts)
+    }
+}
+
+/// Runs `work` in `pool` when there is one (its parallel loops then use that pool's threads),
+/// else on this thread with the global pool.
+fn in_pool<T: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> T + Send) -> T {
+    match pool {
+        Some(pool) => pool.install(work),
+        None => work(),
     }
 }
 

@@ -200,6 +200,10 @@ impl Plan {
             batch_size: s.batch_size.unwrap_or(1024),
             queue_depth: s.queue_depth.unwrap_or(4),
             batches_per_epoch: s.batches_per_epoch,
+            // Features read from their file block on the disk: sample and gather on threads of
+            // their own, many reads in flight.
+            producer_threads: (s.features_location == Some(FeaturesLocation::Mmap))
+                .then_some(MAPPED_PRODUCER_THREADS),
             layerwise: s.inference_memory_gib.map(|gib| LayerwiseConfig {
                 memory_bytes: (gib * (1u64 << 30) as f64) as usize,
                 scratch_dir: s.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
@@ -523,6 +527,10 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
+/// flight for a disk that serves tens of thousands a second.
+const MAPPED_PRODUCER_THREADS: usize = 32;
 
 /// A plan's dataset: loaded into memory, or mapped in place for sampled training whose input
 /// rows do not come from memory (features in `--features-location mmap`, or a learnt input

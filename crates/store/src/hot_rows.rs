@@ -148,33 +148,19 @@ impl HotRows {
 /// Asks the kernel to start reading the pages of rows `rows` of the mapped `file` (rows of
 /// `row_bytes`), each run of consecutive pages in one call; returns at once.
 fn will_need(file: &[u8], row_bytes: usize, rows: Vec<usize>) {
-    const PAGE: usize = 4096;
-    if rows.is_empty() || row_bytes == 0 {
-        return;
-    }
     let base = file.as_ptr() as usize;
-    let mut pages: Vec<usize> = rows
-        .into_iter()
-        .flat_map(|r| {
-            let start = base + r * row_bytes;
-            (start / PAGE)..=((start + row_bytes - 1) / PAGE)
-        })
-        .collect();
-    pages.sort_unstable();
-    pages.dedup();
-    let mut run_start = 0;
-    for k in 1..=pages.len() {
-        if k == pages.len() || pages[k] != pages[k - 1] + 1 {
-            let len = (pages[k - 1] - pages[run_start] + 1) * PAGE;
-            // SAFETY: advice only, on whole pages of the mapping that hold the rows.
-            unsafe {
-                libc::madvise(
-                    (pages[run_start] * PAGE) as *mut libc::c_void,
-                    len,
-                    libc::MADV_WILLNEED,
-                );
-            }
-            run_start = k;
+    let runs = graphloom_io::pages::page_runs(
+        rows.into_iter()
+            .map(|r| base + r * row_bytes..base + (r + 1) * row_bytes),
+    );
+    for run in runs {
+        // SAFETY: advice only, on whole pages of the mapping that hold the rows.
+        unsafe {
+            libc::madvise(
+                run.start as *mut libc::c_void,
+                run.end - run.start,
+                libc::MADV_WILLNEED,
+            );
         }
     }
 }
