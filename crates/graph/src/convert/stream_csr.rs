@@ -116,11 +116,15 @@ pub(crate) fn write_csr(
     let placed_offsets = degrees(n, edges, origin, progress)?;
     let total = placed_offsets[n] as usize;
     let per_pass = (options.buffer_bytes / 4).max(1 << 10) as i64;
-    let mut row_ptr = Vec::with_capacity(n + 1);
-    row_ptr.push(0i64);
+    // Merging duplicates shortens rows: their final offsets are known only as they are
+    // written (without merging, they are the offsets counted).
+    let mut merged_offsets = options.simple.then(|| {
+        let mut v = Vec::with_capacity(n + 1);
+        v.push(0i64);
+        v
+    });
     let col_path = dir.join("csr_col_idx.npy");
-    // The rows' final lengths are known only after duplicates are merged: the ids go to a
-    // file of the unmerged length first, cut to the merged one at the end.
+    // The ids go to a file of the unmerged length, cut to the merged one at the end.
     let mut written = 0u64;
     if n <= i32::MAX as usize {
         let mut out = NpyWriter::<i32>::create(&col_path, &[total])?;
@@ -134,7 +138,9 @@ pub(crate) fn write_csr(
             |row| {
                 let ids: Vec<i32> = row.iter().map(|&v| v as i32).collect();
                 written += ids.len() as u64;
-                row_ptr.push(written as i64);
+                if let Some(offsets) = &mut merged_offsets {
+                    offsets.push(written as i64);
+                }
                 out.write(&ids).map_err(Error::from)
             },
         )?;
@@ -155,7 +161,9 @@ pub(crate) fn write_csr(
             |row| {
                 let ids: Vec<i64> = row.iter().map(|&v| i64::from(v)).collect();
                 written += ids.len() as u64;
-                row_ptr.push(written as i64);
+                if let Some(offsets) = &mut merged_offsets {
+                    offsets.push(written as i64);
+                }
                 out.write(&ids).map_err(Error::from)
             },
         )?;
@@ -165,8 +173,9 @@ pub(crate) fn write_csr(
             truncate_npy::<i64>(&col_path, written as usize)?;
         }
     }
+    let offsets = merged_offsets.as_deref().unwrap_or(&placed_offsets);
     let mut out = NpyWriter::<i64>::create(&dir.join("csr_row_ptr.npy"), &[n + 1])?;
-    out.write(&row_ptr)?;
+    out.write(offsets)?;
     out.finish()?;
     Ok(written)
 }
@@ -285,22 +294,29 @@ fn place_edges(
             Ok(())
         })?;
         drop(cursors);
-        let mut rows: Vec<&mut [NodeId]> = Vec::with_capacity(hi - lo);
+        // Rows are sorted and handed on a block of rows at a time, so the slices of a pass's
+        // rows never all exist at once.
+        const ROWS_PER_BLOCK: usize = 1 << 16;
         let mut rest: &mut [NodeId] = &mut buffer;
-        for v in lo..hi {
-            let (row, tail) = rest.split_at_mut((row_ptr[v + 1] - row_ptr[v]) as usize);
-            rows.push(row);
-            rest = tail;
-        }
-        rows.par_iter_mut().for_each(|r| r.sort_unstable());
-        for (k, row) in rows.into_iter().enumerate() {
-            if simple {
-                let v = (lo + k) as NodeId;
-                let mut kept: Vec<NodeId> = row.iter().copied().filter(|&u| u != v).collect();
-                kept.dedup();
-                emit(&kept)?;
-            } else {
-                emit(row)?;
+        for block in (lo..hi).step_by(ROWS_PER_BLOCK) {
+            let block_end = (block + ROWS_PER_BLOCK).min(hi);
+            let mut rows: Vec<&mut [NodeId]> = Vec::with_capacity(block_end - block);
+            for v in block..block_end {
+                let (row, tail) =
+                    std::mem::take(&mut rest).split_at_mut((row_ptr[v + 1] - row_ptr[v]) as usize);
+                rows.push(row);
+                rest = tail;
+            }
+            rows.par_iter_mut().for_each(|r| r.sort_unstable());
+            for (k, row) in rows.into_iter().enumerate() {
+                if simple {
+                    let v = (block + k) as NodeId;
+                    let mut kept: Vec<NodeId> = row.iter().copied().filter(|&u| u != v).collect();
+                    kept.dedup();
+                    emit(&kept)?;
+                } else {
+                    emit(row)?;
+                }
             }
         }
         progress(Phase::Edges, row_ptr[hi] as u64, total);
