@@ -37,7 +37,7 @@ mod summary;
 pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta, UNLABELLED};
 pub use error::{Error, Result};
-pub use graphloom_io::{npy, write_atomic};
+pub use graphloom_io::{npy, write_atomic, MappedNpy};
 pub use mapped::{GraphData, MappedDataset};
 pub use store_graph::StoreGraph;
 pub use summary::{DatasetSummary, DegreeStats};

@@ -87,6 +87,18 @@ impl<T: NpyElement> MappedNpy<T> {
         }
     }
 
+    /// The elements' bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        let elements = self.as_slice();
+        // SAFETY: any initialised memory may be read as bytes; the length is the slice's.
+        unsafe {
+            std::slice::from_raw_parts(
+                elements.as_ptr().cast::<u8>(),
+                std::mem::size_of_val(elements),
+            )
+        }
+    }
+
     /// Tells the kernel that reads will be random, so a fault reads one page, not a window.
     pub fn advise_random(&self) {
         if let Some(map) = &self.map {

@@ -40,6 +40,7 @@ use graphloom_nn::train::{SnapshotConfig, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig};
 use graphloom_sar::SarMode;
 use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::DType;
 
 /// How a plan trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -532,13 +533,13 @@ fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
 /// flight for a disk that serves tens of thousands a second.
 const MAPPED_PRODUCER_THREADS: usize = 32;
 
-/// A plan's dataset: loaded into memory, or mapped in place for sampled training whose input
-/// rows do not come from memory (features in `--features-location mmap`, or a learnt input
-/// embedding), so that no array of a graph larger than memory is read whole.
+/// A plan's dataset: mapped in place for sampled training, so that no array of the graph is
+/// read whole (host or shared features are copied into the store from the mapped file, with
+/// no copy between); loaded into memory for full-batch training.
 pub(crate) enum PlanData {
     /// In memory, features cast to the compute dtype.
     Loaded(Dataset),
-    /// Mapped; features stay in `node_feat.npy`.
+    /// Mapped; features stay in `node_feat.npy` until the store maps or copies them.
     Mapped(MappedDataset),
 }
 
@@ -567,14 +568,16 @@ impl PlanData {
     }
 }
 
-/// Opens the dataset: mapped for mini-batch training whose input rows do not come from
-/// memory, loaded otherwise (or the default synthetic one generated), with features cast to
-/// the compute dtype.
+/// Opens the dataset: mapped for mini-batch training, loaded otherwise (or the default
+/// synthetic one generated), with features cast to the compute dtype.
 fn open_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<PlanData> {
-    let mapped = mode == TrainMode::MiniBatch
-        && (s.features_location == Some(FeaturesLocation::Mmap) || embedding);
     let mut ds = match &s.dataset {
-        Some(dir) if mapped => {
+        Some(dir) if mode == TrainMode::MiniBatch => {
+            let meta = Meta::read(dir)?;
+            if !embedding && s.features_location != Some(FeaturesLocation::Mmap) {
+                let dtype = DType::parse(&meta.feat_dtype).unwrap_or(DType::F32);
+                check_features_fit(&meta, dtype, mode)?;
+            }
             let ds = MappedDataset::open(dir)?;
             ds.advise_random();
             if !embedding && ds.meta.feat_dim == 0 {
@@ -613,7 +616,7 @@ fn open_dataset(s: &TrainSettings, mode: TrainMode, embedding: bool) -> Result<P
 }
 
 /// Refuses to load features larger than this machine's memory, before reading any.
-fn check_features_fit(meta: &Meta, dtype: graphloom_tensor::DType, mode: TrainMode) -> Result<()> {
+fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> Result<()> {
     let bytes = (meta.num_nodes as u128) * (meta.feat_dim as u128) * dtype.size_in_bytes() as u128;
     let available = total_memory_bytes() as u128;
     if available == 0 || bytes <= available {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 
 use graphloom_comm::{Communicator, Counting, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
+use graphloom_graph::MappedNpy;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainReport, Workload};
 use graphloom_sar::Sar;
@@ -17,6 +18,21 @@ use graphloom_tensor::{DType, RssReport};
 use crate::{
     run_job, FeaturesLocation, Plan, PlanData, PlanError, Result, TrainMode, WorkerFigures,
 };
+
+/// A mapped feature file of either dtype, as bytes.
+enum FileBytes {
+    U16(MappedNpy<u16>),
+    F32(MappedNpy<f32>),
+}
+
+impl FileBytes {
+    fn as_bytes(&self) -> &[u8] {
+        match self {
+            FileBytes::U16(m) => m.as_bytes(),
+            FileBytes::F32(m) => m.as_bytes(),
+        }
+    }
+}
 
 /// Rows a cache served and rows it did not.
 type HitsAndMisses = (u64, u64);
@@ -171,8 +187,9 @@ impl Plan {
     /// the nodes of highest in-degree when `--feature-cache-gib` asks for one.
     fn feature_rows(&self, data: &PlanData, comm: Arc<dyn Communicator>) -> Result<FeatureRows> {
         let table = self.feature_table(data, comm)?;
+        let mapped = self.features_location == FeaturesLocation::Mmap;
         Ok(match (self.settings.feature_cache_gib, data) {
-            (Some(gib), PlanData::Mapped(ds)) => {
+            (Some(gib), PlanData::Mapped(ds)) if mapped => {
                 let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
                 let hot = ds.data().highest_in_degree(rows);
                 FeatureRows::Cached(HotRows::new(table, &hot)?)
@@ -203,7 +220,31 @@ impl Plan {
                 let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
                 StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
             }
-            (_, PlanData::Mapped(_)) => unreachable!("Plan::new maps only mmap features"),
+            (host_or_shared, PlanData::Mapped(ds)) => {
+                // Copied from the mapped file into the store, in the file's dtype (a batch's
+                // rows are cast to the compute dtype as they are gathered).
+                let dtype =
+                    DType::parse(&ds.meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
+                        option: "--dataset",
+                        reason: format!("has an unknown feature dtype '{}'", ds.meta.feat_dtype),
+                    })?;
+                let location = if host_or_shared == FeaturesLocation::Host {
+                    Location::Host
+                } else {
+                    Location::SharedHost
+                };
+                let shape = [ds.meta.num_nodes, ds.meta.feat_dim];
+                let mut t =
+                    StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?;
+                let path = ds.features_path();
+                let bytes = match dtype {
+                    DType::BF16 => MappedNpy::<u16>::open(&path).map(FileBytes::U16),
+                    _ => MappedNpy::<f32>::open(&path).map(FileBytes::F32),
+                }
+                .map_err(graphloom_graph::Error::from)?;
+                t.fill_from_whole(bytes.as_bytes())?;
+                t
+            }
             (host_or_shared, PlanData::Loaded(ds)) => {
                 let location = if host_or_shared == FeaturesLocation::Host {
                     Location::Host
