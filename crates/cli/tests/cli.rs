@@ -329,6 +329,35 @@ fn edge_weights_train_full_batch_and_are_refused_by_sampling() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("edge_weight.npy"), "{stderr}");
+    // Layer-wise inference, which does not read weights, refuses them too.
+    let model = root.join("m.safetensors");
+    let d = dir.to_str().unwrap();
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        d,
+        "--epochs",
+        "1",
+        "--quiet",
+        "--save-model",
+        model.to_str().unwrap(),
+    ]);
+    let out = graphloom(&[
+        "predict",
+        "--model",
+        model.to_str().unwrap(),
+        "--dataset",
+        d,
+        "--out",
+        root.join("p.npy").to_str().unwrap(),
+        "--inference-memory-gib",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("edge_weight.npy"),
+        "{stderr}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
 

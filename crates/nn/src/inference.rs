@@ -176,18 +176,18 @@ fn select_rows(
 static SCRATCH_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
 
 /// Where layer-wise inference reads the first layer's input rows.
-pub enum LayerInput<'a> {
+pub enum InferenceInput<'a> {
     /// A feature table.
     Rows(&'a dyn RowSource),
     /// A tensor with one row per node (a learnt input embedding, say).
     Tensor(&'a Tensor),
 }
 
-impl LayerInput<'_> {
+impl InferenceInput<'_> {
     fn gather(&self, ids: &[i64]) -> Result<Tensor> {
         Ok(match self {
-            LayerInput::Rows(r) => r.gather(ids)?,
-            LayerInput::Tensor(t) => {
+            InferenceInput::Rows(r) => r.gather(ids)?,
+            InferenceInput::Tensor(t) => {
                 let (rows, width) = t.dims2();
                 let ids: Vec<usize> = ids.iter().map(|&i| i as usize).collect();
                 select_rows(t.as_bytes(), rows, width, t.dtype(), &ids)?
@@ -201,7 +201,7 @@ impl LayerInput<'_> {
 pub fn infer_layerwise(
     model: &Model,
     data: GraphData<'_>,
-    input: LayerInput<'_>,
+    input: InferenceInput<'_>,
     params: &[Tensor],
     output: Output,
     cfg: &LayerwiseConfig,

@@ -22,7 +22,7 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
-use crate::inference::{infer_layerwise, LayerInput, LayerwiseConfig};
+use crate::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
 use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
 use crate::train::{
     fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
@@ -600,11 +600,11 @@ impl Workload for MiniBatch<'_> {
         if let Some(layerwise) = &self.mb.layerwise {
             let table;
             let input = match &mut self.inputs {
-                Inputs::Features(f) => LayerInput::Rows(*f),
+                Inputs::Features(f) => InferenceInput::Rows(*f),
                 Inputs::Embedding { table: t, .. } => {
                     let all: Vec<i64> = (0..t.table().rows() as i64).collect();
                     table = t.gather(&all)?;
-                    LayerInput::Tensor(&table)
+                    InferenceInput::Tensor(&table)
                 }
             };
             let d = self.data;

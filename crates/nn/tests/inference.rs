@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use graphloom_comm::Local;
 use graphloom_graph::convert::planetoid;
-use graphloom_nn::inference::{infer_layerwise, LayerInput, LayerwiseConfig};
+use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
 use graphloom_nn::train::{infer, Output};
 use graphloom_nn::{Architecture, Model, ModelConfig};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
@@ -54,7 +54,7 @@ fn chunked_inference_through_a_scratch_file_equals_the_whole_graph_pass() {
             let out = infer_layerwise(
                 &blocks,
                 ds.data(),
-                LayerInput::Rows(&table),
+                InferenceInput::Rows(&table),
                 &params,
                 Output::LogProbabilities,
                 &layerwise,

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use graphloom_graph::{Dataset, MappedDataset, Meta};
-use graphloom_nn::inference::{infer_layerwise, LayerInput, LayerwiseConfig};
+use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{predicted_class, FullBatch, Output, Workload};
 use graphloom_nn::Model;
@@ -130,6 +130,14 @@ fn infer_mapped(
     layerwise: &LayerwiseConfig,
 ) -> Result<Tensor> {
     let ds = MappedDataset::open(&settings.dataset)?;
+    if ds.edge_weight().is_some() {
+        return Err(PlanError::Invalid {
+            option: "--inference-memory-gib",
+            reason: "layer-wise inference does not read edge weights, and this dataset has \
+                     edge_weight.npy: leave the option out to infer over the whole graph"
+                .into(),
+        });
+    }
     ds.advise_random();
     let meta = &ds.meta;
     let cfg = &saved.config;
@@ -141,7 +149,7 @@ fn infer_mapped(
     let rows = graphloom_comm::Local::run(1, |comm| -> Result<_> {
         let table;
         let input = match &saved.input_embedding {
-            Some(e) => LayerInput::Tensor(e),
+            Some(e) => InferenceInput::Tensor(e),
             None => {
                 let dtype = DType::parse(&meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
                     option: "--dataset",
@@ -157,7 +165,7 @@ fn infer_mapped(
                     StoreSpec::new(&shape, dtype, Layout::Continuous, location),
                 )
                 .map_err(graphloom_nn::Error::from)?;
-                LayerInput::Rows(&table)
+                InferenceInput::Rows(&table)
             }
         };
         let out = infer_layerwise(
