@@ -2,7 +2,7 @@
 //! block model or R-MAT, with class-dependent Gaussian features.
 //!
 //! Every edge, feature and split draw is a pure function of the seed and an index, so the
-//! same dataset comes out of [`generate`] (in memory) and [`write`] (streamed to a dataset
+//! same dataset comes out of [`generate`] (in memory) and [`write()`] (streamed to a dataset
 //! directory in bounded memory, for graphs larger than memory), whatever the thread count.
 
 mod write;
@@ -17,7 +17,7 @@ use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED}
 pub use crate::convert::stream_csr::Phase;
 pub use write::write;
 
-/// The parameters of [`generate`] and [`write`].
+/// The parameters of [`generate`] and [`write()`].
 #[derive(Clone, Debug)]
 pub struct SyntheticConfig {
     /// Number of nodes.
@@ -397,7 +397,7 @@ pub(crate) fn meta(cfg: &SyntheticConfig, draws: &Draws) -> Meta {
 
 /// Generates the dataset in memory: node `v` has class `v mod classes` (or -1 outside the
 /// splits, for split counts); the edges are drawn by `cfg.edge_model`; features are a
-/// per-class mean plus unit noise. [`write`] streams the same dataset to disk.
+/// per-class mean plus unit noise. [`write()`] streams the same dataset to disk.
 pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
     let draws = Draws::new(cfg)?;
     let n = draws.n;
