@@ -30,7 +30,8 @@ use serde_json::{json, Value};
 /// Arguments of `graphloom bench scale`.
 #[derive(Args, Clone)]
 pub(crate) struct ScaleArgs {
-    /// The dataset directory, prepared on the first run and kept.
+    /// The dataset directory, prepared on the first run and kept (a folder the bench did not
+    /// make is refused, never replaced).
     #[arg(long, default_value = "data/bench-scale")]
     dir: PathBuf,
     /// Nodes (ogbn-papers100M's count).
@@ -54,7 +55,8 @@ pub(crate) struct ScaleArgs {
     /// Training batches per training phase, a tenth of them warm-up.
     #[arg(long, default_value_t = 250)]
     batches: usize,
-    /// Batches between evaluations (an epoch of the run).
+    /// Batches between evaluations (an epoch of the run; seeds per second is measured over
+    /// windows of ten batches inside one, or fewer for shorter epochs).
     #[arg(long, default_value_t = 50)]
     eval_every: usize,
     /// Validation nodes of each sampled evaluation.
@@ -102,6 +104,9 @@ impl Phase {
     }
 }
 
+/// The file that marks a dataset directory as the bench's own, which it may replace.
+const MARKER: &str = ".graphloom-bench-scale";
+
 const FANOUTS: [i64; 3] = [15, 10, 5];
 const BATCH_SIZE: usize = 1024;
 
@@ -110,6 +115,24 @@ pub(crate) fn run(args: ScaleArgs) -> Result<()> {
         let value = run_phase(&args, phase)?;
         println!("{value}");
         return Ok(());
+    }
+    for (value, flag) in [
+        (args.batches, "--batches"),
+        (args.eval_every, "--eval-every"),
+        (args.repeats, "--repeats"),
+        (args.eval_nodes, "--eval-nodes"),
+    ] {
+        if value == 0 {
+            bail!("{flag} must be at least 1");
+        }
+    }
+    crate::output::check_writable(&args.plot)?;
+    if args.dir.exists() && !args.dir.join(MARKER).exists() {
+        bail!(
+            "{} exists and was not made by graphloom bench scale: give another --dir (the bench \
+             replaces a dataset it made whose shape differs)",
+            args.dir.display()
+        );
     }
     let start = Instant::now();
     let mut rows = Vec::new();
@@ -123,6 +146,8 @@ pub(crate) fn run(args: ScaleArgs) -> Result<()> {
         rows.push(row);
     } else {
         rows.push(child(&args, Phase::Prepare, false)?);
+        std::fs::write(args.dir.join(MARKER), "made by graphloom bench scale\n")
+            .with_context(|| format!("marking {}", args.dir.display()))?;
     }
     emit(&args, rows.last().expect("pushed"));
     let mut series = Vec::new();
@@ -550,6 +575,14 @@ fn train(
     let val = val.into_inner().unwrap_or_else(|e| e.into_inner());
     let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
     let (median, series) = seeds_per_second(&times, args.batches / 10);
+    if times.len() < args.batches {
+        eprintln!(
+            "  only {} batches ran: an epoch of {} batches holds more seeds than the training \
+             split has",
+            times.len(),
+            args.eval_every
+        );
+    }
     extra.insert("seeds_per_second".into(), json!(median));
     extra.insert(
         "disk_reads_per_second".into(),
@@ -576,23 +609,26 @@ fn train(
     Ok(())
 }
 
-/// The median seeds per second over windows of ten consecutive batches of one epoch (those
+/// The median seeds per second over windows of ten consecutive batches of one epoch (fewer
+/// for epochs of up to ten batches; those
 /// after `warmup` batches; a window never spans an evaluation), and every window, warm-up
 /// included, as (seconds since start, seeds per second).
 fn seeds_per_second(times: &[(usize, f64)], warmup: usize) -> (f64, Vec<(f64, f64)>) {
-    const WINDOW: usize = 10;
+    // Ten batches, or fewer when epochs are shorter.
+    let per_epoch = times.iter().map(|t| t.0).max().unwrap_or(0);
+    let window = 10.min(per_epoch.saturating_sub(1)).max(1);
     let (mut series, mut rates) = (Vec::new(), Vec::new());
     let mut k = 0;
-    while k + WINDOW < times.len() {
-        let (a, b) = (times[k], times[k + WINDOW]);
+    while k + window < times.len() {
+        let (a, b) = (times[k], times[k + window]);
         // Batch numbers restart at each epoch: a window must stay inside one.
-        if b.0 == a.0 + WINDOW {
-            let rate = (WINDOW * BATCH_SIZE) as f64 / (b.1 - a.1);
+        if b.0 == a.0 + window {
+            let rate = (window * BATCH_SIZE) as f64 / (b.1 - a.1);
             series.push((b.1, rate));
             if k >= warmup {
                 rates.push(rate);
             }
-            k += WINDOW;
+            k += window;
         } else {
             k += 1;
         }

@@ -45,7 +45,9 @@ enum Source {
         #[arg(long)]
         out: PathBuf,
     },
-    /// An edge list (text "src dst" lines or .npy [E, 2]) with optional .npy features and labels.
+    /// An edge list (text "src dst" lines, or .npy [E, 2] or [2, E] as PyG's edge_index) with
+    /// optional .npy features and labels, written in bounded memory. Unless --directed, every
+    /// edge is stored both ways with self-loops and duplicates dropped.
     Edgelist {
         /// The edge file.
         #[arg(long)]
@@ -122,7 +124,7 @@ pub(crate) struct SyntheticArgs {
     /// destination's class).
     #[arg(long, default_value_t = 0.5)]
     pub(crate) homophily: f64,
-    /// Strength of the class signal in the features.
+    /// Norm of the class signal in the features (unit noise per column).
     #[arg(long, default_value_t = 2.0)]
     pub(crate) signal: f64,
     /// Feature dtype on disk.

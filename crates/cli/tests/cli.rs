@@ -1525,6 +1525,20 @@ fn out_of_core_training_from_a_streamed_graph() {
             "mmap",
         ),
         (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
+                "--inference-memory-gib",
+                "1",
+                "--scratch-dir",
+                "/nonexistent/scratch",
+            ],
+            "is not a folder",
+        ),
+        (
             vec!["train", "--dataset", d, "--eval-nodes", "10"],
             "--eval-nodes",
         ),
@@ -1560,5 +1574,95 @@ fn out_of_core_training_from_a_streamed_graph() {
             "{args:?}: {err}"
         );
     }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `bench scale` at a tiny shape: one JSON object per measurement with the keys, a
+/// throughput for both training runs, and a folder it did not make is refused, not replaced.
+#[test]
+fn bench_scale_prints_one_json_object_per_measurement() {
+    let root = scratch("bench-scale");
+    let dir = root.join("scale");
+    let plot = root.join("seeds.png");
+    let args = |dir: &Path| -> Vec<String> {
+        [
+            "bench",
+            "scale",
+            "--nodes",
+            "20000",
+            "--edges",
+            "200000",
+            "--split",
+            "2000,300,300",
+            "--batches",
+            "12",
+            "--eval-every",
+            "6",
+            "--eval-nodes",
+            "100",
+            "--probe-seconds",
+            "0.2",
+            "--repeats",
+            "1",
+            "--feature-cache-gib",
+            "0.0005",
+            "--json",
+            "--dir",
+            dir.to_str().unwrap(),
+            "--plot",
+            plot.to_str().unwrap(),
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+    };
+    let a = args(&dir);
+    let out = graphloom_ok(&a.iter().map(String::as_str).collect::<Vec<_>>());
+    let rows: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str().unwrap()).collect();
+    assert_eq!(
+        phases,
+        ["prepare", "sample", "train", "train_in_memory", "probe"]
+    );
+    for r in &rows {
+        for key in [
+            "system",
+            "phase",
+            "nodes",
+            "edges",
+            "seconds",
+            "peak_anon_bytes",
+            "peak_file_bytes",
+            "seeds_per_second",
+            "sampled_edges_per_second",
+            "disk_reads_per_second",
+            "probe_reads_per_second",
+            "cache_hit_rate",
+            "val_acc",
+        ] {
+            assert!(r.get(key).is_some(), "{key} missing from {r}");
+        }
+        assert_eq!(r["nodes"].as_u64(), Some(20000));
+    }
+    assert!(rows[2]["seeds_per_second"].as_f64().unwrap() > 0.0);
+    assert!(rows[3]["seeds_per_second"].as_f64().unwrap() > 0.0);
+    assert!(rows[2]["cache_hit_rate"].as_f64().is_some());
+    assert!(rows[1]["sampled_edges_per_second"].as_f64().unwrap() > 0.0);
+    assert!(plot.exists());
+    // A folder the bench did not make is refused before any work.
+    let other = root.join("mine");
+    std::fs::create_dir_all(&other).unwrap();
+    std::fs::write(other.join("keep.txt"), "x").unwrap();
+    let b = args(&other);
+    let out = graphloom(&b.iter().map(String::as_str).collect::<Vec<_>>());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("was not made by"),
+        "{err}"
+    );
+    assert!(other.join("keep.txt").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }

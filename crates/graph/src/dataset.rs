@@ -47,6 +47,8 @@ impl Meta {
                 "is a partitioned dataset: give the folder it was partitioned from"
             } else if dir.is_dir() {
                 "is not a dataset directory (it has no meta.json): make one with graphloom prepare"
+            } else if dir.exists() {
+                "is a file, not a dataset directory: give the folder holding meta.json"
             } else {
                 "does not exist: make a dataset directory with graphloom prepare"
             };

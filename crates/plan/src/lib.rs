@@ -381,10 +381,21 @@ fn check_applicable(
             "it is where --inference-memory-gib keeps layer outputs",
         )?;
     }
-    if s.inference_memory_gib.is_some() {
-        let exact = "it evaluates exactly, and --eval-fanouts/--eval-nodes evaluate by sampling";
-        given(s.eval_fanouts.is_some(), "--eval-fanouts", exact)?;
-        given(s.eval_nodes.is_some(), "--eval-nodes", exact)?;
+    if s.inference_memory_gib.is_some() && (s.eval_fanouts.is_some() || s.eval_nodes.is_some()) {
+        return Err(PlanError::Invalid {
+            option: "--inference-memory-gib",
+            reason: "evaluates exactly, and --eval-fanouts/--eval-nodes evaluate by sampling: \
+                     give one or the other"
+                .into(),
+        });
+    }
+    if let Some(dir) = &s.scratch_dir {
+        if !dir.is_dir() {
+            return Err(PlanError::Invalid {
+                option: "--scratch-dir",
+                reason: format!("{} is not a folder", dir.display()),
+            });
+        }
     }
     if mode == TrainMode::MiniBatch && s.features_location != Some(FeaturesLocation::Mmap) {
         given(
