@@ -4,7 +4,7 @@
 //! `np.load`. bf16 has no numpy dtype: it is stored as `<u2` and `meta.json` names the dtype.
 
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::path::Path;
 
 use crate::{Error, Result};
@@ -294,7 +294,10 @@ fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
 
 /// The version-1 header of an array of `dtype` and `shape`, padded so the data starts on a
 /// 64-byte boundary.
-pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize]) -> Vec<u8> {
+///
+/// The header is at least `min_len` bytes long (padded with spaces), so a shorter header can
+/// overwrite a longer one in place.
+pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize], min_len: usize) -> Vec<u8> {
     let shape_text = match shape {
         [n] => format!("({n},)"),
         dims => format!(
@@ -311,7 +314,7 @@ pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize]) -> Vec<u8> {
         shape_text
     );
     // Pad so the data starts on a 64-byte boundary, ending the header with a newline.
-    while (10 + dict.len() + 1) % 64 != 0 {
+    while (10 + dict.len() + 1) % 64 != 0 || 10 + dict.len() + 1 < min_len {
         dict.push(' ');
     }
     dict.push('\n');
@@ -324,23 +327,9 @@ pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize]) -> Vec<u8> {
 /// Writes `data` with `shape` as a version-1 `.npy` file, through a temporary file renamed into
 /// place, so a reader never sees half an array.
 pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<()> {
-    assert_eq!(
-        data.len(),
-        shape.iter().product::<usize>(),
-        "npy::write: data does not fill shape"
-    );
-    crate::write_atomic(path, |w: &mut BufWriter<File>| {
-        w.write_all(&header_bytes(T::DTYPE, shape))?;
-        let mut buf = Vec::with_capacity(1 << 16);
-        for chunk in data.chunks(8192) {
-            buf.clear();
-            for &v in chunk {
-                v.write_le(&mut buf);
-            }
-            w.write_all(&buf)?;
-        }
-        Ok(())
-    })
+    let mut out = crate::NpyWriter::<T>::create(path, shape)?;
+    out.write(data)?;
+    out.finish()
 }
 
 #[cfg(test)]

@@ -122,7 +122,10 @@ pub struct NpyWriter<T: NpyElement> {
     out: Option<BufWriter<File>>,
     tmp: PathBuf,
     path: PathBuf,
+    /// The shape's element count, and those still to write.
+    total: usize,
     remaining: usize,
+    header_len: usize,
     buf: Vec<u8>,
     _element: PhantomData<T>,
 }
@@ -141,13 +144,15 @@ impl<T: NpyElement> NpyWriter<T> {
         let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
-        out.write_all(&header_bytes(T::DTYPE, shape))
-            .map_err(|e| Error::io(&tmp, e))?;
+        let header = header_bytes(T::DTYPE, shape, 0);
+        out.write_all(&header).map_err(|e| Error::io(&tmp, e))?;
         Ok(NpyWriter {
             out: Some(out),
             tmp,
             path: path.to_path_buf(),
+            total: remaining,
             remaining,
+            header_len: header.len(),
             buf: Vec::new(),
             _element: PhantomData,
         })
@@ -178,18 +183,40 @@ impl<T: NpyElement> NpyWriter<T> {
     }
 
     /// Checks every element was written, then renames the file into place.
-    pub fn finish(mut self) -> Result<()> {
+    pub fn finish(self) -> Result<()> {
         if self.remaining != 0 {
             return Err(Error::format(
                 &self.path,
                 format!("{} elements short of its shape", self.remaining),
             ));
         }
+        self.close(None)
+    }
+
+    /// Ends a 1-D array at the elements written so far, fewer than its shape announced (rows
+    /// whose final length is known only once written): the header is rewritten in place.
+    pub fn finish_shorter(self) -> Result<()> {
+        let written = self.total - self.remaining;
+        self.close(Some(written))
+    }
+
+    /// Flushes, rewrites the header for `len` elements when given, syncs and renames.
+    fn close(mut self, len: Option<usize>) -> Result<()> {
+        use std::io::{Seek, SeekFrom};
+        let io = |e| Error::io(&self.tmp, e);
         let out = self.out.take().expect("open until finish");
-        let file = out
-            .into_inner()
-            .map_err(|e| Error::io(&self.tmp, e.into_error()))?;
-        file.sync_all().map_err(|e| Error::io(&self.tmp, e))?;
+        let mut file = out.into_inner().map_err(|e| io(e.into_error()))?;
+        if let Some(len) = len {
+            let header = header_bytes(T::DTYPE, &[len], self.header_len);
+            if header.len() != self.header_len {
+                return Err(Error::format(&self.path, "the shorter header does not fit"));
+            }
+            file.seek(SeekFrom::Start(0)).map_err(io)?;
+            file.write_all(&header).map_err(io)?;
+            file.set_len((self.header_len + len * std::mem::size_of::<T>()) as u64)
+                .map_err(io)?;
+        }
+        file.sync_all().map_err(io)?;
         std::fs::rename(&self.tmp, &self.path).map_err(|e| Error::io(&self.path, e))
     }
 }
@@ -224,6 +251,14 @@ mod tests {
         assert_eq!(m.shape(), &[5, 2]);
         assert_eq!(&m[..], &(0..10).collect::<Vec<i64>>()[..]);
         assert!(MappedNpy::<i32>::open(&p).is_err());
+        let mut cut = NpyWriter::<i32>::create(&dir.join("cut.npy"), &[1_000_000]).unwrap();
+        cut.write(&[7, 8, 9]).unwrap();
+        cut.finish_shorter().unwrap();
+        assert_eq!(
+            crate::npy::read::<i32>(&dir.join("cut.npy")).unwrap().data,
+            vec![7, 8, 9]
+        );
+        std::fs::remove_file(dir.join("cut.npy")).unwrap();
         let short = NpyWriter::<f32>::create(&dir.join("b.npy"), &[4]).unwrap();
         assert!(short.finish().unwrap_err().to_string().contains("short"));
         drop(NpyWriter::<f32>::create(&dir.join("c.npy"), &[4]).unwrap());

@@ -114,83 +114,72 @@ pub(crate) fn write_csr(
         ));
     }
     let placed_offsets = degrees(n, edges, origin, progress)?;
-    let total = placed_offsets[n] as usize;
     let per_pass = (options.buffer_bytes / 4).max(1 << 10) as i64;
-    // Merging duplicates shortens rows: their final offsets are known only as they are
-    // written (without merging, they are the offsets counted).
-    let mut merged_offsets = options.simple.then(|| {
-        let mut v = Vec::with_capacity(n + 1);
-        v.push(0i64);
-        v
-    });
     let col_path = dir.join("csr_col_idx.npy");
-    // The ids go to a file of the unmerged length, cut to the merged one at the end.
-    let mut written = 0u64;
-    if n <= i32::MAX as usize {
-        let mut out = NpyWriter::<i32>::create(&col_path, &[total])?;
-        place_edges(
+    let (written, merged) = if n <= i32::MAX as usize {
+        write_columns::<i32>(
+            &col_path,
             n,
             edges,
             &placed_offsets,
             per_pass,
             options.simple,
             progress,
-            |row| {
-                let ids: Vec<i32> = row.iter().map(|&v| v as i32).collect();
-                written += ids.len() as u64;
-                if let Some(offsets) = &mut merged_offsets {
-                    offsets.push(written as i64);
-                }
-                out.write(&ids).map_err(Error::from)
-            },
-        )?;
-        out.write(&vec![0; total - written as usize])?;
-        out.finish()?;
-        if written as usize != total {
-            truncate_npy::<i32>(&col_path, written as usize)?;
-        }
+            |v| v as i32,
+        )?
     } else {
-        let mut out = NpyWriter::<i64>::create(&col_path, &[total])?;
-        place_edges(
+        write_columns::<i64>(
+            &col_path,
             n,
             edges,
             &placed_offsets,
             per_pass,
             options.simple,
             progress,
-            |row| {
-                let ids: Vec<i64> = row.iter().map(|&v| i64::from(v)).collect();
-                written += ids.len() as u64;
-                if let Some(offsets) = &mut merged_offsets {
-                    offsets.push(written as i64);
-                }
-                out.write(&ids).map_err(Error::from)
-            },
-        )?;
-        out.write(&vec![0; total - written as usize])?;
-        out.finish()?;
-        if written as usize != total {
-            truncate_npy::<i64>(&col_path, written as usize)?;
-        }
-    }
-    let offsets = merged_offsets.as_deref().unwrap_or(&placed_offsets);
+            i64::from,
+        )?
+    };
     let mut out = NpyWriter::<i64>::create(&dir.join("csr_row_ptr.npy"), &[n + 1])?;
-    out.write(offsets)?;
+    out.write(merged.as_deref().unwrap_or(&placed_offsets))?;
     out.finish()?;
     Ok(written)
 }
 
-/// Rewrites the 1-D `.npy` at `path` keeping its first `len` elements, in chunks.
-fn truncate_npy<T: graphloom_io::npy::NpyElement>(path: &Path, len: usize) -> Result<()> {
-    let full = graphloom_io::MappedNpy::<T>::open(path)?;
-    let short = path.with_extension("short.npy");
-    let mut out = NpyWriter::<T>::create(&short, &[len])?;
-    for chunk in full[..len].chunks(1 << 20) {
-        out.write(chunk)?;
-    }
-    out.finish()?;
-    drop(full);
-    std::fs::rename(&short, path).map_err(|e| Error::io(path, e))
+/// Writes `csr_col_idx.npy` with ids of type `T` from the rows [`place_edges`] hands on;
+/// returns the ids written and, for a simple graph (rows shortened by merging), the offsets
+/// of the rows as written.
+#[allow(clippy::too_many_arguments)]
+fn write_columns<T: graphloom_io::npy::NpyElement>(
+    path: &Path,
+    n: usize,
+    edges: &dyn EdgeStream,
+    row_ptr: &[i64],
+    per_pass: i64,
+    simple: bool,
+    progress: Progress<'_>,
+    id: fn(NodeId) -> T,
+) -> Result<(u64, Option<Vec<i64>>)> {
+    let mut out = NpyWriter::<T>::create(path, &[row_ptr[n] as usize])?;
+    // Merging duplicates shortens rows: their final offsets are known only as they are
+    // written (without merging, they are the offsets counted).
+    let mut merged = simple.then(|| {
+        let mut v = Vec::with_capacity(n + 1);
+        v.push(0i64);
+        v
+    });
+    let (mut written, mut ids) = (0u64, Vec::new());
+    place_edges(n, edges, row_ptr, per_pass, simple, progress, |row| {
+        ids.clear();
+        ids.extend(row.iter().map(|&v| id(v)));
+        written += ids.len() as u64;
+        if let Some(offsets) = &mut merged {
+            offsets.push(written as i64);
+        }
+        out.write(&ids).map_err(Error::from)
+    })?;
+    // Merging duplicates shortens the file the unmerged count announced.
+    out.finish_shorter()?;
+    Ok((written, merged))
 }
 
 /// The offsets of every edge by destination: one pass counting in-degrees, checking ids.
@@ -260,6 +249,8 @@ fn place_edges(
     mut emit: impl FnMut(&[NodeId]) -> Result<()>,
 ) -> Result<()> {
     let total = row_ptr[n] as u64;
+    // A simple graph's rows, without loops and duplicates, one at a time.
+    let mut kept: Vec<NodeId> = Vec::new();
     let mut lo = 0usize;
     while lo < n {
         // The widest range of rows from `lo` within the buffer (at least one row).
@@ -311,7 +302,8 @@ fn place_edges(
             for (k, row) in rows.into_iter().enumerate() {
                 if simple {
                     let v = (block + k) as NodeId;
-                    let mut kept: Vec<NodeId> = row.iter().copied().filter(|&u| u != v).collect();
+                    kept.clear();
+                    kept.extend(row.iter().copied().filter(|&u| u != v));
                     kept.dedup();
                     emit(&kept)?;
                 } else {
