@@ -71,6 +71,24 @@ impl Meta {
     }
 }
 
+impl Meta {
+    /// Writes `meta.json` into the dataset directory `dir`.
+    pub(crate) fn write(&self, dir: &Path) -> Result<()> {
+        let path = file(dir, "meta.json");
+        let text = serde_json::to_string_pretty(self).expect("meta serialises");
+        std::fs::write(&path, text + "\n").map_err(|e| Error::io(&path, e))
+    }
+}
+
+/// Writes the train, validation and test ids into the dataset directory `dir`.
+pub(crate) fn write_splits(dir: &Path, splits: [&[usize]; 3]) -> Result<()> {
+    for (name, ids) in SPLIT_FILES.iter().zip(splits) {
+        let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
+        npy::write(&file(dir, name), &ids, &[ids.len()])?;
+    }
+    Ok(())
+}
+
 fn default_feat_dtype() -> String {
     "f32".into()
 }
@@ -304,9 +322,7 @@ impl Dataset {
     }
 
     fn write_files(&self, dir: &Path) -> Result<()> {
-        let meta_path = file(dir, "meta.json");
-        let text = serde_json::to_string_pretty(&self.meta).expect("meta serialises");
-        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))?;
+        self.meta.write(dir)?;
         let g = &self.graph;
         npy::write(
             &file(dir, "csr_row_ptr.npy"),
@@ -328,14 +344,7 @@ impl Dataset {
             &self.labels,
             &[self.labels.len()],
         )?;
-        for (name, ids) in [
-            ("train_idx.npy", &self.train_idx),
-            ("valid_idx.npy", &self.valid_idx),
-            ("test_idx.npy", &self.test_idx),
-        ] {
-            let v: Vec<i64> = ids.iter().map(|&i| i as i64).collect();
-            npy::write(&file(dir, name), &v, &[v.len()])?;
-        }
+        write_splits(dir, [&self.train_idx, &self.valid_idx, &self.test_idx])?;
         if let Some(w) = &self.edge_weight {
             npy::write(&file(dir, "edge_weight.npy"), w, &[w.len()])?;
         }

@@ -6,13 +6,14 @@
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 
-use graphloom_io::{MappedNpy, NpyWriter};
+use graphloom_io::MappedNpy;
 use rayon::prelude::*;
 
+use super::features::copy_features;
 use super::stream_csr::{
     node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress,
 };
-use crate::dataset::write_dir_atomic;
+use crate::dataset::{write_dir_atomic, write_splits};
 use crate::{npy, random_split, Error, Meta, Result};
 
 /// Edges per chunk handed to the CSR builder.
@@ -238,76 +239,22 @@ pub fn write(
         };
         meta.num_edges = write_csr(tmp, n, edges, input.edges, &options, progress)? as usize;
         if let Some((p, _, _)) = features {
-            copy_features(p, n, feat_dim, &tmp.join("node_feat.npy"), progress)?;
+            let file = std::fs::File::open(p).map_err(|e| Error::io(p, e))?;
+            let mut stream = std::io::BufReader::with_capacity(1 << 20, file);
+            copy_features(
+                &mut stream,
+                n,
+                feat_dim,
+                p,
+                &tmp.join("node_feat.npy"),
+                progress,
+            )?;
         }
         npy::write(&tmp.join("node_label.npy"), &labels, &[n])?;
         let (train, valid, test) = random_split(n, 0.6, 0.2, 0.2, input.seed);
-        for (name, ids) in [
-            ("train_idx.npy", train),
-            ("valid_idx.npy", valid),
-            ("test_idx.npy", test),
-        ] {
-            let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
-            npy::write(&tmp.join(name), &ids, &[ids.len()])?;
-        }
+        write_splits(tmp, [&train, &valid, &test])?;
         progress(Phase::Labels, n as u64, n as u64);
-        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-        let meta_path = tmp.join("meta.json");
-        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
+        meta.write(tmp)
     })?;
     Ok(meta)
-}
-
-/// Copies `[n, dim]` features of any float dtype to an f32 `.npy`, a chunk of rows at a time,
-/// refusing a non-finite value.
-fn copy_features(
-    from: &Path,
-    n: usize,
-    dim: usize,
-    to: &Path,
-    progress: Progress<'_>,
-) -> Result<()> {
-    let mut out = NpyWriter::<f32>::create(to, &[n, dim])?;
-    let rows_per_chunk = ((1 << 22) / dim.max(1)).max(1);
-    let mut write = |values: &[f32], first_row: usize| -> Result<()> {
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::invalid(
-                from,
-                format!(
-                    "non-finite feature at node {}, column {}",
-                    first_row + i / dim.max(1),
-                    i % dim.max(1)
-                ),
-            ));
-        }
-        out.write(values)?;
-        progress(
-            Phase::Features,
-            (first_row + values.len() / dim.max(1)) as u64,
-            n as u64,
-        );
-        Ok(())
-    };
-    match npy::read_header(from)?.dtype {
-        npy::NpyDType::F32 => {
-            let m = MappedNpy::<f32>::open(from)?;
-            for (c, chunk) in m.chunks(rows_per_chunk * dim.max(1)).enumerate() {
-                write(chunk, c * rows_per_chunk)?;
-            }
-        }
-        npy::NpyDType::F64 => {
-            let m = MappedNpy::<f64>::open(from)?;
-            for (c, chunk) in m.chunks(rows_per_chunk * dim.max(1)).enumerate() {
-                let values: Vec<f32> = chunk.iter().map(|&v| v as f32).collect();
-                write(&values, c * rows_per_chunk)?;
-            }
-        }
-        other => {
-            return Err(Error::format(
-                from,
-                format!("features of dtype {other:?}; expected float32 or float64"),
-            ))
-        }
-    }
-    Ok(out.finish()?)
 }

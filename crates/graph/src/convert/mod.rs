@@ -2,6 +2,7 @@
 
 mod assemble;
 pub mod edgelist;
+mod features;
 pub mod npz;
 pub mod ogb;
 mod pickle;

@@ -9,12 +9,11 @@ use std::path::{Path, PathBuf};
 
 use flate2::read::GzDecoder;
 
-use graphloom_io::NpyWriter;
-
 use super::assemble::{assemble, name_from, Parts};
 use super::edgelist::EdgeFile;
-use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Phase, Progress};
-use crate::dataset::write_dir_atomic;
+use super::features::{copy_features, stream_header};
+use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Progress};
+use crate::dataset::{write_dir_atomic, write_splits};
 use crate::{Dataset, Error, Meta, Result, UNLABELLED};
 
 /// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
@@ -160,28 +159,6 @@ fn with_member<T>(
     read(&mut entry)
 }
 
-/// Reads the `.npy` header at the start of a member's stream; returns it and the bytes of
-/// data read past it.
-fn member_header(
-    stream: &mut dyn std::io::Read,
-    path: &Path,
-) -> Result<(crate::npy::NpyHeader, Vec<u8>)> {
-    let mut head = vec![0u8; 4096];
-    let mut got = 0;
-    while got < head.len() {
-        let n = stream
-            .read(&mut head[got..])
-            .map_err(|e| Error::io(path, e))?;
-        if n == 0 {
-            break;
-        }
-        got += n;
-    }
-    let header = crate::npy::parse_header(&head[..got], path)?;
-    let rest = head[header.data_offset.min(got)..got].to_vec();
-    Ok((header, rest))
-}
-
 /// Converts the `.npz` raw layout of `dir` (see [`has_npz_layout`]) into the dataset directory
 /// `out` in bounded memory: `edge_index` is copied out of the archive once (to a temporary
 /// `.npy` in the output's temporary directory) and the CSR built by passes over it, features
@@ -224,7 +201,7 @@ pub fn write_npz(
         }
     }
     let feat_dim = with_member(&data, "node_feat", |r| {
-        let (header, _) = member_header(r, &data)?;
+        let (header, _) = stream_header(r, &data)?;
         match header.shape[..] {
             [rows, cols] if rows == n => Ok(cols),
             _ => Err(Error::format(
@@ -276,81 +253,11 @@ pub fn write_npz(
         drop(edges);
         std::fs::remove_file(&edge_copy).map_err(|e| Error::io(&edge_copy, e))?;
         with_member(&data, "node_feat", |r| {
-            copy_member_features(r, n, feat_dim, &data, &tmp.join("node_feat.npy"), progress)
+            copy_features(r, n, feat_dim, &data, &tmp.join("node_feat.npy"), progress)
         })?;
         crate::npy::write(&tmp.join("node_label.npy"), &labels, &[n])?;
-        for (name, ids) in ["train_idx.npy", "valid_idx.npy", "test_idx.npy"]
-            .iter()
-            .zip(&split)
-        {
-            let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
-            crate::npy::write(&tmp.join(name), &ids, &[ids.len()])?;
-        }
-        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-        let meta_path = tmp.join("meta.json");
-        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
+        write_splits(tmp, [&split[0], &split[1], &split[2]])?;
+        meta.write(tmp)
     })?;
     Ok(meta)
-}
-
-/// Copies the `[n, dim]` f32 or f64 features of a member's stream to an f32 `.npy`, a chunk
-/// of rows at a time, refusing a non-finite value.
-fn copy_member_features(
-    stream: &mut dyn std::io::Read,
-    n: usize,
-    dim: usize,
-    origin: &Path,
-    to: &Path,
-    progress: Progress<'_>,
-) -> Result<()> {
-    let (header, mut pending) = member_header(stream, origin)?;
-    let size = header.dtype.size();
-    if !matches!(
-        header.dtype,
-        crate::npy::NpyDType::F32 | crate::npy::NpyDType::F64
-    ) {
-        return Err(Error::format(
-            origin,
-            format!(
-                "node_feat of dtype {:?}; expected float32 or float64",
-                header.dtype
-            ),
-        ));
-    }
-    let mut out = NpyWriter::<f32>::create(to, &[n, dim])?;
-    let rows_per_chunk = ((1 << 22) / dim.max(1)).max(1);
-    let mut row = 0;
-    while row < n {
-        let rows = rows_per_chunk.min(n - row);
-        let want = rows * dim * size;
-        let start = pending.len();
-        pending.resize(want.max(start), 0);
-        if start < want {
-            stream
-                .read_exact(&mut pending[start..want])
-                .map_err(|e| Error::format(origin, format!("node_feat: {e}")))?;
-        }
-        let values: Vec<f32> = pending[..want]
-            .chunks_exact(size)
-            .map(|b| match size {
-                4 => f32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-                _ => f64::from_le_bytes(b.try_into().expect("8 bytes")) as f32,
-            })
-            .collect();
-        if let Some(i) = values.iter().position(|v| !v.is_finite()) {
-            return Err(Error::invalid(
-                origin,
-                format!(
-                    "non-finite feature at node {}, column {}",
-                    row + i / dim.max(1),
-                    i % dim.max(1)
-                ),
-            ));
-        }
-        out.write(&values)?;
-        pending.drain(..want);
-        row += rows;
-        progress(Phase::Features, row as u64, n as u64);
-    }
-    Ok(out.finish()?)
 }

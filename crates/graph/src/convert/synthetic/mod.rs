@@ -309,31 +309,34 @@ impl FeatureDraws {
         self.means[class as usize * self.dim + j] + noise
     }
 
-    /// Rows `rows` as f32 or bf16 bits into `out` (`rows.len() * dim` elements).
-    pub(crate) fn fill_f32(&self, draws: &Draws, rows: std::ops::Range<usize>, out: &mut [f32]) {
-        let d = self.dim;
-        out.par_chunks_mut(d.max(1))
+    /// Rows `rows` into `out` (`rows.len() * dim` elements), each value stored as `store`
+    /// makes it (f32, or bf16 bits).
+    pub(crate) fn fill<E: Send>(
+        &self,
+        draws: &Draws,
+        rows: std::ops::Range<usize>,
+        out: &mut [E],
+        store: impl Fn(f64) -> E + Sync,
+    ) {
+        out.par_chunks_mut(self.dim.max(1))
             .zip(rows.into_par_iter())
             .for_each(|(row, v)| {
                 let class = draws.class(v);
                 for (j, x) in row.iter_mut().enumerate() {
-                    *x = self.value(v, class, j) as f32;
+                    *x = store(self.value(v, class, j));
                 }
             });
     }
+}
 
-    /// [`FeatureDraws::fill_f32`] rounded to bf16, as its bits.
-    pub(crate) fn fill_bf16(&self, draws: &Draws, rows: std::ops::Range<usize>, out: &mut [u16]) {
-        let d = self.dim;
-        out.par_chunks_mut(d.max(1))
-            .zip(rows.into_par_iter())
-            .for_each(|(row, v)| {
-                let class = draws.class(v);
-                for (j, x) in row.iter_mut().enumerate() {
-                    *x = bf16::from_f64(self.value(v, class, j)).to_bits();
-                }
-            });
-    }
+/// A feature value as f32.
+pub(crate) fn as_f32(v: f64) -> f32 {
+    v as f32
+}
+
+/// A feature value as bf16 bits, as bf16 features are stored.
+pub(crate) fn as_bf16_bits(v: f64) -> u16 {
+    bf16::from_f64(v).to_bits()
 }
 
 /// The train, validation and test ids (each sorted).
@@ -416,14 +419,14 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
         let _g = category_scope(Category::Features);
         if cfg.feat_dtype == DType::BF16 {
             let mut bits = vec![0u16; n * d];
-            values.fill_bf16(&draws, 0..n, &mut bits);
+            values.fill(&draws, 0..n, &mut bits, as_bf16_bits);
             Tensor::from_vec(
                 bits.into_iter().map(bf16::from_bits).collect::<Vec<_>>(),
                 &[n, d],
             )?
         } else {
             let mut v = vec![0f32; n * d];
-            values.fill_f32(&draws, 0..n, &mut v);
+            values.fill(&draws, 0..n, &mut v, as_f32);
             Tensor::from_vec(v, &[n, d])?
         }
     };

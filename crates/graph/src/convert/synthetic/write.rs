@@ -9,10 +9,13 @@ use std::path::Path;
 use graphloom_io::NpyWriter;
 use rayon::prelude::*;
 
-use super::{meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws, SyntheticConfig};
+use super::{
+    as_bf16_bits, as_f32, meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws,
+    SyntheticConfig,
+};
 use crate::convert::stream_csr::{write_csr, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress};
-use crate::dataset::write_dir_atomic;
-use crate::{Error, Meta, Result, UNLABELLED};
+use crate::dataset::{write_dir_atomic, write_splits};
+use crate::{Meta, Result, UNLABELLED};
 
 /// Edges drawn per parallel task.
 const EDGES_PER_TASK: u64 = 1 << 16;
@@ -40,9 +43,7 @@ pub fn write(
         write_csr(tmp, draws.n, &draws, dir, &options, progress)?;
         write_labels_and_splits(cfg, &draws, tmp, progress)?;
         write_features(cfg, &draws, tmp, progress)?;
-        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-        let meta_path = tmp.join("meta.json");
-        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
+        meta.write(tmp)
     })?;
     Ok(meta)
 }
@@ -89,13 +90,7 @@ fn write_labels_and_splits(
 ) -> Result<()> {
     let n = draws.n;
     let splits = split_ids(cfg, n);
-    for (name, ids) in ["train_idx.npy", "valid_idx.npy", "test_idx.npy"]
-        .iter()
-        .zip(&splits)
-    {
-        let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
-        crate::npy::write(&dir.join(name), &ids, &[ids.len()])?;
-    }
+    write_splits(dir, [&splits[0], &splits[1], &splits[2]])?;
     // Split members in one sorted list, walked beside the nodes.
     let mut labelled: Vec<usize> = splits.concat();
     labelled.sort_unstable();
@@ -129,35 +124,33 @@ fn write_features(
     dir: &Path,
     progress: Progress<'_>,
 ) -> Result<()> {
+    let path = dir.join("node_feat.npy");
+    if cfg.feat_dtype == graphloom_tensor::DType::BF16 {
+        write_rows(cfg, draws, &path, progress, as_bf16_bits)
+    } else {
+        write_rows(cfg, draws, &path, progress, as_f32)
+    }
+}
+
+/// Writes every node's feature row into `path`, a chunk of rows at a time, stored as `store`
+/// makes each value.
+fn write_rows<E: graphloom_io::npy::NpyElement + Send>(
+    cfg: &SyntheticConfig,
+    draws: &Draws,
+    path: &Path,
+    progress: Progress<'_>,
+    store: fn(f64) -> E,
+) -> Result<()> {
     let (n, d) = (draws.n, cfg.feat_dim);
     let values = FeatureDraws::new(cfg, draws);
-    let path = dir.join("node_feat.npy");
-    let bf16 = cfg.feat_dtype == graphloom_tensor::DType::BF16;
-    let (mut out16, mut out32) = if bf16 {
-        (Some(NpyWriter::<u16>::create(&path, &[n, d])?), None)
-    } else {
-        (None, Some(NpyWriter::<f32>::create(&path, &[n, d])?))
-    };
-    let (mut bits, mut floats) = (Vec::new(), Vec::new());
+    let mut out = NpyWriter::<E>::create(path, &[n, d])?;
+    let mut chunk = Vec::new();
     for start in (0..n).step_by(ROWS_PER_CHUNK) {
         let end = (start + ROWS_PER_CHUNK).min(n);
-        if let Some(out) = &mut out16 {
-            bits.resize((end - start) * d, 0u16);
-            values.fill_bf16(draws, start..end, &mut bits);
-            out.write(&bits)?;
-        }
-        if let Some(out) = &mut out32 {
-            floats.resize((end - start) * d, 0f32);
-            values.fill_f32(draws, start..end, &mut floats);
-            out.write(&floats)?;
-        }
+        chunk.resize((end - start) * d, E::default());
+        values.fill(draws, start..end, &mut chunk, store);
+        out.write(&chunk)?;
         progress(Phase::Features, end as u64, n as u64);
     }
-    if let Some(out) = out16 {
-        out.finish()?;
-    }
-    if let Some(out) = out32 {
-        out.finish()?;
-    }
-    Ok(())
+    Ok(out.finish()?)
 }
