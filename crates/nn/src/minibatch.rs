@@ -25,7 +25,8 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 use crate::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
 use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
 use crate::train::{
-    fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
+    correct_predictions, fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig,
+    TrainReport, Workload,
 };
 use crate::{Error, Result};
 
@@ -619,12 +620,9 @@ impl Workload for MiniBatch<'_> {
             // Every worker evaluates the whole graph: its counts are the job's.
             let mut counts = SplitCounts::default();
             for (s, ids) in [d.train_idx, d.valid_idx, d.test_idx].iter().enumerate() {
-                let rows = logp.gather(ids)?;
                 let labels: Vec<i64> = ids.iter().map(|&v| d.labels[v]).collect();
-                let local: Vec<usize> = (0..ids.len()).collect();
-                let one = SplitCounts::of(&rows, &labels, [&[], &local, &[]]);
-                counts.correct[s] = one.correct[1];
-                counts.total[s] = one.total[1];
+                counts.correct[s] = correct_predictions(&logp.gather(ids)?, &labels);
+                counts.total[s] = ids.len() as f64;
             }
             return Ok(counts);
         }
@@ -699,23 +697,20 @@ impl MiniBatch<'_> {
                         EVAL_EPOCH,
                     )
                 })?;
-                let x = match (&mut self.inputs, batch.as_ref().map(|b| &b.x)) {
-                    (_, None) => {
-                        if let Inputs::Embedding { table, .. } = &mut self.inputs {
-                            table.gather(&[])?;
-                        }
-                        continue;
+                let Some(batch) = batch else {
+                    // An empty slice still takes part in the embedding table's gather.
+                    if let Inputs::Embedding { table, .. } = &mut self.inputs {
+                        table.gather(&[])?;
                     }
-                    (_, Some(Some(x))) => x.clone(),
-                    (Inputs::Embedding { table, .. }, Some(None)) => {
-                        let ids = &batch.as_ref().expect("matched").graphs[0].src_ids;
-                        table.gather(ids)?.cast(cfg.dtype)?
-                    }
-                    (Inputs::Features(_), Some(None)) => {
-                        unreachable!("features are gathered by prepare")
-                    }
+                    continue;
                 };
-                let batch = batch.expect("matched above");
+                let x = match (&batch.x, &mut self.inputs) {
+                    (Some(x), _) => x.clone(),
+                    (None, Inputs::Embedding { table, .. }) => {
+                        table.gather(&batch.graphs[0].src_ids)?.cast(cfg.dtype)?
+                    }
+                    (None, Inputs::Features(_)) => unreachable!("features are gathered by prepare"),
+                };
                 let mut tape = Tape::no_grad();
                 let logp = self.model.forward_blocks(
                     &mut tape,
@@ -724,13 +719,7 @@ impl MiniBatch<'_> {
                     &batch.graphs,
                     crate::model::Mode::inference(),
                 )?;
-                let scores = logp.value().to_vec_f64();
-                let classes = scores.len() / seeds.len();
-                counts.correct[split] += scores
-                    .chunks(classes)
-                    .zip(batch.labels.iter())
-                    .filter(|(row, &label)| crate::train::predicted_class(row) as i64 == label)
-                    .count() as f64;
+                counts.correct[split] += correct_predictions(logp.value(), &batch.labels);
             }
         }
         self.sampler = Some(sampler);

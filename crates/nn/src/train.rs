@@ -80,6 +80,16 @@ pub struct SplitCounts {
     pub total: [f64; 3],
 }
 
+/// How many rows of `logp` (class scores, one row per label) predict their label.
+pub fn correct_predictions(logp: &Tensor, labels: &[i64]) -> f64 {
+    let (_, c) = logp.dims2();
+    logp.to_vec_f64()
+        .chunks(c.max(1))
+        .zip(labels)
+        .filter(|(row, &label)| predicted_class(row) as i64 == label)
+        .count() as f64
+}
+
 impl SplitCounts {
     /// The counts of `logp` (one row per node of `labels`) on the splits `idx`.
     pub fn of(logp: &Tensor, labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
