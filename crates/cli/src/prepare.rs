@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use graphloom_graph::convert::synthetic::EdgeModel;
-use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic};
+use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic, Progress};
 use graphloom_plan::StorageDType;
 
 use crate::output::choice;
@@ -169,15 +169,16 @@ impl SyntheticArgs {
 }
 
 pub(crate) fn run(args: PrepareArgs) -> Result<()> {
-    let start = std::time::Instant::now();
-    if let Source::Synthetic(s) = &args.source {
-        return run_synthetic(s, args.json, start);
-    }
-    let spinner = crate::output::spinner("preparing dataset");
-    let (ds, out) = match args.source {
-        Source::Planetoid { raw, name, out } => (planetoid::convert(&raw, &name)?, out),
-        Source::Npz { file, graph, out } => {
-            (npz::convert(&file, !graph.directed, graph.seed)?, out)
+    let (start, json) = (std::time::Instant::now(), args.json);
+    // Sources that stream to disk in bounded memory write as they go; the others are built
+    // in memory, then saved.
+    type Convert = Box<dyn FnOnce() -> graphloom_graph::Result<graphloom_graph::Dataset>>;
+    let (convert, out): (Convert, PathBuf) = match args.source {
+        Source::Synthetic(s) => {
+            let cfg = s.config()?;
+            return streamed(&s.out, json, start, |buffer, progress| {
+                synthetic::write(&cfg, &s.out, buffer, progress)
+            });
         }
         Source::Edgelist {
             edges,
@@ -195,53 +196,56 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
                 undirected: !graph.directed,
                 seed: graph.seed,
             };
-            spinner.finish_and_clear();
-            let progress = crate::output::PhaseProgress::new();
-            let meta = edgelist::write(&input, &out, buffer_bytes(), &|phase, done, total| {
-                progress.update(phase.name(), done, total)
-            })?;
-            progress.finish();
-            report(&meta, split_sizes(&out)?, &out, args.json, start);
-            return Ok(());
+            return streamed(&out, json, start, |buffer, progress| {
+                edgelist::write(&input, &out, buffer, progress)
+            });
         }
         Source::Ogb {
             raw,
             undirected,
             out,
         } if ogb::has_npz_layout(&raw) => {
-            spinner.finish_and_clear();
-            let progress = crate::output::PhaseProgress::new();
-            let meta = ogb::write_npz(&raw, undirected, &out, buffer_bytes(), &|phase, d, t| {
-                progress.update(phase.name(), d, t)
-            })?;
-            progress.finish();
-            report(&meta, split_sizes(&out)?, &out, args.json, start);
-            return Ok(());
+            return streamed(&out, json, start, |buffer, progress| {
+                ogb::write_npz(&raw, undirected, &out, buffer, progress)
+            });
         }
         Source::Ogb {
             raw,
             undirected,
             out,
-        } => (ogb::convert(&raw, undirected)?, out),
-        Source::Synthetic(_) => unreachable!("streamed above"),
+        } => (Box::new(move || ogb::convert(&raw, undirected)), out),
+        Source::Planetoid { raw, name, out } => {
+            (Box::new(move || planetoid::convert(&raw, &name)), out)
+        }
+        Source::Npz { file, graph, out } => (
+            Box::new(move || npz::convert(&file, !graph.directed, graph.seed)),
+            out,
+        ),
     };
+    let spinner = crate::output::spinner("preparing dataset");
+    let ds = convert()?;
     spinner.set_message(format!("writing {}", out.display()));
     ds.save(&out)?;
     spinner.finish_and_clear();
     let splits = [ds.train_idx.len(), ds.valid_idx.len(), ds.test_idx.len()];
-    report(&ds.meta, splits, &out, args.json, start);
+    report(&ds.meta, splits, &out, json, start);
     Ok(())
 }
 
-/// Streams a synthetic dataset to disk in bounded memory.
-fn run_synthetic(s: &SyntheticArgs, json: bool, start: std::time::Instant) -> Result<()> {
-    let cfg = s.config()?;
+/// Runs a writer that streams a dataset into `out` in bounded memory, with a progress bar per
+/// phase, then reports what it wrote.
+fn streamed(
+    out: &std::path::Path,
+    json: bool,
+    start: std::time::Instant,
+    write: impl FnOnce(usize, Progress<'_>) -> graphloom_graph::Result<graphloom_graph::Meta>,
+) -> Result<()> {
     let progress = crate::output::PhaseProgress::new();
-    let meta = synthetic::write(&cfg, &s.out, buffer_bytes(), &|phase, done, total| {
+    let meta = write(buffer_bytes(), &|phase, done, total| {
         progress.update(phase.name(), done, total)
     })?;
     progress.finish();
-    report(&meta, split_sizes(&s.out)?, &s.out, json, start);
+    report(&meta, split_sizes(out)?, out, json, start);
     Ok(())
 }
 
@@ -260,14 +264,8 @@ fn split_sizes(dir: &std::path::Path) -> Result<[usize; 3]> {
 /// The edge buffer of the streaming writers: a quarter of the memory available now, between
 /// 64 MiB and 2 GiB (more passes over the edges with less).
 fn buffer_bytes() -> usize {
-    let available = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemAvailable:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<usize>().ok())
-        })
-        .map_or(1 << 30, |kb| kb * 1024);
+    let available = graphloom_tensor::memory::system_memory_bytes("MemAvailable:")
+        .map_or(1 << 30, |b| b as usize);
     (available / 4).clamp(64 << 20, 2 << 30)
 }
 

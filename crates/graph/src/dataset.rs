@@ -291,17 +291,7 @@ impl Dataset {
             split("valid_idx.npy")?,
             split("test_idx.npy")?,
         ];
-        check_splits_disjoint(dir, meta.num_nodes, &splits)?;
-        for (name, ids) in SPLIT_FILES.iter().zip(&splits) {
-            if let Some(&v) = ids.iter().find(|&&v| labels[v] == UNLABELLED) {
-                return Err(Error::invalid(
-                    file(dir, name),
-                    format!(
-                        "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
-                    ),
-                ));
-            }
-        }
+        check_splits(dir, [&splits[0], &splits[1], &splits[2]], &labels)?;
         let [train_idx, valid_idx, test_idx] = splits;
         Ok(Dataset {
             train_idx,
@@ -379,15 +369,12 @@ pub const UNLABELLED: i64 = -1;
 /// The split files, in the order train, validation, test.
 pub(crate) const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
 
-/// Refuses a node listed twice in one split, or in two splits.
-pub(crate) fn check_splits_disjoint(
-    dir: &Path,
-    num_nodes: usize,
-    splits: &[Vec<usize>; 3],
-) -> Result<()> {
-    let mut owner = vec![u8::MAX; num_nodes];
+/// Refuses a node listed twice in one split, or in two splits, and a split node without a
+/// label (`labels` holds one per node).
+pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) -> Result<()> {
+    let mut owner = vec![u8::MAX; labels.len()];
     for (s, ids) in splits.iter().enumerate() {
-        for &v in ids {
+        for &v in ids.iter() {
             match owner[v] {
                 u8::MAX => owner[v] = s as u8,
                 o if o as usize == s => {
@@ -405,6 +392,14 @@ pub(crate) fn check_splits_disjoint(
                         ),
                     ))
                 }
+            }
+            if labels[v] == UNLABELLED {
+                return Err(Error::invalid(
+                    file(dir, SPLIT_FILES[s]),
+                    format!(
+                        "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
+                    ),
+                ));
             }
         }
     }

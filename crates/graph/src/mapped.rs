@@ -8,7 +8,7 @@ use graphloom_io::MappedNpy;
 use rayon::prelude::*;
 
 use crate::dataset::{
-    check_feature_header, check_feature_values, check_once, check_splits_disjoint, SPLIT_FILES,
+    check_feature_header, check_feature_values, check_once, check_splits, SPLIT_FILES,
 };
 use crate::sample::CsrSource;
 use crate::{npy, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
@@ -307,22 +307,11 @@ impl MappedDataset {
                 }
             })?;
         }
-        let splits = [
-            self.train_idx.clone(),
-            self.valid_idx.clone(),
-            self.test_idx.clone(),
-        ];
-        check_splits_disjoint(dir, n, &splits)?;
-        for (name, ids) in SPLIT_FILES.iter().zip(&splits) {
-            if let Some(&v) = ids.iter().find(|&&v| data.labels[v] == UNLABELLED) {
-                return Err(Error::invalid(
-                    file(dir, name),
-                    format!(
-                        "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
-                    ),
-                ));
-            }
-        }
+        check_splits(
+            dir,
+            [&self.train_idx, &self.valid_idx, &self.test_idx],
+            data.labels,
+        )?;
         Ok(())
     }
 

@@ -741,12 +741,5 @@ fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
 
 /// The machine's memory (`MemTotal`), 0 where it cannot be read.
 fn total_memory_bytes() -> u64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|t| {
-            t.lines()
-                .find_map(|l| l.strip_prefix("MemTotal:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
+    graphloom_tensor::memory::system_memory_bytes("MemTotal:").unwrap_or(0)
 }

@@ -244,22 +244,29 @@ pub struct RssReport {
     pub peak_bytes: u64,
 }
 
+/// The value in bytes of a `Key:   N kB` line of a `/proc` file's `text`.
+fn kib_field(text: &str, key: &str) -> Option<u64> {
+    let rest = text.lines().find_map(|l| l.strip_prefix(key))?;
+    let kb = rest
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// A field of the machine's `/proc/meminfo` in bytes (`"MemTotal:"`, `"MemAvailable:"`), or
+/// `None` where it cannot be read (non-Linux).
+pub fn system_memory_bytes(key: &str) -> Option<u64> {
+    kib_field(&std::fs::read_to_string("/proc/meminfo").ok()?, key)
+}
+
 impl RssReport {
     /// Reads `/proc/self/status`; every field is 0 where the file is missing (non-Linux).
     pub fn read() -> RssReport {
         let text = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-        let field = |key: &str| -> u64 {
-            text.lines()
-                .find_map(|l| l.strip_prefix(key))
-                .and_then(|rest| {
-                    rest.trim()
-                        .trim_end_matches("kB")
-                        .trim()
-                        .parse::<u64>()
-                        .ok()
-                })
-                .map_or(0, |kb| kb * 1024)
-        };
+        let field = |key: &str| kib_field(&text, key).unwrap_or(0);
         RssReport {
             anon_bytes: field("RssAnon:"),
             file_bytes: field("RssFile:"),
