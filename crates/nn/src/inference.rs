@@ -253,17 +253,13 @@ pub fn infer_layerwise(
             let seeds: Vec<NodeId> = (start as NodeId..end as NodeId).collect();
             let blocks = sampler.sample(&source, &seeds, &[-1], SamplerKind::Uniform, 0, 0)?;
             let block = &blocks[0];
-            let ids: Vec<i64> = block.src_nodes.iter().map(|&v| i64::from(v)).collect();
-            let x = match &previous {
-                Some(p) => {
-                    let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
-                    p.gather(&rows)?
-                }
-                None => input.gather(&ids)?.cast(cfg_model.dtype)?,
-            };
+            let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
             let mut graph = LayerGraph::new(block, gat);
+            let x = match &previous {
+                Some(p) => p.gather(&rows)?,
+                None => input.gather(&graph.src_ids)?.cast(cfg_model.dtype)?,
+            };
             if let Some(norm) = &norm {
-                let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
                 graph.gcn_norm = Some(Arc::new(norm.select(&rows)));
             }
             let mut tape = Tape::no_grad();

@@ -295,15 +295,22 @@ impl<'a> MiniBatch<'a> {
         seed: u64,
         mb: &MiniBatchConfig,
     ) -> Result<MiniBatch<'a>> {
-        if mb.fanouts.len() != cfg.layers {
-            return Err(Error::Mismatch {
-                what: "fanouts and layers",
+        let check_fanouts = |what: &'static str, fanouts: &[i64]| {
+            if fanouts.len() == cfg.layers {
+                return Ok(());
+            }
+            Err(Error::Mismatch {
+                what,
                 detail: format!(
                     "{} fanouts for a model of {} layers: give one fanout per layer",
-                    mb.fanouts.len(),
+                    fanouts.len(),
                     cfg.layers
                 ),
-            });
+            })
+        };
+        check_fanouts("fanouts and layers", &mb.fanouts)?;
+        if let Some(eval) = &mb.sampled_eval {
+            check_fanouts("evaluation fanouts and layers", &eval.fanouts)?;
         }
         if mb.batch_size == 0 {
             return Err(Error::InvalidSetting {
@@ -323,18 +330,6 @@ impl<'a> MiniBatch<'a> {
                     data.num_nodes()
                 ),
             });
-        }
-        if let Some(eval) = &mb.sampled_eval {
-            if eval.fanouts.len() != cfg.layers {
-                return Err(Error::Mismatch {
-                    what: "evaluation fanouts and layers",
-                    detail: format!(
-                        "{} fanouts for a model of {} layers: give one fanout per layer",
-                        eval.fanouts.len(),
-                        cfg.layers
-                    ),
-                });
-            }
         }
         let model = Model::for_blocks(cfg.clone(), seed)?;
         let eval_nodes = match &mb.sampled_eval {
