@@ -127,6 +127,13 @@ pub struct LocalComm {
 pub struct Local;
 
 impl Local {
+    /// A job of one rank that the calling thread runs itself, for front ends that own their
+    /// thread (an interpreter) rather than hand a closure to [`Local::run`].
+    pub fn single() -> Arc<dyn Communicator> {
+        let group = Arc::new(Group::new(vec![0], Arc::new(FailureBoard::default())));
+        Arc::new(LocalComm::new(&group, 0))
+    }
+
     /// Runs `job` on `size` ranks, each a dedicated thread with its own communicator, and
     /// returns every rank's result in rank order.
     ///

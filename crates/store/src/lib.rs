@@ -27,6 +27,7 @@ pub use embedding::{
     optimizer::SparseOptimizer,
     Embedding,
 };
+pub use dlpack::DlpackView;
 pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
 pub use hot_rows::HotRows;

@@ -106,7 +106,7 @@ pub struct StoreTensor {
     /// The chunk of every rank that this rank can address (only its own for Distributed).
     chunks: Vec<Option<Region>>,
     /// The whole tensor as one range, for the Continuous layout.
-    whole: Option<Region>,
+    pub(crate) whole: Option<Region>,
     writable: bool,
     counters: Counters,
 }

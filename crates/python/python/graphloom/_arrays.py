@@ -1,0 +1,145 @@
+"""Turning torch tensors, numpy arrays and lists into the buffers the extension reads, and the
+extension's DLPack views into torch tensors (numpy arrays without torch)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+try:
+    import torch
+except ImportError:  # torch is optional: results are numpy arrays without it
+    torch = None
+
+_TORCH_DTYPES = {}
+if torch is not None:
+    _TORCH_DTYPES = {
+        "f32": torch.float32,
+        "f64": torch.float64,
+        "bf16": torch.bfloat16,
+        "i32": torch.int32,
+        "i64": torch.int64,
+    }
+
+_NAMES = {
+    "f32": "f32", "float32": "f32", "float": "f32",
+    "f64": "f64", "float64": "f64", "double": "f64",
+    "bf16": "bf16", "bfloat16": "bf16",
+    "i32": "i32", "int32": "i32",
+    "i64": "i64", "int64": "i64", "long": "i64",
+}
+
+
+def dtype_name(dtype: Any) -> str:
+    """GraphLoom's name (f32, f64, bf16, i32, i64) of a dtype given as a string, a numpy dtype
+    or a torch dtype."""
+    if torch is not None and isinstance(dtype, torch.dtype):
+        key = str(dtype).removeprefix("torch.")
+    elif isinstance(dtype, str):
+        key = dtype
+    else:
+        try:
+            key = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"{dtype!r} is not a dtype") from None
+    try:
+        return _NAMES[key]
+    except KeyError:
+        raise TypeError(
+            f"dtype {dtype!r} is not supported: use float32, float64, bfloat16, int32 or int64"
+        ) from None
+
+
+def is_torch(x: Any) -> bool:
+    return torch is not None and isinstance(x, torch.Tensor)
+
+
+def ids_array(ids: Any, what: str = "ids") -> np.ndarray:
+    """Node or row ids as a contiguous 1-D int64 numpy array (no copy for int64 input).
+
+    Accepts a CPU torch tensor or a numpy array of int64 or int32, or a sequence of ints;
+    anything else raises TypeError (wrong dtype) or ValueError (wrong device or shape)."""
+    if is_torch(ids):
+        if ids.device.type != "cpu":
+            raise ValueError(f"{what}: the tensor is on {ids.device}; GraphLoom reads CPU tensors")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise TypeError(f"{what}: expected an int64 or int32 tensor, got {ids.dtype}")
+        array = ids.detach().contiguous().numpy()
+    elif isinstance(ids, np.ndarray):
+        if ids.dtype not in (np.int64, np.int32):
+            raise TypeError(f"{what}: expected an int64 or int32 array, got {ids.dtype}")
+        array = ids
+    else:
+        try:
+            array = np.asarray(ids)
+        except (TypeError, ValueError) as e:
+            raise TypeError(f"{what}: expected integer ids: {e}") from None
+        if array.size and not np.issubdtype(array.dtype, np.integer):
+            raise TypeError(f"{what}: expected integer ids, got {array.dtype}")
+    if array.ndim != 1:
+        raise ValueError(f"{what}: expected a 1-D array of ids, got shape {tuple(array.shape)}")
+    return np.ascontiguousarray(array, dtype=np.int64)
+
+
+def rows_bytes(rows: Any, dtype: str, shape: tuple[int, ...], what: str = "rows") -> np.ndarray:
+    """Rows for a table of `dtype` as a contiguous uint8 array of their bytes, after checking
+    their dtype and shape."""
+    if is_torch(rows):
+        if rows.device.type != "cpu":
+            raise ValueError(f"{what}: the tensor is on {rows.device}; GraphLoom reads CPU tensors")
+        got = dtype_name(rows.dtype)
+        if got != dtype:
+            raise TypeError(f"{what}: the table holds {dtype}, the rows are {got}")
+        if tuple(rows.shape) != shape:
+            raise ValueError(f"{what}: expected shape {shape}, got {tuple(rows.shape)}")
+        return rows.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
+    array = np.asarray(rows)
+    if dtype == "bf16":
+        raise TypeError(f"{what}: give bfloat16 rows as a torch tensor (numpy has no bfloat16)")
+    got = dtype_name(array.dtype)
+    if got != dtype:
+        raise TypeError(f"{what}: the table holds {dtype}, the rows are {got}")
+    if tuple(array.shape) != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {tuple(array.shape)}")
+    return np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+
+
+def dense_array(tensor: Any, what: str) -> tuple[np.ndarray, str]:
+    """A writable contiguous float32, float64 or int64 CPU tensor (or numpy array) as a numpy
+    array sharing its memory, with GraphLoom's dtype name."""
+    if is_torch(tensor):
+        if tensor.device.type != "cpu":
+            raise ValueError(f"{what}: the tensor is on {tensor.device}; GraphLoom reads CPU tensors")
+        if not tensor.is_contiguous():
+            raise ValueError(f"{what}: the tensor must be contiguous (reduced in place)")
+        array = tensor.detach().numpy()
+    elif isinstance(tensor, np.ndarray):
+        array = tensor
+        if not array.flags.c_contiguous:
+            raise ValueError(f"{what}: the array must be contiguous (reduced in place)")
+    else:
+        raise TypeError(f"{what}: expected a torch tensor or a numpy array, got {type(tensor).__name__}")
+    name = dtype_name(array.dtype)
+    if name not in ("f32", "f64", "i64"):
+        raise TypeError(f"{what}: {array.dtype} is not float32, float64 or int64")
+    return array.reshape(-1), name
+
+
+def from_view(view: Any) -> Any:
+    """A view of GraphLoom memory as a torch tensor (numpy array without torch), sharing it.
+
+    Read-only memory (a table mapped read-only) comes back as a read-only numpy array even
+    with torch: torch has no read-only tensors, and a write to such a map would kill the
+    process. `torch.from_numpy` still shares it, at the caller's risk."""
+    if view.writable:
+        if torch is not None:
+            return torch.from_dlpack(view)
+        if view.dtype == "bf16":
+            raise TypeError("bfloat16 data needs torch (numpy has no bfloat16)")
+        return np.from_dlpack(view)
+    if view.dtype == "bf16":
+        raise TypeError(
+            "a read-only bfloat16 table has no zero-copy view (numpy has no bfloat16): gather it"
+        )
+    return np.from_dlpack(view)

@@ -1,0 +1,167 @@
+//! [`Dataset`]: a dataset directory opened in place (`graphloom_graph::MappedDataset`): sizes,
+//! splits, labels, the whole graph as an edge index, and the features as a store table.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use graphloom_graph::MappedDataset;
+use graphloom_store::{DlpackView, Layout, Location, StoreSpec, StoreTensor};
+use graphloom_tensor::Tensor;
+use pyo3::prelude::*;
+
+use crate::errors::{self, invalid};
+use crate::job::Comm;
+use crate::table::{parse_dtype, parse_location, Table};
+use crate::view::View;
+
+/// An opened dataset directory.
+#[pyclass(module = "graphloom._graphloom", frozen)]
+pub(crate) struct Dataset {
+    pub(crate) inner: Arc<MappedDataset>,
+}
+
+fn ids_view(ids: &[usize]) -> View {
+    let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
+    let n = ids.len();
+    View::new(DlpackView::of_tensor(
+        Tensor::from_vec(ids, &[n]).expect("length matches"),
+    ))
+}
+
+#[pymethods]
+impl Dataset {
+    /// Opens a dataset directory (the format of `graphloom prepare`): arrays are mapped, and
+    /// each file's checks run once and are remembered.
+    #[staticmethod]
+    fn open(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
+        if !path.exists() {
+            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+                "dataset {}: no such directory",
+                path.display()
+            )));
+        }
+        let inner = py.detach(|| MappedDataset::open(&path)).map_err(errors::other)?;
+        Ok(Dataset {
+            inner: Arc::new(inner),
+        })
+    }
+
+    /// The dataset's name.
+    #[getter]
+    fn name(&self) -> String {
+        self.inner.meta.name.clone()
+    }
+
+    /// The number of nodes.
+    #[getter]
+    fn num_nodes(&self) -> usize {
+        self.inner.meta.num_nodes
+    }
+
+    /// The number of (directed) edges of the CSR.
+    #[getter]
+    fn num_edges(&self) -> usize {
+        self.inner.meta.num_edges
+    }
+
+    /// The number of classes.
+    #[getter]
+    fn num_classes(&self) -> usize {
+        self.inner.meta.num_classes
+    }
+
+    /// The width of a feature row.
+    #[getter]
+    fn feat_dim(&self) -> usize {
+        self.inner.meta.feat_dim
+    }
+
+    /// The features' dtype in the file (f32 or bf16).
+    #[getter]
+    fn feat_dtype(&self) -> String {
+        self.inner.meta.feat_dtype.clone()
+    }
+
+    /// The directory.
+    #[getter]
+    fn path(&self) -> PathBuf {
+        self.inner.dir().to_path_buf()
+    }
+
+    /// The node ids of a split (`train`, `valid` or `test`), as int64.
+    fn split(&self, name: &str) -> PyResult<View> {
+        Ok(ids_view(match name {
+            "train" => &self.inner.train_idx,
+            "valid" => &self.inner.valid_idx,
+            "test" => &self.inner.test_idx,
+            other => return Err(invalid(format!("split '{other}' is not train, valid or test"))),
+        }))
+    }
+
+    /// Every node's label (int64; -1 where a node has none), copied out of the file.
+    fn labels(&self) -> View {
+        let labels = self.inner.data().labels.to_vec();
+        let n = labels.len();
+        View::new(DlpackView::of_tensor(
+            Tensor::from_vec(labels, &[n]).expect("length matches"),
+        ))
+    }
+
+    /// The whole graph as PyG's `edge_index`: int64 `[2, num_edges]`, sources in row 0 and
+    /// destinations in row 1 (messages flow from row 0 to row 1), ordered by destination.
+    fn edge_index(&self, py: Python<'_>) -> View {
+        let data = self.inner.data();
+        let e = data.num_edges();
+        let mut out = vec![0i64; 2 * e];
+        py.detach(|| {
+            let (src, dst) = out.split_at_mut(e);
+            for (s, &u) in src.iter_mut().zip(data.col_idx) {
+                *s = i64::from(u);
+            }
+            for (v, w) in data.row_ptr.windows(2).enumerate() {
+                dst[w[0] as usize..w[1] as usize].fill(v as i64);
+            }
+        });
+        View::new(DlpackView::of_tensor(
+            Tensor::from_vec(out, &[2, e]).expect("length matches"),
+        ))
+    }
+
+    /// The features as a table (collective): `mmap` maps `node_feat.npy` read-only; `host` and
+    /// `shared` copy it into memory, each rank its own rows.
+    #[pyo3(signature = (comm, layout="continuous", location="mmap"))]
+    fn feature_table(&self, py: Python<'_>, comm: &Comm, layout: &str, location: &str) -> PyResult<Table> {
+        let comm = comm.get()?;
+        let meta = &self.inner.meta;
+        let dtype = parse_dtype(&meta.feat_dtype)?;
+        let layout = Layout::parse(layout).ok_or_else(|| {
+            invalid(format!("layout '{layout}' is not continuous, chunked or distributed"))
+        })?;
+        let path = self.inner.features_path();
+        let table = match parse_location(location, None, false)
+            .or_else(|_| parse_location(location, Some(path.clone()), false))?
+        {
+            Location::Mmap { .. } => {
+                let location = Location::Mmap {
+                    path,
+                    writable: false,
+                };
+                let spec = StoreSpec::new(&[meta.num_nodes, meta.feat_dim], dtype, layout, location);
+                py.detach(|| StoreTensor::new(comm, spec))
+            }
+            location => py.detach(|| {
+                StoreTensor::from_files(comm, &[path], &[meta.feat_dim], dtype, layout, location)
+            }),
+        }
+        .map_err(errors::store)?;
+        Ok(Table::wrap(graphloom_store::Embedding::frozen(table)))
+    }
+
+    fn __repr__(&self) -> String {
+        let m = &self.inner.meta;
+        format!(
+            "Dataset(name={:?}, num_nodes={}, num_edges={}, feat_dim={}, num_classes={})",
+            m.name, m.num_nodes, m.num_edges, m.feat_dim, m.num_classes
+        )
+    }
+}

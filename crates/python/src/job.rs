@@ -1,0 +1,210 @@
+//! The job this process belongs to: one rank by default, or the ranks of an `mpirun` job
+//! (built with the `mpi` feature). [`init`] starts it once per process; [`finalize`] ends it
+//! (under MPI, after the Python half has closed every table).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
+use pyo3::prelude::*;
+
+use crate::buffers::Held;
+use crate::errors::{self, invalid};
+
+/// The started job.
+struct Job {
+    world: Arc<dyn Communicator>,
+    node: Arc<dyn Communicator>,
+    /// Keeps MPI initialised; dropped last, which finalises it.
+    #[cfg(feature = "mpi")]
+    _runtime: Option<graphloom_comm::mpi::MpiRuntime>,
+}
+
+static JOB: Mutex<Option<Job>> = Mutex::new(None);
+
+/// Counts started jobs: a communicator of an ended job refuses work.
+static GENERATION: AtomicU64 = AtomicU64::new(0);
+
+fn job() -> std::sync::MutexGuard<'static, Option<Job>> {
+    JOB.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A communicator of the job: the ranks that a table is spread over and that reduce together.
+#[pyclass(module = "graphloom._graphloom", frozen)]
+pub(crate) struct Comm {
+    inner: Arc<dyn Communicator>,
+    generation: u64,
+}
+
+impl Comm {
+    fn new(inner: Arc<dyn Communicator>) -> Comm {
+        Comm {
+            inner,
+            generation: GENERATION.load(Ordering::SeqCst),
+        }
+    }
+
+    /// The communicator, unless its job has ended.
+    pub(crate) fn get(&self) -> PyResult<Arc<dyn Communicator>> {
+        let live = job().is_some() && GENERATION.load(Ordering::SeqCst) == self.generation;
+        if !live {
+            return Err(errors::GraphLoomError::new_err(
+                "this communicator's job was finalized: call graphloom.init() again and make \
+                 new tables",
+            ));
+        }
+        Ok(self.inner.clone())
+    }
+}
+
+#[pymethods]
+impl Comm {
+    /// This process's rank in the communicator.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.inner.rank()
+    }
+
+    /// The number of ranks.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    /// `local` or `mpi`.
+    #[getter]
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    /// Waits for every rank.
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        let comm = self.get()?;
+        py.detach(|| comm.barrier()).map_err(errors::comm)
+    }
+
+    /// Reduces a contiguous writable array in place over the ranks (`op`: sum, max or min;
+    /// `dtype`: f32, f64 or i64, the array's element type). Every rank gets the same bits:
+    /// slices are summed in rank order.
+    fn all_reduce(&self, py: Python<'_>, array: &Bound<'_, PyAny>, dtype: &str, op: &str) -> PyResult<()> {
+        let comm = self.get()?;
+        let op = match op {
+            "sum" => ReduceOp::Sum,
+            "max" => ReduceOp::Max,
+            "min" => ReduceOp::Min,
+            other => return Err(invalid(format!("all_reduce: op '{other}' is not sum, max or min"))),
+        };
+        match dtype {
+            "f32" => {
+                let mut held = Held::<f32>::new_mut(array, "all_reduce")?;
+                let data = held.slice_mut();
+                py.detach(|| comm.all_reduce(ReduceData::F32(data), op))
+            }
+            "f64" => {
+                let mut held = Held::<f64>::new_mut(array, "all_reduce")?;
+                let data = held.slice_mut();
+                py.detach(|| comm.all_reduce(ReduceData::F64(data), op))
+            }
+            "i64" => {
+                let mut held = Held::<i64>::new_mut(array, "all_reduce")?;
+                let data = held.slice_mut();
+                py.detach(|| comm.all_reduce(ReduceData::I64(data), op))
+            }
+            other => {
+                return Err(invalid(format!(
+                    "all_reduce: dtype {other} is not float32, float64 or int64"
+                )))
+            }
+        }
+        .map_err(errors::comm)
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "Comm(rank={}, size={}, backend={})",
+            self.inner.rank(),
+            self.inner.size(),
+            self.inner.backend()
+        )
+    }
+}
+
+/// Starts the job once per process and returns (global, node-local) communicators. `backend`
+/// is `auto` (MPI when launched by mpirun, else one rank), `local` or `mpi`. A second call
+/// returns the running job's communicators.
+#[pyfunction]
+#[pyo3(signature = (backend = "auto"))]
+pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
+    let mut guard = job();
+    if let Some(job) = guard.as_ref() {
+        return Ok((Comm::new(job.world.clone()), Comm::new(job.node.clone())));
+    }
+    let use_mpi = match backend {
+        "local" => false,
+        "mpi" => true,
+        "auto" => launched_by_mpirun(),
+        other => return Err(invalid(format!("init: backend '{other}' is not auto, local or mpi"))),
+    };
+    let started = if use_mpi { start_mpi(py)? } else { start_local() };
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+    let comms = (Comm::new(started.world.clone()), Comm::new(started.node.clone()));
+    *guard = Some(started);
+    Ok(comms)
+}
+
+/// The number of ranks of the job on this machine (1 before the job starts).
+pub(crate) fn node_ranks() -> usize {
+    job().as_ref().map_or(1, |j| j.node.size())
+}
+
+/// Whether a job is running.
+#[pyfunction]
+pub(crate) fn is_initialized() -> bool {
+    job().is_some()
+}
+
+/// Ends the job: waits for every rank and, under MPI, finalises it. Tables must be closed
+/// first (the Python half does so).
+#[pyfunction]
+pub(crate) fn finalize(py: Python<'_>) -> PyResult<()> {
+    let Some(ended) = job().take() else {
+        return Ok(());
+    };
+    GENERATION.fetch_add(1, Ordering::SeqCst);
+    py.detach(|| ended.world.barrier()).map_err(errors::comm)?;
+    drop(ended);
+    Ok(())
+}
+
+fn launched_by_mpirun() -> bool {
+    std::env::var_os("OMPI_COMM_WORLD_SIZE").is_some() || std::env::var_os("PMI_SIZE").is_some()
+}
+
+fn start_local() -> Job {
+    let world = Local::single();
+    Job {
+        node: world.clone(),
+        world,
+        #[cfg(feature = "mpi")]
+        _runtime: None,
+    }
+}
+
+#[cfg(feature = "mpi")]
+fn start_mpi(py: Python<'_>) -> PyResult<Job> {
+    let (runtime, world) = graphloom_comm::mpi::init().map_err(errors::comm)?;
+    let node = py.detach(|| world.node()).map_err(errors::comm)?;
+    Ok(Job {
+        world,
+        node,
+        _runtime: Some(runtime),
+    })
+}
+
+#[cfg(not(feature = "mpi"))]
+fn start_mpi(_py: Python<'_>) -> PyResult<Job> {
+    Err(errors::GraphLoomError::new_err(
+        "this process was started by mpirun (or asked for MPI), but this build of graphloom \
+         has no MPI backend: reinstall it with MPI (scripts/python-install.sh --mpi)",
+    ))
+}

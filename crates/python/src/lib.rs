@@ -1,0 +1,42 @@
+//! `graphloom._graphloom`: the compiled half of the `graphloom` Python package.
+//!
+//! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
+//! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
+//! [`dataset`] (a mapped dataset directory), [`loader`] (the neighbour loader's producer
+//! thread), [`model`] (model files and inference through the plan) and [`view`] (DLPack
+//! exports). The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
+//! buffers and results into tensors; every call that samples, gathers or communicates here
+//! releases the interpreter lock.
+#![deny(missing_docs)]
+
+mod buffers;
+mod dataset;
+mod errors;
+mod job;
+mod loader;
+mod model;
+mod table;
+mod view;
+
+use pyo3::prelude::*;
+
+/// The compiled module.
+#[pymodule]
+fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("GraphLoomError", py.get_type::<errors::GraphLoomError>())?;
+    m.add("mpi_available", cfg!(feature = "mpi"))?;
+    m.add_class::<job::Comm>()?;
+    m.add_function(wrap_pyfunction!(job::init, m)?)?;
+    m.add_function(wrap_pyfunction!(job::finalize, m)?)?;
+    m.add_function(wrap_pyfunction!(job::is_initialized, m)?)?;
+    m.add_class::<table::Table>()?;
+    m.add_class::<view::View>()?;
+    m.add_class::<dataset::Dataset>()?;
+    m.add_class::<loader::Loader>()?;
+    m.add_class::<loader::Batch>()?;
+    m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;
+    m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
+    m.add_function(wrap_pyfunction!(model::predict, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,145 @@
+//! Model files (`graphloom_nn::model_file`) to and from Python, and inference with a saved
+//! model through the plan (the same path as `graphloom predict`).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use graphloom_nn::model_file::ModelFile;
+use graphloom_nn::train::Output;
+use graphloom_nn::{Architecture, Model, ModelConfig, Param};
+use graphloom_plan::InferSettings;
+use graphloom_store::DlpackView;
+use graphloom_tensor::{DType, Tensor};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::buffers::Held;
+use crate::errors::{self, invalid};
+use crate::view::View;
+
+/// Reads a model file: (configuration as a dict, [(name, tensor)] in the model's order, the
+/// learnt input embedding or None).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+pub(crate) fn read_model_file<'py>(
+    py: Python<'py>,
+    path: PathBuf,
+) -> PyResult<(Bound<'py, PyDict>, Vec<(String, View)>, Option<View>)> {
+    let file = py.detach(|| ModelFile::load(&path)).map_err(errors::other)?;
+    let c = &file.config;
+    let config = PyDict::new(py);
+    config.set_item("arch", c.arch.name())?;
+    config.set_item("in_dim", c.in_dim)?;
+    config.set_item("hidden", c.hidden)?;
+    config.set_item("out_dim", c.out_dim)?;
+    config.set_item("layers", c.layers)?;
+    config.set_item("heads", c.heads)?;
+    config.set_item("out_heads", c.out_heads)?;
+    config.set_item("batch_norm", c.batch_norm)?;
+    config.set_item("dtype", c.dtype.name())?;
+    config.set_item("dropout", c.dropout)?;
+    config.set_item("input_dropout", c.input_dropout)?;
+    config.set_item("attention_dropout", c.attention_dropout)?;
+    let params = file
+        .params
+        .into_iter()
+        .map(|p| (p.name, View::new(DlpackView::of_tensor(p.value))))
+        .collect();
+    let embedding = file
+        .input_embedding
+        .map(|e| View::new(DlpackView::of_tensor(e)));
+    Ok((config, params, embedding))
+}
+
+fn item<'py>(config: &Bound<'py, PyDict>, key: &str) -> PyResult<Bound<'py, PyAny>> {
+    config
+        .get_item(key)?
+        .ok_or_else(|| invalid(format!("model configuration: '{key}' is missing")))
+}
+
+/// Writes a model file (atomically) from a configuration dict (the keys `read_model_file`
+/// gives) and float32 parameters `[(name, array, shape)]`; every parameter the configuration
+/// implies must be there, with its shape.
+#[pyfunction]
+pub(crate) fn write_model_file(
+    py: Python<'_>,
+    path: PathBuf,
+    config: &Bound<'_, PyDict>,
+    params: Vec<(String, Bound<'_, PyAny>, Vec<usize>)>,
+) -> PyResult<()> {
+    let arch: String = item(config, "arch")?.extract()?;
+    let config = ModelConfig {
+        arch: Architecture::parse(&arch)
+            .ok_or_else(|| invalid(format!("model configuration: arch '{arch}' is not gcn, sage or gat")))?,
+        in_dim: item(config, "in_dim")?.extract()?,
+        hidden: item(config, "hidden")?.extract()?,
+        out_dim: item(config, "out_dim")?.extract()?,
+        layers: item(config, "layers")?.extract()?,
+        heads: item(config, "heads")?.extract()?,
+        out_heads: item(config, "out_heads")?.extract()?,
+        dropout: item(config, "dropout")?.extract()?,
+        input_dropout: item(config, "input_dropout")?.extract()?,
+        attention_dropout: item(config, "attention_dropout")?.extract()?,
+        dtype: DType::F32,
+        checkpoint: false,
+        batch_norm: item(config, "batch_norm")?.extract()?,
+    };
+    let mut given: HashMap<String, Tensor> = HashMap::new();
+    for (name, array, shape) in params {
+        let values = Held::<f32>::new(&array, &name)?.slice().to_vec();
+        let tensor = Tensor::from_vec(values, &shape)
+            .map_err(|_| invalid(format!("parameter '{name}': its values do not fill shape {shape:?}")))?;
+        given.insert(name, tensor);
+    }
+    let expected = Model::param_shapes(&config).map_err(errors::other)?;
+    let mut ordered = Vec::with_capacity(expected.len());
+    for (name, shape) in expected {
+        let value = given.remove(&name).ok_or_else(|| {
+            invalid(format!("parameter '{name}' (shape {shape:?}) is missing"))
+        })?;
+        if value.shape() != shape.as_slice() {
+            return Err(invalid(format!(
+                "parameter '{name}' has shape {:?}, the model needs {shape:?}",
+                value.shape()
+            )));
+        }
+        ordered.push(Param { name, value });
+    }
+    if let Some(extra) = given.keys().next() {
+        return Err(invalid(format!("parameter '{extra}' is not one of this model's")));
+    }
+    let file = ModelFile {
+        config,
+        params: ordered,
+        input_embedding: None,
+    };
+    py.detach(|| file.save(&path)).map_err(errors::other)
+}
+
+/// Log-probabilities of a saved model over a dataset directory (exact full-neighbour
+/// inference, as `graphloom predict`), for `nodes` (int64) or every node; with
+/// `inference_memory_gib`, layer by layer over the mapped dataset within that budget.
+#[pyfunction]
+#[pyo3(signature = (model, dataset, nodes=None))]
+pub(crate) fn predict(
+    py: Python<'_>,
+    model: PathBuf,
+    dataset: PathBuf,
+    nodes: Option<&Bound<'_, PyAny>>,
+) -> PyResult<View> {
+    let nodes = match nodes {
+        Some(ids) => Some(Held::<i64>::new(ids, "nodes")?.slice().to_vec()),
+        None => None,
+    };
+    let settings = InferSettings {
+        model,
+        dataset,
+        nodes,
+        output: Output::LogProbabilities,
+        layerwise: None,
+    };
+    let out = py
+        .detach(|| graphloom_plan::infer(&settings))
+        .map_err(errors::other)?;
+    Ok(View::new(DlpackView::of_tensor(out)))
+}

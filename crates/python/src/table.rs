@@ -1,0 +1,381 @@
+//! [`Table`]: a store table (`graphloom_store::Embedding`: frozen, or trainable with a sparse
+//! optimizer) behind a lock, so the Python object and a loader's producer thread can share it,
+//! and closable, so the job can end while Python still holds the object.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use graphloom_comm::Communicator;
+use graphloom_store::{
+    check_support, Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor, Topology,
+};
+use graphloom_tensor::{DType, Tensor};
+use pyo3::prelude::*;
+
+use crate::buffers::Held;
+use crate::errors::{self, invalid};
+use crate::job::Comm;
+use crate::view::View;
+
+/// The table, or nothing once closed.
+pub(crate) type Shared = Arc<Mutex<Option<Embedding>>>;
+
+/// Locks a shared table and fails when it was closed.
+pub(crate) fn open_table<'a>(
+    shared: &'a Shared,
+    op: &str,
+) -> PyResult<MutexGuard<'a, Option<Embedding>>> {
+    let guard = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if guard.is_none() {
+        return Err(invalid(format!("{op}: the table is closed")));
+    }
+    Ok(guard)
+}
+
+pub(crate) fn parse_dtype(name: &str) -> PyResult<DType> {
+    DType::parse(name).ok_or_else(|| {
+        invalid(format!("dtype '{name}' is not one of float32, float64, bfloat16, int32, int64"))
+    })
+}
+
+fn parse_layout(name: &str) -> PyResult<Layout> {
+    Layout::parse(name).ok_or_else(|| {
+        invalid(format!("layout '{name}' is not continuous, chunked or distributed"))
+    })
+}
+
+/// `host` (also WholeGraph's `cpu`), `shared`, or `mmap` with a path.
+pub(crate) fn parse_location(name: &str, path: Option<PathBuf>, writable: bool) -> PyResult<Location> {
+    match (name, path) {
+        ("host" | "cpu", None) => Ok(Location::Host),
+        ("shared", None) => Ok(Location::SharedHost),
+        ("mmap", Some(path)) => Ok(Location::Mmap { path, writable }),
+        ("mmap", None) => Err(invalid("location 'mmap' needs a path: the file to map")),
+        ("host" | "cpu" | "shared", Some(_)) => {
+            Err(invalid(format!("location '{name}' takes no path (only mmap does)")))
+        }
+        ("cuda" | "device", _) => Err(invalid(
+            "location 'cuda': this build keeps tables in host memory (host, shared or mmap)",
+        )),
+        (other, _) => Err(invalid(format!("location '{other}' is not host, shared or mmap"))),
+    }
+}
+
+/// Fails before any collective step when the layout and location cannot go together in this
+/// job (a Chunked table in private memory over several processes, say).
+fn check_pair(comm: &Arc<dyn Communicator>, layout: Layout, location: &Location) -> PyResult<()> {
+    let topology = Topology {
+        ranks: comm.size(),
+        ranks_on_node: crate::job::node_ranks().min(comm.size()),
+        one_process: comm.backend() == "local" || comm.size() == 1,
+    };
+    check_support(layout, location, topology).map_err(errors::store)
+}
+
+fn with_optimizer(table: StoreTensor, optimizer: Option<&str>, weight_decay: f32) -> PyResult<Embedding> {
+    match optimizer {
+        None => Ok(Embedding::frozen(table)),
+        Some(name) => {
+            let optimizer = SparseOptimizer::parse(name)
+                .map_err(errors::store)?
+                .with_weight_decay(weight_decay);
+            Embedding::trainable(table, optimizer).map_err(errors::store)
+        }
+    }
+}
+
+/// A table in the store: this rank's handle on rows spread over the ranks of a communicator.
+#[pyclass(module = "graphloom._graphloom", frozen)]
+pub(crate) struct Table {
+    pub(crate) shared: Shared,
+    spec: StoreSpec,
+    rank: usize,
+    ranks: usize,
+}
+
+impl Table {
+    pub(crate) fn wrap(embedding: Embedding) -> Table {
+        let table = embedding.table();
+        Table {
+            spec: table.spec().clone(),
+            rank: table.comm().rank(),
+            ranks: table.comm().size(),
+            shared: Arc::new(Mutex::new(Some(embedding))),
+        }
+    }
+
+    fn with<T>(&self, op: &str, f: impl FnOnce(&mut Embedding) -> PyResult<T>) -> PyResult<T> {
+        let mut guard = open_table(&self.shared, op)?;
+        f(guard.as_mut().expect("open_table checked"))
+    }
+}
+
+#[pymethods]
+impl Table {
+    /// Creates a table of `shape` (collective). `optimizer` makes it trainable (2-D float32),
+    /// its rows then drawn uniformly in `[-init_scale, init_scale)` from `seed`.
+    #[staticmethod]
+    #[pyo3(signature = (comm, shape, dtype, layout, location, path=None, writable=true,
+                        optimizer=None, weight_decay=0.0, init_scale=0.0, seed=0))]
+    fn create(
+        py: Python<'_>,
+        comm: &Comm,
+        shape: Vec<usize>,
+        dtype: &str,
+        layout: &str,
+        location: &str,
+        path: Option<PathBuf>,
+        writable: bool,
+        optimizer: Option<&str>,
+        weight_decay: f32,
+        init_scale: f32,
+        seed: u64,
+    ) -> PyResult<Table> {
+        let comm = comm.get()?;
+        let (dtype, layout) = (parse_dtype(dtype)?, parse_layout(layout)?);
+        let location = parse_location(location, path, writable)?;
+        if shape.is_empty() || shape.len() > 2 {
+            return Err(invalid(format!("shape {shape:?}: a table is [rows] or [rows, columns]")));
+        }
+        check_pair(&comm, layout, &location)?;
+        let spec = StoreSpec::new(&shape, dtype, layout, location);
+        let embedding = py.detach(|| -> PyResult<Embedding> {
+            let table = StoreTensor::new(comm, spec).map_err(errors::store)?;
+            let mut embedding = with_optimizer(table, optimizer, weight_decay)?;
+            if embedding.optimizer().is_some() && init_scale != 0.0 {
+                embedding.init_uniform(seed, init_scale).map_err(errors::store)?;
+            }
+            Ok(embedding)
+        })?;
+        Ok(Table::wrap(embedding))
+    }
+
+    /// Creates a table from files (collective): raw row-major `.bin` parts, logically
+    /// concatenated, or `.npy` arrays; each rank reads only its own rows.
+    #[staticmethod]
+    #[pyo3(signature = (comm, files, row_shape, dtype, layout, location, path=None,
+                        optimizer=None, weight_decay=0.0))]
+    fn from_files(
+        py: Python<'_>,
+        comm: &Comm,
+        files: Vec<PathBuf>,
+        row_shape: Vec<usize>,
+        dtype: &str,
+        layout: &str,
+        location: &str,
+        path: Option<PathBuf>,
+        optimizer: Option<&str>,
+        weight_decay: f32,
+    ) -> PyResult<Table> {
+        let comm = comm.get()?;
+        let (dtype, layout) = (parse_dtype(dtype)?, parse_layout(layout)?);
+        let location = parse_location(location, path, true)?;
+        if files.is_empty() {
+            return Err(invalid("the file list is empty"));
+        }
+        if row_shape.len() > 1 {
+            return Err(invalid(format!("row shape {row_shape:?}: rows are scalars or vectors")));
+        }
+        check_pair(&comm, layout, &location)?;
+        let embedding = py.detach(|| -> PyResult<Embedding> {
+            let table = StoreTensor::from_files(comm, &files, &row_shape, dtype, layout, location)
+                .map_err(errors::store)?;
+            with_optimizer(table, optimizer, weight_decay)
+        })?;
+        Ok(Table::wrap(embedding))
+    }
+
+    /// Loads a trainable float32 table and its optimizer state saved by [`Table::save`] from a
+    /// job of `saved_ranks` ranks (collective).
+    #[staticmethod]
+    #[pyo3(signature = (comm, prefix, saved_ranks, dim, layout, location, optimizer, path=None))]
+    fn load_trainable(
+        py: Python<'_>,
+        comm: &Comm,
+        prefix: PathBuf,
+        saved_ranks: usize,
+        dim: usize,
+        layout: &str,
+        location: &str,
+        optimizer: &str,
+        path: Option<PathBuf>,
+    ) -> PyResult<Table> {
+        let comm = comm.get()?;
+        let layout = parse_layout(layout)?;
+        let location = parse_location(location, path, true)?;
+        check_pair(&comm, layout, &location)?;
+        let optimizer = SparseOptimizer::parse(optimizer).map_err(errors::store)?;
+        let embedding = py
+            .detach(|| Embedding::load(comm, &prefix, saved_ranks, dim, layout, location, Some(optimizer)))
+            .map_err(errors::store)?;
+        Ok(Table::wrap(embedding))
+    }
+
+    /// Gathers rows `ids` (a contiguous int64 array) into a new tensor (collective for the
+    /// distributed layout).
+    fn gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<View> {
+        let ids = Held::<i64>::new(ids, "gather: ids")?;
+        let ids = ids.slice();
+        let rows = self.with("gather", |e| py.detach(|| e.gather(ids)).map_err(errors::store))?;
+        Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
+    }
+
+    /// Writes rows: `rows` holds the bytes of `len(ids)` rows in the table's dtype
+    /// (collective; every row is written by its owner).
+    fn scatter(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<()> {
+        let ids = Held::<i64>::new(ids, "scatter: ids")?;
+        let rows = Held::<u8>::new(rows, "scatter: rows")?;
+        let (ids, rows) = (ids.slice(), rows.bytes());
+        self.with("scatter", |e| {
+            py.detach(|| e.table().scatter_bytes(ids, rows)).map_err(errors::store)
+        })
+    }
+
+    /// One sparse optimizer step with learning rate `lr` from float32 gradients
+    /// `[len(ids), dim]` of rows `ids` (collective; ids may repeat and belong to any rank).
+    fn apply_gradients(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        grads: &Bound<'_, PyAny>,
+        lr: f32,
+    ) -> PyResult<()> {
+        let ids = Held::<i64>::new(ids, "apply_gradients: ids")?;
+        let grads = Held::<f32>::new(grads, "apply_gradients: grads")?;
+        let dim = self.spec.shape.get(1).copied().unwrap_or(1);
+        let grads = Tensor::from_vec(grads.slice().to_vec(), &[ids.slice().len(), dim])
+            .map_err(|_| {
+                invalid(format!(
+                    "apply_gradients: {} gradient values for {} ids of width {dim}",
+                    grads.slice().len(),
+                    ids.slice().len()
+                ))
+            })?;
+        let ids = ids.slice();
+        self.with("apply_gradients", |e| {
+            py.detach(|| e.apply_gradients(ids, &grads, lr)).map_err(errors::store)
+        })
+    }
+
+    /// This rank's rows, sharing the table's memory.
+    fn local_view(&self) -> PyResult<View> {
+        self.with("get_local_tensor", |e| Ok(View::new(e.table().local_view())))
+    }
+
+    /// The whole table, sharing its memory (continuous layout only).
+    fn global_view(&self) -> PyResult<View> {
+        self.with("get_global_tensor", |e| {
+            e.table().global_view().map(View::new).map_err(errors::store)
+        })
+    }
+
+    /// The rows this rank owns, as (first, end).
+    fn local_rows(&self) -> PyResult<(usize, usize)> {
+        self.with("local_rows", |e| {
+            let r = e.table().local_rows();
+            Ok((r.start, r.end))
+        })
+    }
+
+    /// Saves this rank's rows (with a trainable table's optimizer state) under `prefix`, one
+    /// file per rank and component (collective). Returns nothing; files are
+    /// `{prefix}_part_{rank}_of_{ranks}` (frozen) or `{prefix}_table_part_...` (trainable).
+    fn save(&self, py: Python<'_>, prefix: PathBuf) -> PyResult<()> {
+        self.with("save", |e| {
+            py.detach(|| {
+                if e.optimizer().is_some() {
+                    e.save(&prefix)
+                } else {
+                    e.table().save(&prefix).map(|_| ())
+                }
+            })
+            .map_err(errors::store)
+        })
+    }
+
+    /// Refills a trainable table and its optimizer state from [`Table::save`]'s files of a job
+    /// of `saved_ranks` ranks (collective).
+    fn restore(&self, py: Python<'_>, prefix: PathBuf, saved_ranks: usize) -> PyResult<()> {
+        self.with("load", |e| {
+            if e.optimizer().is_none() {
+                return Err(invalid(
+                    "load: a frozen table is loaded with create_embedding_from_filelist",
+                ));
+            }
+            py.detach(|| e.restore(&prefix, saved_ranks)).map_err(errors::store)
+        })
+    }
+
+    /// Waits for every rank of the table's communicator.
+    fn barrier(&self, py: Python<'_>) -> PyResult<()> {
+        self.with("barrier", |e| py.detach(|| e.table().barrier()).map_err(errors::store))
+    }
+
+    /// Releases the table's memory (views already exported keep theirs). Later calls fail.
+    fn close(&self) {
+        let mut guard = self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        guard.take();
+    }
+
+    /// Whether [`Table::close`] was called.
+    #[getter]
+    fn closed(&self) -> bool {
+        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_none()
+    }
+
+    /// The shape.
+    #[getter]
+    fn shape(&self) -> Vec<usize> {
+        self.spec.shape.clone()
+    }
+
+    /// The element type's name.
+    #[getter]
+    fn dtype(&self) -> &'static str {
+        self.spec.dtype.name()
+    }
+
+    /// The layout's name.
+    #[getter]
+    fn layout(&self) -> &'static str {
+        self.spec.layout.name()
+    }
+
+    /// The location's kind: host, shared or mmap.
+    #[getter]
+    fn location(&self) -> &'static str {
+        self.spec.location.kind()
+    }
+
+    /// Whether writes are allowed (false for a read-only file map).
+    #[getter]
+    fn writable(&self) -> PyResult<bool> {
+        self.with("writable", |e| Ok(e.table().is_writable()))
+    }
+
+    /// The sparse optimizer's name, for a trainable table.
+    #[getter]
+    fn optimizer(&self) -> PyResult<Option<&'static str>> {
+        self.with("optimizer", |e| Ok(e.optimizer().map(|o| o.name())))
+    }
+
+    /// This process's rank among the table's ranks.
+    #[getter]
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// The number of ranks the table is spread over.
+    #[getter]
+    fn ranks(&self) -> usize {
+        self.ranks
+    }
+
+    /// Gather calls, rows and seconds so far.
+    fn gather_stats(&self) -> PyResult<(u64, u64, f64)> {
+        self.with("gather_stats", |e| {
+            let s = e.table().stats();
+            Ok((s.calls, s.rows, s.seconds))
+        })
+    }
+}
