@@ -220,6 +220,27 @@ impl Table {
         Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
     }
 
+    /// Seconds of each of `repeats` gathers of `ids` run in Rust, each into a new tensor as
+    /// [`Table::gather`] makes: the baseline that the Python call is measured against.
+    fn time_gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, repeats: usize) -> PyResult<Vec<f64>> {
+        let ids = Held::<i64>::new(ids, "time_gather: ids")?;
+        let ids = ids.slice();
+        self.with("time_gather", |e| {
+            py.detach(|| {
+                (0..repeats)
+                    .map(|_| {
+                        let start = std::time::Instant::now();
+                        let rows = e.gather(ids)?;
+                        let seconds = start.elapsed().as_secs_f64();
+                        drop(rows);
+                        Ok(seconds)
+                    })
+                    .collect::<graphloom_store::Result<Vec<f64>>>()
+            })
+            .map_err(errors::store)
+        })
+    }
+
     /// Writes rows: `rows` holds the bytes of `len(ids)` rows in the table's dtype
     /// (collective; every row is written by its owner).
     fn scatter(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<()> {

@@ -1,0 +1,318 @@
+"""GraphLoom in PyTorch and PyTorch Geometric: trainable store tables under autograd with the
+sparse optimizers, and GraphLoom model files as PyG modules and back.
+
+Trainable embeddings (WholeGraph's ``WholeMemoryEmbeddingModule`` and its optimizer)::
+
+    emb = graphloom.create_embedding(comm, "distributed", "host", "float32", (n, 64),
+                                     optimizer="lazy_adam")
+    module = graphloom.torch.EmbeddingModule(emb)
+    opt = graphloom.torch.SparseOptimizer([module], lr=0.01)
+    loss = f(module(ids)); loss.backward(); opt.step(); opt.zero_grad()
+
+Models::
+
+    model = graphloom.torch.load_pyg("model.safetensors")   # GCNConv / SAGEConv / GATConv
+    log_probs = model(x, edge_index)
+    graphloom.torch.save_for_graphloom(pyg_model, "model.safetensors")
+
+The mapping is tested with torch 2.15.0 and torch_geometric 2.8.1.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from . import Embedding, _graphloom
+from ._arrays import from_view, ids_array
+
+__all__ = [
+    "EmbeddingModule",
+    "SparseOptimizer",
+    "GraphLoomGNN",
+    "load_pyg",
+    "save_for_graphloom",
+]
+
+
+class _Gather(torch.autograd.Function):
+    """Gathers rows of a trainable table; backward keeps the rows' gradients for the sparse
+    optimizer (nothing flows into the table through torch)."""
+
+    @staticmethod
+    def forward(ctx: Any, anchor: torch.Tensor, ids: np.ndarray, module: "EmbeddingModule") -> torch.Tensor:
+        ctx.ids = ids
+        ctx.module = module
+        return module.embedding.gather(ids)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[None, None, None]:
+        ctx.module._pending.append((ctx.ids, grad.detach().float().contiguous()))
+        return None, None, None
+
+
+class EmbeddingModule(torch.nn.Module):
+    """A trainable store table as a module: ``module(ids)`` gathers rows that take part in
+    autograd; their gradients wait in the module until :meth:`SparseOptimizer.step` routes
+    them to the rows' owners and applies the table's optimizer there."""
+
+    def __init__(self, embedding: Embedding) -> None:
+        super().__init__()
+        if embedding.optimizer is None:
+            raise ValueError(
+                "EmbeddingModule needs a trainable table: create it with optimizer="
+                "'sgd', 'lazy_adam', 'adagrad' or 'rmsprop'"
+            )
+        self.embedding = embedding
+        self._pending: list[tuple[np.ndarray, torch.Tensor]] = []
+        # Autograd calls a Function's backward only when an input requires grad.
+        self._anchor = torch.zeros(0, requires_grad=True)
+
+    def forward(self, ids: Any) -> torch.Tensor:
+        """Rows ``ids`` (int64 or int32 CPU tensor, numpy array or list)."""
+        return _Gather.apply(self._anchor, ids_array(ids), self)
+
+    def take_gradients(self) -> tuple[np.ndarray, np.ndarray]:
+        """The ids and float32 gradients gathered since the last step, in the order their
+        backward passes ran, and forgets them."""
+        dim = self.embedding.shape[1]
+        if not self._pending:
+            return np.zeros(0, np.int64), np.zeros((0, dim), np.float32)
+        ids = np.concatenate([i for i, _ in self._pending])
+        grads = torch.cat([g for _, g in self._pending]).numpy()
+        self._pending.clear()
+        return ids, grads
+
+
+class SparseOptimizer:
+    """Steps trainable tables from the gradients their :class:`EmbeddingModule` gathered, with
+    the optimizer each table was made with (sgd, lazy_adam, adagrad, rmsprop). ``step`` is
+    collective: every rank calls it, with or without gradients of its own."""
+
+    def __init__(self, modules: Iterable[EmbeddingModule], lr: float) -> None:
+        self.modules = list(modules)
+        self.lr = float(lr)
+
+    def step(self) -> None:
+        """Applies one step to every table and clears their gradients."""
+        for module in self.modules:
+            ids, grads = module.take_gradients()
+            module.embedding.apply_gradients(ids, grads, self.lr)
+
+    def zero_grad(self) -> None:
+        """Forgets gradients gathered since the last step."""
+        for module in self.modules:
+            module._pending.clear()
+
+
+def _pyg() -> Any:
+    try:
+        import torch_geometric.nn as pyg_nn
+    except ImportError as e:
+        raise ImportError("this needs torch_geometric (pip install torch_geometric)") from e
+    return pyg_nn
+
+
+class GraphLoomGNN(torch.nn.Module):
+    """GraphLoom's model as PyG layers: ``dropout -> conv -> activation`` per hidden layer
+    (ReLU, ELU for GAT), ``dropout -> conv -> log_softmax`` last; ``forward(x, edge_index)``
+    returns log-probabilities. ``config`` is the model file's configuration."""
+
+    def __init__(self, config: dict[str, Any], convs: Sequence[torch.nn.Module]) -> None:
+        super().__init__()
+        self.config = dict(config)
+        self.convs = torch.nn.ModuleList(convs)
+        self.act = torch.nn.ELU() if config["arch"] == "gat" else torch.nn.ReLU()
+        self.input_embedding: torch.Tensor | None = None
+
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+        last = len(self.convs) - 1
+        for i, conv in enumerate(self.convs):
+            p = self.config["input_dropout"] if i == 0 else self.config["dropout"]
+            x = F.dropout(x, p=p, training=self.training)
+            x = conv(x, edge_index)
+            if i < last:
+                x = self.act(x)
+        return F.log_softmax(x, dim=-1)
+
+
+def _widths(config: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
+    """Per layer: (input width, output width per head, heads, concatenated)."""
+    layers, arch = config["layers"], config["arch"]
+    out = []
+    width = config["in_dim"]
+    for layer in range(layers):
+        last = layer == layers - 1
+        if arch == "gat":
+            heads = config["out_heads"] if last else config["heads"]
+            channels = config["out_dim"] if last else config["hidden"]
+            out.append((width, channels, heads, not last))
+            width = channels * heads
+        else:
+            channels = config["out_dim"] if last else config["hidden"]
+            out.append((width, channels, 1, True))
+            width = channels
+    return out
+
+
+def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
+    """A GraphLoom model file as a :class:`GraphLoomGNN` of ``torch_geometric.nn`` layers
+    (GCNConv, SAGEConv with mean aggregation, GATConv), in evaluation mode, float32.
+    ``model(x, edge_index)`` gives GraphLoom's log-probabilities. A model trained on a learnt
+    input embedding carries it as ``model.input_embedding`` (its ``x``). Models with batch
+    normalisation do not map (PyG's BatchNorm keeps running statistics GraphLoom does not)."""
+    pyg_nn = _pyg()
+    config, params, embedding = _graphloom.read_model_file(os.fspath(path))
+    if config["batch_norm"]:
+        raise ValueError(
+            f"{path}: a model with batch normalisation has no PyG equivalent here "
+            "(GraphLoom normalises with batch statistics, PyG's BatchNorm with running ones)"
+        )
+    values = {name: torch.from_dlpack(view).float() for name, view in params}
+    convs = []
+    for layer, (fan_in, channels, heads, concat) in enumerate(_widths(config)):
+        p = lambda name: values[f"layers.{layer}.{name}"]  # noqa: E731
+        if config["arch"] == "gcn":
+            conv = pyg_nn.GCNConv(fan_in, channels)
+            conv.lin.weight.data.copy_(p("weight").T)
+            conv.bias.data.copy_(p("bias"))
+        elif config["arch"] == "sage":
+            conv = pyg_nn.SAGEConv(fan_in, channels, aggr="mean")
+            conv.lin_l.weight.data.copy_(p("lin_l.weight").T)
+            conv.lin_l.bias.data.copy_(p("lin_l.bias"))
+            conv.lin_r.weight.data.copy_(p("lin_r.weight").T)
+        else:
+            conv = pyg_nn.GATConv(
+                fan_in, channels, heads=heads, concat=concat,
+                dropout=config["attention_dropout"],
+            )
+            conv.lin.weight.data.copy_(p("lin.weight").T)
+            conv.att_src.data.copy_(p("att_src").reshape(1, heads, channels))
+            conv.att_dst.data.copy_(p("att_dst").reshape(1, heads, channels))
+            conv.bias.data.copy_(p("bias"))
+        convs.append(conv)
+    model = GraphLoomGNN(config, convs)
+    if embedding is not None:
+        model.input_embedding = torch.from_dlpack(embedding).float()
+    return model.eval()
+
+
+def _fail(message: str) -> None:
+    raise ValueError(f"save_for_graphloom: {message}")
+
+
+def _check_conv(conv: Any, arch: str, last: bool) -> None:
+    """Refuses a PyG layer whose options GraphLoom's layer does not have."""
+    name = type(conv).__name__
+    if arch == "gcn":
+        if conv.improved or not conv.add_self_loops or not conv.normalize or conv.bias is None:
+            _fail(f"{name}: GraphLoom's GCN is improved=False, add_self_loops=True, normalize=True, bias=True")
+    elif arch == "sage":
+        aggr = getattr(conv, "aggr", None)
+        if aggr != "mean" or not conv.root_weight or conv.normalize or conv.project:
+            _fail(f"{name}: GraphLoom's SAGE is aggr='mean', root_weight=True, normalize=False, project=False")
+        if conv.lin_l.bias is None or conv.lin_r.bias is not None:
+            _fail(f"{name}: GraphLoom's SAGE has one bias, on lin_l")
+    else:
+        if getattr(conv, "lin", None) is None:
+            _fail(f"{name}: separate source and destination weights (lin_src/lin_dst) do not map")
+        if conv.edge_dim is not None or not conv.add_self_loops or abs(conv.negative_slope - 0.2) > 1e-12:
+            _fail(f"{name}: GraphLoom's GAT has no edge features, adds self-loops, negative_slope 0.2")
+        if getattr(conv, "res", None) is not None:
+            _fail(f"{name}: residual connections do not map")
+        if conv.bias is None:
+            _fail(f"{name}: GraphLoom's GAT has a bias")
+        if conv.concat == last:
+            _fail(f"{name}: GraphLoom's GAT concatenates the heads of hidden layers and averages the last layer's")
+
+
+def _activation_of(model: torch.nn.Module) -> type | None:
+    act = getattr(model, "act", None)
+    if act is None:
+        return None
+    if isinstance(act, torch.nn.Module):
+        return type(act)
+    return {F.relu: torch.nn.ReLU, F.elu: torch.nn.ELU}.get(act, type(act))
+
+
+def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropout: float | None = None) -> None:
+    """Writes a PyG model as a GraphLoom model file, for ``graphloom train --init-model`` and
+    ``graphloom predict``. What maps:
+
+    - a :class:`GraphLoomGNN` (from :func:`load_pyg`);
+    - ``torch_geometric.nn.models.GCN``, ``GraphSAGE`` and ``GAT`` with their defaults:
+      ReLU (GCN, GraphSAGE) or ELU (GAT) activation, no norm, no jumping knowledge,
+      ``out_channels`` given; GAT's hidden layers concatenate their heads, its last averages;
+    - any module whose ``convs`` is a list of one kind of those layers with the same options,
+      computing ``conv -> activation -> dropout`` per hidden layer.
+
+    Anything else raises ValueError saying what does not map. ``dropout`` (default: the
+    model's) is recorded for training the model further."""
+    pyg_nn = _pyg()
+    convs = list(getattr(model, "convs", []))
+    if not convs:
+        _fail(f"{type(model).__name__} has no `convs` list of GCNConv, SAGEConv or GATConv layers")
+    kinds = {pyg_nn.GCNConv: "gcn", pyg_nn.SAGEConv: "sage", pyg_nn.GATConv: "gat"}
+    arch = kinds.get(type(convs[0]))
+    if arch is None or any(type(c) is not type(convs[0]) for c in convs):
+        _fail("the layers must all be GCNConv, all SAGEConv or all GATConv: "
+              f"got {[type(c).__name__ for c in convs]}")
+    for i, conv in enumerate(convs):
+        _check_conv(conv, arch, i == len(convs) - 1)
+    expected = torch.nn.ELU if arch == "gat" else torch.nn.ReLU
+    act = _activation_of(model)
+    if act is not None and act is not expected:
+        _fail(f"GraphLoom's {arch} uses {expected.__name__}, the model {act.__name__}")
+    norms = getattr(model, "norms", None)
+    if norms is not None and not all(isinstance(n, torch.nn.Identity) for n in norms):
+        _fail("`norms` do not map (GraphLoom's batch normalisation has no running statistics)")
+    if getattr(model, "jk", None) is not None:
+        _fail("jumping knowledge (`jk`) does not map")
+    if isinstance(model, GraphLoomGNN):
+        base = model.config
+    else:
+        p = dropout
+        if p is None:
+            d = getattr(model, "dropout", 0.0)
+            p = d.p if isinstance(d, torch.nn.Dropout) else float(d)
+        base = {"dropout": p, "input_dropout": 0.0}
+    first, last = convs[0], convs[-1]
+    heads = getattr(first, "heads", 1) if len(convs) > 1 else getattr(last, "heads", 1)
+    config = {
+        "arch": arch,
+        "in_dim": first.in_channels,
+        "hidden": first.out_channels if len(convs) > 1 else last.out_channels,
+        "out_dim": last.out_channels,
+        "layers": len(convs),
+        "heads": heads if arch == "gat" else 1,
+        "out_heads": getattr(last, "heads", 1) if arch == "gat" else 1,
+        "batch_norm": False,
+        "dropout": float(dropout if dropout is not None else base["dropout"]),
+        "input_dropout": float(base["input_dropout"]),
+        "attention_dropout": float(getattr(first, "dropout", 0.0)) if arch == "gat" else 0.0,
+    }
+    params = []
+
+    def add(name: str, value: torch.Tensor) -> None:
+        array = np.ascontiguousarray(value.detach().to("cpu", torch.float32).numpy())
+        params.append((name, array.reshape(-1), list(array.shape)))
+
+    for layer, conv in enumerate(convs):
+        pre = f"layers.{layer}."
+        if arch == "gcn":
+            add(pre + "weight", conv.lin.weight.T)
+            add(pre + "bias", conv.bias)
+        elif arch == "sage":
+            add(pre + "lin_l.weight", conv.lin_l.weight.T)
+            add(pre + "lin_l.bias", conv.lin_l.bias)
+            add(pre + "lin_r.weight", conv.lin_r.weight.T)
+        else:
+            add(pre + "lin.weight", conv.lin.weight.T)
+            add(pre + "att_src", conv.att_src.reshape(-1))
+            add(pre + "att_dst", conv.att_dst.reshape(-1))
+            add(pre + "bias", conv.bias)
+    _graphloom.write_model_file(os.fspath(path), config, params)

@@ -1,0 +1,96 @@
+"""Models across the boundary: GraphLoom's model files as PyG modules (log-probabilities
+within 1e-5) and PyG models as GraphLoom model files (predict reproduces PyG)."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn import GATConv, SAGEConv
+from torch_geometric.nn.models import GAT, GCN, GraphSAGE
+
+import graphloom as gl
+import graphloom.torch as glt
+
+
+@pytest.fixture(scope="module")
+def cora_inputs(cora):
+    gl.init()
+    ds = gl.Dataset.open(cora)
+    return ds, ds.features.gather(torch.arange(ds.num_nodes)), ds.edge_index()
+
+
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gat"])
+def test_load_pyg_reproduces_graphloom(cora, cora_models, cora_inputs, arch, tmp_path):
+    ds, x, edge_index = cora_inputs
+    model = glt.load_pyg(cora_models[arch])
+    with torch.no_grad():
+        ours = model(x, edge_index)
+    reference = gl.predict(cora_models[arch], cora)
+    assert ours.shape == (ds.num_nodes, ds.num_classes)
+    assert (ours - reference).abs().max().item() < 1e-5
+    accuracy = (ours.argmax(1)[ds.test_idx] == ds.labels[ds.test_idx]).float().mean()
+    assert accuracy > 0.7
+    # And back: the same file contents give the same predictions.
+    glt.save_for_graphloom(model, tmp_path / "back.safetensors")
+    again = gl.predict(tmp_path / "back.safetensors", cora)
+    assert (again - reference).abs().max().item() < 1e-6
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d, c: GCN(d, 32, num_layers=2, out_channels=c),
+        lambda d, c: GraphSAGE(d, 32, num_layers=3, out_channels=c, dropout=0.5),
+        lambda d, c: GAT(d, 32, num_layers=2, out_channels=c, heads=4, act="elu"),
+    ],
+    ids=["gcn", "sage", "gat"],
+)
+def test_pyg_models_predict_in_graphloom(cora, cora_inputs, make, tmp_path, graphloom_cli):
+    ds, x, edge_index = cora_inputs
+    torch.manual_seed(0)
+    model = make(ds.feat_dim, ds.num_classes).eval()
+    for p in model.parameters():   # not only PyG's zero biases: every parameter matters
+        p.data.add_(0.05 * torch.randn_like(p))
+    with torch.no_grad():
+        theirs = F.log_softmax(model(x, edge_index), dim=-1)
+    path = tmp_path / "pyg.safetensors"
+    glt.save_for_graphloom(model, path)
+    ours = gl.predict(path, cora)
+    assert (ours - theirs).abs().max().item() < 1e-5
+    # The CLI reads it too.
+    out = tmp_path / "pred.npy"
+    subprocess.run([graphloom_cli, "predict", "--model", path, "--dataset", cora, "--out", out],
+                   check=True, capture_output=True)
+
+
+def test_unmappable_models_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="jk"):
+        glt.save_for_graphloom(GraphSAGE(8, 16, 2, 3, jk="cat"), tmp_path / "m")
+    with pytest.raises(ValueError, match="activation|ReLU"):
+        glt.save_for_graphloom(GCN(8, 16, 2, 3, act="tanh"), tmp_path / "m")
+    with pytest.raises(ValueError, match="uses ELU"):
+        glt.save_for_graphloom(GAT(8, 16, 2, 3, heads=2), tmp_path / "m")   # PyG's default ReLU
+    with pytest.raises(ValueError, match="aggr"):
+        glt.save_for_graphloom(GraphSAGE(8, 16, 2, 3, aggr="max"), tmp_path / "m")
+
+    class Mixed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([SAGEConv(8, 4), GATConv(4, 3)])
+
+    with pytest.raises(ValueError, match="all be"):
+        glt.save_for_graphloom(Mixed(), tmp_path / "m")
+    with pytest.raises(ValueError, match="no `convs`"):
+        glt.save_for_graphloom(torch.nn.Linear(3, 3), tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
+def test_bad_model_files(tmp_path):
+    (tmp_path / "junk.safetensors").write_bytes(b"not a model")
+    with pytest.raises(gl.GraphLoomError):
+        glt.load_pyg(tmp_path / "junk.safetensors")
+    with pytest.raises(gl.GraphLoomError):
+        glt.load_pyg(tmp_path / "missing.safetensors")
