@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, lints, and every test (built optimised, with debug
-# assertions, by the dev profile), including the MPI tests under mpirun. Installs what it needs
-# on a fresh machine: OpenMPI (and libclang, to generate the MPI bindings) from apt, and
-# cargo-nextest.
+# assertions, by the dev profile), including the MPI tests under mpirun, then the Python
+# package's tests. Installs what it needs on a fresh machine: OpenMPI (and libclang, to generate
+# the MPI bindings) from apt, cargo-nextest, and the Python package with its test dependencies
+# in a virtual environment outside the repository (scripts/python-install.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if ! command -v cargo >/dev/null; then
@@ -37,6 +38,13 @@ if [ "$mpi_passed" -eq 0 ]; then
 fi
 echo "MPI tests passed: $mpi_passed"
 cargo test --workspace --all-features --doc
+
+# The Python package: built into its virtual environment (with MPI, and with torch and
+# torch_geometric for the tests), then its tests, the mpirun ones included.
+bash scripts/python-install.sh --mpi --test
+GRAPHLOOM_BIN="$PWD/target/debug/graphloom" \
+  "${GRAPHLOOM_VENV:-$HOME/.cache/graphloom/venv}/bin/python" -m pytest -q crates/python/tests \
+  -c crates/python/pyproject.toml
 
 # No test may leave a shared-memory segment behind.
 leftover=$(find /dev/shm -maxdepth 1 -name 'graphloom*' 2>/dev/null | head -5)

@@ -59,6 +59,8 @@ impl<T: Element + Copy> Held<T> {
     /// Bytes of the elements.
     pub(crate) fn bytes(&self) -> &[u8] {
         // SAFETY: the same memory as `slice`, read as bytes.
-        unsafe { std::slice::from_raw_parts(self.ptr as *const u8, std::mem::size_of_val(self.slice())) }
+        unsafe {
+            std::slice::from_raw_parts(self.ptr as *const u8, std::mem::size_of_val(self.slice()))
+        }
     }
 }

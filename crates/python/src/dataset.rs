@@ -40,7 +40,9 @@ impl Dataset {
                 path.display()
             )));
         }
-        let inner = py.detach(|| MappedDataset::open(&path)).map_err(errors::other)?;
+        let inner = py
+            .detach(|| MappedDataset::open(&path))
+            .map_err(errors::other)?;
         Ok(Dataset {
             inner: Arc::new(inner),
         })
@@ -94,7 +96,11 @@ impl Dataset {
             "train" => &self.inner.train_idx,
             "valid" => &self.inner.valid_idx,
             "test" => &self.inner.test_idx,
-            other => return Err(invalid(format!("split '{other}' is not train, valid or test"))),
+            other => {
+                return Err(invalid(format!(
+                    "split '{other}' is not train, valid or test"
+                )))
+            }
         }))
     }
 
@@ -130,12 +136,20 @@ impl Dataset {
     /// The features as a table (collective): `mmap` maps `node_feat.npy` read-only; `host` and
     /// `shared` copy it into memory, each rank its own rows.
     #[pyo3(signature = (comm, layout="continuous", location="mmap"))]
-    fn feature_table(&self, py: Python<'_>, comm: &Comm, layout: &str, location: &str) -> PyResult<Table> {
+    fn feature_table(
+        &self,
+        py: Python<'_>,
+        comm: &Comm,
+        layout: &str,
+        location: &str,
+    ) -> PyResult<Table> {
         let comm = comm.get()?;
         let meta = &self.inner.meta;
         let dtype = parse_dtype(&meta.feat_dtype)?;
         let layout = Layout::parse(layout).ok_or_else(|| {
-            invalid(format!("layout '{layout}' is not continuous, chunked or distributed"))
+            invalid(format!(
+                "layout '{layout}' is not continuous, chunked or distributed"
+            ))
         })?;
         let path = self.inner.features_path();
         let table = match parse_location(location, None, false)
@@ -146,7 +160,8 @@ impl Dataset {
                     path,
                     writable: false,
                 };
-                let spec = StoreSpec::new(&[meta.num_nodes, meta.feat_dim], dtype, layout, location);
+                let spec =
+                    StoreSpec::new(&[meta.num_nodes, meta.feat_dim], dtype, layout, location);
                 py.detach(|| StoreTensor::new(comm, spec))
             }
             location => py.detach(|| {

@@ -86,13 +86,23 @@ impl Comm {
     /// Reduces a contiguous writable array in place over the ranks (`op`: sum, max or min;
     /// `dtype`: f32, f64 or i64, the array's element type). Every rank gets the same bits:
     /// slices are summed in rank order.
-    fn all_reduce(&self, py: Python<'_>, array: &Bound<'_, PyAny>, dtype: &str, op: &str) -> PyResult<()> {
+    fn all_reduce(
+        &self,
+        py: Python<'_>,
+        array: &Bound<'_, PyAny>,
+        dtype: &str,
+        op: &str,
+    ) -> PyResult<()> {
         let comm = self.get()?;
         let op = match op {
             "sum" => ReduceOp::Sum,
             "max" => ReduceOp::Max,
             "min" => ReduceOp::Min,
-            other => return Err(invalid(format!("all_reduce: op '{other}' is not sum, max or min"))),
+            other => {
+                return Err(invalid(format!(
+                    "all_reduce: op '{other}' is not sum, max or min"
+                )))
+            }
         };
         match dtype {
             "f32" => {
@@ -143,11 +153,22 @@ pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
         "local" => false,
         "mpi" => true,
         "auto" => launched_by_mpirun(),
-        other => return Err(invalid(format!("init: backend '{other}' is not auto, local or mpi"))),
+        other => {
+            return Err(invalid(format!(
+                "init: backend '{other}' is not auto, local or mpi"
+            )))
+        }
     };
-    let started = if use_mpi { start_mpi(py)? } else { start_local() };
+    let started = if use_mpi {
+        start_mpi(py)?
+    } else {
+        start_local()
+    };
     GENERATION.fetch_add(1, Ordering::SeqCst);
-    let comms = (Comm::new(started.world.clone()), Comm::new(started.node.clone()));
+    let comms = (
+        Comm::new(started.world.clone()),
+        Comm::new(started.node.clone()),
+    );
     *guard = Some(started);
     Ok(comms)
 }

@@ -97,10 +97,22 @@ fn stacked(mut src: Vec<i64>, dst: Vec<i64>) -> Tensor {
 }
 
 /// Samples around `seeds` and builds the batch.
-fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> Result<BatchData, String> {
+fn build(
+    s: &Settings,
+    sampler: &mut Sampler,
+    seeds: &[NodeId],
+    epoch: u64,
+) -> Result<BatchData, String> {
     let data = s.dataset.data();
     let blocks = sampler
-        .sample(&data.source(), seeds, &s.fanouts, SamplerKind::Uniform, s.seed, epoch)
+        .sample(
+            &data.source(),
+            seeds,
+            &s.fanouts,
+            SamplerKind::Uniform,
+            s.seed,
+            epoch,
+        )
         .map_err(|e| e.to_string())?;
     let n_id: Vec<i64> = blocks[0].src_nodes.iter().map(|&v| i64::from(v)).collect();
     let x = {

@@ -25,7 +25,9 @@ pub(crate) fn read_model_file<'py>(
     py: Python<'py>,
     path: PathBuf,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<(String, View)>, Option<View>)> {
-    let file = py.detach(|| ModelFile::load(&path)).map_err(errors::other)?;
+    let file = py
+        .detach(|| ModelFile::load(&path))
+        .map_err(errors::other)?;
     let c = &file.config;
     let config = PyDict::new(py);
     config.set_item("arch", c.arch.name())?;
@@ -69,8 +71,11 @@ pub(crate) fn write_model_file(
 ) -> PyResult<()> {
     let arch: String = item(config, "arch")?.extract()?;
     let config = ModelConfig {
-        arch: Architecture::parse(&arch)
-            .ok_or_else(|| invalid(format!("model configuration: arch '{arch}' is not gcn, sage or gat")))?,
+        arch: Architecture::parse(&arch).ok_or_else(|| {
+            invalid(format!(
+                "model configuration: arch '{arch}' is not gcn, sage or gat"
+            ))
+        })?,
         in_dim: item(config, "in_dim")?.extract()?,
         hidden: item(config, "hidden")?.extract()?,
         out_dim: item(config, "out_dim")?.extract()?,
@@ -87,16 +92,19 @@ pub(crate) fn write_model_file(
     let mut given: HashMap<String, Tensor> = HashMap::new();
     for (name, array, shape) in params {
         let values = Held::<f32>::new(&array, &name)?.slice().to_vec();
-        let tensor = Tensor::from_vec(values, &shape)
-            .map_err(|_| invalid(format!("parameter '{name}': its values do not fill shape {shape:?}")))?;
+        let tensor = Tensor::from_vec(values, &shape).map_err(|_| {
+            invalid(format!(
+                "parameter '{name}': its values do not fill shape {shape:?}"
+            ))
+        })?;
         given.insert(name, tensor);
     }
     let expected = Model::param_shapes(&config).map_err(errors::other)?;
     let mut ordered = Vec::with_capacity(expected.len());
     for (name, shape) in expected {
-        let value = given.remove(&name).ok_or_else(|| {
-            invalid(format!("parameter '{name}' (shape {shape:?}) is missing"))
-        })?;
+        let value = given
+            .remove(&name)
+            .ok_or_else(|| invalid(format!("parameter '{name}' (shape {shape:?}) is missing")))?;
         if value.shape() != shape.as_slice() {
             return Err(invalid(format!(
                 "parameter '{name}' has shape {:?}, the model needs {shape:?}",
@@ -106,7 +114,9 @@ pub(crate) fn write_model_file(
         ordered.push(Param { name, value });
     }
     if let Some(extra) = given.keys().next() {
-        return Err(invalid(format!("parameter '{extra}' is not one of this model's")));
+        return Err(invalid(format!(
+            "parameter '{extra}' is not one of this model's"
+        )));
     }
     let file = ModelFile {
         config,

@@ -25,7 +25,9 @@ pub(crate) fn open_table<'a>(
     shared: &'a Shared,
     op: &str,
 ) -> PyResult<MutexGuard<'a, Option<Embedding>>> {
-    let guard = shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let guard = shared
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if guard.is_none() {
         return Err(invalid(format!("{op}: the table is closed")));
     }
@@ -34,30 +36,40 @@ pub(crate) fn open_table<'a>(
 
 pub(crate) fn parse_dtype(name: &str) -> PyResult<DType> {
     DType::parse(name).ok_or_else(|| {
-        invalid(format!("dtype '{name}' is not one of float32, float64, bfloat16, int32, int64"))
+        invalid(format!(
+            "dtype '{name}' is not one of float32, float64, bfloat16, int32, int64"
+        ))
     })
 }
 
 fn parse_layout(name: &str) -> PyResult<Layout> {
     Layout::parse(name).ok_or_else(|| {
-        invalid(format!("layout '{name}' is not continuous, chunked or distributed"))
+        invalid(format!(
+            "layout '{name}' is not continuous, chunked or distributed"
+        ))
     })
 }
 
 /// `host` (also WholeGraph's `cpu`), `shared`, or `mmap` with a path.
-pub(crate) fn parse_location(name: &str, path: Option<PathBuf>, writable: bool) -> PyResult<Location> {
+pub(crate) fn parse_location(
+    name: &str,
+    path: Option<PathBuf>,
+    writable: bool,
+) -> PyResult<Location> {
     match (name, path) {
         ("host" | "cpu", None) => Ok(Location::Host),
         ("shared", None) => Ok(Location::SharedHost),
         ("mmap", Some(path)) => Ok(Location::Mmap { path, writable }),
         ("mmap", None) => Err(invalid("location 'mmap' needs a path: the file to map")),
-        ("host" | "cpu" | "shared", Some(_)) => {
-            Err(invalid(format!("location '{name}' takes no path (only mmap does)")))
-        }
+        ("host" | "cpu" | "shared", Some(_)) => Err(invalid(format!(
+            "location '{name}' takes no path (only mmap does)"
+        ))),
         ("cuda" | "device", _) => Err(invalid(
             "location 'cuda': this build keeps tables in host memory (host, shared or mmap)",
         )),
-        (other, _) => Err(invalid(format!("location '{other}' is not host, shared or mmap"))),
+        (other, _) => Err(invalid(format!(
+            "location '{other}' is not host, shared or mmap"
+        ))),
     }
 }
 
@@ -72,7 +84,11 @@ fn check_pair(comm: &Arc<dyn Communicator>, layout: Layout, location: &Location)
     check_support(layout, location, topology).map_err(errors::store)
 }
 
-fn with_optimizer(table: StoreTensor, optimizer: Option<&str>, weight_decay: f32) -> PyResult<Embedding> {
+fn with_optimizer(
+    table: StoreTensor,
+    optimizer: Option<&str>,
+    weight_decay: f32,
+) -> PyResult<Embedding> {
     match optimizer {
         None => Ok(Embedding::frozen(table)),
         Some(name) => {
@@ -135,7 +151,9 @@ impl Table {
         let (dtype, layout) = (parse_dtype(dtype)?, parse_layout(layout)?);
         let location = parse_location(location, path, writable)?;
         if shape.is_empty() || shape.len() > 2 {
-            return Err(invalid(format!("shape {shape:?}: a table is [rows] or [rows, columns]")));
+            return Err(invalid(format!(
+                "shape {shape:?}: a table is [rows] or [rows, columns]"
+            )));
         }
         check_pair(&comm, layout, &location)?;
         let spec = StoreSpec::new(&shape, dtype, layout, location);
@@ -143,7 +161,9 @@ impl Table {
             let table = StoreTensor::new(comm, spec).map_err(errors::store)?;
             let mut embedding = with_optimizer(table, optimizer, weight_decay)?;
             if embedding.optimizer().is_some() && init_scale != 0.0 {
-                embedding.init_uniform(seed, init_scale).map_err(errors::store)?;
+                embedding
+                    .init_uniform(seed, init_scale)
+                    .map_err(errors::store)?;
             }
             Ok(embedding)
         })?;
@@ -174,7 +194,9 @@ impl Table {
             return Err(invalid("the file list is empty"));
         }
         if row_shape.len() > 1 {
-            return Err(invalid(format!("row shape {row_shape:?}: rows are scalars or vectors")));
+            return Err(invalid(format!(
+                "row shape {row_shape:?}: rows are scalars or vectors"
+            )));
         }
         check_pair(&comm, layout, &location)?;
         let embedding = py.detach(|| -> PyResult<Embedding> {
@@ -206,7 +228,17 @@ impl Table {
         check_pair(&comm, layout, &location)?;
         let optimizer = SparseOptimizer::parse(optimizer).map_err(errors::store)?;
         let embedding = py
-            .detach(|| Embedding::load(comm, &prefix, saved_ranks, dim, layout, location, Some(optimizer)))
+            .detach(|| {
+                Embedding::load(
+                    comm,
+                    &prefix,
+                    saved_ranks,
+                    dim,
+                    layout,
+                    location,
+                    Some(optimizer),
+                )
+            })
             .map_err(errors::store)?;
         Ok(Table::wrap(embedding))
     }
@@ -216,13 +248,20 @@ impl Table {
     fn gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<View> {
         let ids = Held::<i64>::new(ids, "gather: ids")?;
         let ids = ids.slice();
-        let rows = self.with("gather", |e| py.detach(|| e.gather(ids)).map_err(errors::store))?;
+        let rows = self.with("gather", |e| {
+            py.detach(|| e.gather(ids)).map_err(errors::store)
+        })?;
         Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
     }
 
     /// Seconds of each of `repeats` gathers of `ids` run in Rust, each into a new tensor as
     /// [`Table::gather`] makes: the baseline that the Python call is measured against.
-    fn time_gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, repeats: usize) -> PyResult<Vec<f64>> {
+    fn time_gather(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        repeats: usize,
+    ) -> PyResult<Vec<f64>> {
         let ids = Held::<i64>::new(ids, "time_gather: ids")?;
         let ids = ids.slice();
         self.with("time_gather", |e| {
@@ -243,12 +282,18 @@ impl Table {
 
     /// Writes rows: `rows` holds the bytes of `len(ids)` rows in the table's dtype
     /// (collective; every row is written by its owner).
-    fn scatter(&self, py: Python<'_>, ids: &Bound<'_, PyAny>, rows: &Bound<'_, PyAny>) -> PyResult<()> {
+    fn scatter(
+        &self,
+        py: Python<'_>,
+        ids: &Bound<'_, PyAny>,
+        rows: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
         let ids = Held::<i64>::new(ids, "scatter: ids")?;
         let rows = Held::<u8>::new(rows, "scatter: rows")?;
         let (ids, rows) = (ids.slice(), rows.bytes());
         self.with("scatter", |e| {
-            py.detach(|| e.table().scatter_bytes(ids, rows)).map_err(errors::store)
+            py.detach(|| e.table().scatter_bytes(ids, rows))
+                .map_err(errors::store)
         })
     }
 
@@ -264,8 +309,8 @@ impl Table {
         let ids = Held::<i64>::new(ids, "apply_gradients: ids")?;
         let grads = Held::<f32>::new(grads, "apply_gradients: grads")?;
         let dim = self.spec.shape.get(1).copied().unwrap_or(1);
-        let grads = Tensor::from_vec(grads.slice().to_vec(), &[ids.slice().len(), dim])
-            .map_err(|_| {
+        let grads =
+            Tensor::from_vec(grads.slice().to_vec(), &[ids.slice().len(), dim]).map_err(|_| {
                 invalid(format!(
                     "apply_gradients: {} gradient values for {} ids of width {dim}",
                     grads.slice().len(),
@@ -274,19 +319,25 @@ impl Table {
             })?;
         let ids = ids.slice();
         self.with("apply_gradients", |e| {
-            py.detach(|| e.apply_gradients(ids, &grads, lr)).map_err(errors::store)
+            py.detach(|| e.apply_gradients(ids, &grads, lr))
+                .map_err(errors::store)
         })
     }
 
     /// This rank's rows, sharing the table's memory.
     fn local_view(&self) -> PyResult<View> {
-        self.with("get_local_tensor", |e| Ok(View::new(e.table().local_view())))
+        self.with("get_local_tensor", |e| {
+            Ok(View::new(e.table().local_view()))
+        })
     }
 
     /// The whole table, sharing its memory (continuous layout only).
     fn global_view(&self) -> PyResult<View> {
         self.with("get_global_tensor", |e| {
-            e.table().global_view().map(View::new).map_err(errors::store)
+            e.table()
+                .global_view()
+                .map(View::new)
+                .map_err(errors::store)
         })
     }
 
@@ -323,25 +374,34 @@ impl Table {
                     "load: a frozen table is loaded with create_embedding_from_filelist",
                 ));
             }
-            py.detach(|| e.restore(&prefix, saved_ranks)).map_err(errors::store)
+            py.detach(|| e.restore(&prefix, saved_ranks))
+                .map_err(errors::store)
         })
     }
 
     /// Waits for every rank of the table's communicator.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.with("barrier", |e| py.detach(|| e.table().barrier()).map_err(errors::store))
+        self.with("barrier", |e| {
+            py.detach(|| e.table().barrier()).map_err(errors::store)
+        })
     }
 
     /// Releases the table's memory (views already exported keep theirs). Later calls fail.
     fn close(&self) {
-        let mut guard = self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut guard = self
+            .shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
         guard.take();
     }
 
     /// Whether [`Table::close`] was called.
     #[getter]
     fn closed(&self) -> bool {
-        self.shared.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).is_none()
+        self.shared
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_none()
     }
 
     /// The shape.

@@ -13,10 +13,11 @@ REPO = Path(__file__).resolve().parents[3]
 
 
 def graphloom_binary() -> Path:
-    """The CLI built with the dev profile, as the Rust tests build it."""
-    subprocess.run(
-        ["cargo", "build", "--quiet", "-p", "graphloom"], cwd=REPO, check=True
-    )
+    """The CLI: $GRAPHLOOM_BIN (the test script passes the one the Rust tests built), or
+    built here by cargo with the tests' profile."""
+    if os.environ.get("GRAPHLOOM_BIN"):
+        return Path(os.environ["GRAPHLOOM_BIN"])
+    subprocess.run(["cargo", "build", "--quiet", "-p", "graphloom"], cwd=REPO, check=True)
     target = Path(os.environ.get("CARGO_TARGET_DIR", REPO / "target"))
     return target / "debug" / "graphloom"
 

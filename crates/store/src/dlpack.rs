@@ -41,7 +41,11 @@ impl std::fmt::Debug for DlpackView {
             "DlpackView({}, {:?}, {})",
             self.dtype,
             self.shape,
-            if self.writable { "writable" } else { "read-only" }
+            if self.writable {
+                "writable"
+            } else {
+                "read-only"
+            }
         )
     }
 }

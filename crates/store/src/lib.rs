@@ -22,12 +22,12 @@ mod memory;
 mod routing;
 mod tensor;
 
+pub use dlpack::DlpackView;
 pub use embedding::{
     cache::{Admission, CacheConfig, CacheStats},
     optimizer::SparseOptimizer,
     Embedding,
 };
-pub use dlpack::DlpackView;
 pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
 pub use hot_rows::HotRows;
