@@ -17,10 +17,10 @@
 use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
+use crate::Scratch;
 use bytemuck::Pod;
 use graphloom_nn::kernels::gat::{dot, leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
-use graphloom_tensor::memory::Charge;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
@@ -205,7 +205,7 @@ impl AttentionOp {
         let slope = <A<T>>::from_f64(self.att.negative_slope);
         // Per destination: the unnormalised output, then the running max and sum per head.
         let sw = w + 2 * heads;
-        let (mut state, _charge) = scratch::<A<T>>(rows * sw);
+        let mut state = scratch::<A<T>>(rows * sw);
         for row in state.chunks_mut(sw) {
             row[w..w + heads].fill(<A<T>>::NEG_INFINITY);
         }
@@ -407,10 +407,9 @@ struct Grads<'a, T: Float> {
     /// The forward pass's max score and softmax denominator per (node, head).
     stats: &'a [f64],
     /// `c_v = g_v . out_v` per head.
-    cv: Vec<T::Acc>,
-    der: Vec<T::Acc>,
-    mine: Vec<T::Acc>,
-    _charges: [Charge; 3],
+    cv: Scratch<T::Acc>,
+    der: Scratch<T::Acc>,
+    mine: Scratch<T::Acc>,
 }
 
 impl<'a, T: Float + Pod> Grads<'a, T> {
@@ -425,15 +424,15 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         })?;
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = op.graph().rows;
-        let (mut cv, c1) = scratch::<T::Acc>(rows * heads);
+        let mut cv = scratch::<T::Acc>(rows * heads);
         for v in 0..rows {
             for k in 0..heads {
                 let r = v * w + k * c..v * w + (k + 1) * c;
                 cv[v * heads + k] = dot::<T>(&grad[r.clone()], &out[r]);
             }
         }
-        let (der, c2) = scratch::<T::Acc>(rows * heads);
-        let (mine, c3) = scratch::<T::Acc>(rows * (w + heads));
+        let der = scratch::<T::Acc>(rows * heads);
+        let mine = scratch::<T::Acc>(rows * (w + heads));
         Ok(Grads {
             op,
             x,
@@ -442,7 +441,6 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             cv,
             der,
             mine,
-            _charges: [c1, c2, c3],
         })
     }
 
@@ -483,7 +481,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     fn halo_grads(&mut self, from: usize, halo: &Message) -> Message {
         let halo = halo.values::<T>();
         let row_width = self.x.width() + self.x.heads;
-        let (mut out, _c) = scratch::<T::Acc>(self.op.graph().halo_rows(from) * row_width);
+        let mut out = scratch::<T::Acc>(self.op.graph().halo_rows(from) * row_width);
         let (op, x) = (self.op, self.x);
         op.for_each_edge(from, x, Sources::Halo(&halo), |v, u, src, hu, elu| {
             self.edge(

@@ -30,11 +30,53 @@ pub use graph::PartGraph;
 pub use linear::{Normalisation, RingAggregation};
 pub use train::{sar_model, train_sar, Sar};
 
-/// A scratch buffer of `n` accumulators, charged to the worker's activations while it lives.
-fn scratch<A: graphloom_tensor::Real>(n: usize) -> (Vec<A>, graphloom_tensor::memory::Charge) {
+use graphloom_tensor::Real;
+
+/// A buffer of accumulators for one pass: zeroed, on huge pages when large, charged to the
+/// worker's activations while it lives, and handed back to the buffer cache when dropped, so the
+/// next pass of the same size reuses its pages instead of faulting in fresh ones.
+pub(crate) struct Scratch<A: Real> {
+    values: Vec<A>,
+    _charge: graphloom_tensor::memory::Charge,
+}
+
+impl<A: Real> Scratch<A> {
+    /// The values, taken out of the buffer (to become a tensor's storage, say).
+    fn into_vec(mut self) -> Vec<A> {
+        std::mem::take(&mut self.values)
+    }
+}
+
+impl<A: Real> std::ops::Deref for Scratch<A> {
+    type Target = [A];
+    fn deref(&self) -> &[A] {
+        &self.values
+    }
+}
+
+impl<A: Real> std::ops::DerefMut for Scratch<A> {
+    fn deref_mut(&mut self) -> &mut [A] {
+        &mut self.values
+    }
+}
+
+impl<A: Real> Drop for Scratch<A> {
+    fn drop(&mut self) {
+        graphloom_tensor::alloc::recycle(std::mem::take(&mut self.values));
+    }
+}
+
+/// A [`Scratch`] of `n` zeros.
+fn scratch<A: Real>(n: usize) -> Scratch<A> {
+    use rayon::prelude::*;
     let _g = graphloom_tensor::memory::category_scope(graphloom_tensor::Category::Activations);
     let charge = graphloom_tensor::memory::Charge::new(n * std::mem::size_of::<A>());
-    (vec![A::ZERO; n], charge)
+    let mut values = graphloom_tensor::alloc::with_capacity(n);
+    values.par_extend(rayon::iter::repeat_n(A::ZERO, n));
+    Scratch {
+        values,
+        _charge: charge,
+    }
 }
 
 /// Errors of the exchanges, as the tape reports them.

@@ -6,11 +6,11 @@ use bytemuck::Pod;
 use graphloom_nn::kernels::aggregate::{
     gcn_inverse_sqrt_degree, prefetch_row, LinearAggregation, PREFETCH_DISTANCE,
 };
-use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
 use crate::graph::for_each_destination;
-use crate::{comm_error, scratch, PartGraph};
+use crate::{comm_error, scratch, PartGraph, Scratch};
 use graphloom_nn::split_rows;
 
 /// How a destination's sum is normalised.
@@ -99,11 +99,14 @@ impl RingAggregation {
         xs: &[T],
         cols: usize,
         kept: &mut Vec<Message>,
-    ) -> graphloom_tensor::Result<Tensor> {
+    ) -> graphloom_tensor::Result<Tensor>
+    where
+        T::Acc: Element,
+    {
         type A<T> = <T as Float>::Acc;
         let g = self.graph();
         let rows = g.rows;
-        let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
+        let mut acc = scratch::<A<T>>(rows * cols);
         let ex = &self.exchange;
         let own = g.index;
         let produce = |to: usize| {
@@ -160,25 +163,23 @@ impl RingAggregation {
         };
         ex.pass(Direction::Out, produce, consume)
             .map_err(comm_error)?;
-        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
-        // Every row on its own: in parallel, the same bits as in order.
-        self.for_each_row(&mut out, cols, |v, out| {
+        // Every row on its own, in place: in parallel, the same bits as in order.
+        self.for_each_row(&mut acc, cols, |v, row| {
             let (s, self_loop) = self.source(v);
             let scale = <A<T>>::from_f64(self.scale(v));
             let own = &xs[v * cols..(v + 1) * cols];
-            let sum = &acc[v * cols..(v + 1) * cols];
             if self_loop {
                 let s = <A<T>>::from_f64(s);
-                for ((o, &a), &x) in out.iter_mut().zip(sum).zip(own) {
-                    *o = T::from_acc(scale * (a + s * x.to_acc()));
+                for (a, &x) in row.iter_mut().zip(own) {
+                    *a = scale * (*a + s * x.to_acc());
                 }
             } else {
-                for (o, &a) in out.iter_mut().zip(sum) {
-                    *o = T::from_acc(scale * a);
+                for a in row.iter_mut() {
+                    *a = scale * *a;
                 }
             }
         });
-        Tensor::from_vec(out, &[rows, cols])
+        into_tensor::<T>(acc, rows, cols)
     }
 
     /// Adds, for every edge from part `to` into this worker's destinations, `scale * g_dst`
@@ -228,21 +229,20 @@ impl RingAggregation {
 
     /// The gradient of the input: each part gets the gradient of the rows it sent (the
     /// transposed shard times the scaled output gradient) and adds it into its own rows.
-    fn backward<T: Float + Pod>(
-        &self,
-        grad: &[T],
-        cols: usize,
-    ) -> graphloom_tensor::Result<Tensor> {
+    fn backward<T: Float + Pod>(&self, grad: &[T], cols: usize) -> graphloom_tensor::Result<Tensor>
+    where
+        T::Acc: Element,
+    {
         type A<T> = <T as Float>::Acc;
         let g = self.graph();
         let rows = g.rows;
-        let (mut acc, _charge) = scratch::<A<T>>(rows * cols);
+        let mut acc = scratch::<A<T>>(rows * cols);
         let own = g.index;
         let produce = |to: usize| {
             if to == own {
                 return Ok(Message::empty());
             }
-            let (mut halo_grad, _c) = scratch::<A<T>>(g.halo_rows(to) * cols);
+            let mut halo_grad = scratch::<A<T>>(g.halo_rows(to) * cols);
             self.shard_grad_into(to, grad, cols, &mut halo_grad, |src| src);
             Ok(Message::of_values(
                 halo_grad.len(),
@@ -268,24 +268,22 @@ impl RingAggregation {
         self.exchange
             .pass(Direction::Back, produce, consume)
             .map_err(comm_error)?;
-        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
-        self.for_each_row(&mut out, cols, |v, out| {
+        self.for_each_row(&mut acc, cols, |v, row| {
             let (s, self_loop) = self.source(v);
             let s = <A<T>>::from_f64(s);
             let own = &grad[v * cols..(v + 1) * cols];
-            let sum = &acc[v * cols..(v + 1) * cols];
             if self_loop {
                 let scale = <A<T>>::from_f64(self.scale(v));
-                for ((o, &a), &gv) in out.iter_mut().zip(sum).zip(own) {
-                    *o = T::from_acc(s * (a + scale * gv.to_acc()));
+                for (a, &gv) in row.iter_mut().zip(own) {
+                    *a = s * (*a + scale * gv.to_acc());
                 }
             } else {
-                for (o, &a) in out.iter_mut().zip(sum) {
-                    *o = T::from_acc(s * a);
+                for a in row.iter_mut() {
+                    *a = s * *a;
                 }
             }
         });
-        Tensor::from_vec(out, &[rows, cols])
+        into_tensor::<T>(acc, rows, cols)
     }
 
     /// Runs `f(v, row)` for every row `v` of `out` (rows of `cols`), in parallel.
@@ -336,6 +334,19 @@ impl Op for LinearOp {
 }
 
 /// Fails unless a local input has one row per local node.
+/// Sums finished in place, as a tensor of `T` (the accumulators themselves when `T` is its own
+/// accumulator type: f32 and f64).
+fn into_tensor<T: Float>(
+    acc: Scratch<T::Acc>,
+    rows: usize,
+    cols: usize,
+) -> graphloom_tensor::Result<Tensor>
+where
+    T::Acc: Element,
+{
+    Tensor::from_vec(acc.into_vec(), &[rows, cols])?.cast(T::DTYPE)
+}
+
 pub(crate) fn check_rows(rows: usize, expected: usize) -> graphloom_tensor::Result<()> {
     if rows != expected {
         return Err(graphloom_tensor::Error::Autodiff(format!(
