@@ -21,6 +21,9 @@ use crate::errors::{self, invalid};
 use crate::table::{open_table, parse_dtype, Shared, Table};
 use crate::view::View;
 
+/// The most batches a loader makes ahead of its consumer.
+const MAX_QUEUE_DEPTH: usize = 1024;
+
 /// What every batch of a loader is made with.
 struct Settings {
     dataset: Arc<MappedDataset>,
@@ -48,7 +51,7 @@ struct BatchData {
 
 /// One epoch in flight: its queue and its producer, which hands the sampler back.
 struct Epoch {
-    queue: Mutex<Receiver<Result<BatchData, String>>>,
+    queue: Receiver<Result<BatchData, String>>,
     producer: JoinHandle<Sampler>,
 }
 
@@ -240,9 +243,26 @@ impl Loader {
                         "input_nodes: node {bad} is not in 0..{n}"
                     )));
                 }
+                let mut seen = vec![false; meta.num_nodes];
+                for &v in ids.slice() {
+                    if std::mem::replace(&mut seen[v as usize], true) {
+                        return Err(invalid(format!("input_nodes: node {v} appears twice")));
+                    }
+                }
                 ids.slice().iter().map(|&v| v as usize).collect()
             }
         };
+        let x_dtype = parse_dtype(x_dtype)?;
+        if !x_dtype.is_float() {
+            return Err(invalid(format!(
+                "x_dtype {x_dtype}: input rows are float32, float64 or bfloat16"
+            )));
+        }
+        if !(1..=MAX_QUEUE_DEPTH).contains(&queue_depth) {
+            return Err(invalid(format!(
+                "queue_depth {queue_depth}: batches made ahead, 1 to {MAX_QUEUE_DEPTH}"
+            )));
+        }
         Ok(Loader {
             settings: Arc::new(Settings {
                 dataset: dataset.inner.clone(),
@@ -253,11 +273,11 @@ impl Loader {
                 shuffle,
                 drop_last,
                 seed,
-                x_dtype: parse_dtype(x_dtype)?,
+                x_dtype,
                 rank,
                 ranks,
             }),
-            queue_depth: queue_depth.max(1),
+            queue_depth,
             state: Mutex::new(LoaderState {
                 epoch: 0,
                 running: None,
@@ -272,8 +292,44 @@ impl Loader {
     }
 
     /// Starts the next epoch's producer (stopping one still running) and returns its number.
-    fn start_epoch(&self) -> u64 {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    fn start_epoch(&self, py: Python<'_>) -> u64 {
+        py.detach(|| self.start())
+    }
+
+    /// The next batch of the running epoch, or None at its end.
+    fn next_batch(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        py.detach(|| self.next()).map(|b| b.map(Batch::new))
+    }
+
+    /// Runs one epoch with the consumer in Rust (every batch received and dropped) and returns
+    /// (batches, seconds): the loader's speed without Python.
+    fn drain(&self, py: Python<'_>) -> PyResult<(usize, f64)> {
+        py.detach(|| {
+            let start = Instant::now();
+            self.start();
+            let mut count = 0;
+            while self.next()?.is_some() {
+                count += 1;
+            }
+            Ok((count, start.elapsed().as_secs_f64()))
+        })
+    }
+
+    /// Stops the running epoch's producer.
+    fn stop_running(&self, py: Python<'_>) {
+        py.detach(|| Loader::stop(&mut self.lock_state()))
+    }
+}
+
+// Every lock of a loader's state is taken with the interpreter lock released (the methods
+// above), so a thread never holds the state while it waits for the interpreter.
+impl Loader {
+    fn lock_state(&self) -> std::sync::MutexGuard<'_, LoaderState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn start(&self) -> u64 {
+        let mut state = self.lock_state();
         Loader::stop(&mut state);
         let epoch = state.epoch;
         state.epoch += 1;
@@ -297,21 +353,19 @@ impl Loader {
             })
             .expect("spawning the loader thread");
         state.running = Some(Epoch {
-            queue: Mutex::new(rx),
+            queue: rx,
             producer,
         });
         epoch
     }
 
-    /// The next batch of the running epoch, or None at its end.
-    fn next_batch(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+    fn next(&self) -> PyResult<Option<BatchData>> {
+        let mut state = self.lock_state();
         let Some(running) = state.running.as_ref() else {
             return Ok(None);
         };
-        let queue = &running.queue;
-        match py.detach(|| queue.lock().unwrap_or_else(|p| p.into_inner()).recv()) {
-            Ok(Ok(batch)) => Ok(Some(Batch::new(batch))),
+        match running.queue.recv() {
+            Ok(Ok(batch)) => Ok(Some(batch)),
             Ok(Err(message)) => {
                 Loader::stop(&mut state);
                 Err(errors::other(format!("NeighborLoader: {message}")))
@@ -321,36 +375,6 @@ impl Loader {
                 Ok(None)
             }
         }
-    }
-
-    /// Runs one epoch with the consumer in Rust (every batch received and dropped) and returns
-    /// (batches, seconds): the loader's speed without Python.
-    fn drain(&self, py: Python<'_>) -> PyResult<(usize, f64)> {
-        let start = Instant::now();
-        self.start_epoch();
-        let mut count = 0;
-        loop {
-            let state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-            let queue = &state.running.as_ref().expect("just started").queue;
-            match py.detach(|| queue.lock().unwrap_or_else(|p| p.into_inner()).recv()) {
-                Ok(Ok(_)) => count += 1,
-                Ok(Err(message)) => {
-                    drop(state);
-                    self.stop_running();
-                    return Err(errors::other(format!("NeighborLoader: {message}")));
-                }
-                Err(_) => break,
-            }
-        }
-        let seconds = start.elapsed().as_secs_f64();
-        self.stop_running();
-        Ok((count, seconds))
-    }
-
-    /// Stops the running epoch's producer.
-    fn stop_running(&self) {
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        Loader::stop(&mut state);
     }
 }
 

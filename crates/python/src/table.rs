@@ -17,6 +17,9 @@ use crate::errors::{self, invalid};
 use crate::job::Comm;
 use crate::view::View;
 
+/// The most ranks a saved table is read back from (one file each).
+const MAX_SAVED_RANKS: usize = 1 << 16;
+
 /// The table, or nothing once closed.
 pub(crate) type Shared = Arc<Mutex<Option<Embedding>>>;
 
@@ -120,9 +123,19 @@ impl Table {
         }
     }
 
-    fn with<T>(&self, op: &str, f: impl FnOnce(&mut Embedding) -> PyResult<T>) -> PyResult<T> {
-        let mut guard = open_table(&self.shared, op)?;
-        f(guard.as_mut().expect("open_table checked"))
+    /// Runs `f` on the open table with the interpreter lock released, taking the table's
+    /// lock only then: a thread never holds the table while it waits for the interpreter, so
+    /// Python threads sharing a table cannot deadlock.
+    fn with<T: Send>(
+        &self,
+        py: Python<'_>,
+        op: &str,
+        f: impl FnOnce(&mut Embedding) -> PyResult<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut guard = open_table(&self.shared, op)?;
+            f(guard.as_mut().expect("open_table checked"))
+        })
     }
 }
 
@@ -156,6 +169,19 @@ impl Table {
             )));
         }
         check_pair(&comm, layout, &location)?;
+        if optimizer.is_some()
+            && matches!(
+                location,
+                Location::Mmap {
+                    writable: false,
+                    ..
+                }
+            )
+        {
+            return Err(invalid(
+                "a trainable table must be writable: it changes every step",
+            ));
+        }
         let spec = StoreSpec::new(&shape, dtype, layout, location);
         let embedding = py.detach(|| -> PyResult<Embedding> {
             let table = StoreTensor::new(comm, spec).map_err(errors::store)?;
@@ -226,6 +252,12 @@ impl Table {
         let layout = parse_layout(layout)?;
         let location = parse_location(location, path, true)?;
         check_pair(&comm, layout, &location)?;
+        if saved_ranks == 0 || saved_ranks > MAX_SAVED_RANKS {
+            return Err(invalid(format!(
+                "saved_ranks {saved_ranks}: the number of ranks that saved the table, 1 to \
+                 {MAX_SAVED_RANKS}"
+            )));
+        }
         let optimizer = SparseOptimizer::parse(optimizer).map_err(errors::store)?;
         let embedding = py
             .detach(|| {
@@ -248,9 +280,7 @@ impl Table {
     fn gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<View> {
         let ids = Held::<i64>::new(ids, "gather: ids")?;
         let ids = ids.slice();
-        let rows = self.with("gather", |e| {
-            py.detach(|| e.gather(ids)).map_err(errors::store)
-        })?;
+        let rows = self.with(py, "gather", |e| e.gather(ids).map_err(errors::store))?;
         Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
     }
 
@@ -264,19 +294,17 @@ impl Table {
     ) -> PyResult<Vec<f64>> {
         let ids = Held::<i64>::new(ids, "time_gather: ids")?;
         let ids = ids.slice();
-        self.with("time_gather", |e| {
-            py.detach(|| {
-                (0..repeats)
-                    .map(|_| {
-                        let start = std::time::Instant::now();
-                        let rows = e.gather(ids)?;
-                        let seconds = start.elapsed().as_secs_f64();
-                        drop(rows);
-                        Ok(seconds)
-                    })
-                    .collect::<graphloom_store::Result<Vec<f64>>>()
-            })
-            .map_err(errors::store)
+        self.with(py, "time_gather", |e| {
+            (0..repeats)
+                .map(|_| {
+                    let start = std::time::Instant::now();
+                    let rows = e.gather(ids)?;
+                    let seconds = start.elapsed().as_secs_f64();
+                    drop(rows);
+                    Ok(seconds)
+                })
+                .collect::<graphloom_store::Result<Vec<f64>>>()
+                .map_err(errors::store)
         })
     }
 
@@ -291,9 +319,8 @@ impl Table {
         let ids = Held::<i64>::new(ids, "scatter: ids")?;
         let rows = Held::<u8>::new(rows, "scatter: rows")?;
         let (ids, rows) = (ids.slice(), rows.bytes());
-        self.with("scatter", |e| {
-            py.detach(|| e.table().scatter_bytes(ids, rows))
-                .map_err(errors::store)
+        self.with(py, "scatter", |e| {
+            e.table().scatter_bytes(ids, rows).map_err(errors::store)
         })
     }
 
@@ -318,22 +345,21 @@ impl Table {
                 ))
             })?;
         let ids = ids.slice();
-        self.with("apply_gradients", |e| {
-            py.detach(|| e.apply_gradients(ids, &grads, lr))
-                .map_err(errors::store)
+        self.with(py, "apply_gradients", |e| {
+            e.apply_gradients(ids, &grads, lr).map_err(errors::store)
         })
     }
 
     /// This rank's rows, sharing the table's memory.
-    fn local_view(&self) -> PyResult<View> {
-        self.with("get_local_tensor", |e| {
+    fn local_view(&self, py: Python<'_>) -> PyResult<View> {
+        self.with(py, "get_local_tensor", |e| {
             Ok(View::new(e.table().local_view()))
         })
     }
 
     /// The whole table, sharing its memory (continuous layout only).
-    fn global_view(&self) -> PyResult<View> {
-        self.with("get_global_tensor", |e| {
+    fn global_view(&self, py: Python<'_>) -> PyResult<View> {
+        self.with(py, "get_global_tensor", |e| {
             e.table()
                 .global_view()
                 .map(View::new)
@@ -342,8 +368,8 @@ impl Table {
     }
 
     /// The rows this rank owns, as (first, end).
-    fn local_rows(&self) -> PyResult<(usize, usize)> {
-        self.with("local_rows", |e| {
+    fn local_rows(&self, py: Python<'_>) -> PyResult<(usize, usize)> {
+        self.with(py, "local_rows", |e| {
             let r = e.table().local_rows();
             Ok((r.start, r.end))
         })
@@ -353,14 +379,12 @@ impl Table {
     /// file per rank and component (collective). Returns nothing; files are
     /// `{prefix}_part_{rank}_of_{ranks}` (frozen) or `{prefix}_table_part_...` (trainable).
     fn save(&self, py: Python<'_>, prefix: PathBuf) -> PyResult<()> {
-        self.with("save", |e| {
-            py.detach(|| {
-                if e.optimizer().is_some() {
-                    e.save(&prefix)
-                } else {
-                    e.table().save(&prefix).map(|_| ())
-                }
-            })
+        self.with(py, "save", |e| {
+            if e.optimizer().is_some() {
+                e.save(&prefix)
+            } else {
+                e.table().save(&prefix).map(|_| ())
+            }
             .map_err(errors::store)
         })
     }
@@ -368,21 +392,26 @@ impl Table {
     /// Refills a trainable table and its optimizer state from [`Table::save`]'s files of a job
     /// of `saved_ranks` ranks (collective).
     fn restore(&self, py: Python<'_>, prefix: PathBuf, saved_ranks: usize) -> PyResult<()> {
-        self.with("load", |e| {
+        self.with(py, "load", |e| {
             if e.optimizer().is_none() {
                 return Err(invalid(
                     "load: a frozen table is loaded with create_embedding_from_filelist",
                 ));
             }
-            py.detach(|| e.restore(&prefix, saved_ranks))
-                .map_err(errors::store)
+            if saved_ranks == 0 || saved_ranks > MAX_SAVED_RANKS {
+                return Err(invalid(format!(
+                    "saved_ranks {saved_ranks}: the number of ranks that saved the table, 1 \
+                     to {MAX_SAVED_RANKS}"
+                )));
+            }
+            e.restore(&prefix, saved_ranks).map_err(errors::store)
         })
     }
 
     /// Waits for every rank of the table's communicator.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
-        self.with("barrier", |e| {
-            py.detach(|| e.table().barrier()).map_err(errors::store)
+        self.with(py, "barrier", |e| {
+            e.table().barrier().map_err(errors::store)
         })
     }
 
@@ -430,14 +459,14 @@ impl Table {
 
     /// Whether writes are allowed (false for a read-only file map).
     #[getter]
-    fn writable(&self) -> PyResult<bool> {
-        self.with("writable", |e| Ok(e.table().is_writable()))
+    fn writable(&self, py: Python<'_>) -> PyResult<bool> {
+        self.with(py, "writable", |e| Ok(e.table().is_writable()))
     }
 
     /// The sparse optimizer's name, for a trainable table.
     #[getter]
-    fn optimizer(&self) -> PyResult<Option<&'static str>> {
-        self.with("optimizer", |e| Ok(e.optimizer().map(|o| o.name())))
+    fn optimizer(&self, py: Python<'_>) -> PyResult<Option<&'static str>> {
+        self.with(py, "optimizer", |e| Ok(e.optimizer().map(|o| o.name())))
     }
 
     /// This process's rank among the table's ranks.
@@ -453,8 +482,8 @@ impl Table {
     }
 
     /// Gather calls, rows and seconds so far.
-    fn gather_stats(&self) -> PyResult<(u64, u64, f64)> {
-        self.with("gather_stats", |e| {
+    fn gather_stats(&self, py: Python<'_>) -> PyResult<(u64, u64, f64)> {
+        self.with(py, "gather_stats", |e| {
             let s = e.table().stats();
             Ok((s.calls, s.rows, s.seconds))
         })

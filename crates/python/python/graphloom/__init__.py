@@ -31,7 +31,7 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 
 from . import _graphloom
-from ._arrays import dense_array, dtype_name, from_view, ids_array, rows_bytes
+from ._arrays import dense_array, dtype_name, from_view, ids_array, int_list, rows_bytes
 from ._graphloom import GraphLoomError
 
 __all__ = [
@@ -280,6 +280,15 @@ def _location(location: str) -> str:
     return {"cpu": "host"}.get(location, location)
 
 
+def _comm(comm: Any) -> _graphloom.Comm:
+    if not isinstance(comm, Communicator):
+        raise TypeError(
+            f"comm: expected a graphloom.Communicator (gl.init(), "
+            f"gl.get_global_communicator()), got {type(comm).__name__}"
+        )
+    return comm._inner
+
+
 def create_embedding(
     comm: Communicator,
     layout: str,
@@ -302,12 +311,12 @@ def create_embedding(
     ``optimizer``: sgd, lazy_adam, adagrad or rmsprop makes a trainable float32 table whose
     rows start uniform in ``[-init_scale, init_scale)`` (default ``1/sqrt(columns)``), drawn
     from ``seed`` so that any number of ranks gives the same table."""
-    dims = [int(d) for d in shape]
+    dims = int_list(shape, "shape")
     scale = 0.0
     if optimizer is not None:
         scale = init_scale if init_scale is not None else 1.0 / np.sqrt(max(dims[-1], 1))
     table = _graphloom.Table.create(
-        comm._inner,
+        _comm(comm),
         dims,
         dtype_name(dtype),
         layout,
@@ -343,7 +352,7 @@ def create_embedding_from_filelist(
         files = [files]
     row_shape = [int(last_dim_size)] if last_dim_size else []
     table = _graphloom.Table.from_files(
-        comm._inner,
+        _comm(comm),
         [os.fspath(f) for f in files],
         row_shape,
         dtype_name(dtype),
@@ -368,9 +377,10 @@ def load_embedding(
     path: str | os.PathLike | None = None,
 ) -> Embedding:
     """A trainable table and its optimizer state from :meth:`Embedding.save`'s files of a job
-    of ``saved_ranks`` ranks (collective)."""
+    of ``saved_ranks`` ranks (collective). ``dim`` must be the saved width: the part files are
+    raw rows, without a shape to check it against."""
     table = _graphloom.Table.load_trainable(
-        comm._inner,
+        _comm(comm),
         os.fspath(prefix),
         saved_ranks,
         dim,
@@ -472,7 +482,7 @@ class Dataset:
         """The node features as a new table (collective): ``mmap`` maps the file read-only;
         ``host`` and ``shared`` copy it into memory."""
         comm = comm or get_global_communicator()
-        return Embedding(self._inner.feature_table(comm._inner, layout, _location(location)))
+        return Embedding(self._inner.feature_table(_comm(comm), layout, _location(location)))
 
     def __repr__(self) -> str:
         return repr(self._inner)
@@ -485,8 +495,15 @@ class Batch:
         self.__dict__.update(fields)
 
     def __repr__(self) -> str:
-        shapes = {k: tuple(getattr(v, "shape", ())) for k, v in self.__dict__.items()}
-        return f"Batch({shapes})"
+        def describe(v: Any) -> str:
+            if hasattr(v, "shape"):
+                return str(list(v.shape))
+            if isinstance(v, list):
+                return f"[{len(v)}]"
+            return repr(v)
+
+        fields = ", ".join(f"{k}={describe(v)}" for k, v in self.__dict__.items())
+        return f"Batch({fields})"
 
 
 class NeighborLoader:
@@ -507,9 +524,17 @@ class NeighborLoader:
     num_src, num_dst)`` over the same local ids, each layer's destinations being the first
     ``num_dst`` nodes.
 
-    Seeds are ``input_nodes`` (default the training split), in an order drawn from ``(seed,
-    epoch)`` when ``shuffle``. Under mpirun each rank takes its slice of every global batch of
-    ``batch_size`` seeds (``rank``/``ranks`` default to the global communicator's)."""
+    Seeds are ``input_nodes`` (distinct; default the training split), in an order drawn from
+    ``(seed, epoch)`` when ``shuffle``, else in the given order; ``drop_last`` drops a last
+    batch shorter than ``batch_size``. Input rows come from ``features`` (a store table of
+    ``num_nodes`` rows, continuous or chunked; default :attr:`Dataset.features`), cast to
+    ``x_dtype`` (float32, float64 or bfloat16). The producer runs up to ``queue_depth``
+    batches ahead. Under mpirun each rank takes its slice of every global batch of
+    ``batch_size`` seeds (``rank``/``ranks`` default to the global communicator's).
+
+    One epoch runs at a time: starting a second iteration (or :meth:`time_rust_epoch`) ends
+    the first, which then raises if resumed. Tables and loaders may be shared between Python
+    threads; calls on one table run one at a time."""
 
     def __init__(
         self,
@@ -529,6 +554,11 @@ class NeighborLoader:
     ) -> None:
         if not isinstance(dataset, Dataset):
             raise TypeError(f"dataset: expected a graphloom.Dataset, got {type(dataset).__name__}")
+        if features is not None and not isinstance(features, Embedding):
+            raise TypeError(
+                f"features: expected a graphloom.Embedding (a store table), got "
+                f"{type(features).__name__}"
+            )
         comm = get_global_communicator()
         self.dataset = dataset
         self.features = features if features is not None else dataset.features
@@ -537,7 +567,7 @@ class NeighborLoader:
         self._inner = _graphloom.Loader(
             dataset._inner,
             self.features._table,
-            [int(f) for f in fanouts],
+            int_list(fanouts, "fanouts"),
             self.batch_size,
             shuffle,
             seed,
@@ -548,6 +578,8 @@ class NeighborLoader:
             comm.rank if rank is None else rank,
             comm.size if ranks is None else ranks,
         )
+        # Iterators of one loader share its producer: starting one ends the one before.
+        self._epochs_started = 0
         try:
             from torch_geometric.data import Data
         except ImportError:
@@ -558,6 +590,8 @@ class NeighborLoader:
         return len(self._inner)
 
     def __iter__(self) -> Iterator[Any]:
+        self._epochs_started += 1
+        mine = self._epochs_started
         self._inner.start_epoch()
         try:
             while (batch := self._inner.next_batch()) is not None:
@@ -569,13 +603,20 @@ class NeighborLoader:
                     batch_size=batch.batch_size,
                     blocks=[(from_view(e), s, d) for e, s, d in batch.blocks],
                 )
+                if self._epochs_started != mine:
+                    raise RuntimeError(
+                        "NeighborLoader: another iteration of this loader started (one epoch "
+                        "runs at a time; make a second loader to iterate two at once)"
+                    )
         finally:
-            self._inner.stop_running()
+            if self._epochs_started == mine:
+                self._inner.stop_running()
 
     def time_rust_epoch(self) -> dict[str, float]:
         """Runs one epoch with the consumer in Rust (each batch received and dropped), the
         loader's speed without Python: ``{"batches": n, "seconds": s}``. It advances the
         epoch counter like an iteration."""
+        self._epochs_started += 1
         batches, seconds = self._inner.drain()
         return {"batches": batches, "seconds": seconds}
 

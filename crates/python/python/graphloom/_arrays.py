@@ -34,6 +34,8 @@ _NAMES = {
 def dtype_name(dtype: Any) -> str:
     """GraphLoom's name (f32, f64, bf16, i32, i64) of a dtype given as a string, a numpy dtype
     or a torch dtype."""
+    if dtype is None:
+        raise TypeError("dtype: give one of float32, float64, bfloat16, int32 or int64")
     if torch is not None and isinstance(dtype, torch.dtype):
         key = str(dtype).removeprefix("torch.")
     elif isinstance(dtype, str):
@@ -52,6 +54,7 @@ def dtype_name(dtype: Any) -> str:
 
 
 def is_torch(x: Any) -> bool:
+    """Whether `x` is a torch tensor (False without torch)."""
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -94,7 +97,9 @@ def rows_bytes(rows: Any, dtype: str, shape: tuple[int, ...], what: str = "rows"
         if tuple(rows.shape) != shape:
             raise ValueError(f"{what}: expected shape {shape}, got {tuple(rows.shape)}")
         return rows.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
-    array = np.asarray(rows)
+    if not isinstance(rows, np.ndarray):
+        raise TypeError(f"{what}: expected a torch tensor or a numpy array, got {type(rows).__name__}")
+    array = rows
     if dtype == "bf16":
         raise TypeError(f"{what}: give bfloat16 rows as a torch tensor (numpy has no bfloat16)")
     got = dtype_name(array.dtype)
@@ -111,6 +116,8 @@ def dense_array(tensor: Any, what: str) -> tuple[np.ndarray, str]:
     if is_torch(tensor):
         if tensor.device.type != "cpu":
             raise ValueError(f"{what}: the tensor is on {tensor.device}; GraphLoom reads CPU tensors")
+        if tensor.dtype not in (torch.float32, torch.float64, torch.int64):
+            raise TypeError(f"{what}: {tensor.dtype} is not float32, float64 or int64")
         if not tensor.is_contiguous():
             raise ValueError(f"{what}: the tensor must be contiguous (reduced in place)")
         array = tensor.detach().numpy()
@@ -143,3 +150,17 @@ def from_view(view: Any) -> Any:
             "a read-only bfloat16 table has no zero-copy view (numpy has no bfloat16): gather it"
         )
     return np.from_dlpack(view)
+
+
+def int_list(values: Any, what: str) -> list[int]:
+    """A sequence of ints (a list, tuple, array or tensor; not a string) as a list."""
+    if isinstance(values, (str, bytes)) or not hasattr(values, "__iter__"):
+        raise TypeError(f"{what}: expected a sequence of integers, got {values!r}")
+    out = []
+    for v in values:
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) and not (
+            is_torch(v) and v.dim() == 0 and not v.is_floating_point()
+        ):
+            raise TypeError(f"{what}: {v!r} is not an integer")
+        out.append(int(v))
+    return out

@@ -230,13 +230,25 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
             _fail(f"{name}: GraphLoom's GAT concatenates the heads of hidden layers and averages the last layer's")
 
 
-def _activation_of(model: torch.nn.Module) -> type | None:
+def _check_activation(model: torch.nn.Module, arch: str) -> None:
+    """Refuses a model whose activation is not GraphLoom's (ReLU, ELU with alpha 1 for GAT)
+    or cannot be seen (a module without an ``act`` attribute)."""
+    expected = torch.nn.ELU if arch == "gat" else torch.nn.ReLU
+    if isinstance(model, GraphLoomGNN):
+        return
     act = getattr(model, "act", None)
     if act is None:
-        return None
-    if isinstance(act, torch.nn.Module):
-        return type(act)
-    return {F.relu: torch.nn.ReLU, F.elu: torch.nn.ELU}.get(act, type(act))
+        _fail(
+            f"{type(model).__name__} has no `act` attribute saying its activation: GraphLoom's "
+            f"{arch} uses {expected.__name__}"
+        )
+    if not isinstance(act, torch.nn.Module):
+        act = {F.relu: torch.nn.ReLU(), F.elu: torch.nn.ELU()}.get(act, act)
+    if type(act) is not expected:
+        name = type(act).__name__ if isinstance(act, torch.nn.Module) else repr(act)
+        _fail(f"GraphLoom's {arch} uses {expected.__name__}, the model {name}")
+    if isinstance(act, torch.nn.ELU) and act.alpha != 1.0:
+        _fail(f"GraphLoom's ELU has alpha 1, the model's {act.alpha}")
 
 
 def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropout: float | None = None) -> None:
@@ -244,11 +256,13 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
     ``graphloom predict``. What maps:
 
     - a :class:`GraphLoomGNN` (from :func:`load_pyg`);
-    - ``torch_geometric.nn.models.GCN``, ``GraphSAGE`` and ``GAT`` with their defaults:
-      ReLU (GCN, GraphSAGE) or ELU (GAT) activation, no norm, no jumping knowledge,
-      ``out_channels`` given; GAT's hidden layers concatenate their heads, its last averages;
-    - any module whose ``convs`` is a list of one kind of those layers with the same options,
-      computing ``conv -> activation -> dropout`` per hidden layer.
+    - ``torch_geometric.nn.models.GCN`` and ``GraphSAGE`` with their defaults (ReLU, no norm,
+      no jumping knowledge, ``out_channels`` given), and ``GAT`` with ``act="elu"`` (PyG's
+      default is ReLU; GraphLoom's GAT uses ELU): its hidden layers concatenate their heads,
+      its last averages them;
+    - any module whose ``convs`` is a list of one kind of those layers with the same options
+      and whose ``act`` attribute is that activation, computing ``conv -> act -> dropout``
+      per hidden layer (its ``forward`` cannot be checked: that order is the caller's word).
 
     Anything else raises ValueError saying what does not map. ``dropout`` (default: the
     model's) is recorded for training the model further."""
@@ -263,10 +277,7 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
               f"got {[type(c).__name__ for c in convs]}")
     for i, conv in enumerate(convs):
         _check_conv(conv, arch, i == len(convs) - 1)
-    expected = torch.nn.ELU if arch == "gat" else torch.nn.ReLU
-    act = _activation_of(model)
-    if act is not None and act is not expected:
-        _fail(f"GraphLoom's {arch} uses {expected.__name__}, the model {act.__name__}")
+    _check_activation(model, arch)
     norms = getattr(model, "norms", None)
     if norms is not None and not all(isinstance(n, torch.nn.Identity) for n in norms):
         _fail("`norms` do not map (GraphLoom's batch normalisation has no running statistics)")

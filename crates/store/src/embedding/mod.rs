@@ -169,7 +169,10 @@ impl Embedding {
         let Some(cache) = self.cache.as_mut() else {
             return self.table.gather(ids);
         };
-        self.table.check_ids("gather", ids)?;
+        // Collective (a cache belongs to a distributed table): every rank learns of bad ids.
+        self.table
+            .comm()
+            .agree(self.table.check_ids("gather", ids))?;
         let mut shape = self.table.shape().to_vec();
         shape[0] = ids.len();
         let mut out = Tensor::zeros(&shape, self.table.dtype());

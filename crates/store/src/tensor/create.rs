@@ -38,7 +38,18 @@ impl StoreTensor {
             }
         };
         let row_elems = spec.shape.get(1).copied().unwrap_or(1);
-        let row_bytes = row_elems * spec.dtype.size_in_bytes();
+        let row_bytes = row_elems
+            .checked_mul(spec.dtype.size_in_bytes())
+            .filter(|&b| {
+                rows.checked_mul(b)
+                    .is_some_and(|t| t <= isize::MAX as usize)
+            })
+            .ok_or_else(|| {
+                StoreError::Invalid(format!(
+                    "shape {:?} of {} is too large to address",
+                    spec.shape, spec.dtype
+                ))
+            })?;
         let node = comm.node()?;
         let topology = Topology {
             ranks: comm.size(),

@@ -32,15 +32,22 @@ impl StoreTensor {
     /// Gathers rows `ids` into possibly-uninitialised `out`; on success every byte is written.
     fn gather_uninit(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
         let start = Instant::now();
-        if out.len() != ids.len() * self.row_bytes {
-            return Err(StoreError::Invalid(format!(
+        let checked = if out.len() != ids.len() * self.row_bytes {
+            Err(StoreError::Invalid(format!(
                 "gather: the output holds {} bytes, {} rows need {}",
                 out.len(),
                 ids.len(),
                 ids.len() * self.row_bytes
-            )));
+            )))
+        } else {
+            self.check_ids("gather", ids)
+        };
+        if self.spec.layout == Layout::Distributed {
+            // Collective: a rank with bad ids fails every rank before the exchange.
+            self.agree(checked)?;
+        } else {
+            checked?;
         }
-        self.check_ids("gather", ids)?;
         match self.spec.layout {
             Layout::Continuous => {
                 let base = SendPtr(self.whole.as_ref().expect("continuous").ptr());

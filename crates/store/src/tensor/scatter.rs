@@ -35,17 +35,17 @@ impl StoreTensor {
 
     /// [`StoreTensor::scatter`] from raw row bytes.
     pub fn scatter_bytes(&self, ids: &[i64], rows: &[u8]) -> Result<()> {
-        if rows.len() != ids.len() * self.row_bytes {
-            return Err(StoreError::Invalid(format!(
+        let checked = if rows.len() != ids.len() * self.row_bytes {
+            Err(StoreError::Invalid(format!(
                 "scatter: {} bytes of rows for {} ids of {} bytes",
                 rows.len(),
                 ids.len(),
                 self.row_bytes
-            )));
-        }
-        let checked = self
-            .check_writable("scatter")
-            .and_then(|_| self.check_ids("scatter", ids));
+            )))
+        } else {
+            self.check_writable("scatter")
+                .and_then(|_| self.check_ids("scatter", ids))
+        };
         self.agree(checked)?;
         let rb = self.row_bytes;
         let (ids, rows) = last_occurrences(ids, rows, rb);
