@@ -136,21 +136,30 @@ impl RingAggregation {
                         src as usize
                     }
                 };
+                // Every coefficient is 1 without edge weights and source scales: add the rows
+                // as they are (the same bits: 1 * h is h).
+                let unit = shard.weight.is_empty() && self.norm != Normalisation::Gcn;
                 for_each_destination(shard, &mut acc, cols, |i, out| {
                     for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
                         if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
                             let r = row_of(ahead);
                             prefetch_row(&sources[r * cols..(r + 1) * cols]);
                         }
-                        let src = shard.src[e];
+                        let row = row_of(shard.src[e]);
+                        let h = &sources[row * cols..(row + 1) * cols];
+                        if unit {
+                            for (o, &h) in out.iter_mut().zip(h) {
+                                *o += h.to_acc();
+                            }
+                            continue;
+                        }
                         let w = shard.weight_of(e);
-                        let (row, c) = if from == own {
-                            let u = g.send[own][src as usize] as usize;
-                            (u, <A<T>>::from_f64(w * self.source(u).0))
+                        let c = if from == own {
+                            <A<T>>::from_f64(w * self.source(row).0)
                         } else {
-                            (src as usize, <A<T>>::from_f64(w))
+                            <A<T>>::from_f64(w)
                         };
-                        for (o, &h) in out.iter_mut().zip(&sources[row * cols..(row + 1) * cols]) {
+                        for (o, &h) in out.iter_mut().zip(h) {
                             *o += c * h.to_acc();
                         }
                     }
