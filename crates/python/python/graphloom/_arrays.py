@@ -85,29 +85,27 @@ def ids_array(ids: Any, what: str = "ids") -> np.ndarray:
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
+def _check_rows(what: str, dtype: str, got: str, shape: tuple[int, ...], got_shape: tuple) -> None:
+    if got != dtype:
+        raise TypeError(f"{what}: the table holds {dtype}, the rows are {got}")
+    if tuple(got_shape) != shape:
+        raise ValueError(f"{what}: expected shape {shape}, got {tuple(got_shape)}")
+
+
 def rows_bytes(rows: Any, dtype: str, shape: tuple[int, ...], what: str = "rows") -> np.ndarray:
     """Rows for a table of `dtype` as a contiguous uint8 array of their bytes, after checking
     their dtype and shape."""
     if is_torch(rows):
         if rows.device.type != "cpu":
             raise ValueError(f"{what}: the tensor is on {rows.device}; GraphLoom reads CPU tensors")
-        got = dtype_name(rows.dtype)
-        if got != dtype:
-            raise TypeError(f"{what}: the table holds {dtype}, the rows are {got}")
-        if tuple(rows.shape) != shape:
-            raise ValueError(f"{what}: expected shape {shape}, got {tuple(rows.shape)}")
+        _check_rows(what, dtype, dtype_name(rows.dtype), shape, rows.shape)
         return rows.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
     if not isinstance(rows, np.ndarray):
         raise TypeError(f"{what}: expected a torch tensor or a numpy array, got {type(rows).__name__}")
-    array = rows
     if dtype == "bf16":
         raise TypeError(f"{what}: give bfloat16 rows as a torch tensor (numpy has no bfloat16)")
-    got = dtype_name(array.dtype)
-    if got != dtype:
-        raise TypeError(f"{what}: the table holds {dtype}, the rows are {got}")
-    if tuple(array.shape) != shape:
-        raise ValueError(f"{what}: expected shape {shape}, got {tuple(array.shape)}")
-    return np.ascontiguousarray(array).view(np.uint8).reshape(-1)
+    _check_rows(what, dtype, dtype_name(rows.dtype), shape, rows.shape)
+    return np.ascontiguousarray(rows).view(np.uint8).reshape(-1)
 
 
 def dense_array(tensor: Any, what: str) -> tuple[np.ndarray, str]:
