@@ -1,7 +1,8 @@
 """Trains PyG's GraphSAGE on Cora with GraphLoom's NeighborLoader and feature store, evaluates
 it on the whole graph in PyG, and saves it for `graphloom predict`.
 
-    python crates/python/examples/pyg_cora.py [--dataset testdata/cora] [--seeds 5] [--json]
+    graphloom prepare planetoid --raw testdata/planetoid --name cora --out data/cora
+    python crates/python/examples/pyg_cora.py [--dataset data/cora] [--seeds 5] [--json]
 """
 
 import argparse
@@ -41,7 +42,7 @@ def train_one(ds: gl.Dataset, seed: int, epochs: int) -> tuple[float, torch.nn.M
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="testdata/cora")
+    parser.add_argument("--dataset", default="data/cora")
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--epochs", type=int, default=50)
     parser.add_argument("--save-model", help="write the last model here for graphloom predict")
