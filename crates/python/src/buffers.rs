@@ -64,3 +64,11 @@ impl<T: Element + Copy> Held<T> {
         }
     }
 }
+
+/// Row or node ids from a contiguous int64 buffer, copied out of it: ids index memory, and
+/// another Python thread could change the buffer between their check and their use while the
+/// interpreter lock is released.
+pub(crate) fn ids(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<i64>> {
+    let held = Held::<i64>::new(obj, what)?;
+    Ok(graphloom_tensor::alloc::copy_of(held.slice()))
+}

@@ -278,8 +278,8 @@ impl Table {
     /// Gathers rows `ids` (a contiguous int64 array) into a new tensor (collective for the
     /// distributed layout).
     fn gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<View> {
-        let ids = Held::<i64>::new(ids, "gather: ids")?;
-        let ids = ids.slice();
+        let ids = crate::buffers::ids(ids, "gather: ids")?;
+        let ids = ids.as_slice();
         let rows = self.with(py, "gather", |e| e.gather(ids).map_err(errors::store))?;
         Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
     }
@@ -292,8 +292,8 @@ impl Table {
         ids: &Bound<'_, PyAny>,
         repeats: usize,
     ) -> PyResult<Vec<f64>> {
-        let ids = Held::<i64>::new(ids, "time_gather: ids")?;
-        let ids = ids.slice();
+        let ids = crate::buffers::ids(ids, "time_gather: ids")?;
+        let ids = ids.as_slice();
         self.with(py, "time_gather", |e| {
             (0..repeats)
                 .map(|_| {
@@ -316,9 +316,9 @@ impl Table {
         ids: &Bound<'_, PyAny>,
         rows: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let ids = Held::<i64>::new(ids, "scatter: ids")?;
+        let ids = crate::buffers::ids(ids, "scatter: ids")?;
         let rows = Held::<u8>::new(rows, "scatter: rows")?;
-        let (ids, rows) = (ids.slice(), rows.bytes());
+        let (ids, rows) = (ids.as_slice(), rows.bytes());
         self.with(py, "scatter", |e| {
             e.table().scatter_bytes(ids, rows).map_err(errors::store)
         })
@@ -333,18 +333,18 @@ impl Table {
         grads: &Bound<'_, PyAny>,
         lr: f32,
     ) -> PyResult<()> {
-        let ids = Held::<i64>::new(ids, "apply_gradients: ids")?;
+        let ids = crate::buffers::ids(ids, "apply_gradients: ids")?;
         let grads = Held::<f32>::new(grads, "apply_gradients: grads")?;
         let dim = self.spec.shape.get(1).copied().unwrap_or(1);
-        let grads =
-            Tensor::from_vec(grads.slice().to_vec(), &[ids.slice().len(), dim]).map_err(|_| {
+        let grads = Tensor::from_vec(grads.slice().to_vec(), &[ids.as_slice().len(), dim])
+            .map_err(|_| {
                 invalid(format!(
                     "apply_gradients: {} gradient values for {} ids of width {dim}",
                     grads.slice().len(),
-                    ids.slice().len()
+                    ids.as_slice().len()
                 ))
             })?;
-        let ids = ids.slice();
+        let ids = ids.as_slice();
         self.with(py, "apply_gradients", |e| {
             e.apply_gradients(ids, &grads, lr).map_err(errors::store)
         })
