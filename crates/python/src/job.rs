@@ -3,7 +3,7 @@
 //! (under MPI, after the Python half has closed every table).
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
 use pyo3::prelude::*;
@@ -32,28 +32,35 @@ fn job() -> std::sync::MutexGuard<'static, Option<Job>> {
 /// A communicator of the job: the ranks that a table is spread over and that reduce together.
 #[pyclass(module = "graphloom._graphloom", frozen)]
 pub(crate) struct Comm {
-    inner: Arc<dyn Communicator>,
+    /// Weak: the job owns its communicators, so they are freed before MPI is finalised even
+    /// while Python still holds this object.
+    inner: Weak<dyn Communicator>,
     generation: u64,
+    rank: usize,
+    size: usize,
+    backend: &'static str,
 }
 
 impl Comm {
-    fn new(inner: Arc<dyn Communicator>) -> Comm {
+    fn new(inner: &Arc<dyn Communicator>) -> Comm {
         Comm {
-            inner,
+            inner: Arc::downgrade(inner),
             generation: GENERATION.load(Ordering::SeqCst),
+            rank: inner.rank(),
+            size: inner.size(),
+            backend: inner.backend(),
         }
     }
 
     /// The communicator, unless its job has ended.
     pub(crate) fn get(&self) -> PyResult<Arc<dyn Communicator>> {
-        let live = job().is_some() && GENERATION.load(Ordering::SeqCst) == self.generation;
-        if !live {
-            return Err(errors::GraphLoomError::new_err(
+        match self.inner.upgrade() {
+            Some(comm) if GENERATION.load(Ordering::SeqCst) == self.generation => Ok(comm),
+            _ => Err(errors::GraphLoomError::new_err(
                 "this communicator's job was finalized: call graphloom.init() again and make \
                  new tables",
-            ));
+            )),
         }
-        Ok(self.inner.clone())
     }
 }
 
@@ -62,19 +69,19 @@ impl Comm {
     /// This process's rank in the communicator.
     #[getter]
     fn rank(&self) -> usize {
-        self.inner.rank()
+        self.rank
     }
 
     /// The number of ranks.
     #[getter]
     fn size(&self) -> usize {
-        self.inner.size()
+        self.size
     }
 
     /// `local` or `mpi`.
     #[getter]
     fn backend(&self) -> &'static str {
-        self.inner.backend()
+        self.backend
     }
 
     /// Waits for every rank.
@@ -132,9 +139,7 @@ impl Comm {
     fn __repr__(&self) -> String {
         format!(
             "Comm(rank={}, size={}, backend={})",
-            self.inner.rank(),
-            self.inner.size(),
-            self.inner.backend()
+            self.rank, self.size, self.backend
         )
     }
 }
@@ -145,10 +150,6 @@ impl Comm {
 #[pyfunction]
 #[pyo3(signature = (backend = "auto"))]
 pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
-    let mut guard = job();
-    if let Some(job) = guard.as_ref() {
-        return Ok((Comm::new(job.world.clone()), Comm::new(job.node.clone())));
-    }
     let use_mpi = match backend {
         "local" => false,
         "mpi" => true,
@@ -159,42 +160,45 @@ pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
             )))
         }
     };
-    let started = if use_mpi {
-        start_mpi(py)?
-    } else {
-        start_local()
-    };
-    GENERATION.fetch_add(1, Ordering::SeqCst);
-    let comms = (
-        Comm::new(started.world.clone()),
-        Comm::new(started.node.clone()),
-    );
-    *guard = Some(started);
-    Ok(comms)
-}
-
-/// The number of ranks of the job on this machine (1 before the job starts).
-pub(crate) fn node_ranks() -> usize {
-    job().as_ref().map_or(1, |j| j.node.size())
+    // The job's lock is only ever held with the interpreter lock released, and never across
+    // a wait for it.
+    py.detach(|| {
+        let mut guard = job();
+        if guard.is_none() {
+            let started = if use_mpi { start_mpi()? } else { start_local() };
+            GENERATION.fetch_add(1, Ordering::SeqCst);
+            *guard = Some(started);
+        }
+        let running = guard.as_ref().expect("started above");
+        Ok((Comm::new(&running.world), Comm::new(&running.node)))
+    })
 }
 
 /// Whether a job is running.
 #[pyfunction]
-pub(crate) fn is_initialized() -> bool {
-    job().is_some()
+pub(crate) fn is_initialized(py: Python<'_>) -> bool {
+    py.detach(|| job().is_some())
 }
 
 /// Ends the job: waits for every rank and, under MPI, finalises it. Tables must be closed
 /// first (the Python half does so).
 #[pyfunction]
 pub(crate) fn finalize(py: Python<'_>) -> PyResult<()> {
-    let Some(ended) = job().take() else {
-        return Ok(());
-    };
-    GENERATION.fetch_add(1, Ordering::SeqCst);
-    py.detach(|| ended.world.barrier()).map_err(errors::comm)?;
-    drop(ended);
-    Ok(())
+    py.detach(|| {
+        let Some(ended) = job().take() else {
+            return Ok(());
+        };
+        GENERATION.fetch_add(1, Ordering::SeqCst);
+        ended.world.barrier().map_err(errors::comm)?;
+        drop(ended);
+        Ok(())
+    })
+}
+
+/// The number of ranks of the job on this machine (1 before the job starts).
+/// (Called with the interpreter lock released.)
+pub(crate) fn node_ranks() -> usize {
+    job().as_ref().map_or(1, |j| j.node.size())
 }
 
 fn launched_by_mpirun() -> bool {
@@ -212,9 +216,9 @@ fn start_local() -> Job {
 }
 
 #[cfg(feature = "mpi")]
-fn start_mpi(py: Python<'_>) -> PyResult<Job> {
+fn start_mpi() -> PyResult<Job> {
     let (runtime, world) = graphloom_comm::mpi::init().map_err(errors::comm)?;
-    let node = py.detach(|| world.node()).map_err(errors::comm)?;
+    let node = world.node().map_err(errors::comm)?;
     Ok(Job {
         world,
         node,
@@ -223,7 +227,7 @@ fn start_mpi(py: Python<'_>) -> PyResult<Job> {
 }
 
 #[cfg(not(feature = "mpi"))]
-fn start_mpi(_py: Python<'_>) -> PyResult<Job> {
+fn start_mpi() -> PyResult<Job> {
     Err(errors::GraphLoomError::new_err(
         "this process was started by mpirun (or asked for MPI), but this build of graphloom \
          has no MPI backend: reinstall it with MPI (scripts/python-install.sh --mpi)",

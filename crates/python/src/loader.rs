@@ -24,6 +24,9 @@ use crate::view::View;
 /// The most batches a loader makes ahead of its consumer.
 const MAX_QUEUE_DEPTH: usize = 1024;
 
+/// The most ranks a loader's batches are sliced for.
+const MAX_RANKS: usize = 1 << 20;
+
 /// What every batch of a loader is made with.
 struct Settings {
     dataset: Arc<MappedDataset>,
@@ -171,13 +174,19 @@ struct LoaderState {
 
 impl Loader {
     /// Stops the epoch in flight, if any, and takes its sampler back.
-    fn stop(state: &mut LoaderState) {
+    fn stop(state: &mut LoaderState) -> PyResult<()> {
         if let Some(running) = state.running.take() {
             drop(running.queue);
-            if let Ok(sampler) = running.producer.join() {
-                state.sampler = Some(sampler);
+            match running.producer.join() {
+                Ok(sampler) => state.sampler = Some(sampler),
+                Err(_) => {
+                    return Err(errors::other(
+                        "NeighborLoader: the producer thread failed; the epoch is incomplete",
+                    ))
+                }
             }
         }
+        Ok(())
     }
 }
 
@@ -191,6 +200,7 @@ impl Loader {
                         input_nodes=None, drop_last=false, queue_depth=4, x_dtype="f32",
                         rank=0, ranks=1))]
     fn new(
+        py: Python<'_>,
         dataset: &Dataset,
         table: &Table,
         fanouts: Vec<i64>,
@@ -216,7 +226,10 @@ impl Loader {
         if ranks == 0 || rank >= ranks {
             return Err(invalid(format!("rank {rank} of {ranks} ranks")));
         }
-        {
+        if ranks > MAX_RANKS {
+            return Err(invalid(format!("ranks {ranks}: at most {MAX_RANKS}")));
+        }
+        py.detach(|| {
             let guard = open_table(&table.shared, "NeighborLoader")?;
             let t = guard.as_ref().expect("open_table checked").table();
             if t.rows() != meta.num_nodes || t.shape().len() != 2 {
@@ -232,7 +245,8 @@ impl Loader {
                      table (a distributed table's gathers are collective)",
                 ));
             }
-        }
+            Ok(())
+        })?;
         let input_nodes: Vec<usize> = match input_nodes {
             None => dataset.inner.train_idx.clone(),
             Some(ids) => {
@@ -292,7 +306,7 @@ impl Loader {
     }
 
     /// Starts the next epoch's producer (stopping one still running) and returns its number.
-    fn start_epoch(&self, py: Python<'_>) -> u64 {
+    fn start_epoch(&self, py: Python<'_>) -> PyResult<u64> {
         py.detach(|| self.start())
     }
 
@@ -306,7 +320,7 @@ impl Loader {
     fn drain(&self, py: Python<'_>) -> PyResult<(usize, f64)> {
         py.detach(|| {
             let start = Instant::now();
-            self.start();
+            self.start()?;
             let mut count = 0;
             while self.next()?.is_some() {
                 count += 1;
@@ -316,7 +330,7 @@ impl Loader {
     }
 
     /// Stops the running epoch's producer.
-    fn stop_running(&self, py: Python<'_>) {
+    fn stop_running(&self, py: Python<'_>) -> PyResult<()> {
         py.detach(|| Loader::stop(&mut self.lock_state()))
     }
 }
@@ -328,9 +342,9 @@ impl Loader {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn start(&self) -> u64 {
+    fn start(&self) -> PyResult<u64> {
         let mut state = self.lock_state();
-        Loader::stop(&mut state);
+        Loader::stop(&mut state)?;
         let epoch = state.epoch;
         state.epoch += 1;
         let settings = self.settings.clone();
@@ -356,7 +370,7 @@ impl Loader {
             queue: rx,
             producer,
         });
-        epoch
+        Ok(epoch)
     }
 
     fn next(&self) -> PyResult<Option<BatchData>> {
@@ -367,13 +381,12 @@ impl Loader {
         match running.queue.recv() {
             Ok(Ok(batch)) => Ok(Some(batch)),
             Ok(Err(message)) => {
-                Loader::stop(&mut state);
+                // The producer stopped after sending its error; its own is the one to tell.
+                let _ = Loader::stop(&mut state);
                 Err(errors::other(format!("NeighborLoader: {message}")))
             }
-            Err(_) => {
-                Loader::stop(&mut state);
-                Ok(None)
-            }
+            // The queue closed: the epoch ended, or the producer failed (then `stop` says so).
+            Err(_) => Loader::stop(&mut state).map(|()| None),
         }
     }
 }

@@ -416,21 +416,25 @@ impl Table {
     }
 
     /// Releases the table's memory (views already exported keep theirs). Later calls fail.
-    fn close(&self) {
-        let mut guard = self
-            .shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        guard.take();
+    fn close(&self, py: Python<'_>) {
+        py.detach(|| {
+            let mut guard = self
+                .shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            guard.take();
+        })
     }
 
     /// Whether [`Table::close`] was called.
     #[getter]
-    fn closed(&self) -> bool {
-        self.shared
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .is_none()
+    fn closed(&self, py: Python<'_>) -> bool {
+        py.detach(|| {
+            self.shared
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .is_none()
+        })
     }
 
     /// The shape.

@@ -120,3 +120,51 @@ def test_activations_that_do_not_map_are_refused(tmp_path):
     custom.act = torch.nn.ReLU()
     glt.save_for_graphloom(custom, tmp_path / "m")
     assert (tmp_path / "m").exists()
+
+
+def test_layers_that_would_map_to_other_shapes_are_refused(tmp_path):
+    from torch_geometric.nn import GATConv, SAGEConv
+
+    class Uneven(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.nn.ELU()
+            # The middle layer's 4 heads of 16 have the shapes of 8 heads of 8.
+            self.convs = torch.nn.ModuleList([
+                GATConv(8, 8, heads=8), GATConv(64, 16, heads=4), GATConv(64, 3, heads=2, concat=False)
+            ])
+
+    with pytest.raises(ValueError, match="layer 1"):
+        glt.save_for_graphloom(Uneven(), tmp_path / "m")
+
+    class Reversed(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.act = torch.nn.ReLU()
+            self.convs = torch.nn.ModuleList([SAGEConv(8, 4, flow="target_to_source"), SAGEConv(4, 3)])
+
+    with pytest.raises(ValueError, match="flow"):
+        glt.save_for_graphloom(Reversed(), tmp_path / "m")
+    model = GCN(8, 16, 2, 3)
+    model.input_embedding = torch.zeros(5, 8)
+    with pytest.raises(ValueError, match="input embedding"):
+        glt.save_for_graphloom(model, tmp_path / "m")
+
+
+def test_big_endian_rows_are_written_by_value(comm):
+    emb = gl.create_embedding(comm, "continuous", "host", "float32", (3, 2))
+    emb.scatter([1], np.array([[1.5, -2.0]], dtype=">f4"))
+    assert emb.gather([1]).tolist() == [[1.5, -2.0]]
+
+
+def test_gradients_go_to_the_ids_of_the_forward_pass(comm):
+    emb = gl.create_embedding(comm, "continuous", "host", "float32", (6, 2), optimizer="sgd")
+    module = glt.EmbeddingModule(emb)
+    opt = glt.SparseOptimizer([module], lr=1.0)
+    before = emb.gather(torch.arange(6)).clone()
+    ids = np.array([1, 2], dtype=np.int64)
+    module(ids).sum().backward()
+    ids[:] = [4, 5]                        # the caller reuses its buffer before the step
+    opt.step()
+    changed = (emb.gather(torch.arange(6)) != before).any(dim=1).nonzero().flatten().tolist()
+    assert changed == [1, 2]

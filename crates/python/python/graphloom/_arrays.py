@@ -105,6 +105,8 @@ def rows_bytes(rows: Any, dtype: str, shape: tuple[int, ...], what: str = "rows"
     if dtype == "bf16":
         raise TypeError(f"{what}: give bfloat16 rows as a torch tensor (numpy has no bfloat16)")
     _check_rows(what, dtype, dtype_name(rows.dtype), shape, rows.shape)
+    if not rows.dtype.isnative:
+        rows = rows.astype(rows.dtype.newbyteorder("="))
     return np.ascontiguousarray(rows).view(np.uint8).reshape(-1)
 
 

@@ -74,7 +74,8 @@ class EmbeddingModule(torch.nn.Module):
 
     def forward(self, ids: Any) -> torch.Tensor:
         """Rows ``ids`` (int64 or int32 CPU tensor, numpy array or list)."""
-        return _Gather.apply(self._anchor, ids_array(ids), self)
+        # A copy: the caller may refill its buffer before the optimizer step reads the ids.
+        return _Gather.apply(self._anchor, ids_array(ids).copy(), self)
 
     def take_gradients(self) -> tuple[np.ndarray, np.ndarray]:
         """The ids and float32 gradients gathered since the last step, in the order their
@@ -251,6 +252,21 @@ def _check_activation(model: torch.nn.Module, arch: str) -> None:
         _fail(f"GraphLoom's ELU has alpha 1, the model's {act.alpha}")
 
 
+def _shape_of(convs: list, arch: str) -> dict[str, Any]:
+    """The model file's sizes read off a list of PyG layers (first and last layer)."""
+    first, last = convs[0], convs[-1]
+    gat = arch == "gat"
+    return {
+        "arch": arch,
+        "in_dim": first.in_channels,
+        "hidden": first.out_channels if len(convs) > 1 else last.out_channels,
+        "out_dim": last.out_channels,
+        "layers": len(convs),
+        "heads": (first.heads if len(convs) > 1 else last.heads) if gat else 1,
+        "out_heads": last.heads if gat else 1,
+    }
+
+
 def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropout: float | None = None) -> None:
     """Writes a PyG model as a GraphLoom model file, for ``graphloom train --init-model`` and
     ``graphloom predict``. What maps:
@@ -267,6 +283,8 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
     Anything else raises ValueError saying what does not map. ``dropout`` (default: the
     model's) is recorded for training the model further."""
     pyg_nn = _pyg()
+    if getattr(model, "input_embedding", None) is not None:
+        _fail("the model carries a learnt input embedding, which this writer does not save")
     convs = list(getattr(model, "convs", []))
     if not convs:
         _fail(f"{type(model).__name__} has no `convs` list of GCNConv, SAGEConv or GATConv layers")
@@ -277,6 +295,16 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
               f"got {[type(c).__name__ for c in convs]}")
     for i, conv in enumerate(convs):
         _check_conv(conv, arch, i == len(convs) - 1)
+        if getattr(conv, "flow", "source_to_target") != "source_to_target":
+            _fail(f"layer {i}: flow {conv.flow!r}; GraphLoom's messages go source to target")
+    for i, (conv, (fan_in, channels, heads, _)) in enumerate(zip(convs, _widths(_shape_of(convs, arch)))):
+        got = (conv.in_channels, conv.out_channels, getattr(conv, "heads", 1) if arch == "gat" else 1)
+        if got != (fan_in, channels, heads):
+            _fail(
+                f"layer {i} is (in {got[0]}, out {got[1]}, heads {got[2]}); GraphLoom's layer "
+                f"there would be (in {fan_in}, out {channels}, heads {heads}): every hidden "
+                "layer has the same width and heads"
+            )
     _check_activation(model, arch)
     norms = getattr(model, "norms", None)
     if norms is not None and not all(isinstance(n, torch.nn.Identity) for n in norms):
@@ -291,20 +319,12 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
             d = getattr(model, "dropout", 0.0)
             p = d.p if isinstance(d, torch.nn.Dropout) else float(d)
         base = {"dropout": p, "input_dropout": 0.0}
-    first, last = convs[0], convs[-1]
-    heads = getattr(first, "heads", 1) if len(convs) > 1 else getattr(last, "heads", 1)
     config = {
-        "arch": arch,
-        "in_dim": first.in_channels,
-        "hidden": first.out_channels if len(convs) > 1 else last.out_channels,
-        "out_dim": last.out_channels,
-        "layers": len(convs),
-        "heads": heads if arch == "gat" else 1,
-        "out_heads": getattr(last, "heads", 1) if arch == "gat" else 1,
+        **_shape_of(convs, arch),
         "batch_norm": False,
         "dropout": float(dropout if dropout is not None else base["dropout"]),
         "input_dropout": float(base["input_dropout"]),
-        "attention_dropout": float(getattr(first, "dropout", 0.0)) if arch == "gat" else 0.0,
+        "attention_dropout": float(getattr(convs[0], "dropout", 0.0)) if arch == "gat" else 0.0,
     }
     params = []
 
