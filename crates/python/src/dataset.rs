@@ -5,13 +5,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use graphloom_graph::MappedDataset;
-use graphloom_store::{DlpackView, Layout, Location, StoreSpec, StoreTensor};
+use graphloom_store::{DlpackView, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
 
 use crate::errors::{self, invalid};
 use crate::job::Comm;
-use crate::table::{parse_dtype, parse_location, Table};
+use crate::table::{parse_dtype, parse_layout, parse_location, Table};
 use crate::view::View;
 
 /// An opened dataset directory.
@@ -146,20 +146,18 @@ impl Dataset {
         let comm = comm.get()?;
         let meta = &self.inner.meta;
         let dtype = parse_dtype(&meta.feat_dtype)?;
-        let layout = Layout::parse(layout).ok_or_else(|| {
-            invalid(format!(
-                "layout '{layout}' is not continuous, chunked or distributed"
-            ))
-        })?;
+        let layout = parse_layout(layout)?;
         let path = self.inner.features_path();
-        let table = match parse_location(location, None, false)
-            .or_else(|_| parse_location(location, Some(path.clone()), false))?
-        {
+        // `mmap` maps the features file in place, read-only; the others copy it.
+        let location = match location {
+            "mmap" => Location::Mmap {
+                path: path.clone(),
+                writable: false,
+            },
+            other => parse_location(other, None, false)?,
+        };
+        let table = match location {
             Location::Mmap { .. } => {
-                let location = Location::Mmap {
-                    path,
-                    writable: false,
-                };
                 let spec =
                     StoreSpec::new(&[meta.num_nodes, meta.feat_dim], dtype, layout, location);
                 py.detach(|| StoreTensor::new(comm, spec))

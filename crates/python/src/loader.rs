@@ -84,11 +84,10 @@ fn i64_tensor(values: Vec<i64>, shape: &[usize]) -> Tensor {
     Tensor::from_vec(values, shape).expect("shape matches the values")
 }
 
-/// A block's edges as `[2, E]` local ids (sources, then destinations), keeping the rows from
-/// `first_row` on.
-fn block_edges(block: &Block, first_row: usize) -> (Vec<i64>, Vec<i64>) {
+/// A block's edges over local ids: (sources, destinations), in row order.
+fn block_edges(block: &Block) -> (Vec<i64>, Vec<i64>) {
     let (mut src, mut dst) = (Vec::new(), Vec::new());
-    for r in first_row..block.num_dst {
+    for r in 0..block.num_dst {
         let (a, b) = (block.row_ptr[r] as usize, block.row_ptr[r + 1] as usize);
         src.extend(block.col_idx[a..b].iter().map(|&u| i64::from(u)));
         dst.extend(std::iter::repeat_n(r as i64, b - a));
@@ -129,23 +128,23 @@ fn build(
     .cast(s.x_dtype)
     .map_err(|e| e.to_string())?;
     let y: Vec<i64> = n_id.iter().map(|&v| data.labels[v as usize]).collect();
+    let per_hop: Vec<(Vec<i64>, Vec<i64>)> = blocks.iter().map(block_edges).collect();
     // PyG's single edge_index: each node's in-edges are drawn once, at the hop that first
     // reached it. Hop h (blocks from the seeds outwards) redraws every earlier node too, so it
-    // contributes only the rows that are new since hop h - 1.
+    // contributes only the rows that are new since hop h - 1: the tail of its edges, which
+    // are in row order.
     let (mut src, mut dst) = (Vec::new(), Vec::new());
     let mut first_row = 0;
-    for block in blocks.iter().rev() {
-        let (s_h, d_h) = block_edges(block, first_row);
-        src.extend(s_h);
-        dst.extend(d_h);
+    for (block, (s_b, d_b)) in blocks.iter().zip(&per_hop).rev() {
+        let from = block.row_ptr[first_row] as usize;
+        src.extend_from_slice(&s_b[from..]);
+        dst.extend_from_slice(&d_b[from..]);
         first_row = block.num_dst;
     }
     let per_block = blocks
         .iter()
-        .map(|b| {
-            let (s_b, d_b) = block_edges(b, 0);
-            (stacked(s_b, d_b), b.src_nodes.len(), b.num_dst)
-        })
+        .zip(per_hop)
+        .map(|(b, (s_b, d_b))| (stacked(s_b, d_b), b.src_nodes.len(), b.num_dst))
         .collect();
     let n = n_id.len();
     Ok(BatchData {
@@ -302,7 +301,12 @@ impl Loader {
 
     /// The number of batches per epoch.
     fn __len__(&self) -> usize {
-        batches(&self.settings, 0).len()
+        let s = &self.settings;
+        let (full, rest) = (
+            s.input_nodes.len() / s.batch_size,
+            s.input_nodes.len() % s.batch_size,
+        );
+        full + usize::from(rest > 0 && !s.drop_last)
     }
 
     /// Starts the next epoch's producer (stopping one still running) and returns its number.

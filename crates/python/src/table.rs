@@ -45,7 +45,7 @@ pub(crate) fn parse_dtype(name: &str) -> PyResult<DType> {
     })
 }
 
-fn parse_layout(name: &str) -> PyResult<Layout> {
+pub(crate) fn parse_layout(name: &str) -> PyResult<Layout> {
     Layout::parse(name).ok_or_else(|| {
         invalid(format!(
             "layout '{name}' is not continuous, chunked or distributed"
