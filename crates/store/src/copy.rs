@@ -8,16 +8,27 @@ use rayon::prelude::*;
 /// Rows per parallel task: enough to amortise scheduling, few enough to balance two threads.
 const ROWS_PER_TASK: usize = 2048;
 
-/// How many rows ahead the copy loop asks for the source rows: random rows miss every cache,
-/// and a loop that waits for each in turn leaves the memory system idle.
-const PREFETCH_DISTANCE: usize = 8;
+/// How far ahead, in bytes of rows, the copy loop asks for the source rows: random rows miss
+/// every cache, and a loop that waits for each in turn leaves the memory system idle. Small
+/// rows need more rows in flight to cover the same memory latency.
+const PREFETCH_BYTES: usize = 8192;
 
-/// Hints the processor to load the first cache lines of a row (at most 256 bytes: beyond that
-/// the hardware's own prefetcher follows the copy).
+/// The fewest and the most rows the copy loop prefetches ahead.
+const PREFETCH_ROWS: std::ops::RangeInclusive<usize> = 8..=64;
+
+/// How many rows ahead of the copy to prefetch for rows of `row_bytes`.
+fn prefetch_distance(row_bytes: usize) -> usize {
+    (PREFETCH_BYTES / row_bytes).clamp(*PREFETCH_ROWS.start(), *PREFETCH_ROWS.end())
+}
+
+/// Bytes of each row prefetched: beyond that the hardware's own prefetcher follows the copy.
+const PREFETCH_ROW_BYTES: usize = 512;
+
+/// Hints the processor to load the first cache lines of a row (at most `PREFETCH_ROW_BYTES`).
 #[inline(always)]
 fn prefetch(row: *const u8, row_bytes: usize) {
     #[cfg(target_arch = "x86_64")]
-    for line in (0..row_bytes.min(256)).step_by(64) {
+    for line in (0..row_bytes.min(PREFETCH_ROW_BYTES)).step_by(64) {
         // SAFETY: prefetching never faults, whatever the address.
         unsafe {
             std::arch::x86_64::_mm_prefetch(
@@ -61,13 +72,19 @@ pub(crate) unsafe fn copy_rows(
     if row_bytes == 0 {
         return;
     }
+    let distance = prefetch_distance(row_bytes);
     (0..count.div_ceil(ROWS_PER_TASK))
         .into_par_iter()
         .for_each(|task| {
+            let start = task * ROWS_PER_TASK;
             let end = ((task + 1) * ROWS_PER_TASK).min(count);
-            for i in task * ROWS_PER_TASK..end {
-                if i + PREFETCH_DISTANCE < end {
-                    prefetch(src(i + PREFETCH_DISTANCE), row_bytes);
+            // The rows the loop below would have prefetched before its start.
+            for i in start..(start + distance).min(end) {
+                prefetch(src(i), row_bytes);
+            }
+            for i in start..end {
+                if i + distance < end {
+                    prefetch(src(i + distance), row_bytes);
                 }
                 // SAFETY: guaranteed by the caller.
                 unsafe { std::ptr::copy_nonoverlapping(src(i), dst(i), row_bytes) };

@@ -6,6 +6,8 @@ use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::Arc;
 
+use rayon::prelude::*;
+
 use crate::copy::{as_uninit, gather_rows, SendPtr};
 use crate::{Result, StoreError, StoreTensor};
 
@@ -208,12 +210,45 @@ impl Cache {
         Ok(cache)
     }
 
-    /// Replaces the cached rows with `ids` (fetched from their owners). Collective.
+    /// Replaces the cached rows with `ids`: rows the cache holds already are copied from it,
+    /// the others fetched from their owners (a refresh of a steady stream fetches few).
+    /// Collective.
     fn fill(&mut self, table: &StoreTensor, ids: Vec<i64>) -> Result<()> {
-        let mut rows = vec![0u8; ids.len() * table.row_bytes()];
-        table.gather_into(&ids, &mut rows)?;
+        let rb = table.row_bytes();
+        let old_slots: Vec<Option<usize>> = ids.par_iter().map(|&id| self.slots.get(id)).collect();
+        let fetch: Vec<i64> = ids
+            .iter()
+            .zip(&old_slots)
+            .filter(|(_, slot)| slot.is_none())
+            .map(|(&id, _)| id)
+            .collect();
+        let fetched = gathered_uninit(table, &fetch)?;
+        let old = SendPtr(self.rows.as_ptr() as *mut u8);
+        let new = SendPtr(fetched.as_ptr() as *mut u8);
+        // Where each new row comes from: its old slot, or its place among the fetched rows.
+        let mut next_fetched = 0;
+        let sources: Vec<SendPtr> = old_slots
+            .iter()
+            .map(|slot| match slot {
+                // SAFETY: old slots index the old rows; fetched rows are counted in order.
+                Some(s) => SendPtr(unsafe { old.get().add(s * rb) }),
+                None => {
+                    next_fetched += 1;
+                    SendPtr(unsafe { new.get().add((next_fetched - 1) * rb) })
+                }
+            })
+            .collect();
+        let mut rows = graphloom_tensor::alloc::with_capacity::<u8>(ids.len() * rb);
+        // SAFETY: every source points at one whole row of the old or the fetched rows.
+        unsafe {
+            gather_rows(&mut rows.spare_capacity_mut()[..ids.len() * rb], rb, |i| {
+                sources[i].get()
+            });
+            rows.set_len(ids.len() * rb);
+        }
+        graphloom_tensor::alloc::recycle(fetched);
         self.slots = SlotTable::new(&ids);
-        self.rows = rows;
+        graphloom_tensor::alloc::recycle(std::mem::replace(&mut self.rows, rows));
         Ok(())
     }
 
@@ -227,36 +262,39 @@ impl Cache {
     ) -> Result<()> {
         let rb = table.row_bytes();
         let local = table.local_rows();
-        let counting = matches!(self.config.admission, Admission::Frequency { .. });
-        // Where each row comes from: the local chunk, a cache slot, or the fetched misses.
-        let mut sources = Vec::with_capacity(ids.len());
-        let mut fetch = Vec::new();
-        for &id in ids {
-            let row = id as usize;
-            if local.contains(&row) {
-                sources.push(Source::Local(row - local.start));
-                continue;
-            }
-            // A sample of the accesses is enough to find the hot rows, at a fraction of the
-            // cost of counting every one.
-            self.remote_seen += 1;
-            if counting && self.remote_seen % COUNT_EVERY == 0 {
-                *self.counts.entry(id).or_insert(0) += 1;
-            }
-            match self.slots.get(id) {
-                Some(slot) => {
-                    self.hits += 1;
-                    sources.push(Source::Cached(slot));
+        // Where each row comes from, found in parallel: the slot lookups are random reads of
+        // a table several times the size of the core's caches.
+        let slots = &self.slots;
+        let mut sources: Vec<Source> = ids
+            .par_iter()
+            .map(|&id| {
+                let row = id as usize;
+                if local.contains(&row) {
+                    Source::Local(row - local.start)
+                } else {
+                    slots.get(id).map_or(Source::Fetched(0), Source::Cached)
                 }
-                None => {
-                    self.misses += 1;
-                    sources.push(Source::Fetched(fetch.len()));
+            })
+            .collect();
+        let mut fetch = Vec::new();
+        let mut hits = 0;
+        for (source, &id) in sources.iter_mut().zip(ids) {
+            match source {
+                Source::Local(_) => {}
+                Source::Cached(_) => hits += 1,
+                Source::Fetched(f) => {
+                    *f = fetch.len();
                     fetch.push(id);
                 }
             }
         }
-        let mut fetched = vec![0u8; fetch.len() * rb];
-        table.gather_into(&fetch, &mut fetched)?;
+        let remote = hits + fetch.len();
+        self.hits += hits as u64;
+        self.misses += fetch.len() as u64;
+        if let Admission::Frequency { .. } = self.config.admission {
+            self.count_sample(ids, &sources, remote);
+        }
+        let fetched = gathered_uninit(table, &fetch)?;
         let chunk = SendPtr(table.local_bytes().as_ptr() as *mut u8);
         let cached = SendPtr(self.rows.as_ptr() as *mut u8);
         let fetched_ptr = SendPtr(fetched.as_ptr() as *mut u8);
@@ -269,6 +307,7 @@ impl Cache {
                 Source::Fetched(f) => fetched_ptr.get().add(f * rb),
             })
         };
+        graphloom_tensor::alloc::recycle(fetched);
         self.gathers += 1;
         if let Admission::Frequency { refresh_every } = self.config.admission {
             // Every rank gathers the same number of times, so all refresh together.
@@ -279,11 +318,34 @@ impl Cache {
         Ok(())
     }
 
+    /// Counts one in every `COUNT_EVERY` of this gather's `remote` accesses: a sample is
+    /// enough to find the hot rows, at a fraction of the cost of counting every one.
+    fn count_sample(&mut self, ids: &[i64], sources: &[Source], remote: usize) {
+        // The remote accesses numbered (from 1, over the cache's life) by multiples of
+        // COUNT_EVERY are counted.
+        let first = COUNT_EVERY - 1 - self.remote_seen % COUNT_EVERY;
+        let remote_ids = ids
+            .iter()
+            .zip(sources)
+            .filter(|(_, s)| !matches!(s, Source::Local(_)))
+            .map(|(&id, _)| id);
+        for id in remote_ids.skip(first).step_by(COUNT_EVERY) {
+            *self.counts.entry(id).or_insert(0) += 1;
+        }
+        self.remote_seen += remote;
+    }
+
     /// Keeps the most frequently gathered remote rows, then halves the counts.
     fn refresh(&mut self, table: &StoreTensor) -> Result<()> {
         let mut hot: Vec<(u32, i64)> = self.counts.iter().map(|(&id, &c)| (c, id)).collect();
-        hot.sort_unstable_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
-        hot.truncate(self.capacity);
+        // Most counted first, ties by id, so every run keeps the same rows; only the kept
+        // rows need sorting.
+        let order = |a: &(u32, i64), b: &(u32, i64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        if hot.len() > self.capacity {
+            hot.select_nth_unstable_by(self.capacity, order);
+            hot.truncate(self.capacity);
+        }
+        hot.sort_unstable_by(order);
         self.fill(table, hot.into_iter().map(|(_, id)| id).collect())?;
         self.counts.retain(|_, c| {
             *c /= 2;
@@ -300,4 +362,15 @@ impl Cache {
             capacity: self.capacity,
         }
     }
+}
+
+/// Rows `ids` of `table` in a buffer from the reuse cache, written once by a gather (no
+/// zeroing pass). Collective for the Distributed layout.
+fn gathered_uninit(table: &StoreTensor, ids: &[i64]) -> Result<Vec<u8>> {
+    let len = ids.len() * table.row_bytes();
+    let mut rows = graphloom_tensor::alloc::with_capacity::<u8>(len);
+    table.gather_uninit(ids, &mut rows.spare_capacity_mut()[..len])?;
+    // SAFETY: a successful gather writes every byte of the rows.
+    unsafe { rows.set_len(len) };
+    Ok(rows)
 }

@@ -9,7 +9,7 @@ use graphloom_comm::CommunicatorExt;
 use graphloom_tensor::Tensor;
 
 use super::{GatherStats, StoreTensor};
-use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
+use crate::copy::{as_uninit, gather_rows, gathered, SendPtr};
 use crate::layout::Layout;
 use crate::routing::Buckets;
 use crate::{Result, StoreError};
@@ -30,7 +30,7 @@ impl StoreTensor {
     }
 
     /// Gathers rows `ids` into possibly-uninitialised `out`; on success every byte is written.
-    fn gather_uninit(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
+    pub(crate) fn gather_uninit(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
         let start = Instant::now();
         let checked = if out.len() != ids.len() * self.row_bytes {
             Err(StoreError::Invalid(format!(
@@ -91,26 +91,16 @@ impl StoreTensor {
         Ok(())
     }
 
-    /// Distributed gather: rows this rank owns are copied directly; for the others, each
-    /// owner gets the ids it holds, reads them, sends the rows back, and they are put in the
-    /// caller's order.
+    /// Distributed gather: each owner gets the ids it holds, reads them and sends the rows
+    /// back; then one pass writes every row of `out` in order, from this rank's chunk or from
+    /// the replies (one sequential write of the output, rather than a pass for the own rows
+    /// and another for each owner's).
     fn gather_distributed(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
         let me = self.comm.rank();
         let rb = self.row_bytes;
         let buckets = Buckets::by_owner(&self.partition, ids);
-        let dst = SendPtr(out.as_mut_ptr().cast());
-        let own = buckets.of(me);
         let chunk = SendPtr(self.own_chunk().ptr());
         let first = self.local_rows().start;
-        // SAFETY: positions are distinct rows of `out`; the ids are this rank's rows.
-        unsafe {
-            copy_rows(
-                own.len(),
-                rb,
-                |k| dst.get().add(own[k] * rb),
-                |k| chunk.get().add((ids[own[k]] as usize - first) * rb),
-            )
-        };
         let mut requests = buckets.collect(|p| ids[p]);
         requests[me].clear();
         let comm_start = Instant::now();
@@ -142,11 +132,18 @@ impl StoreTensor {
         self.counters
             .comm_nanos
             .fetch_add(comm_nanos, Ordering::Relaxed);
-        for (owner, reply) in rows.into_iter().enumerate() {
+        // Where each output row comes from: this rank's chunk, or its place in its owner's reply.
+        let mut sources = vec![SendPtr(std::ptr::null_mut()); ids.len()];
+        for (owner, reply) in rows.iter().enumerate() {
+            let positions = buckets.of(owner);
             if owner == me {
+                for &p in positions {
+                    // SAFETY: the id is this rank's, so its row lies inside the chunk.
+                    sources[p] =
+                        SendPtr(unsafe { chunk.get().add((ids[p] as usize - first) * rb) });
+                }
                 continue;
             }
-            let positions = buckets.of(owner);
             if reply.len() != positions.len() * rb {
                 return Err(StoreError::Invalid(format!(
                     "rank {owner} sent {} bytes for {} rows",
@@ -154,16 +151,16 @@ impl StoreTensor {
                     positions.len()
                 )));
             }
-            let src = SendPtr(reply.as_ptr() as *mut u8);
-            // SAFETY: positions are distinct rows of `out`; the reply holds their rows in order.
-            unsafe {
-                copy_rows(
-                    positions.len(),
-                    rb,
-                    |k| dst.get().add(positions[k] * rb),
-                    |k| src.get().add(k * rb),
-                )
-            };
+            let base = reply.as_ptr() as *mut u8;
+            for (k, &p) in positions.iter().enumerate() {
+                // SAFETY: the reply holds one row per position, in order (checked above).
+                sources[p] = SendPtr(unsafe { base.add(k * rb) });
+            }
+        }
+        // SAFETY: every position got a source above (the buckets cover every id), each
+        // pointing at one whole row.
+        unsafe { gather_rows(out, rb, |i| sources[i].get()) };
+        for reply in rows {
             graphloom_tensor::alloc::recycle(reply);
         }
         Ok(())
