@@ -125,8 +125,10 @@ fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes()
                 );
             }
         }
+        // The tape already drops what no backward reads; checkpointing saves the rest (what
+        // each layer's backward reads) for all but the layer being recomputed.
         assert!(
-            (peak2 as f64) < 0.6 * peak1 as f64,
+            (peak2 as f64) < 0.8 * peak1 as f64,
             "{arch:?}: checkpointed peak {peak2} vs {peak1}"
         );
     }

@@ -340,6 +340,12 @@ impl Op for LinearOp {
         })?;
         Ok(vec![Some(dx)])
     }
+    fn reads_input(&self, _index: usize, _needs_grad: &[bool]) -> bool {
+        false
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// Fails unless a local input has one row per local node.

@@ -7,10 +7,14 @@
 //! It is advice: where the kernel has no huge pages the buffer is an ordinary one.
 //!
 //! Freed tensor buffers of that size are also kept in a small cache (at most
-//! [`cache_limit`] bytes, oldest evicted first) and handed out again for a request of exactly
-//! their capacity: an epoch allocates the same shapes as the one before, so after the first
-//! epoch most activations and gradients land in memory that is already mapped and needs no
-//! zeroing by the kernel. [`cached_bytes`] says how much the cache holds, for memory reports.
+//! [`cache_limit`] bytes, oldest evicted first) and handed out again for a request of their
+//! capacity, or failing that of up to half of it: an epoch allocates the same shapes as the one
+//! before, so after the first epoch most activations and gradients land in memory that is
+//! already mapped and needs no zeroing by the kernel. A request that no cached buffer fits
+//! first frees cached buffers of at least its size, so the cache never adds to the process's
+//! peak memory: at any moment, live buffers plus cached ones are no more than the most live
+//! buffers at some earlier moment. [`cached_bytes`] says how much the cache holds, for memory
+//! reports.
 
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
@@ -86,12 +90,28 @@ fn evict_to(cache: &mut VecDeque<Cached>, limit: usize) {
     }
 }
 
-/// Takes a cached buffer of exactly `capacity` elements of `T`, emptied.
+/// Takes the cached buffer of `T` that best fits `capacity` elements (the smallest of at
+/// least `capacity` and less than twice it), emptied. Without one, frees the oldest cached
+/// buffers until at least `capacity` elements' bytes are freed (or none are left), so that
+/// the caller's new allocation takes the place of cached memory rather than adding to it.
 fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    let at = cache
+    let fits = |c: &Cached| {
+        c.type_id == TypeId::of::<T>() && c.capacity >= capacity && c.capacity / 2 < capacity
+    };
+    let best = cache
         .iter()
-        .position(|c| c.type_id == TypeId::of::<T>() && c.capacity == capacity)?;
+        .enumerate()
+        .filter(|(_, c)| fits(c))
+        .min_by_key(|(_, c)| c.capacity)
+        .map(|(at, _)| at);
+    let Some(at) = best else {
+        let needed = CACHED_BYTES
+            .load(Ordering::Relaxed)
+            .saturating_sub(capacity * std::mem::size_of::<T>());
+        evict_to(&mut cache, needed);
+        return None;
+    };
     let hit = cache.remove(at)?;
     CACHED_BYTES.fetch_sub(hit.bytes, Ordering::Relaxed);
     let mut v = *hit.vec.downcast::<Vec<T>>().ok()?;
@@ -191,5 +211,38 @@ mod tests {
             let src: Vec<f32> = (0..n).map(|i| i as f32).collect();
             assert_eq!(copy_of(&src), src);
         }
+    }
+
+    #[test]
+    fn the_cache_reuses_the_best_fit_and_frees_as_much_as_a_new_buffer_takes() {
+        // Its own thread's view of a process-wide cache: nextest runs each test in a process.
+        set_cache_limit(1 << 30);
+        let mib = (1 << 20) / 4; // f32 elements per MiB
+        let buffers: Vec<Vec<f32>> = [16 * mib, 8 * mib, 40 * mib]
+            .into_iter()
+            .map(with_capacity::<f32>)
+            .collect();
+        buffers.into_iter().for_each(recycle);
+        assert_eq!(cached_bytes(), 64 << 20);
+        // 6 MiB fits the 8 MiB buffer (the smallest of at least 6 and under 12).
+        let reused = with_capacity::<f32>(6 * mib);
+        assert_eq!(reused.capacity(), 8 * mib);
+        assert_eq!(cached_bytes(), 56 << 20);
+        // 100 MiB fits none: the oldest buffers go first, until at least 100 MiB are freed
+        // (here all of them).
+        let fresh = with_capacity::<f32>(100 * mib);
+        assert!(fresh.capacity() >= 100 * mib);
+        assert_eq!(cached_bytes(), 0);
+        // 12 MiB fits neither 8 MiB buffer nor the 48 MiB one (over twice): the oldest go
+        // until 12 MiB are freed, and the 48 MiB buffer stays.
+        let (a, b, c) = (
+            with_capacity::<f32>(8 * mib),
+            with_capacity::<f32>(8 * mib),
+            with_capacity::<f32>(48 * mib),
+        );
+        drop(reused);
+        [a, b, c].into_iter().for_each(recycle);
+        let _fresh = with_capacity::<f32>(12 * mib);
+        assert_eq!(cached_bytes(), 48 << 20);
     }
 }

@@ -304,6 +304,12 @@ impl Op for Aggregate {
         };
         Ok(vec![Some(dx.map_err(to_tensor_error)?)])
     }
+    fn reads_input(&self, _index: usize, _needs_grad: &[bool]) -> bool {
+        false
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// Ops return the tensor crate's error; other errors travel inside it as its source.

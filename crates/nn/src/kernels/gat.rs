@@ -357,6 +357,9 @@ impl Op for GatOp {
             ])
         })
     }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

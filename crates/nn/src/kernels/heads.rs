@@ -81,6 +81,9 @@ impl Op for HeadScores {
             Ok(vec![dh, Some(da)])
         })
     }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// `s[v, k] = sum_j h[v, k, j] * att[k, j]` for `h: [n, heads * c]` and `att: [heads * c]`.

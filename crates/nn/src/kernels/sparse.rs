@@ -164,6 +164,9 @@ impl Op for SparseMatmul {
             Ok(vec![Some(Tensor::from_vec(dw, w.shape())?)])
         })
     }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 #[cfg(test)]

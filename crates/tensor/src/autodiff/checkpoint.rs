@@ -43,6 +43,10 @@ impl Op for Checkpoint {
         let mut grads = inner.backward_with(&output, ctx.grad.clone())?;
         Ok(vars.iter().map(|v| grads.take(v)).collect())
     }
+
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 impl Tape {

@@ -162,6 +162,10 @@ impl Op for BiasActivation {
             Ok(vec![Some(dx), db])
         })
     }
+    fn reads_input(&self, index: usize, _needs_grad: &[bool]) -> bool {
+        // The bias, for its gradient's shape; the output stands for the input.
+        index == 1
+    }
 }
 
 /// `f(x + b)`: the bias `b: [m]` added to every row of `x: [n, m]` and the activation applied,
@@ -197,6 +201,9 @@ impl Op for ActivationOp {
             Tensor::from_vec(v, x.shape())
         })?;
         Ok(vec![Some(dx)])
+    }
+    fn reads_output(&self) -> bool {
+        false
     }
 }
 

@@ -105,6 +105,12 @@ impl Op for DropoutOp {
             self.rule.apply(ctx.grad, self.row_ids.as_deref())?,
         )])
     }
+    fn reads_input(&self, _index: usize, _needs_grad: &[bool]) -> bool {
+        false
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// Zeroes elements of `x` with probability `rule.p` and scales the rest by `1 / (1 - p)`.

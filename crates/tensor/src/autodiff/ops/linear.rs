@@ -29,6 +29,13 @@ impl Op for MatMul {
         };
         Ok(vec![da, db])
     }
+    fn reads_input(&self, index: usize, needs_grad: &[bool]) -> bool {
+        // a for b's gradient, b for a's.
+        needs_grad[1 - index]
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// `a * b` for 2-D `a: [n, k]`, `b: [k, m]`.
@@ -59,6 +66,13 @@ impl Op for AddMatMul {
         };
         Ok(vec![Some(g.clone()), db, dw])
     }
+    fn reads_input(&self, index: usize, needs_grad: &[bool]) -> bool {
+        // b for w's gradient, w for b's; never the accumulator.
+        index > 0 && needs_grad[3 - index]
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
 }
 
 /// `acc + b * w` for `acc: [n, m]`, `b: [n, k]`, `w: [k, m]`, in one pass of the gemm kernel.
@@ -75,6 +89,22 @@ pub fn add_tensors(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     })
 }
 
+/// `acc += b` element-wise, for tensors of one shape and dtype (no tape). The sum is written in
+/// place when `acc` owns its storage alone, and into a copy otherwise.
+pub fn add_assign_tensors(acc: &mut Tensor, b: &Tensor) -> Result<()> {
+    acc.check_same(b, "add")?;
+    with_float!(acc.dtype(), "add", T => {
+        let bs = b.as_slice::<T>()?;
+        let cols = acc.shape().last().copied().unwrap_or(1).max(1);
+        for_each_row_mut(acc.as_mut_slice::<T>()?, cols, |r, row| {
+            for (a, &y) in row.iter_mut().zip(&bs[r * cols..]) {
+                *a = T::from_acc(a.to_acc() + y.to_acc());
+            }
+        });
+        Ok(())
+    })
+}
+
 struct Add;
 
 impl Op for Add {
@@ -86,6 +116,12 @@ impl Op for Add {
     }
     fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
         Ok(vec![Some(ctx.grad.clone()), Some(ctx.grad.clone())])
+    }
+    fn reads_input(&self, _index: usize, _needs_grad: &[bool]) -> bool {
+        false
+    }
+    fn reads_output(&self) -> bool {
+        false
     }
 }
 
@@ -133,6 +169,13 @@ impl Op for AddBias {
             None
         };
         Ok(vec![Some(g.clone()), db])
+    }
+    fn reads_input(&self, index: usize, _needs_grad: &[bool]) -> bool {
+        // The bias, for its gradient's shape.
+        index == 1
+    }
+    fn reads_output(&self) -> bool {
+        false
     }
 }
 

@@ -55,6 +55,9 @@ impl Op for LogSoftmax {
         })?;
         Ok(vec![Some(dx)])
     }
+    fn reads_input(&self, _index: usize, _needs_grad: &[bool]) -> bool {
+        false
+    }
 }
 
 /// Log-softmax of each row of `x: [n, c]`.

@@ -10,7 +10,7 @@ mod shape;
 
 pub use activation::{activate, bias_activation, elu, leaky_relu, relu, Activation};
 pub use dropout::{dropout, Dropout};
-pub use linear::{add, add_bias, add_matmul, add_tensors, matmul};
+pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul};
 pub use loss::{log_softmax, nll_loss};
 pub use norm::{batch_norm, StatsSum};
 pub use shape::{cast, leading_rows, reshape};
