@@ -17,6 +17,7 @@ use std::sync::Arc;
 use graphloom_tensor::autodiff::ops::Dropout;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
+use super::aggregate::{prefetch_row, PREFETCH_DISTANCE};
 use crate::graph::{split_rows, GraphView};
 use crate::{Error, Result};
 
@@ -210,7 +211,10 @@ impl Op for GatOp {
                     }
                     acc.iter_mut().for_each(|a| *a = A::ZERO);
                     // Edge-major: each neighbour's row of all heads is read once, contiguously.
-                    for (&u, e) in nb.iter().zip(coef.chunks(heads)) {
+                    for (i, (&u, e)) in nb.iter().zip(coef.chunks(heads)).enumerate() {
+                        if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
+                            prefetch_row(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
+                        }
                         let hu = &hs[u as usize * width..(u as usize + 1) * width];
                         for k in 0..heads {
                             let a = e[k] / z[k] * A::from_f64(cfg.factor(v, u as usize, k));
@@ -281,7 +285,10 @@ impl Op for GatOp {
                         scratch.clear();
                         let sums = &mut cpart[r * heads..(r + 1) * heads];
                         sums.iter_mut().for_each(|x| *x = A::ZERO);
-                        for &u in nb {
+                        for (i, &u) in nb.iter().enumerate() {
+                            if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
+                                prefetch_row(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
+                            }
                             let u = u as usize;
                             let hu = &hs[u * width..(u + 1) * width];
                             for k in 0..heads {
@@ -326,7 +333,11 @@ impl Op for GatOp {
                         let dl = &mut lpart[r * heads..(r + 1) * heads];
                         let mut dls = [A::ZERO; MAX_HEADS_ON_STACK];
                         // Edge-major: each destination's gradient row is read once, contiguously.
-                        for &v in &csr.col_idx[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize] {
+                        let out_nb = &csr.col_idx[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize];
+                        for (i, &v) in out_nb.iter().enumerate() {
+                            if let Some(&ahead) = out_nb.get(i + PREFETCH_DISTANCE) {
+                                prefetch_row(&gs[ahead as usize * width..(ahead as usize + 1) * width]);
+                            }
                             let v = v as usize;
                             let gv_row = &gs[v * width..(v + 1) * width];
                             for k in 0..heads {
