@@ -15,6 +15,7 @@
 //! the halo is fetched again, round by round; the other modes kept it.
 
 use std::cell::RefCell;
+use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use crate::Scratch;
@@ -280,17 +281,19 @@ impl AttentionOp {
                 .map_err(comm_error)?;
         }
         let mut out = graphloom_tensor::alloc::zeros::<T>(rows * w);
-        for (o, st) in out.chunks_mut(w.max(1)).zip(state.chunks(sw)) {
-            let (acc, z) = (&st[..w], &st[w + heads..]);
-            for k in 0..heads {
-                for (d, &a) in o[k * c..(k + 1) * c]
-                    .iter_mut()
-                    .zip(&acc[k * c..(k + 1) * c])
-                {
-                    *d = T::from_acc(a / z[k]);
+        out.par_chunks_mut(w.max(1))
+            .zip(state.par_chunks(sw))
+            .for_each(|(o, st)| {
+                let (acc, z) = (&st[..w], &st[w + heads..]);
+                for k in 0..heads {
+                    for (d, &a) in o[k * c..(k + 1) * c]
+                        .iter_mut()
+                        .zip(&acc[k * c..(k + 1) * c])
+                    {
+                        *d = T::from_acc(a / z[k]);
+                    }
                 }
-            }
-        }
+            });
         let stats: Vec<f64> = state
             .chunks(sw)
             .flat_map(|st| {
@@ -308,20 +311,10 @@ impl AttentionOp {
         out: &[T],
         grad: &[T],
     ) -> graphloom_tensor::Result<[Tensor; 3]> {
-        let (heads, w) = (x.heads, x.width());
         let g = self.graph();
-        let (rows, own) = (g.rows, g.index);
+        let own = g.index;
         let grads = RefCell::new(Grads::new(self, &x, out, grad)?);
-        {
-            let mut gr = grads.borrow_mut();
-            for v in 0..rows {
-                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
-                gr.edge(v, g.ids[v], hv, elv, Target::Own(v));
-            }
-            self.for_each_edge(own, &x, Sources::Own, |v, u, src, hu, elu| {
-                gr.edge(v, u, hu, elu, Target::Own(g.send[own][src] as usize))
-            });
-        }
+        grads.borrow_mut().own_edges();
         let ex = &self.att.exchange;
         let (rank, size) = (ex.comm.rank(), ex.comm.size());
         if ex.mode == SarMode::Sar {
@@ -392,10 +385,43 @@ impl AttentionOp {
     }
 }
 
-/// Where an edge's source gradients go: a halo's gradient rows, or an own row.
-enum Target<'a, A> {
-    Halo(&'a mut [A]),
-    Own(usize),
+/// A buffer of sums that the head groups of the backward pass add to at once, each to the
+/// entries of its own heads: a raw pointer, since the entries of different heads interleave.
+struct Shared<A>(*mut A);
+
+impl<A> Clone for Shared<A> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<A> Copy for Shared<A> {}
+// SAFETY: every use writes only entries that no other thread touches (see Grads::edge).
+unsafe impl<A: Send> Send for Shared<A> {}
+// SAFETY: as above.
+unsafe impl<A: Send> Sync for Shared<A> {}
+
+impl<A> Shared<A> {
+    fn new(values: &mut [A]) -> Shared<A> {
+        Shared(values.as_mut_ptr())
+    }
+
+    /// The buffer from element `i` on.
+    ///
+    /// # Safety
+    /// `i` is within the buffer.
+    unsafe fn offset(self, i: usize) -> Shared<A> {
+        // SAFETY: forwarded to the caller.
+        Shared(unsafe { self.0.add(i) })
+    }
+
+    /// Element `i`.
+    ///
+    /// # Safety
+    /// `i` is within the buffer, and no other thread uses that element meanwhile.
+    unsafe fn at(self, i: usize) -> *mut A {
+        // SAFETY: forwarded to the caller.
+        unsafe { self.0.add(i) }
+    }
 }
 
 /// The backward pass's sums: the gradient of `er` by destination, and of `[h | el]` for the
@@ -425,11 +451,16 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = op.graph().rows;
         let mut cv = scratch::<T::Acc>(rows * heads);
-        for v in 0..rows {
-            for k in 0..heads {
-                let r = v * w + k * c..v * w + (k + 1) * c;
-                cv[v * heads + k] = dot::<T>(&grad[r.clone()], &out[r]);
-            }
+        {
+            use rayon::prelude::*;
+            cv.par_chunks_mut(heads.max(1))
+                .enumerate()
+                .for_each(|(v, cvs)| {
+                    for (k, cvk) in cvs.iter_mut().enumerate() {
+                        let r = v * w + k * c..v * w + (k + 1) * c;
+                        *cvk = dot::<T>(&grad[r.clone()], &out[r]);
+                    }
+                });
         }
         let der = scratch::<T::Acc>(rows * heads);
         let mine = scratch::<T::Acc>(rows * (w + heads));
@@ -444,18 +475,28 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         })
     }
 
-    /// Adds edge `u -> v`'s gradients (source rows `hu`, `elu`): `er`'s into `der`, `h`'s and
-    /// `el`'s into `target`.
-    fn edge(&mut self, v: usize, u: i64, hu: &[T], elu: &[T], target: Target<'_, T::Acc>) {
+    /// Adds edge `u -> v`'s gradients for heads `ks` (source rows `hu`, `elu`): `er`'s into
+    /// `der`, `h`'s and `el`'s into the row `into` (`width + heads` long).
+    ///
+    /// # Safety
+    /// `into` points at such a row and `der` at the start of `der`, and no other thread
+    /// touches the entries of heads `ks` in either during the call.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn edge(
+        &self,
+        ks: Range<usize>,
+        v: usize,
+        u: i64,
+        hu: &[T],
+        elu: &[T],
+        into: Shared<T::Acc>,
+        der: Shared<T::Acc>,
+    ) {
         let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
         let slope = T::Acc::from_f64(self.op.att.negative_slope);
         let st = self.stats;
         let v_id = self.op.graph().ids[v];
-        let into = match target {
-            Target::Halo(row) => row,
-            Target::Own(row) => &mut self.mine[row * (w + heads)..(row + 1) * (w + heads)],
-        };
-        for k in 0..heads {
+        for k in ks {
             let pre = elu[k].to_acc() + self.x.er[v * heads + k].to_acc();
             let (mv, zv) = (st[(v * heads + k) * 2], st[(v * heads + k) * 2 + 1]);
             let alpha = (leaky(pre, slope) - T::Acc::from_f64(mv)).exp() / T::Acc::from_f64(zv);
@@ -468,13 +509,64 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                 slope
             };
             let ds = alpha * (da - self.cv[v * heads + k]) * dleaky;
-            self.der[v * heads + k] += ds;
-            into[w + k] += ds;
             let a = alpha * d;
-            for (o, &gv) in into[k * c..(k + 1) * c].iter_mut().zip(gk) {
-                *o += a * gv.to_acc();
+            // SAFETY: head k's entries are this caller's alone (the contract above).
+            unsafe {
+                *der.at(v * heads + k) += ds;
+                *into.at(w + k) += ds;
+                let out = std::slice::from_raw_parts_mut(into.at(k * c), c);
+                for (o, &gv) in out.iter_mut().zip(gk) {
+                    *o += a * gv.to_acc();
+                }
             }
         }
+    }
+
+    /// Runs `f` once per group of heads, the groups in parallel: each group's call adds the
+    /// gradients of its heads only, so no two write the same entry.
+    fn by_head_groups(&self, f: impl Fn(Range<usize>) + Sync) {
+        use rayon::prelude::*;
+        let heads = self.x.heads;
+        let groups = rayon::current_num_threads().clamp(1, heads.max(1));
+        (0..groups)
+            .into_par_iter()
+            .for_each(|i| f(i * heads / groups..(i + 1) * heads / groups));
+    }
+
+    /// Adds the gradients of every edge whose source is an own row (self-loops included).
+    fn own_edges(&mut self) {
+        let g = self.op.graph();
+        let (heads, w, own) = (self.x.heads, self.x.width(), g.index);
+        let row_width = w + heads;
+        let mine = Shared::new(&mut self.mine);
+        let der = Shared::new(&mut self.der);
+        let this = &*self;
+        this.by_head_groups(|ks| {
+            let x = this.x;
+            for v in 0..g.rows {
+                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
+                // SAFETY: row v of `mine`; this group's heads only.
+                unsafe {
+                    this.edge(
+                        ks.clone(),
+                        v,
+                        g.ids[v],
+                        hv,
+                        elv,
+                        mine.offset(v * row_width),
+                        der,
+                    )
+                };
+            }
+            this.op
+                .for_each_edge(own, x, Sources::Own, |v, u, src, hu, elu| {
+                    let row = g.send[own][src] as usize;
+                    // SAFETY: an own row of `mine`; this group's heads only.
+                    unsafe {
+                        this.edge(ks.clone(), v, u, hu, elu, mine.offset(row * row_width), der)
+                    };
+                });
+        });
     }
 
     /// The gradients of the halo of part `from`, as a message to its owner.
@@ -482,16 +574,20 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let halo = halo.values::<T>();
         let row_width = self.x.width() + self.x.heads;
         let mut out = scratch::<T::Acc>(self.op.graph().halo_rows(from) * row_width);
-        let (op, x) = (self.op, self.x);
-        op.for_each_edge(from, x, Sources::Halo(&halo), |v, u, src, hu, elu| {
-            self.edge(
-                v,
-                u,
-                hu,
-                elu,
-                Target::Halo(&mut out[src * row_width..(src + 1) * row_width]),
-            )
-        });
+        {
+            let rows = Shared::new(&mut out);
+            let der = Shared::new(&mut self.der);
+            let this = &*self;
+            this.by_head_groups(|ks| {
+                this.op
+                    .for_each_edge(from, this.x, Sources::Halo(&halo), |v, u, src, hu, elu| {
+                        // SAFETY: row src of the halo's gradients; this group's heads only.
+                        unsafe {
+                            this.edge(ks.clone(), v, u, hu, elu, rows.offset(src * row_width), der)
+                        };
+                    });
+            });
+        }
         Message::of_values(out.len(), out.iter().map(|&a| T::from_acc(a)))
     }
 
@@ -515,18 +611,21 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let (heads, w) = (self.x.heads, self.x.width());
         let rows = self.op.graph().rows;
         let row_width = w + heads;
+        use rayon::prelude::*;
         let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
         let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
-        for v in 0..rows {
-            let row = &self.mine[v * row_width..(v + 1) * row_width];
-            for (d, &a) in dh[v * w..(v + 1) * w].iter_mut().zip(&row[..w]) {
-                *d = T::from_acc(a);
-            }
-            for (d, &a) in del[v * heads..(v + 1) * heads].iter_mut().zip(&row[w..]) {
-                *d = T::from_acc(a);
-            }
-        }
-        let der: Vec<T> = self.der.iter().map(|&a| T::from_acc(a)).collect();
+        dh.par_chunks_mut(w.max(1))
+            .zip(del.par_chunks_mut(heads.max(1)))
+            .zip(self.mine.par_chunks(row_width.max(1)))
+            .for_each(|((dh_row, del_row), row)| {
+                for (d, &a) in dh_row.iter_mut().zip(&row[..w]) {
+                    *d = T::from_acc(a);
+                }
+                for (d, &a) in del_row.iter_mut().zip(&row[w..]) {
+                    *d = T::from_acc(a);
+                }
+            });
+        let der: Vec<T> = self.der.par_iter().map(|&a| T::from_acc(a)).collect();
         Ok([
             Tensor::from_vec(dh, &[rows, w])?,
             Tensor::from_vec(del, &[rows, heads])?,
