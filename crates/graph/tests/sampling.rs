@@ -159,6 +159,43 @@ fn uniform_subsets_are_equally_likely_and_a_biased_sampler_fails() {
     assert_eq!(out, vec![0, 1, 2]);
 }
 
+/// Floyd's algorithm as written in the literature: a list of kept positions, sorted at the end.
+fn floyd_reference(degree: usize, k: usize, key: RowKey) -> Vec<u32> {
+    if degree <= k {
+        return (0..degree as u32).collect();
+    }
+    let mut kept: Vec<u32> = Vec::new();
+    for j in degree - k..degree {
+        let t = below(j + 1, key.bits(j as u64)) as u32;
+        kept.push(if kept.contains(&t) { j as u32 } else { t });
+    }
+    kept.sort_unstable();
+    kept
+}
+
+#[test]
+fn uniform_positions_are_floyds_choice_at_every_degree() {
+    // Degrees on both sides of every bitmap word and of the largest bitmap, and fanouts from
+    // one to more than a word.
+    let key = RngKey::new(5, 1, 9);
+    let mut out = Vec::new();
+    for degree in (1..=200).chain([255, 256, 257, 511, 512, 513, 1000, 5000]) {
+        for k in [1, 2, 10, 15, 25, 63, 64, 65, 130] {
+            for node in 0..20 {
+                out.clear();
+                out.push(u32::MAX); // positions are appended after what `out` holds
+                uniform_positions(degree, k, key.row(node), &mut out);
+                let expected = floyd_reference(degree, k, key.row(node));
+                assert_eq!(
+                    &out[1..],
+                    &expected[..],
+                    "degree {degree}, k {k}, node {node}"
+                );
+            }
+        }
+    }
+}
+
 /// Exact probability that successive weighted sampling without replacement of two items
 /// draws the pair `mask`.
 fn pair_probability(weights: &[f64], mask: u32) -> f64 {

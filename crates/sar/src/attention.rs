@@ -28,7 +28,8 @@ use crate::exchange::{Direction, Exchange, Message, SarMode};
 use crate::graph::for_each_destination;
 use crate::linear::check_rows;
 use crate::{comm_error, scratch, PartGraph};
-use graphloom_nn::kernels::aggregate::{prefetch_row, PREFETCH_DISTANCE};
+use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
+use graphloom_tensor::prefetch::prefetch;
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -156,10 +157,10 @@ impl AttentionOp {
                 match sources {
                     Sources::Own => {
                         let u = g.send[from][ahead] as usize;
-                        prefetch_row(&x.h[u * w..(u + 1) * w]);
+                        prefetch(&x.h[u * w..(u + 1) * w]);
                     }
                     Sources::Halo(halo) => {
-                        prefetch_row(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
+                        prefetch(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
                     }
                 }
             }

@@ -4,8 +4,9 @@ use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
 use graphloom_nn::kernels::aggregate::{
-    gcn_inverse_sqrt_degree, prefetch_row, LinearAggregation, PREFETCH_DISTANCE,
+    gcn_inverse_sqrt_degree, LinearAggregation, PREFETCH_DISTANCE,
 };
+use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::exchange::{Direction, Exchange, Message};
@@ -143,7 +144,7 @@ impl RingAggregation {
                     for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
                         if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
                             let r = row_of(ahead);
-                            prefetch_row(&sources[r * cols..(r + 1) * cols]);
+                            prefetch(&sources[r * cols..(r + 1) * cols]);
                         }
                         let row = row_of(shard.src[e]);
                         let h = &sources[row * cols..(row + 1) * cols];

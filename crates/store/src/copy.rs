@@ -27,18 +27,7 @@ const PREFETCH_ROW_BYTES: usize = 512;
 /// Hints the processor to load the first cache lines of a row (at most `PREFETCH_ROW_BYTES`).
 #[inline(always)]
 fn prefetch(row: *const u8, row_bytes: usize) {
-    #[cfg(target_arch = "x86_64")]
-    for line in (0..row_bytes.min(PREFETCH_ROW_BYTES)).step_by(64) {
-        // SAFETY: prefetching never faults, whatever the address.
-        unsafe {
-            std::arch::x86_64::_mm_prefetch(
-                row.wrapping_add(line).cast::<i8>(),
-                std::arch::x86_64::_MM_HINT_T0,
-            )
-        };
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (row, row_bytes);
+    graphloom_tensor::prefetch::prefetch_bytes(row, row_bytes.min(PREFETCH_ROW_BYTES));
 }
 
 /// A pointer that may cross threads: each task touches rows no other task touches.

@@ -10,6 +10,7 @@
 //! - [`kernels`]: matmul (the one call into `gemm`), parallel maps and reductions whose result
 //!   does not depend on the thread count.
 //! - [`memory`]: current and peak bytes per [`Category`], per worker, and the process RSS.
+//! - [`prefetch`]: cache hints for loops that gather scattered rows.
 //! - [`rng::RngKey`]: counter-based random draws keyed by (seed, step, purpose, id, column).
 //!
 //! ```
@@ -32,6 +33,7 @@ mod dtype;
 mod error;
 pub mod kernels;
 pub mod memory;
+pub mod prefetch;
 pub mod rng;
 mod tensor;
 

@@ -1,5 +1,7 @@
 //! [`Block`]s (message-flow graphs) and the append-unique relabelling that builds them.
 
+use graphloom_tensor::prefetch::prefetch_at;
+
 use crate::NodeId;
 
 /// One layer's message-flow graph: the sampled in-edges of its destination nodes, CSR by
@@ -58,6 +60,9 @@ pub struct Relabeler {
 
 const UNSET: u32 = u32::MAX;
 
+/// How many nodes ahead [`Relabeler::insert_all`] prefetches a node's slot.
+const INSERT_PREFETCH: usize = 32;
+
 impl Relabeler {
     /// A relabeler for a graph of `num_nodes` nodes.
     pub fn new(num_nodes: usize) -> Relabeler {
@@ -76,6 +81,21 @@ impl Relabeler {
             self.nodes.push(node);
         }
         *slot
+    }
+
+    /// The local ids of `nodes`, appending the new ones in order.
+    pub fn insert_all(&mut self, nodes: &[NodeId]) -> Vec<u32> {
+        nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &node)| {
+                // The table is as large as the graph, and the nodes are scattered over it.
+                if let Some(&ahead) = nodes.get(i + INSERT_PREFETCH) {
+                    prefetch_at(&self.local, ahead as usize);
+                }
+                self.insert(node)
+            })
+            .collect()
     }
 
     /// The nodes seen so far, in order.

@@ -21,11 +21,45 @@ pub fn below(n: usize, bits: u64) -> usize {
 /// or `j` when `t` is already kept. It draws exactly `k` numbers and needs no copy of the
 /// neighbourhood.
 pub fn uniform_positions(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
-    let start = out.len();
     if degree <= k {
         out.extend(0..degree as u32);
-        return;
+    } else if degree <= BITMAP_DEGREE {
+        floyd_bitmap(degree, k, draws, out);
+    } else {
+        floyd_list(degree, k, draws, out);
     }
+}
+
+/// The largest degree whose kept positions [`floyd_bitmap`] marks in a bitmap on the stack.
+const BITMAP_DEGREE: usize = 512;
+
+/// Floyd's algorithm with the kept positions as bits: each membership test is one bit, and
+/// reading the bits in order yields the positions sorted, with no sort.
+fn floyd_bitmap(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
+    let mut kept = [0u64; BITMAP_DEGREE / 64];
+    for j in degree - k..degree {
+        let t = below(j + 1, draws.bits(j as u64));
+        let (word, bit) = (t / 64, 1u64 << (t % 64));
+        if kept[word] & bit == 0 {
+            kept[word] |= bit;
+        } else {
+            // j is above every position kept so far, so it is new.
+            kept[j / 64] |= 1u64 << (j % 64);
+        }
+    }
+    for (w, &bits) in kept[..degree.div_ceil(64)].iter().enumerate() {
+        let mut bits = bits;
+        while bits != 0 {
+            out.push((w * 64) as u32 + bits.trailing_zeros());
+            bits &= bits - 1;
+        }
+    }
+}
+
+/// Floyd's algorithm over a list of the kept positions, for neighbourhoods too large for a
+/// bitmap (`k` is small beside them, so the list stays short).
+fn floyd_list(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
+    let start = out.len();
     for j in degree - k..degree {
         let t = below(j + 1, draws.bits(j as u64)) as u32;
         let kept = &out[start..];

@@ -20,6 +20,7 @@
 mod block;
 mod choose;
 
+use graphloom_tensor::prefetch::prefetch_at;
 use graphloom_tensor::rng::RngKey;
 use rayon::prelude::*;
 
@@ -101,6 +102,12 @@ pub(crate) fn require_weights(kind: SamplerKind, has_weights: bool) -> Result<()
 /// Frontier nodes per parallel task.
 const NODES_PER_TASK: usize = 256;
 
+/// How many frontier nodes ahead the sampler prefetches a node's offsets, and how many sampled
+/// edges ahead it prefetches an edge's source: both are random reads over the whole graph.
+const NODE_PREFETCH: usize = 16;
+/// See [`NODE_PREFETCH`].
+const EDGE_PREFETCH: usize = 64;
+
 /// Chooses the positions of one node's sampled neighbours into `out`.
 pub(crate) fn choose(
     degree: usize,
@@ -180,18 +187,24 @@ impl NeighborSource for CsrSource<'_> {
         key: RngKey,
     ) -> Result<HopSample> {
         require_weights(kind, self.weights.is_some())?;
-        let row_ptr = self.row_ptr;
+        let (row_ptr, col_idx) = (self.row_ptr, self.col_idx);
         let parts = frontier
             .par_chunks(NODES_PER_TASK)
             .map(|chunk| {
                 let mut part = HopSample {
                     offsets: Vec::with_capacity(chunk.len() + 1),
+                    edge_ids: Vec::with_capacity(chunk.len() * fanout.unwrap_or(0)),
                     ..Default::default()
                 };
                 part.offsets.push(0);
                 let mut positions = Vec::new();
                 let mut scratch = Vec::new();
-                for &v in chunk {
+                // First the positions of every node's choice, then the neighbours at them: each
+                // pass knows the addresses it will read a few items ahead and prefetches them.
+                for (i, &v) in chunk.iter().enumerate() {
+                    if let Some(&ahead) = chunk.get(i + NODE_PREFETCH) {
+                        prefetch_at(row_ptr, ahead as usize);
+                    }
                     let (start, end) = (
                         row_ptr[v as usize] as usize,
                         row_ptr[v as usize + 1] as usize,
@@ -207,12 +220,16 @@ impl NeighborSource for CsrSource<'_> {
                         &mut scratch,
                         &mut positions,
                     );
-                    for &p in &positions {
-                        let e = start + p as usize;
-                        part.neighbors.push(self.col_idx[e]);
-                        part.edge_ids.push(e as i64);
+                    part.edge_ids
+                        .extend(positions.iter().map(|&p| (start + p as usize) as i64));
+                    part.offsets.push(part.edge_ids.len() as i64);
+                }
+                part.neighbors = Vec::with_capacity(part.edge_ids.len());
+                for (i, &e) in part.edge_ids.iter().enumerate() {
+                    if let Some(&ahead) = part.edge_ids.get(i + EDGE_PREFETCH) {
+                        prefetch_at(col_idx, ahead as usize);
                     }
-                    part.offsets.push(part.neighbors.len() as i64);
+                    part.neighbors.push(col_idx[e as usize]);
                 }
                 part
             })
@@ -274,11 +291,7 @@ impl Sampler {
                 self.relabel.finish();
                 return Err(Error::argument("seeds", "seed nodes must be distinct"));
             }
-            let col_idx: Vec<u32> = hop_sample
-                .neighbors
-                .iter()
-                .map(|&u| self.relabel.insert(u))
-                .collect();
+            let col_idx = self.relabel.insert_all(&hop_sample.neighbors);
             let src_nodes = self.relabel.finish();
             blocks.push(Block {
                 num_dst: frontier.len(),

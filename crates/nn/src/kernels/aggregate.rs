@@ -14,6 +14,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
 
 use crate::graph::{par_row_ranges, GraphView};
@@ -213,7 +214,7 @@ impl WeightedSum {
                     for i in lo..hi {
                         let u = csr.col_idx[i] as usize;
                         if let Some(&ahead) = csr.col_idx.get(i + PREFETCH_DISTANCE) {
-                            prefetch_row(&xs[ahead as usize * cols..(ahead as usize + 1) * cols]);
+                            prefetch(&xs[ahead as usize * cols..(ahead as usize + 1) * cols]);
                         }
                         let mut c = nb_scale.as_ref().map_or(1.0, |s| s[u]);
                         if let Some(w) = &self.edge_weight {
@@ -251,24 +252,6 @@ impl WeightedSum {
 /// How many edges ahead the gather loop prefetches a source row: neighbour rows are scattered
 /// over memory, and asking for them early hides most of the latency of the random reads.
 pub const PREFETCH_DISTANCE: usize = 4;
-
-/// Asks the cache for every line of `row` (a hint; no effect on results). Gathers of
-/// neighbour rows scattered over a large table are bound by memory latency, which this hides.
-#[inline(always)]
-pub fn prefetch_row<T>(row: &[T]) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let bytes = std::mem::size_of_val(row);
-        let base = row.as_ptr() as *const i8;
-        for offset in (0..bytes).step_by(64) {
-            // SAFETY: prefetching is a hint and never faults; the address is inside `row`.
-            unsafe { _mm_prefetch(base.add(offset), _MM_HINT_T0) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = row;
-}
 
 fn check_rows(x: &Tensor, n: usize) -> Result<()> {
     if x.dims2().0 != n {

@@ -17,9 +17,10 @@ use std::sync::Arc;
 use graphloom_tensor::autodiff::ops::Dropout;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
-use super::aggregate::{prefetch_row, PREFETCH_DISTANCE};
+use super::aggregate::PREFETCH_DISTANCE;
 use crate::graph::{split_rows, GraphView};
 use crate::{Error, Result};
+use graphloom_tensor::prefetch::prefetch;
 
 /// The fused attention-and-aggregation step of a GAT layer.
 #[derive(Clone)]
@@ -213,7 +214,7 @@ impl Op for GatOp {
                     // Edge-major: each neighbour's row of all heads is read once, contiguously.
                     for (i, (&u, e)) in nb.iter().zip(coef.chunks(heads)).enumerate() {
                         if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
-                            prefetch_row(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
+                            prefetch(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
                         }
                         let hu = &hs[u as usize * width..(u as usize + 1) * width];
                         for k in 0..heads {
@@ -287,7 +288,7 @@ impl Op for GatOp {
                         sums.iter_mut().for_each(|x| *x = A::ZERO);
                         for (i, &u) in nb.iter().enumerate() {
                             if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
-                                prefetch_row(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
+                                prefetch(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
                             }
                             let u = u as usize;
                             let hu = &hs[u * width..(u + 1) * width];
@@ -336,7 +337,7 @@ impl Op for GatOp {
                         let out_nb = &csr.col_idx[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize];
                         for (i, &v) in out_nb.iter().enumerate() {
                             if let Some(&ahead) = out_nb.get(i + PREFETCH_DISTANCE) {
-                                prefetch_row(&gs[ahead as usize * width..(ahead as usize + 1) * width]);
+                                prefetch(&gs[ahead as usize * width..(ahead as usize + 1) * width]);
                             }
                             let v = v as usize;
                             let gv_row = &gs[v * width..(v + 1) * width];
