@@ -98,9 +98,9 @@ pub(crate) struct TrainArgs {
     /// Draw loss, accuracy and memory curves into this PNG.
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
-    /// MiB of freed tensor buffers kept for reuse in the next epoch (0: none; less memory,
-    /// slower epochs).
-    #[arg(long, default_value_t = 1024)]
+    /// MiB of freed tensor buffers kept for reuse in the next epoch (0: none; a new tensor
+    /// buffer takes the place of cached ones, but other allocations do not).
+    #[arg(long, default_value_t = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT >> 20)]
     pub(crate) buffer_cache_mib: usize,
     /// Time every op and print the totals, forward and backward, at the end.
     #[arg(long)]

@@ -29,7 +29,7 @@ use crate::graph::for_each_destination;
 use crate::linear::check_rows;
 use crate::{comm_error, scratch, PartGraph};
 use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
-use graphloom_tensor::prefetch::prefetch;
+use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -136,13 +136,16 @@ impl AttentionOp {
 
     /// Calls `edge(u_id, src, hu, elu)` for every in-edge of destination `i` of part `from`'s
     /// shard (`src` the source's position in the part's halo, `hu` and `elu` its rows),
-    /// skipping self-loops, which are added separately.
+    /// skipping self-loops, which are added separately. A few edges ahead it prefetches the
+    /// source's rows and calls `ahead(row)` with the source's row (own row or halo position),
+    /// for the caller to prefetch what its `edge` will write.
     fn edges_of<T: Float>(
         &self,
         from: usize,
         i: usize,
         x: &Inputs<'_, T>,
         sources: Sources<'_, T>,
+        ahead_hook: &impl Fn(usize),
         mut edge: impl FnMut(i64, usize, &[T], &[T]),
     ) {
         let g = self.graph();
@@ -158,9 +161,11 @@ impl AttentionOp {
                     Sources::Own => {
                         let u = g.send[from][ahead] as usize;
                         prefetch(&x.h[u * w..(u + 1) * w]);
+                        ahead_hook(u);
                     }
                     Sources::Halo(halo) => {
                         prefetch(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
+                        ahead_hook(ahead);
                     }
                 }
             }
@@ -189,11 +194,12 @@ impl AttentionOp {
         from: usize,
         x: &Inputs<'_, T>,
         sources: Sources<'_, T>,
+        ahead_hook: &impl Fn(usize),
         mut edge: impl FnMut(usize, i64, usize, &[T], &[T]),
     ) {
         let shard = &self.graph().shards[from];
         for (i, &dst) in shard.dst.iter().enumerate() {
-            self.edges_of(from, i, x, sources, |u, src, hu, elu| {
+            self.edges_of(from, i, x, sources, ahead_hook, |u, src, hu, elu| {
                 edge(dst as usize, u, src, hu, elu)
             });
         }
@@ -268,7 +274,7 @@ impl AttentionOp {
                     let shard = &g.shards[from];
                     for_each_destination(shard, &mut state, sw, |i, row| {
                         let v = shard.dst[i] as usize;
-                        this.edges_of(from, i, &x, sources, |u, _, hu, elu| {
+                        this.edges_of(from, i, &x, sources, &|_| (), |u, _, hu, elu| {
                             update(v, row, u, hu, elu)
                         });
                     });
@@ -523,6 +529,17 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         }
     }
 
+    /// Prefetches the entries of heads `ks` in row `row` of a buffer of `[h | el]` sums.
+    #[inline(always)]
+    fn prefetch_heads(&self, rows: Shared<T::Acc>, row: usize, ks: &Range<usize>) {
+        let (heads, c) = (self.x.heads, self.x.c);
+        let width = self.x.width();
+        let start = rows.0.cast_const().wrapping_add(row * (width + heads));
+        let size = std::mem::size_of::<T::Acc>();
+        prefetch_bytes(start.wrapping_add(ks.start * c).cast(), ks.len() * c * size);
+        prefetch_bytes(start.wrapping_add(width + ks.start).cast(), ks.len() * size);
+    }
+
     /// Runs `f` once per group of heads, the groups in parallel: each group's call adds the
     /// gradients of its heads only, so no two write the same entry.
     fn by_head_groups(&self, f: impl Fn(Range<usize>) + Sync) {
@@ -559,8 +576,9 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                     )
                 };
             }
+            let ahead = |row: usize| this.prefetch_heads(mine, row, &ks);
             this.op
-                .for_each_edge(own, x, Sources::Own, |v, u, src, hu, elu| {
+                .for_each_edge(own, x, Sources::Own, &ahead, |v, u, src, hu, elu| {
                     let row = g.send[own][src] as usize;
                     // SAFETY: an own row of `mine`; this group's heads only.
                     unsafe {
@@ -580,13 +598,19 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             let der = Shared::new(&mut self.der);
             let this = &*self;
             this.by_head_groups(|ks| {
-                this.op
-                    .for_each_edge(from, this.x, Sources::Halo(&halo), |v, u, src, hu, elu| {
+                let ahead = |row: usize| this.prefetch_heads(rows, row, &ks);
+                this.op.for_each_edge(
+                    from,
+                    this.x,
+                    Sources::Halo(&halo),
+                    &ahead,
+                    |v, u, src, hu, elu| {
                         // SAFETY: row src of the halo's gradients; this group's heads only.
                         unsafe {
                             this.edge(ks.clone(), v, u, hu, elu, rows.offset(src * row_width), der)
                         };
-                    });
+                    },
+                );
             });
         }
         Message::of_values(out.len(), out.iter().map(|&a| T::from_acc(a)))

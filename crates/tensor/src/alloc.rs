@@ -6,15 +6,18 @@
 //! huge pages (`madvise(MADV_HUGEPAGE)`) before the first write makes that 2 MiB at a time.
 //! It is advice: where the kernel has no huge pages the buffer is an ordinary one.
 //!
-//! Freed tensor buffers of that size are also kept in a small cache (at most
-//! [`cache_limit`] bytes, oldest evicted first) and handed out again for a request of their
-//! capacity, or failing that of up to half of it: an epoch allocates the same shapes as the one
-//! before, so after the first epoch most activations and gradients land in memory that is
-//! already mapped and needs no zeroing by the kernel. A request that no cached buffer fits
-//! first frees cached buffers of at least its size, so the cache never adds to the process's
-//! peak memory: at any moment, live buffers plus cached ones are no more than the most live
-//! buffers at some earlier moment. [`cached_bytes`] says how much the cache holds, for memory
-//! reports.
+//! Freed tensor buffers of that size are also kept in a cache (at most [`cache_limit`] bytes)
+//! and handed out again for a request of their capacity, or failing that of up to half of it:
+//! an epoch allocates the same shapes as the one before, so after the first epoch most
+//! activations and gradients land in memory that is already mapped and needs no zeroing by the
+//! kernel. A request that no cached buffer fits first gives back to the kernel as many cached
+//! bytes as it asks for, from the tails of the oldest buffers (`madvise(MADV_DONTNEED)` on whole
+//! pages; a buffer given back entirely is freed). So the cache never adds to the peak of these
+//! buffers: at any moment, live buffers plus cached ones are no more than the most live buffers
+//! at some earlier moment (other allocations, such as a dataset being read, do not give back
+//! cached memory, hence the limit). And a small request does not cost a large buffer: the large one
+//! stays cached, shorter, and when it is reused only its given-back tail is faulted in again.
+//! [`cached_bytes`] says how much memory the cache holds, for memory reports.
 
 use std::any::{Any, TypeId};
 use std::collections::VecDeque;
@@ -55,23 +58,65 @@ fn advise_huge_pages<T>(v: &Vec<T>) {
 #[cfg(not(target_os = "linux"))]
 fn advise_huge_pages<T>(_: &Vec<T>) {}
 
+/// Bytes in a base page: the granularity at which a cached buffer's tail is given back.
+const PAGE: usize = 4096;
+
 struct Cached {
     type_id: TypeId,
     capacity: usize,
-    bytes: usize,
+    /// Where the buffer starts.
+    start: usize,
+    /// Bytes from `start` still backed by memory; the pages after them were given back.
+    resident: usize,
     vec: Box<dyn Any + Send>,
+}
+
+impl Cached {
+    /// Gives back the pages of the last `bytes` resident bytes (rounded up to whole huge pages
+    /// where it can), or the whole buffer when that is all of it; returns the bytes given
+    /// back.
+    fn give_back(&mut self, bytes: usize) -> usize {
+        if bytes >= self.resident || !cfg!(target_os = "linux") {
+            return std::mem::take(&mut self.resident);
+        }
+        let end = self.start + self.resident;
+        // Whole pages inside the buffer only: the first page may hold the allocator's header.
+        let cut = ((end - bytes) / HUGE_PAGE * HUGE_PAGE).max(self.start.next_multiple_of(PAGE));
+        if cut >= end {
+            return std::mem::take(&mut self.resident);
+        }
+        let release_end = end / PAGE * PAGE;
+        if release_end > cut {
+            // SAFETY: [cut, release_end) lies inside this cached buffer, which nothing reads
+            // until it is handed out again, emptied; its pages then fault in anew, zeroed.
+            #[cfg(target_os = "linux")]
+            unsafe {
+                libc::madvise(
+                    cut as *mut libc::c_void,
+                    release_end - cut,
+                    libc::MADV_DONTNEED,
+                );
+            }
+        }
+        let kept = cut - self.start;
+        std::mem::replace(&mut self.resident, kept) - kept
+    }
 }
 
 static CACHE: Mutex<VecDeque<Cached>> = Mutex::new(VecDeque::new());
 static CACHED_BYTES: AtomicUsize = AtomicUsize::new(0);
-static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(1 << 30);
+static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_CACHE_LIMIT);
+
+/// The cache limit unless set. The cache never raises the peak of the buffers allocated here
+/// (see above), but it can hold memory while other code allocates, so it stays bounded.
+pub const DEFAULT_CACHE_LIMIT: usize = 1 << 30;
 
 /// Bytes of freed buffers held for reuse now.
 pub fn cached_bytes() -> usize {
     CACHED_BYTES.load(Ordering::Relaxed)
 }
 
-/// The most bytes the cache of freed buffers holds (1 GiB unless set).
+/// The most bytes the cache of freed buffers holds ([`DEFAULT_CACHE_LIMIT`] unless set).
 pub fn cache_limit() -> usize {
     CACHE_LIMIT.load(Ordering::Relaxed)
 }
@@ -80,20 +125,30 @@ pub fn cache_limit() -> usize {
 pub fn set_cache_limit(bytes: usize) {
     CACHE_LIMIT.store(bytes, Ordering::Relaxed);
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    evict_to(&mut cache, bytes);
+    let over = cached_bytes().saturating_sub(bytes);
+    give_back(&mut cache, over);
 }
 
-fn evict_to(cache: &mut VecDeque<Cached>, limit: usize) {
-    while CACHED_BYTES.load(Ordering::Relaxed) > limit {
-        let Some(old) = cache.pop_front() else { break };
-        CACHED_BYTES.fetch_sub(old.bytes, Ordering::Relaxed);
+/// Gives back at least `bytes` of cached memory (or all of it), from the tails of the oldest
+/// buffers first.
+fn give_back(cache: &mut VecDeque<Cached>, mut bytes: usize) {
+    while bytes > 0 {
+        let Some(oldest) = cache.front_mut() else {
+            break;
+        };
+        let freed = oldest.give_back(bytes);
+        CACHED_BYTES.fetch_sub(freed, Ordering::Relaxed);
+        bytes = bytes.saturating_sub(freed);
+        if oldest.resident == 0 {
+            cache.pop_front();
+        }
     }
 }
 
 /// Takes the cached buffer of `T` that best fits `capacity` elements (the smallest of at
-/// least `capacity` and less than twice it), emptied. Without one, frees the oldest cached
-/// buffers until at least `capacity` elements' bytes are freed (or none are left), so that
-/// the caller's new allocation takes the place of cached memory rather than adding to it.
+/// least `capacity` and less than twice it), emptied. Without one, gives back as many cached
+/// bytes as `capacity` elements take (or all of them), so that the caller's new allocation
+/// takes the place of cached memory rather than adding to it.
 fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let fits = |c: &Cached| {
@@ -106,14 +161,11 @@ fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
         .min_by_key(|(_, c)| c.capacity)
         .map(|(at, _)| at);
     let Some(at) = best else {
-        let needed = CACHED_BYTES
-            .load(Ordering::Relaxed)
-            .saturating_sub(capacity * std::mem::size_of::<T>());
-        evict_to(&mut cache, needed);
+        give_back(&mut cache, capacity * std::mem::size_of::<T>());
         return None;
     };
     let hit = cache.remove(at)?;
-    CACHED_BYTES.fetch_sub(hit.bytes, Ordering::Relaxed);
+    CACHED_BYTES.fetch_sub(hit.resident, Ordering::Relaxed);
     let mut v = *hit.vec.downcast::<Vec<T>>().ok()?;
     v.clear();
     Some(v)
@@ -130,10 +182,12 @@ pub fn recycle<T: Send + 'static>(v: Vec<T>) {
     cache.push_back(Cached {
         type_id: TypeId::of::<T>(),
         capacity: v.capacity(),
-        bytes,
+        start: v.as_ptr() as usize,
+        resident: bytes,
         vec: Box::new(v),
     });
-    evict_to(&mut cache, cache_limit());
+    let over = cached_bytes().saturating_sub(cache_limit());
+    give_back(&mut cache, over);
 }
 
 /// The capacity given to a large request of `n` elements: `n` rounded up to the next of the
@@ -214,7 +268,8 @@ mod tests {
     }
 
     #[test]
-    fn the_cache_reuses_the_best_fit_and_frees_as_much_as_a_new_buffer_takes() {
+    #[cfg(target_os = "linux")]
+    fn the_cache_reuses_the_best_fit_and_gives_back_as_much_as_a_new_buffer_takes() {
         // Its own thread's view of a process-wide cache: nextest runs each test in a process.
         set_cache_limit(1 << 30);
         let mib = (1 << 20) / 4; // f32 elements per MiB
@@ -228,21 +283,32 @@ mod tests {
         let reused = with_capacity::<f32>(6 * mib);
         assert_eq!(reused.capacity(), 8 * mib);
         assert_eq!(cached_bytes(), 56 << 20);
-        // 100 MiB fits none: the oldest buffers go first, until at least 100 MiB are freed
-        // (here all of them).
+        // 100 MiB fits none: everything cached is given back, being less than 100 MiB.
         let fresh = with_capacity::<f32>(100 * mib);
         assert!(fresh.capacity() >= 100 * mib);
         assert_eq!(cached_bytes(), 0);
-        // 12 MiB fits neither 8 MiB buffer nor the 48 MiB one (over twice): the oldest go
-        // until 12 MiB are freed, and the 48 MiB buffer stays.
+        // 12 MiB fits neither 8 MiB buffer nor the 48 MiB one (over twice): the oldest buffer
+        // goes whole, the next gives back its tail, and the 48 MiB buffer stays untouched.
         let (a, b, c) = (
             with_capacity::<f32>(8 * mib),
             with_capacity::<f32>(8 * mib),
             with_capacity::<f32>(48 * mib),
         );
         drop(reused);
+        let b_start = b.as_ptr();
         [a, b, c].into_iter().for_each(recycle);
         let _fresh = with_capacity::<f32>(12 * mib);
+        let cached = cached_bytes();
+        assert!(
+            cached > 48 << 20 && cached <= 52 << 20,
+            "{} MiB cached",
+            cached >> 20
+        );
+        // The shortened buffer is handed out whole and works to its last element.
+        let mut b = with_capacity::<f32>(8 * mib);
+        assert_eq!((b.as_ptr(), b.capacity()), (b_start, 8 * mib));
+        b.extend((0..8 * mib).map(|i| i as f32));
+        assert!(b.iter().enumerate().all(|(i, &v)| v == i as f32));
         assert_eq!(cached_bytes(), 48 << 20);
     }
 }
