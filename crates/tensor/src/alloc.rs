@@ -66,7 +66,10 @@ struct Cached {
     capacity: usize,
     /// Where the buffer starts.
     start: usize,
-    /// Bytes from `start` still backed by memory; the pages after them were given back.
+    /// Its capacity in bytes.
+    bytes: usize,
+    /// Bytes from `start` that may be backed by memory: those its last use wrote, less any
+    /// given back since.
     resident: usize,
     vec: Box<dyn Any + Send>,
 }
@@ -76,19 +79,40 @@ impl Cached {
     /// where it can), or the whole buffer when that is all of it; returns the bytes given
     /// back.
     fn give_back(&mut self, bytes: usize) -> usize {
-        if bytes >= self.resident || !cfg!(target_os = "linux") {
+        if bytes >= self.resident {
             return std::mem::take(&mut self.resident);
         }
+        let cut = (self.start + self.resident - bytes) / HUGE_PAGE * HUGE_PAGE;
+        self.release_from(cut)
+    }
+
+    /// Gives back what is resident past the first `keep` bytes (from the next huge page on),
+    /// for a reuse that needs no more.
+    fn trim_to(&mut self, keep: usize) {
+        if keep < self.resident {
+            self.release_from((self.start + keep).next_multiple_of(HUGE_PAGE));
+        }
+    }
+
+    /// Gives back the pages from address `cut` (a page boundary) to the end of the resident
+    /// bytes, or the whole buffer when `cut` is not past its first whole page (the caller then
+    /// frees it); returns the bytes given back.
+    fn release_from(&mut self, cut: usize) -> usize {
         let end = self.start + self.resident;
-        // Whole pages inside the buffer only: the first page may hold the allocator's header.
-        let cut = ((end - bytes) / HUGE_PAGE * HUGE_PAGE).max(self.start.next_multiple_of(PAGE));
         if cut >= end {
+            return 0;
+        }
+        // The first page may hold the allocator's header: only whole pages of the buffer.
+        if cut <= self.start.next_multiple_of(PAGE) || !cfg!(target_os = "linux") {
             return std::mem::take(&mut self.resident);
         }
-        let release_end = end / PAGE * PAGE;
+        let release_end = end
+            .next_multiple_of(PAGE)
+            .min((self.start + self.bytes) / PAGE * PAGE);
         if release_end > cut {
-            // SAFETY: [cut, release_end) lies inside this cached buffer, which nothing reads
-            // until it is handed out again, emptied; its pages then fault in anew, zeroed.
+            // SAFETY: [cut, release_end) is whole pages inside this cached buffer, which
+            // nothing reads until it is handed out again, emptied; the pages then fault in
+            // anew, zeroed.
             #[cfg(target_os = "linux")]
             unsafe {
                 libc::madvise(
@@ -146,10 +170,10 @@ fn give_back(cache: &mut VecDeque<Cached>, mut bytes: usize) {
 }
 
 /// Takes the cached buffer of `T` that best fits `capacity` elements (the smallest of at
-/// least `capacity` and less than twice it), emptied. Without one, gives back as many cached
+/// least `capacity` and less than twice it), emptied, its pages past `needed_bytes` given back. Without one, gives back as many cached
 /// bytes as `capacity` elements take (or all of them), so that the caller's new allocation
 /// takes the place of cached memory rather than adding to it.
-fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
+fn take_cached<T: Send + 'static>(capacity: usize, needed_bytes: usize) -> Option<Vec<T>> {
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let fits = |c: &Cached| {
         c.type_id == TypeId::of::<T>() && c.capacity >= capacity && c.capacity / 2 < capacity
@@ -164,8 +188,10 @@ fn take_cached<T: Send + 'static>(capacity: usize) -> Option<Vec<T>> {
         give_back(&mut cache, capacity * std::mem::size_of::<T>());
         return None;
     };
-    let hit = cache.remove(at)?;
+    let mut hit = cache.remove(at)?;
     CACHED_BYTES.fetch_sub(hit.resident, Ordering::Relaxed);
+    // Pages its last use wrote past what this one needs would stay resident unaccounted.
+    hit.trim_to(needed_bytes);
     let mut v = *hit.vec.downcast::<Vec<T>>().ok()?;
     v.clear();
     Some(v)
@@ -177,13 +203,16 @@ pub fn recycle<T: Send + 'static>(v: Vec<T>) {
     if bytes < HUGE_PAGE_MIN_BYTES || bytes > cache_limit() {
         return;
     }
+    // What the buffer's use wrote: the pages past its length were never touched.
+    let resident = v.len() * std::mem::size_of::<T>();
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-    CACHED_BYTES.fetch_add(bytes, Ordering::Relaxed);
+    CACHED_BYTES.fetch_add(resident, Ordering::Relaxed);
     cache.push_back(Cached {
         type_id: TypeId::of::<T>(),
         capacity: v.capacity(),
         start: v.as_ptr() as usize,
-        resident: bytes,
+        bytes,
+        resident,
         vec: Box::new(v),
     });
     let over = cached_bytes().saturating_sub(cache_limit());
@@ -209,7 +238,7 @@ fn size_class(n: usize) -> usize {
 pub fn with_capacity<T: Send + 'static>(n: usize) -> Vec<T> {
     if n * std::mem::size_of::<T>() >= HUGE_PAGE_MIN_BYTES {
         let class = size_class(n);
-        if let Some(v) = take_cached(class) {
+        if let Some(v) = take_cached(class, n * std::mem::size_of::<T>()) {
             return v;
         }
         let v = Vec::with_capacity(class);
@@ -267,34 +296,36 @@ mod tests {
         }
     }
 
+    /// A large buffer of `n` elements, written (so it is resident).
+    fn written(n: usize) -> Vec<f32> {
+        let mut v = with_capacity(n);
+        v.resize(n, 1.0);
+        v
+    }
+
     #[test]
     #[cfg(target_os = "linux")]
     fn the_cache_reuses_the_best_fit_and_gives_back_as_much_as_a_new_buffer_takes() {
         // Its own thread's view of a process-wide cache: nextest runs each test in a process.
         set_cache_limit(1 << 30);
         let mib = (1 << 20) / 4; // f32 elements per MiB
-        let buffers: Vec<Vec<f32>> = [16 * mib, 8 * mib, 40 * mib]
-            .into_iter()
-            .map(with_capacity::<f32>)
-            .collect();
+        let buffers: Vec<Vec<f32>> = [16 * mib, 8 * mib, 40 * mib].map(written).into();
         buffers.into_iter().for_each(recycle);
         assert_eq!(cached_bytes(), 64 << 20);
         // 6 MiB fits the 8 MiB buffer (the smallest of at least 6 and under 12).
-        let reused = with_capacity::<f32>(6 * mib);
+        let reused = written(6 * mib);
         assert_eq!(reused.capacity(), 8 * mib);
         assert_eq!(cached_bytes(), 56 << 20);
+        // It comes back with what its last use wrote: 6 MiB.
+        recycle(reused);
+        assert_eq!(cached_bytes(), 62 << 20);
         // 100 MiB fits none: everything cached is given back, being less than 100 MiB.
         let fresh = with_capacity::<f32>(100 * mib);
         assert!(fresh.capacity() >= 100 * mib);
         assert_eq!(cached_bytes(), 0);
         // 12 MiB fits neither 8 MiB buffer nor the 48 MiB one (over twice): the oldest buffer
         // goes whole, the next gives back its tail, and the 48 MiB buffer stays untouched.
-        let (a, b, c) = (
-            with_capacity::<f32>(8 * mib),
-            with_capacity::<f32>(8 * mib),
-            with_capacity::<f32>(48 * mib),
-        );
-        drop(reused);
+        let (a, b, c) = (written(8 * mib), written(8 * mib), written(48 * mib));
         let b_start = b.as_ptr();
         [a, b, c].into_iter().for_each(recycle);
         let _fresh = with_capacity::<f32>(12 * mib);
