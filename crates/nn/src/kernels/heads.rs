@@ -50,9 +50,13 @@ impl Op for HeadScores {
             let (hs, a, gs) = (h.as_slice::<T>()?, att.as_slice::<T>()?, g.as_slice::<T>()?);
             let dh = if ctx.needs_grad[0] {
                 let mut dh = graphloom_tensor::alloc::zeros::<T>(n * width);
+                // Head by head, so the head of an entry is a loop counter, not a division.
                 for_each_row_mut(&mut dh, width, |v, row| {
-                    for (i, d) in row.iter_mut().enumerate() {
-                        *d = T::from_acc(gs[v * heads + i / c].to_acc() * a[i].to_acc());
+                    for ((d, ak), g) in row.chunks_mut(c).zip(a.chunks(c)).zip(&gs[v * heads..(v + 1) * heads]) {
+                        let g = g.to_acc();
+                        for (d, &ai) in d.iter_mut().zip(ak) {
+                            *d = T::from_acc(g * ai.to_acc());
+                        }
                     }
                 });
                 Some(Tensor::from_vec(dh, h.shape())?)
@@ -64,8 +68,12 @@ impl Op for HeadScores {
                 .map(|b| {
                     let mut s = vec![<<T as Float>::Acc as Real>::ZERO; width];
                     for v in b * ROW_CHUNK..((b + 1) * ROW_CHUNK).min(n) {
-                        for i in 0..width {
-                            s[i] += gs[v * heads + i / c].to_acc() * hs[v * width + i].to_acc();
+                        let h_row = hs[v * width..(v + 1) * width].chunks(c);
+                        for ((sk, hk), g) in s.chunks_mut(c).zip(h_row).zip(&gs[v * heads..(v + 1) * heads]) {
+                            let g = g.to_acc();
+                            for (si, &hi) in sk.iter_mut().zip(hk) {
+                                *si += g * hi.to_acc();
+                            }
                         }
                     }
                     s
@@ -133,8 +141,11 @@ impl Op for MeanHeads {
             let inv = <<T as Float>::Acc as Real>::from_f64(1.0 / heads as f64);
             let mut dx = graphloom_tensor::alloc::zeros::<T>(n * width);
             for_each_row_mut(&mut dx, width, |v, row| {
-                for (i, d) in row.iter_mut().enumerate() {
-                    *d = T::from_acc(gs[v * c + i % c].to_acc() * inv);
+                let g_row = &gs[v * c..(v + 1) * c];
+                for dk in row.chunks_mut(c) {
+                    for (d, &gj) in dk.iter_mut().zip(g_row) {
+                        *d = T::from_acc(gj.to_acc() * inv);
+                    }
                 }
             });
             Ok(vec![Some(Tensor::from_vec(dx, x.shape())?)])

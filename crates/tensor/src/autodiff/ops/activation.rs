@@ -30,11 +30,14 @@ macro_rules! with_activation {
             }
             Activation::Elu(alpha) => {
                 let a = <$R as Real>::from_f64(alpha);
+                // Both sides computed, then one chosen: no branch on the sign, which is random,
+                // and a loop that vectorizes.
                 let $value = move |x: $R| {
+                    let negative = a * (x.exp_branchless() - <$R as Real>::ONE);
                     if x > <$R as Real>::ZERO {
                         x
                     } else {
-                        a * (x.exp() - <$R as Real>::ONE)
+                        negative
                     }
                 };
                 let $slope = move |y: $R| {
