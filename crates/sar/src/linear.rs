@@ -223,6 +223,16 @@ impl RingAggregation {
                     let s = self.scale(dst);
                     let gd = &grad[dst * cols..(dst + 1) * cols];
                     for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                        // The row a few edges ahead is read and written at random: ask for it
+                        // now (a hint, no effect on results).
+                        if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                            let ahead = row_of(ahead as usize);
+                            if (first..end).contains(&ahead) {
+                                prefetch(
+                                    &piece[(ahead - first) * cols..(ahead - first + 1) * cols],
+                                );
+                            }
+                        }
                         let row = row_of(shard.src[e] as usize);
                         if row < first || row >= end {
                             continue;
