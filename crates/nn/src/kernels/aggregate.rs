@@ -73,11 +73,34 @@ impl FromIterator<(f64, f64)> for GcnNorm {
 pub trait LinearAggregation: Send + Sync {
     /// The aggregation of `x` (one row per node), on the tape.
     fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var>;
+
+    /// How many rows it outputs and over how many edges it sums, when it outputs fewer rows
+    /// than it reads (a sampled block: its destinations only), for a layer to choose whether
+    /// to project before or after; `None` when it outputs every row.
+    fn block_shape(&self) -> Option<BlockShape> {
+        None
+    }
+}
+
+/// The shape of an aggregation that outputs only its first rows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockShape {
+    /// The rows it outputs.
+    pub output_rows: usize,
+    /// The edges it sums over.
+    pub edges: usize,
 }
 
 impl LinearAggregation for WeightedSum {
     fn apply(&self, tape: &mut Tape, x: &Var) -> Result<Var> {
         WeightedSum::apply(self, tape, x)
+    }
+
+    fn block_shape(&self) -> Option<BlockShape> {
+        self.output_rows.map(|output_rows| BlockShape {
+            output_rows,
+            edges: self.graph.by_dst.num_edges(),
+        })
     }
 }
 

@@ -295,8 +295,10 @@ impl ConvLayer {
         }
     }
 
-    /// `A X W` for a linear aggregation `A`, aggregating on the narrower side: `A (X W)` when
-    /// the layer narrows, `(A X) W` otherwise.
+    /// `A X W` for a linear aggregation `A`, in the order of fewer operations: `A (X W)` when
+    /// the layer narrows, `(A X) W` otherwise, except on a sampled block, whose aggregation
+    /// outputs only its destinations: projecting all of its sources first then costs more than
+    /// aggregating wider rows, unless the block is nearly square.
     fn aggregate_linear(
         &self,
         tape: &mut Tape,
@@ -305,7 +307,21 @@ impl ConvLayer {
         w: &Var,
         input: &LayerInput,
     ) -> Result<Var> {
-        if self.projects_first() {
+        let project_first = match agg.block_shape() {
+            // A sparse input is read only through its product with a weight.
+            Some(_) if input.sparse.is_some() => true,
+            Some(block) => {
+                let (i, o) = (self.in_dim as f64, self.out_dim as f64);
+                let (rows, kept, edges) = (
+                    x.value().dims2().0 as f64,
+                    block.output_rows as f64,
+                    block.edges as f64,
+                );
+                rows * i * o + edges * o < edges * i + kept * i * o
+            }
+            None => self.projects_first(),
+        };
+        if project_first {
             // The aggregation returns only the kept rows.
             let xw = self.project(tape, x, w, input)?;
             agg.apply(tape, &xw)
