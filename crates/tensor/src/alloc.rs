@@ -170,9 +170,10 @@ fn give_back(cache: &mut VecDeque<Cached>, mut bytes: usize) {
 }
 
 /// Takes the cached buffer of `T` that best fits `capacity` elements (the smallest of at
-/// least `capacity` and less than twice it), emptied, its pages past `needed_bytes` given back. Without one, gives back as many cached
-/// bytes as `capacity` elements take (or all of them), so that the caller's new allocation
-/// takes the place of cached memory rather than adding to it.
+/// least `capacity` and less than twice it), emptied, its pages past `needed_bytes` given
+/// back. Without one, gives back as many cached bytes as `capacity` elements take (or all of
+/// them), so that the caller's new allocation takes the place of cached memory rather than
+/// adding to it.
 fn take_cached<T: Send + 'static>(capacity: usize, needed_bytes: usize) -> Option<Vec<T>> {
     let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let fits = |c: &Cached| {
