@@ -18,18 +18,18 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
-use crate::Scratch;
 use bytemuck::Pod;
+use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
 use graphloom_nn::kernels::gat::{dot, leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+use rayon::prelude::*;
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
 use crate::graph::for_each_destination;
 use crate::linear::check_rows;
-use crate::{comm_error, scratch, PartGraph};
-use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
-use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
+use crate::{comm_error, scratch, PartGraph, Scratch};
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -137,7 +137,7 @@ impl AttentionOp {
     /// Calls `edge(u_id, src, hu, elu)` for every in-edge of destination `i` of part `from`'s
     /// shard (`src` the source's position in the part's halo, `hu` and `elu` its rows),
     /// skipping self-loops, which are added separately. A few edges ahead it prefetches the
-    /// source's rows and calls `ahead(row)` with the source's row (own row or halo position),
+    /// source's rows and calls `ahead_hook(row)` with the source's row (own row or halo position),
     /// for the caller to prefetch what its `edge` will write.
     fn edges_of<T: Float>(
         &self,
@@ -206,7 +206,6 @@ impl AttentionOp {
     }
 
     fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor> {
-        use rayon::prelude::*;
         type A<T> = <T as Float>::Acc;
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = self.graph().rows;
@@ -458,17 +457,14 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = op.graph().rows;
         let mut cv = scratch::<T::Acc>(rows * heads);
-        {
-            use rayon::prelude::*;
-            cv.par_chunks_mut(heads.max(1))
-                .enumerate()
-                .for_each(|(v, cvs)| {
-                    for (k, cvk) in cvs.iter_mut().enumerate() {
-                        let r = v * w + k * c..v * w + (k + 1) * c;
-                        *cvk = dot::<T>(&grad[r.clone()], &out[r]);
-                    }
-                });
-        }
+        cv.par_chunks_mut(heads.max(1))
+            .enumerate()
+            .for_each(|(v, cvs)| {
+                for (k, cvk) in cvs.iter_mut().enumerate() {
+                    let r = v * w + k * c..v * w + (k + 1) * c;
+                    *cvk = dot::<T>(&grad[r.clone()], &out[r]);
+                }
+            });
         let der = scratch::<T::Acc>(rows * heads);
         let mine = scratch::<T::Acc>(rows * (w + heads));
         Ok(Grads {
@@ -543,7 +539,6 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     /// Runs `f` once per group of heads, the groups in parallel: each group's call adds the
     /// gradients of its heads only, so no two write the same entry.
     fn by_head_groups(&self, f: impl Fn(Range<usize>) + Sync) {
-        use rayon::prelude::*;
         let heads = self.x.heads;
         let groups = rayon::current_num_threads().clamp(1, heads.max(1));
         (0..groups)
@@ -636,7 +631,6 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let (heads, w) = (self.x.heads, self.x.width());
         let rows = self.op.graph().rows;
         let row_width = w + heads;
-        use rayon::prelude::*;
         let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
         let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
         dh.par_chunks_mut(w.max(1))

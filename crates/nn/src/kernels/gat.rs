@@ -15,12 +15,12 @@
 use std::sync::Arc;
 
 use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use super::aggregate::PREFETCH_DISTANCE;
 use crate::graph::{split_rows, GraphView};
 use crate::{Error, Result};
-use graphloom_tensor::prefetch::prefetch;
 
 /// The fused attention-and-aggregation step of a GAT layer.
 #[derive(Clone)]
