@@ -119,15 +119,33 @@ fn random_ids(rows: usize, count: usize, seed: u64) -> Vec<i64> {
 /// A power-law (Zipf-like, exponent 1) stream: id = rows^u - 1 for uniform u, scattered over
 /// the table by a multiplicative permutation so the hot rows belong to every rank.
 fn power_law_ids(rows: usize, count: usize, seed: u64) -> Vec<i64> {
-    let prime = 2_147_483_647u64; // prime, so coprime with any rows below it
+    let step = scatter_step(rows as u64);
     (0..count as u64)
         .map(|i| {
             let u = (mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 11) as f64
                 / (1u64 << 53) as f64;
             let rank = ((rows as f64).powf(u) - 1.0) as u64;
-            ((rank * prime) % rows as u64) as i64
+            ((u128::from(rank) * u128::from(step)) % rows as u128) as i64
         })
         .collect()
+}
+
+/// A step coprime with `rows` near `rows` / golden ratio: `k * step mod rows` is then a
+/// permutation of `0..rows` that spreads consecutive `k` over the whole table (a fixed prime
+/// would not: 2^31 - 1 is -1 modulo every power of two up to 2^31, which put every hot row in
+/// the last rank's part).
+fn scatter_step(rows: u64) -> u64 {
+    let gcd = |mut a: u64, mut b: u64| {
+        while b != 0 {
+            (a, b) = (b, a % b);
+        }
+        a
+    };
+    let mut step = (rows as f64 * 0.618_033_988_749_895) as u64;
+    while gcd(step.max(1), rows) != 1 {
+        step += 1;
+    }
+    step.max(1)
 }
 
 /// Seconds of the slowest rank.
@@ -501,4 +519,30 @@ pub(crate) fn run(args: GatherArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scatter_step;
+
+    #[test]
+    fn scatter_step_permutes_and_spreads_the_hot_rows() {
+        for rows in [1u64, 2, 7, 1000, 1 << 12, 3 * 5 * 7 * 11 * 13] {
+            let step = scatter_step(rows);
+            let mut seen: Vec<u64> = (0..rows).map(|k| k * step % rows).collect();
+            seen.sort_unstable();
+            assert!(
+                seen.iter().copied().eq(0..rows),
+                "not a permutation of {rows}"
+            );
+        }
+        // The 1000 hottest rows of a power-of-two table fall evenly into its two halves.
+        let rows = 1u64 << 22;
+        let step = scatter_step(rows);
+        let low = (0..1000u64).filter(|k| k * step % rows < rows / 2).count();
+        assert!(
+            (450..=550).contains(&low),
+            "{low} of 1000 in the lower half"
+        );
+    }
 }
