@@ -26,7 +26,7 @@ const PREFETCH_ROW_BYTES: usize = 512;
 
 /// Hints the processor to load the first cache lines of a row (at most `PREFETCH_ROW_BYTES`).
 #[inline(always)]
-fn prefetch(row: *const u8, row_bytes: usize) {
+pub(crate) fn prefetch(row: *const u8, row_bytes: usize) {
     graphloom_tensor::prefetch::prefetch_bytes(row, row_bytes.min(PREFETCH_ROW_BYTES));
 }
 

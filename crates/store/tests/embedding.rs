@@ -434,24 +434,31 @@ fn the_cache_returns_the_same_rows_and_hits_hot_ones() {
                 ratio: 0.05,
                 admission: admission.clone(),
             })?;
-            for step in 0..20u64 {
-                // A power-law stream: low ids are hot, on both ranks' halves.
+            for step in 0..40u64 {
+                // A power-law stream: low ids are hot, on both ranks' halves. Halfway the hot
+                // rows move, so a frequency cache evicts rows and refills their slots.
+                let shift = if step < 20 { 0 } else { 1000 };
                 let ids: Vec<i64> = (0..500u64)
                     .map(|i| {
                         let u = ((i * 7919 + step * 104_729 + comm.rank() as u64 * 31) % 1000)
                             as f64
                             / 1000.0;
                         let id = ((rows as f64).powf(u) - 1.0) as i64;
-                        (id * 2 + (i % 2) as i64 * (rows as i64 / 2)) % rows as i64
+                        (id * 2 + shift + (i % 2) as i64 * (rows as i64 / 2)) % rows as i64
                     })
                     .collect();
                 assert_eq!(
                     cached.gather(&ids)?.as_bytes(),
                     plain.gather(&ids)?.as_bytes()
                 );
+                let stats = cached.cache_stats().unwrap();
+                assert!(stats.rows <= stats.capacity, "{stats:?}");
             }
             let stats = cached.cache_stats().unwrap();
             assert_eq!(stats.capacity, 100);
+            if let Admission::Frequency { .. } = admission {
+                assert_eq!(stats.rows, 100, "the slots of rows that left stay filled");
+            }
             assert!(
                 stats.hit_rate() > 0.2,
                 "{admission:?}: hit rate {}",

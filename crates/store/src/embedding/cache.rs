@@ -4,11 +4,14 @@
 
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::mem::MaybeUninit;
+use std::ops::Range;
 use std::sync::Arc;
 
+use graphloom_tensor::rng::mix64;
 use rayon::prelude::*;
 
-use crate::copy::{as_uninit, gather_rows, SendPtr};
+use crate::copy::{prefetch as prefetch_row, SendPtr};
 use crate::{Result, StoreError, StoreTensor};
 
 /// The smallest cache, as a fraction of a rank's rows (WholeGraph's lower bound).
@@ -18,7 +21,8 @@ pub(crate) const MIN_RATIO: f64 = 1.0 / 512.0;
 #[derive(Clone, Debug, PartialEq)]
 pub enum Admission {
     /// The most often gathered rows, recounted every `refresh_every` gathers (counts halve at
-    /// each refresh, so the cache follows a drifting stream).
+    /// each refresh, so the cache follows a drifting stream). A row whose count falls to zero
+    /// stays until a counted row needs its slot.
     Frequency {
         /// Gathers between refreshes.
         refresh_every: usize,
@@ -62,66 +66,80 @@ impl CacheStats {
     }
 }
 
-/// Where one gathered row comes from.
-#[derive(Clone, Copy)]
-enum Source {
-    Local(usize),
-    Cached(usize),
-    Fetched(usize),
-}
+/// Remote accesses counted for frequency admission: about one in this many, chosen by a hash
+/// of the position and the gather, so the sample is the same in every run.
+const COUNT_EVERY: u64 = 4;
 
-/// Remote accesses counted for frequency admission: one in this many.
-const COUNT_EVERY: usize = 4;
+/// Ids looked up per parallel task of a gather: the sources of a task's rows stay in the
+/// core's cache between the lookup and the copy.
+const IDS_PER_TASK: usize = 2048;
+
+/// How many ids ahead of the lookup the slot table's entry is prefetched.
+const LOOKUP_AHEAD: usize = 16;
+
+/// How many rows ahead of the copy the source row is prefetched.
+const COPY_AHEAD: usize = 16;
+
+/// A slot that holds no row.
+const EMPTY: i64 = -1;
+
+/// One entry of the slot table: a row id and its cache slot, side by side so a lookup reads
+/// one cache line.
+#[derive(Clone, Copy)]
+struct Entry {
+    id: i64,
+    slot: u32,
+}
 
 /// Which cache slot holds a row: open addressing with linear probing, at most half full, so a
 /// lookup is one or two probes of one cache line.
 struct SlotTable {
-    keys: Vec<i64>,
-    slots: Vec<u32>,
-    len: usize,
+    entries: Vec<Entry>,
 }
 
 impl SlotTable {
-    const EMPTY: i64 = -1;
-
-    /// A table in which `ids[s]` is in slot `s`.
+    /// A table in which slot `s` holds row `ids[s]` (slots holding [`EMPTY`] are left out).
     fn new(ids: &[i64]) -> SlotTable {
         let size = (2 * ids.len()).next_power_of_two().max(2);
         let mut table = SlotTable {
-            keys: vec![Self::EMPTY; size],
-            slots: vec![0; size],
-            len: ids.len(),
+            entries: vec![Entry { id: EMPTY, slot: 0 }; size],
         };
-        for (slot, &id) in ids.iter().enumerate() {
+        for (slot, &id) in ids.iter().enumerate().filter(|(_, &id)| id != EMPTY) {
             let mut at = table.home(id);
-            while table.keys[at] != Self::EMPTY {
+            while table.entries[at].id != EMPTY {
                 at = (at + 1) & (size - 1);
             }
-            table.keys[at] = id;
-            table.slots[at] = slot as u32;
+            table.entries[at] = Entry {
+                id,
+                slot: slot as u32,
+            };
         }
         table
     }
 
+    #[inline(always)]
     fn home(&self, id: i64) -> usize {
         let hash = (id as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        (hash >> (64 - self.keys.len().trailing_zeros())) as usize
+        (hash >> (64 - self.entries.len().trailing_zeros())) as usize
     }
 
+    /// Asks the processor for the entry where a lookup of `id` starts.
+    #[inline(always)]
+    fn prefetch(&self, id: i64) {
+        graphloom_tensor::prefetch::prefetch_at(&self.entries, self.home(id));
+    }
+
+    #[inline(always)]
     fn get(&self, id: i64) -> Option<usize> {
-        let mask = self.keys.len() - 1;
+        let mask = self.entries.len() - 1;
         let mut at = self.home(id);
         loop {
-            match self.keys[at] {
-                key if key == id => return Some(self.slots[at] as usize),
-                Self::EMPTY => return None,
+            match self.entries[at] {
+                Entry { id: key, slot } if key == id => return Some(slot as usize),
+                Entry { id: EMPTY, .. } => return None,
                 _ => at = (at + 1) & mask,
             }
         }
-    }
-
-    fn len(&self) -> usize {
-        self.len
     }
 }
 
@@ -144,16 +162,28 @@ impl Hasher for IdHasher {
     }
 }
 
-/// The cached rows: sorted ids and their bytes.
+/// What one parallel task of a gather found besides the rows it copied.
+#[derive(Default)]
+struct TaskFindings {
+    /// Positions of the ids neither local nor cached, in order.
+    misses: Vec<usize>,
+    /// Remote ids sampled for counting, in order.
+    sampled: Vec<i64>,
+    /// Remote ids found in the cache.
+    hits: u64,
+}
+
+/// The cached rows: slot `s` holds row `slot_ids[s]` (or nothing), its bytes at
+/// `rows[s * row_bytes..]`. A refresh keeps the rows that stay in their slots and writes only
+/// the new ones.
 pub(crate) struct Cache {
     config: CacheConfig,
     capacity: usize,
     slots: SlotTable,
+    slot_ids: Vec<i64>,
     rows: Vec<u8>,
     counts: HashMap<i64, u32, BuildHasherDefault<IdHasher>>,
     gathers: usize,
-    /// Remote accesses so far; every `COUNT_EVERY`-th is counted.
-    remote_seen: usize,
     hits: u64,
     misses: u64,
 }
@@ -186,10 +216,11 @@ impl Cache {
             config,
             capacity,
             slots: SlotTable::new(&[]),
-            rows: Vec::new(),
+            slot_ids: vec![EMPTY; capacity],
+            // Zeroed lazily by the system: only the slots a refresh fills become resident.
+            rows: vec![0; capacity * table.row_bytes()],
             counts: HashMap::default(),
             gathers: 0,
-            remote_seen: 0,
             hits: 0,
             misses: 0,
         };
@@ -205,109 +236,85 @@ impl Cache {
                     .then(a.cmp(&b))
             });
             remote.truncate(capacity);
-            cache.fill(table, remote)?;
+            cache.fill(table, &remote)?;
         }
         Ok(cache)
     }
 
-    /// Replaces the cached rows with `ids`: rows the cache holds already are copied from it,
-    /// the others fetched from their owners (a refresh of a steady stream fetches few).
-    /// Collective.
-    fn fill(&mut self, table: &StoreTensor, ids: Vec<i64>) -> Result<()> {
+    /// Makes the cache hold rows `ids` (at most its capacity, most wanted first): the rows it
+    /// holds already stay in their slots, the others are fetched from their owners into empty
+    /// slots, then into the slots of rows not in `ids`, last slot first. Rows not in `ids`
+    /// stay while no new row needs their slot: a row that left the counts is still more
+    /// likely to be asked for than an empty slot. Collective.
+    fn fill(&mut self, table: &StoreTensor, ids: &[i64]) -> Result<()> {
         let rb = table.row_bytes();
-        let old_slots: Vec<Option<usize>> = ids.par_iter().map(|&id| self.slots.get(id)).collect();
-        let fetch: Vec<i64> = ids
-            .iter()
-            .zip(&old_slots)
-            .filter(|(_, slot)| slot.is_none())
-            .map(|(&id, _)| id)
-            .collect();
-        let fetched = gathered_uninit(table, &fetch)?;
-        let old = SendPtr(self.rows.as_ptr() as *mut u8);
-        let new = SendPtr(fetched.as_ptr() as *mut u8);
-        // Where each new row comes from: its old slot, or its place among the fetched rows.
-        let mut next_fetched = 0;
-        let sources: Vec<SendPtr> = old_slots
-            .iter()
-            .map(|slot| match slot {
-                // SAFETY: old slots index the old rows; fetched rows are counted in order.
-                Some(s) => SendPtr(unsafe { old.get().add(s * rb) }),
-                None => {
-                    next_fetched += 1;
-                    SendPtr(unsafe { new.get().add((next_fetched - 1) * rb) })
-                }
-            })
-            .collect();
-        let mut rows = graphloom_tensor::alloc::with_capacity::<u8>(ids.len() * rb);
-        // SAFETY: every source points at one whole row of the old or the fetched rows.
-        unsafe {
-            gather_rows(&mut rows.spare_capacity_mut()[..ids.len() * rb], rb, |i| {
-                sources[i].get()
-            });
-            rows.set_len(ids.len() * rb);
+        let mut kept = vec![false; self.capacity];
+        let mut fetch = Vec::new();
+        for &id in ids {
+            match self.slots.get(id) {
+                Some(slot) => kept[slot] = true,
+                None => fetch.push(id),
+            }
         }
-        graphloom_tensor::alloc::recycle(fetched);
-        self.slots = SlotTable::new(&ids);
-        graphloom_tensor::alloc::recycle(std::mem::replace(&mut self.rows, rows));
+        // Slots to write: the empty ones, then those of rows not wanted now. There are enough:
+        // kept + new = ids.len() <= capacity.
+        let (empty, unwanted): (Vec<usize>, Vec<usize>) = (0..self.capacity)
+            .filter(|&s| !kept[s])
+            .partition(|&s| self.slot_ids[s] == EMPTY);
+        let free: Vec<usize> = empty
+            .into_iter()
+            .chain(unwanted.into_iter().rev())
+            .take(fetch.len())
+            .collect();
+        let base = SendPtr(self.rows.as_mut_ptr());
+        // SAFETY: the table checks the ids; each free slot is a distinct whole row of `rows`.
+        unsafe {
+            table.gather_distributed_to(&fetch, |k| base.get().add(free[k] * rb))?;
+        }
+        for (&id, &slot) in fetch.iter().zip(&free) {
+            self.slot_ids[slot] = id;
+        }
+        self.slots = SlotTable::new(&self.slot_ids);
         Ok(())
     }
 
-    /// Gathers `ids` into `out`: local rows directly, cached rows from the cache, the rest from
-    /// their owners. Collective (the misses are fetched by a Distributed gather).
+    /// Gathers `ids` (checked to be in range) into `out`: local rows directly, cached rows
+    /// from the cache, the rest from their owners. Collective (the misses are fetched by a
+    /// Distributed gather).
     pub(crate) fn gather(
         &mut self,
         table: &StoreTensor,
         ids: &[i64],
-        out: &mut [u8],
+        out: &mut [MaybeUninit<u8>],
     ) -> Result<()> {
         let rb = table.row_bytes();
-        let local = table.local_rows();
-        // Where each row comes from, found in parallel: the slot lookups are random reads of
-        // a table several times the size of the core's caches.
-        let slots = &self.slots;
-        let mut sources: Vec<Source> = ids
-            .par_iter()
-            .map(|&id| {
-                let row = id as usize;
-                if local.contains(&row) {
-                    Source::Local(row - local.start)
-                } else {
-                    slots.get(id).map_or(Source::Fetched(0), Source::Cached)
-                }
+        let counting = matches!(self.config.admission, Admission::Frequency { .. });
+        let out_base = SendPtr(out.as_mut_ptr().cast());
+        // One pass, in parallel: look up where each row is and copy the local and cached ones.
+        let findings: Vec<TaskFindings> = (0..ids.len().div_ceil(IDS_PER_TASK))
+            .into_par_iter()
+            .map(|task| {
+                let positions = task * IDS_PER_TASK..((task + 1) * IDS_PER_TASK).min(ids.len());
+                // SAFETY: each task writes the rows of its own positions, inside `out`, which
+                // holds ids.len() rows.
+                unsafe { self.copy_found(table, ids, positions, out_base, counting) }
             })
             .collect();
-        let mut fetch = Vec::new();
-        let mut hits = 0;
-        for (source, &id) in sources.iter_mut().zip(ids) {
-            match source {
-                Source::Local(_) => {}
-                Source::Cached(_) => hits += 1,
-                Source::Fetched(f) => {
-                    *f = fetch.len();
-                    fetch.push(id);
-                }
+        let mut misses = Vec::new();
+        for task in findings {
+            misses.extend_from_slice(&task.misses);
+            self.hits += task.hits;
+            for id in task.sampled {
+                *self.counts.entry(id).or_insert(0) += 1;
             }
         }
-        let remote = hits + fetch.len();
-        self.hits += hits as u64;
-        self.misses += fetch.len() as u64;
-        if let Admission::Frequency { .. } = self.config.admission {
-            self.count_sample(ids, &sources, remote);
-        }
-        let fetched = gathered_uninit(table, &fetch)?;
-        let chunk = SendPtr(table.local_bytes().as_ptr() as *mut u8);
-        let cached = SendPtr(self.rows.as_ptr() as *mut u8);
-        let fetched_ptr = SendPtr(fetched.as_ptr() as *mut u8);
-        // SAFETY: every source row lies inside its buffer (local rows in the chunk, slots in
-        // the cache, fetched rows in `fetched`), and `out` holds ids.len() rows.
+        self.misses += misses.len() as u64;
+        let fetch: Vec<i64> = misses.iter().map(|&p| ids[p]).collect();
+        // SAFETY: the misses are distinct positions, each a whole row of `out`, which no task
+        // writes any more.
         unsafe {
-            gather_rows(as_uninit(out), rb, |i| match sources[i] {
-                Source::Local(r) => chunk.get().add(r * rb),
-                Source::Cached(s) => cached.get().add(s * rb),
-                Source::Fetched(f) => fetched_ptr.get().add(f * rb),
-            })
-        };
-        graphloom_tensor::alloc::recycle(fetched);
+            table.gather_distributed_to(&fetch, |k| out_base.get().add(misses[k] * rb))?;
+        }
         self.gathers += 1;
         if let Admission::Frequency { refresh_every } = self.config.admission {
             // Every rank gathers the same number of times, so all refresh together.
@@ -318,21 +325,69 @@ impl Cache {
         Ok(())
     }
 
-    /// Counts one in every `COUNT_EVERY` of this gather's `remote` accesses: a sample is
-    /// enough to find the hot rows, at a fraction of the cost of counting every one.
-    fn count_sample(&mut self, ids: &[i64], sources: &[Source], remote: usize) {
-        // The remote accesses numbered (from 1, over the cache's life) by multiples of
-        // COUNT_EVERY are counted.
-        let first = COUNT_EVERY - 1 - self.remote_seen % COUNT_EVERY;
-        let remote_ids = ids
-            .iter()
-            .zip(sources)
-            .filter(|(_, s)| !matches!(s, Source::Local(_)))
-            .map(|(&id, _)| id);
-        for id in remote_ids.skip(first).step_by(COUNT_EVERY) {
-            *self.counts.entry(id).or_insert(0) += 1;
+    /// Copies the rows at `positions` of `ids` that are local or cached into their places in
+    /// the output at `out`; reports the others, and samples remote ids for counting.
+    ///
+    /// # Safety
+    /// The output must hold a row for every position of `ids`, and no one else may write
+    /// the rows of `positions` during the call.
+    unsafe fn copy_found(
+        &self,
+        table: &StoreTensor,
+        ids: &[i64],
+        positions: Range<usize>,
+        out: SendPtr,
+        counting: bool,
+    ) -> TaskFindings {
+        let rb = table.row_bytes();
+        let local = table.local_rows();
+        let chunk = table.local_bytes().as_ptr();
+        let cached = self.rows.as_ptr();
+        let seed = mix64(self.gathers as u64);
+        let mut findings = TaskFindings::default();
+        // First where each row is, prefetching the slot entries ahead (random reads of a
+        // table larger than the core's caches); then the copies, prefetching the rows ahead.
+        let mut sources: Vec<*const u8> = Vec::with_capacity(positions.len());
+        for p in positions.clone() {
+            if let Some(&ahead) = ids.get(p + LOOKUP_AHEAD) {
+                if !local.contains(&(ahead as usize)) {
+                    self.slots.prefetch(ahead);
+                }
+            }
+            let id = ids[p];
+            let row = id as usize;
+            let source = if local.contains(&row) {
+                // SAFETY: a local row lies inside this rank's chunk.
+                unsafe { chunk.add((row - local.start) * rb) }
+            } else {
+                if counting && mix64(seed ^ p as u64) % COUNT_EVERY == 0 {
+                    findings.sampled.push(id);
+                }
+                match self.slots.get(id) {
+                    Some(slot) => {
+                        findings.hits += 1;
+                        // SAFETY: every slot is a whole row of the cached rows.
+                        unsafe { cached.add(slot * rb) }
+                    }
+                    None => {
+                        findings.misses.push(p);
+                        std::ptr::null()
+                    }
+                }
+            };
+            sources.push(source);
         }
-        self.remote_seen += remote;
+        for (k, p) in positions.enumerate() {
+            if let Some(&ahead) = sources.get(k + COPY_AHEAD) {
+                prefetch_row(ahead, rb);
+            }
+            if !sources[k].is_null() {
+                // SAFETY: the source is a whole row (above); the destination is this
+                // position's row of the output, the caller's to write.
+                unsafe { std::ptr::copy_nonoverlapping(sources[k], out.get().add(p * rb), rb) };
+            }
+        }
+        findings
     }
 
     /// Keeps the most frequently gathered remote rows, then halves the counts.
@@ -346,7 +401,8 @@ impl Cache {
             hot.truncate(self.capacity);
         }
         hot.sort_unstable_by(order);
-        self.fill(table, hot.into_iter().map(|(_, id)| id).collect())?;
+        let ids: Vec<i64> = hot.into_iter().map(|(_, id)| id).collect();
+        self.fill(table, &ids)?;
         self.counts.retain(|_, c| {
             *c /= 2;
             *c > 0
@@ -358,19 +414,8 @@ impl Cache {
         CacheStats {
             hits: self.hits,
             misses: self.misses,
-            rows: self.slots.len(),
+            rows: self.slot_ids.iter().filter(|&&id| id != EMPTY).count(),
             capacity: self.capacity,
         }
     }
-}
-
-/// Rows `ids` of `table` in a buffer from the reuse cache, written once by a gather (no
-/// zeroing pass). Collective for the Distributed layout.
-fn gathered_uninit(table: &StoreTensor, ids: &[i64]) -> Result<Vec<u8>> {
-    let len = ids.len() * table.row_bytes();
-    let mut rows = graphloom_tensor::alloc::with_capacity::<u8>(len);
-    table.gather_uninit(ids, &mut rows.spare_capacity_mut()[..len])?;
-    // SAFETY: a successful gather writes every byte of the rows.
-    unsafe { rows.set_len(len) };
-    Ok(rows)
 }

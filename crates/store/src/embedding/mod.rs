@@ -175,9 +175,12 @@ impl Embedding {
             .agree(self.table.check_ids("gather", ids))?;
         let mut shape = self.table.shape().to_vec();
         shape[0] = ids.len();
-        let mut out = Tensor::zeros(&shape, self.table.dtype());
-        cache.gather(&self.table, ids, out.as_mut_bytes())?;
-        Ok(out)
+        // SAFETY: a successful cache gather writes every row of the output.
+        unsafe {
+            Tensor::from_fill(&shape, self.table.dtype(), |out| {
+                cache.gather(&self.table, ids, out)
+            })
+        }
     }
 
     /// Applies one optimizer step with learning rate `lr` from the gradients `grads` (f32 or

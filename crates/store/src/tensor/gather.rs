@@ -9,7 +9,7 @@ use graphloom_comm::CommunicatorExt;
 use graphloom_tensor::Tensor;
 
 use super::{GatherStats, StoreTensor};
-use crate::copy::{as_uninit, gather_rows, gathered, SendPtr};
+use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
 use crate::layout::Layout;
 use crate::routing::Buckets;
 use crate::{Result, StoreError};
@@ -79,7 +79,13 @@ impl StoreTensor {
                     })
                 };
             }
-            Layout::Distributed => self.gather_distributed(ids, out)?,
+            Layout::Distributed => {
+                let base = SendPtr(out.as_mut_ptr().cast());
+                let rb = self.row_bytes;
+                // SAFETY: the destinations are the distinct consecutive rows of `out`, which
+                // holds ids.len() rows (checked above).
+                unsafe { self.gather_distributed_to(ids, |i| base.get().add(i * rb))? }
+            }
         }
         self.counters.calls.fetch_add(1, Ordering::Relaxed);
         self.counters
@@ -91,11 +97,20 @@ impl StoreTensor {
         Ok(())
     }
 
-    /// Distributed gather: each owner gets the ids it holds, reads them and sends the rows
-    /// back; then one pass writes every row of `out` in order, from this rank's chunk or from
-    /// the replies (one sequential write of the output, rather than a pass for the own rows
-    /// and another for each owner's).
-    fn gather_distributed(&self, ids: &[i64], out: &mut [MaybeUninit<u8>]) -> Result<()> {
+    /// Distributed gather of ids already checked to be in range, row `i` written to `dst(i)`:
+    /// each owner gets the ids it holds, reads them and sends the rows back; then one pass
+    /// writes every row, from this rank's chunk or from the replies (one pass over the
+    /// destinations, rather than one for the own rows and another for each owner's).
+    /// Collective.
+    ///
+    /// # Safety
+    /// `dst(i)` must point to `row_bytes` writable bytes, distinct for distinct `i`, that no one
+    /// else touches during the call.
+    pub(crate) unsafe fn gather_distributed_to(
+        &self,
+        ids: &[i64],
+        dst: impl Fn(usize) -> *mut u8 + Sync,
+    ) -> Result<()> {
         let me = self.comm.rank();
         let rb = self.row_bytes;
         let buckets = Buckets::by_owner(&self.partition, ids);
@@ -158,8 +173,8 @@ impl StoreTensor {
             }
         }
         // SAFETY: every position got a source above (the buckets cover every id), each
-        // pointing at one whole row.
-        unsafe { gather_rows(out, rb, |i| sources[i].get()) };
+        // pointing at one whole row; the destinations are the caller's.
+        unsafe { copy_rows(ids.len(), rb, dst, |i| sources[i].get()) };
         for reply in rows {
             graphloom_tensor::alloc::recycle(reply);
         }
