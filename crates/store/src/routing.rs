@@ -1,5 +1,6 @@
-//! Grouping row ids by the rank that owns them, the first step of every Distributed gather,
-//! scatter and gradient update.
+//! Grouping row ids by the rank that owns them, the first step of every Distributed scatter
+//! and gradient update. (A Distributed gather groups only the ids other ranks own, in the same
+//! pass that finds the sources of its own rows.)
 
 use crate::layout::RowPartition;
 

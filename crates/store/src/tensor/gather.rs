@@ -11,7 +11,6 @@ use graphloom_tensor::Tensor;
 use super::{GatherStats, StoreTensor};
 use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
 use crate::layout::Layout;
-use crate::routing::Buckets;
 use crate::{Result, StoreError};
 
 impl StoreTensor {
@@ -113,15 +112,29 @@ impl StoreTensor {
     ) -> Result<()> {
         let me = self.comm.rank();
         let rb = self.row_bytes;
-        let buckets = Buckets::by_owner(&self.partition, ids);
         let chunk = SendPtr(self.own_chunk().ptr());
-        let first = self.local_rows().start;
-        let mut requests = buckets.collect(|p| ids[p]);
-        requests[me].clear();
+        let mine = self.local_rows();
+        // One pass over the ids: each own row's source now, each other row's id and position
+        // in its owner's request (the rows come back in request order).
+        let ranks = self.comm.size();
+        let mut requests: Vec<Vec<i64>> = vec![Vec::new(); ranks];
+        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); ranks];
+        let mut sources: Vec<SendPtr> = Vec::with_capacity(ids.len());
+        for (p, &id) in ids.iter().enumerate() {
+            let row = id as usize;
+            if mine.contains(&row) {
+                // SAFETY: the row is this rank's, so it lies inside the chunk.
+                sources.push(SendPtr(unsafe { chunk.get().add((row - mine.start) * rb) }));
+            } else {
+                let owner = self.partition.owner(row);
+                requests[owner].push(id);
+                positions[owner].push(p);
+                sources.push(SendPtr(std::ptr::null_mut()));
+            }
+        }
         let comm_start = Instant::now();
         let incoming = self.comm.all_to_all_typed(&requests)?;
         let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
-        let mine = self.local_rows();
         for (src, wanted) in incoming.iter().enumerate() {
             if let Some(&bad) = wanted.iter().find(|&&id| !mine.contains(&(id as usize))) {
                 return Err(StoreError::Invalid(format!(
@@ -136,7 +149,7 @@ impl StoreTensor {
                 // SAFETY: every wanted id is this rank's (checked above).
                 unsafe {
                     gathered(wanted.len(), rb, |i| {
-                        chunk.get().add((wanted[i] as usize - first) * rb)
+                        chunk.get().add((wanted[i] as usize - mine.start) * rb)
                     })
                 }
             })
@@ -147,18 +160,8 @@ impl StoreTensor {
         self.counters
             .comm_nanos
             .fetch_add(comm_nanos, Ordering::Relaxed);
-        // Where each output row comes from: this rank's chunk, or its place in its owner's reply.
-        let mut sources = vec![SendPtr(std::ptr::null_mut()); ids.len()];
         for (owner, reply) in rows.iter().enumerate() {
-            let positions = buckets.of(owner);
-            if owner == me {
-                for &p in positions {
-                    // SAFETY: the id is this rank's, so its row lies inside the chunk.
-                    sources[p] =
-                        SendPtr(unsafe { chunk.get().add((ids[p] as usize - first) * rb) });
-                }
-                continue;
-            }
+            let positions = &positions[owner];
             if reply.len() != positions.len() * rb {
                 return Err(StoreError::Invalid(format!(
                     "rank {owner} sent {} bytes for {} rows",
@@ -172,8 +175,8 @@ impl StoreTensor {
                 sources[p] = SendPtr(unsafe { base.add(k * rb) });
             }
         }
-        // SAFETY: every position got a source above (the buckets cover every id), each
-        // pointing at one whole row; the destinations are the caller's.
+        // SAFETY: every position got a source above (its own row, or its place in a reply),
+        // each pointing at one whole row; the destinations are the caller's.
         unsafe { copy_rows(ids.len(), rb, dst, |i| sources[i].get()) };
         for reply in rows {
             graphloom_tensor::alloc::recycle(reply);
