@@ -70,6 +70,11 @@ impl CacheStats {
 /// of the position and the gather, so the sample is the same in every run.
 const COUNT_EVERY: u64 = 4;
 
+/// How many times a row not in the cache must have been counted (with the halving at each
+/// refresh) to take the slot of a cached row: a row sampled once is most likely from the long
+/// tail of the stream, and swapping it in costs a fetch for little gain.
+const DISPLACE_COUNT: u32 = 2;
+
 /// Ids looked up per parallel task of a gather: the sources of a task's rows stay in the
 /// core's cache between the lookup and the copy.
 const IDS_PER_TASK: usize = 2048;
@@ -92,29 +97,58 @@ struct Entry {
 }
 
 /// Which cache slot holds a row: open addressing with linear probing, at most half full, so a
-/// lookup is one or two probes of one cache line.
+/// lookup is one or two probes of one cache line. A refresh updates the rows that change
+/// rather than rebuilding it.
 struct SlotTable {
     entries: Vec<Entry>,
 }
 
 impl SlotTable {
-    /// A table in which slot `s` holds row `ids[s]` (slots holding [`EMPTY`] are left out).
-    fn new(ids: &[i64]) -> SlotTable {
-        let size = (2 * ids.len()).next_power_of_two().max(2);
-        let mut table = SlotTable {
+    /// An empty table for up to `capacity` rows.
+    fn with_capacity(capacity: usize) -> SlotTable {
+        let size = (2 * capacity).next_power_of_two().max(2);
+        SlotTable {
             entries: vec![Entry { id: EMPTY, slot: 0 }; size],
-        };
-        for (slot, &id) in ids.iter().enumerate().filter(|(_, &id)| id != EMPTY) {
-            let mut at = table.home(id);
-            while table.entries[at].id != EMPTY {
-                at = (at + 1) & (size - 1);
-            }
-            table.entries[at] = Entry {
-                id,
-                slot: slot as u32,
-            };
         }
-        table
+    }
+
+    fn mask(&self) -> usize {
+        self.entries.len() - 1
+    }
+
+    /// Records that `slot` holds row `id` (which the table does not hold yet).
+    fn insert(&mut self, id: i64, slot: usize) {
+        let mut at = self.home(id);
+        while self.entries[at].id != EMPTY {
+            at = (at + 1) & self.mask();
+        }
+        self.entries[at] = Entry {
+            id,
+            slot: slot as u32,
+        };
+    }
+
+    /// Forgets row `id` (which the table holds), moving back the entries after it that would
+    /// otherwise no longer be found (backward-shift deletion: no tombstones, so lookups stay
+    /// as short as in a freshly built table).
+    fn remove(&mut self, id: i64) {
+        let mask = self.mask();
+        let mut hole = self.home(id);
+        while self.entries[hole].id != id {
+            hole = (hole + 1) & mask;
+        }
+        let mut next = (hole + 1) & mask;
+        while self.entries[next].id != EMPTY {
+            let home = self.home(self.entries[next].id);
+            // The entry may fill the hole when the hole lies between its home and where it
+            // sits now (cyclically).
+            if next.wrapping_sub(home) & mask >= next.wrapping_sub(hole) & mask {
+                self.entries[hole] = self.entries[next];
+                hole = next;
+            }
+            next = (next + 1) & mask;
+        }
+        self.entries[hole].id = EMPTY;
     }
 
     #[inline(always)]
@@ -215,7 +249,7 @@ impl Cache {
         let mut cache = Cache {
             config,
             capacity,
-            slots: SlotTable::new(&[]),
+            slots: SlotTable::with_capacity(capacity),
             slot_ids: vec![EMPTY; capacity],
             // Zeroed lazily by the system: only the slots a refresh fills become resident.
             rows: vec![0; capacity * table.row_bytes()],
@@ -272,9 +306,12 @@ impl Cache {
             table.gather_distributed_to(&fetch, |k| base.get().add(free[k] * rb))?;
         }
         for (&id, &slot) in fetch.iter().zip(&free) {
+            if self.slot_ids[slot] != EMPTY {
+                self.slots.remove(self.slot_ids[slot]);
+            }
+            self.slots.insert(id, slot);
             self.slot_ids[slot] = id;
         }
-        self.slots = SlotTable::new(&self.slot_ids);
         Ok(())
     }
 
@@ -401,6 +438,17 @@ impl Cache {
             hot.truncate(self.capacity);
         }
         hot.sort_unstable_by(order);
+        // New rows fill the empty slots; beyond them, only rows counted often enough take the
+        // slot of a cached one (the most counted come first).
+        let empty = self.slot_ids.iter().filter(|&&id| id == EMPTY).count();
+        let mut new = 0;
+        hot.retain(|&(count, id)| {
+            if self.slots.get(id).is_some() {
+                return true;
+            }
+            new += 1;
+            new <= empty || count >= DISPLACE_COUNT
+        });
         let ids: Vec<i64> = hot.into_iter().map(|(_, id)| id).collect();
         self.fill(table, &ids)?;
         self.counts.retain(|_, c| {
@@ -416,6 +464,41 @@ impl Cache {
             misses: self.misses,
             rows: self.slot_ids.iter().filter(|&&id| id != EMPTY).count(),
             capacity: self.capacity,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_table_agrees_with_a_map_through_inserts_and_removals() {
+        // Ids crowded into few home positions, so removals must move back long runs.
+        let mut table = SlotTable::with_capacity(64);
+        let mut reference: HashMap<i64, usize> = HashMap::new();
+        let mut state = 1u64;
+        for step in 0..20_000usize {
+            state = mix64(state);
+            let id = (state % 96) as i64 * 1024;
+            match reference.get(&id) {
+                Some(_) => {
+                    table.remove(id);
+                    reference.remove(&id);
+                }
+                None if reference.len() < 64 => {
+                    table.insert(id, step % 64);
+                    reference.insert(id, step % 64);
+                }
+                None => {}
+            }
+            for probe in (0..96).map(|k| k * 1024) {
+                assert_eq!(
+                    table.get(probe),
+                    reference.get(&probe).copied(),
+                    "step {step}"
+                );
+            }
         }
     }
 }
