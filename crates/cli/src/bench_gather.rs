@@ -261,9 +261,12 @@ fn measure(
     }))
 }
 
+/// Refresh periods a frequency cache runs before it is timed.
+const WARM_REFRESHES: usize = 8;
+
 /// The cache measurement: a frozen Distributed table, a power-law stream, gathers with and
-/// without a frequency-admitted cache, alternating, the cache's summed over 8 gathers or
-/// `--repeats`, whichever is more.
+/// without a frequency-admitted cache, alternating once the cache is warm, the cache's summed
+/// over 8 gathers or `--repeats`, whichever is more.
 fn measure_cache(
     comm: &Arc<dyn Communicator>,
     args: &GatherArgs,
@@ -288,26 +291,30 @@ fn measure_cache(
     // The cache's time includes its refreshes, so it is summed over whole refresh periods, and
     // over enough gathers that one slow moment of a shared machine does not decide it.
     let timed = args.repeats.max(4 * refresh_every);
-    let streams: Vec<Vec<i64>> = (0..timed + 2)
-        .map(|k| power_law_ids(rows, args.ids, (comm.rank() * 1000 + k) as u64))
-        .collect();
-    // Two warm-up gathers fill the cache at its first refresh.
-    for ids in &streams[..2] {
-        cached.gather(ids)?;
-        plain.gather(ids)?;
+    let stream = |k: usize| power_law_ids(rows, args.ids, (comm.rank() * 1000 + k) as u64);
+    // The cache fills over its first refreshes (each admits the rows counted since the last),
+    // so it is timed once warm: after WARM_REFRESHES refresh periods, as in a long training run.
+    let warm_up = WARM_REFRESHES * refresh_every;
+    for k in 0..warm_up {
+        let ids = stream(k);
+        cached.gather(&ids)?;
+        if k < 2 {
+            plain.gather(&ids)?;
+        }
     }
     let warm = cached.cache_stats().expect("cache");
     let mut memcpy = Memcpy::new(comm.as_ref(), args, row_bytes);
     memcpy.time(comm.as_ref())?; // warm-up: faults the destination in
     let (mut t_plain, mut t_cached) = (0.0, 0.0);
-    for ids in &streams[2..] {
+    for k in warm_up..warm_up + timed {
+        let ids = stream(k);
         comm.barrier()?;
         let start = Instant::now();
-        std::hint::black_box(plain.gather(ids)?);
+        std::hint::black_box(plain.gather(&ids)?);
         t_plain += slowest(comm.as_ref(), start.elapsed().as_secs_f64())?;
         comm.barrier()?;
         let start = Instant::now();
-        std::hint::black_box(cached.gather(ids)?);
+        std::hint::black_box(cached.gather(&ids)?);
         t_cached += slowest(comm.as_ref(), start.elapsed().as_secs_f64())?;
         memcpy.time(comm.as_ref())?;
     }
@@ -329,6 +336,8 @@ fn measure_cache(
         "cache_ratio": args.cache_ratio,
         "cache_hit_rate": hits as f64 / (hits + misses).max(1) as f64,
         "cache_speedup": t_plain / t_cached,
+        "cache_fill": stats.rows as f64 / stats.capacity.max(1) as f64,
+        "warm_up_gathers": warm_up,
     }))
 }
 
