@@ -430,26 +430,31 @@ impl Cache {
     /// Keeps the most frequently gathered remote rows, then halves the counts.
     fn refresh(&mut self, table: &StoreTensor) -> Result<()> {
         let mut hot: Vec<(u32, i64)> = self.counts.iter().map(|(&id, &c)| (c, id)).collect();
-        // Most counted first, ties by id, so every run keeps the same rows; only the kept
-        // rows need sorting.
+        // Most counted first, ties by id, so every run keeps the same rows.
         let order = |a: &(u32, i64), b: &(u32, i64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
         if hot.len() > self.capacity {
             hot.select_nth_unstable_by(self.capacity, order);
             hot.truncate(self.capacity);
         }
-        hot.sort_unstable_by(order);
-        // New rows fill the empty slots; beyond them, only rows counted often enough take the
-        // slot of a cached one (the most counted come first).
+        // Rows the cache holds stay, and so do new rows counted often enough (they take empty
+        // slots first, then those of rows no longer counted); other new rows only fill the
+        // empty slots left, the most counted first. No sort: every row counted often enough
+        // fits (kept + new <= capacity).
         let empty = self.slot_ids.iter().filter(|&&id| id == EMPTY).count();
-        let mut new = 0;
-        hot.retain(|&(count, id)| {
-            if self.slots.get(id).is_some() {
-                return true;
-            }
-            new += 1;
-            new <= empty || count >= DISPLACE_COUNT
-        });
-        let ids: Vec<i64> = hot.into_iter().map(|(_, id)| id).collect();
+        let (mut ids, mut rare): (Vec<(u32, i64)>, Vec<(u32, i64)>) = hot
+            .into_iter()
+            .partition(|&(count, id)| count >= DISPLACE_COUNT || self.slots.get(id).is_some());
+        let strong_new = ids
+            .iter()
+            .filter(|&&(_, id)| self.slots.get(id).is_none())
+            .count();
+        let room = empty.saturating_sub(strong_new);
+        if rare.len() > room {
+            rare.select_nth_unstable_by(room, order);
+            rare.truncate(room);
+        }
+        ids.append(&mut rare);
+        let ids: Vec<i64> = ids.into_iter().map(|(_, id)| id).collect();
         self.fill(table, &ids)?;
         self.counts.retain(|_, c| {
             *c /= 2;
