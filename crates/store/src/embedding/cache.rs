@@ -85,6 +85,9 @@ const LOOKUP_AHEAD: usize = 16;
 /// How many rows ahead of the copy the source row is prefetched.
 const COPY_AHEAD: usize = 16;
 
+/// A row's count and its id.
+type Counted = (u32, i64);
+
 /// A slot that holds no row.
 const EMPTY: i64 = -1;
 
@@ -429,9 +432,9 @@ impl Cache {
 
     /// Keeps the most frequently gathered remote rows, then halves the counts.
     fn refresh(&mut self, table: &StoreTensor) -> Result<()> {
-        let mut hot: Vec<(u32, i64)> = self.counts.iter().map(|(&id, &c)| (c, id)).collect();
+        let mut hot: Vec<Counted> = self.counts.iter().map(|(&id, &c)| (c, id)).collect();
         // Most counted first, ties by id, so every run keeps the same rows.
-        let order = |a: &(u32, i64), b: &(u32, i64)| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
+        let order = |a: &Counted, b: &Counted| b.0.cmp(&a.0).then(a.1.cmp(&b.1));
         if hot.len() > self.capacity {
             hot.select_nth_unstable_by(self.capacity, order);
             hot.truncate(self.capacity);
@@ -441,7 +444,7 @@ impl Cache {
         // empty slots left, the most counted first. No sort: every row counted often enough
         // fits (kept + new <= capacity).
         let empty = self.slot_ids.iter().filter(|&&id| id == EMPTY).count();
-        let (mut ids, mut rare): (Vec<(u32, i64)>, Vec<(u32, i64)>) = hot
+        let (mut ids, mut rare): (Vec<Counted>, Vec<Counted>) = hot
             .into_iter()
             .partition(|&(count, id)| count >= DISPLACE_COUNT || self.slots.get(id).is_some());
         let strong_new = ids
