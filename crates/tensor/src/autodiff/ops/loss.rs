@@ -6,6 +6,28 @@ use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::for_each_row_mut;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
+/// Independent accumulators of a row reduction.
+const LANES: usize = 8;
+
+/// Folds `row` with `step(accumulator, element)` into `LANES` accumulators at a time, then
+/// combines them with `combine`, in a fixed order: a single accumulator makes every element
+/// wait for the previous one, and a fixed order keeps the result independent of threads.
+#[inline(always)]
+fn lane_fold<T: Float>(
+    row: &[T],
+    init: T::Acc,
+    step: impl Fn(T::Acc, T::Acc) -> T::Acc,
+    combine: impl Fn(T::Acc, T::Acc) -> T::Acc,
+) -> T::Acc {
+    let mut lanes = [init; LANES];
+    for block in row.chunks(LANES) {
+        for (lane, v) in lanes.iter_mut().zip(block) {
+            *lane = step(*lane, v.to_acc());
+        }
+    }
+    lanes.into_iter().fold(init, combine)
+}
+
 struct LogSoftmax;
 
 impl Op for LogSoftmax {
@@ -18,14 +40,9 @@ impl Op for LogSoftmax {
         with_float!(x.dtype(), "log_softmax", T => {
             let mut out = crate::alloc::copy_of(x.as_slice::<T>()?);
             for_each_row_mut(&mut out, cols, |_, row| {
-                let mut max = <<T as Float>::Acc as Real>::NEG_INFINITY;
-                for v in row.iter() {
-                    max = max.max(v.to_acc());
-                }
-                let mut sum = <<T as Float>::Acc as Real>::ZERO;
-                for v in row.iter() {
-                    sum += (v.to_acc() - max).exp();
-                }
+                type Acc<T> = <T as Float>::Acc;
+                let max = lane_fold(row, <Acc<T> as Real>::NEG_INFINITY, Real::max, Real::max);
+                let sum = lane_fold(row, <Acc<T> as Real>::ZERO, |s, v| s + (v - max).exp_branchless(), |a, b| a + b);
                 let log_z = max + sum.ln();
                 for v in row.iter_mut() {
                     *v = T::from_acc(v.to_acc() - log_z);
@@ -43,12 +60,10 @@ impl Op for LogSoftmax {
             let mut out = crate::alloc::copy_of(g.as_slice::<T>()?);
             for_each_row_mut(&mut out, cols, |r, row| {
                 let yr = &ys[r * cols..(r + 1) * cols];
-                let mut s = <<T as Float>::Acc as Real>::ZERO;
-                for v in row.iter() {
-                    s += v.to_acc();
-                }
+                let add = |a, b| a + b;
+                let s = lane_fold(row, <<T as Float>::Acc as Real>::ZERO, add, add);
                 for (v, &yv) in row.iter_mut().zip(yr) {
-                    *v = T::from_acc(v.to_acc() - yv.to_acc().exp() * s);
+                    *v = T::from_acc(v.to_acc() - yv.to_acc().exp_branchless() * s);
                 }
             });
             Tensor::from_vec(out, y.shape())
