@@ -50,3 +50,21 @@ pub fn for_each_row_mut<T: Send>(dst: &mut [T], cols: usize, f: impl Fn(usize, &
         .enumerate()
         .for_each(|(i, row)| f(i, row));
 }
+
+/// A vector of `len` elements written row by row (rows of `cols`) by `f(row_index, row)`, in
+/// parallel, in a buffer from the reuse cache that is not zeroed first.
+///
+/// # Safety
+/// `f` must write every element of each row it is given.
+pub unsafe fn rows_from_fn<T: Send + 'static>(
+    len: usize,
+    cols: usize,
+    f: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
+) -> Vec<T> {
+    let mut out = crate::alloc::with_capacity::<T>(len);
+    for_each_row_mut(&mut out.spare_capacity_mut()[..len], cols, f);
+    // SAFETY: `f` wrote every element of every row (the caller's promise); with no columns
+    // there are no elements.
+    unsafe { out.set_len(if cols == 0 { 0 } else { len }) };
+    out
+}

@@ -5,7 +5,7 @@
 
 use half::bf16;
 
-use crate::{DType, Error, Real, Result, Tensor};
+use crate::{DType, Element, Error, Real, Result, Tensor};
 
 /// Rows of a `bf16` left operand widened to `f32` at a time.
 const BF16_ROW_BLOCK: usize = 4096;
@@ -48,11 +48,20 @@ fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
 
 /// `dst = lhs * rhs` (or `dst += lhs * rhs` with `accumulate`) for f32 or f64, `dst`
 /// row-major `[m, n]`.
-fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>, accumulate: bool) {
+/// `dst = lhs * rhs`, or `dst += lhs * rhs` when `accumulate`.
+///
+/// # Safety
+/// `dst` must point to `m * n` writable elements that do not alias the operands, initialised
+/// when `accumulate` (otherwise they are only written).
+unsafe fn gemm_into<T: Real>(
+    dst: *mut T,
+    lhs: Operand<'_, T>,
+    rhs: Operand<'_, T>,
+    accumulate: bool,
+) {
     let (m, k) = lhs.dims();
     let (k2, n) = rhs.dims();
     debug_assert_eq!(k, k2);
-    debug_assert_eq!(dst.len(), m * n);
     debug_assert_eq!(lhs.data.len(), lhs.rows * lhs.cols);
     debug_assert_eq!(rhs.data.len(), rhs.rows * rhs.cols);
     if m == 0 || n == 0 {
@@ -60,20 +69,23 @@ fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>, a
     }
     if k == 0 {
         if !accumulate {
-            dst.fill(T::ZERO);
+            for i in 0..m * n {
+                // SAFETY: dst holds m*n elements (the caller's promise).
+                unsafe { dst.add(i).write(T::ZERO) };
+            }
         }
         return;
     }
     let (lcs, lrs) = lhs.strides();
     let (rcs, rrs) = rhs.strides();
-    // SAFETY: the pointers cover m*k, k*n and m*n elements with the strides given (checked
-    // above), and `dst` does not alias the operands (it is a distinct &mut).
+    // SAFETY: the operands cover m*k and k*n elements with the strides given, dst m*n (the
+    // caller's promise); gemm reads dst only when told to accumulate.
     unsafe {
         gemm::gemm(
             m,
             n,
             k,
-            dst.as_mut_ptr(),
+            dst,
             1,
             n as isize,
             accumulate,
@@ -90,6 +102,35 @@ fn gemm_into<T: Real>(dst: &mut [T], lhs: Operand<'_, T>, rhs: Operand<'_, T>, a
             false,
             parallelism(m, n, k),
         );
+    }
+}
+
+/// `acc + lhs * rhs` (`[m, n]`) in a new buffer: a copy of `acc` the product is added onto,
+/// or a buffer from the cache the product is written into without zeroing it first.
+fn product<T: Real + Element>(
+    acc: Option<&[T]>,
+    lhs: Operand<'_, T>,
+    rhs: Operand<'_, T>,
+    m: usize,
+    n: usize,
+) -> Vec<T> {
+    match acc {
+        Some(acc) => {
+            let mut out = crate::alloc::copy_of(acc);
+            // SAFETY: `out` holds the m*n initialised elements of `acc`.
+            unsafe { gemm_into(out.as_mut_ptr(), lhs, rhs, true) };
+            out
+        }
+        None => {
+            let mut out = crate::alloc::with_capacity(m * n);
+            // SAFETY: `out` has room for m*n elements, and a gemm that does not accumulate
+            // writes every one of them.
+            unsafe {
+                gemm_into(out.as_mut_ptr(), lhs, rhs, false);
+                out.set_len(m * n);
+            }
+            out
+        }
     }
 }
 
@@ -150,30 +191,26 @@ pub fn matmul_add(
     }
     match a.dtype() {
         DType::F32 => {
-            let mut out = match acc {
-                Some(acc) => crate::alloc::copy_of(acc.as_slice::<f32>()?),
-                None => crate::alloc::zeros(m * n),
-            };
             let (l, r) = (a.as_slice::<f32>()?, b.as_slice::<f32>()?);
-            gemm_into(
-                &mut out,
+            let acc = acc.map(|acc| acc.as_slice::<f32>()).transpose()?;
+            let out = product(
+                acc,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
-                acc.is_some(),
+                m,
+                n,
             );
             Tensor::from_vec(out, &[m, n])
         }
         DType::F64 => {
-            let mut out = match acc {
-                Some(acc) => crate::alloc::copy_of(acc.as_slice::<f64>()?),
-                None => crate::alloc::zeros(m * n),
-            };
             let (l, r) = (a.as_slice::<f64>()?, b.as_slice::<f64>()?);
-            gemm_into(
-                &mut out,
+            let acc = acc.map(|acc| acc.as_slice::<f64>()).transpose()?;
+            let out = product(
+                acc,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
-                acc.is_some(),
+                m,
+                n,
             );
             Tensor::from_vec(out, &[m, n])
         }
@@ -223,7 +260,8 @@ fn matmul_bf16(
             transposed: true,
         };
         let mut out32 = vec![0f32; m * n];
-        gemm_into(&mut out32, lhs, rhs, false);
+        // SAFETY: out32 holds the m*n elements of the product.
+        unsafe { gemm_into(out32.as_mut_ptr(), lhs, rhs, false) };
         out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
     } else {
         let k = a_shape.cols;
@@ -238,7 +276,8 @@ fn matmul_bf16(
                 transposed: false,
             };
             let block = &mut out32[..(end - start) * n];
-            gemm_into(block, lhs, rhs, false);
+            // SAFETY: the block holds the (end - start) * n elements of its rows' product.
+            unsafe { gemm_into(block.as_mut_ptr(), lhs, rhs, false) };
             for (o, &v) in out[start * n..end * n].iter_mut().zip(block.iter()) {
                 *o = bf16::from_f32(v);
             }

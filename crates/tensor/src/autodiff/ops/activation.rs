@@ -1,7 +1,7 @@
 //! Element-wise activations: ReLU, ELU and LeakyReLU.
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
-use crate::kernels::elementwise::{for_each_row_mut, map_vec, zip_map_vec};
+use crate::kernels::elementwise::{map_vec, rows_from_fn, zip_map_vec};
 use crate::kernels::reduce::column_sums;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
@@ -135,13 +135,13 @@ impl Op for BiasActivation {
         }
         with_float!(x.dtype(), "bias_activation", T => {
             let (xs, bias) = (x.as_slice::<T>()?, b.as_slice::<T>()?);
-            let mut out = crate::alloc::zeros::<T>(xs.len());
-            with_activation!(act, <T as Float>::Acc, f, _df => {
-                for_each_row_mut(&mut out, cols, |r, row| {
+            let out = with_activation!(act, <T as Float>::Acc, f, _df => {
+                // SAFETY: every element of every row is written (the bias has `cols` entries).
+                unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
                     for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
-                        *o = T::from_acc(f(v.to_acc() + bv.to_acc()));
+                        o.write(T::from_acc(f(v.to_acc() + bv.to_acc())));
                     }
-                })
+                }) }
             });
             Tensor::from_vec(out, x.shape())
         })

@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
-use crate::kernels::elementwise::for_each_row_mut;
+use crate::kernels::elementwise::rows_from_fn;
 use crate::rng::RngKey;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
@@ -69,8 +69,8 @@ impl Dropout {
             let xs = x.as_slice::<T>()?;
             let factors = [<<T as Float>::Acc as Real>::from_f64(1.0 / (1.0 - rule.p)), <<T as Float>::Acc as Real>::ZERO];
             let threshold = rule.threshold();
-            let mut out = crate::alloc::zeros::<T>(xs.len());
-            for_each_row_mut(&mut out, cols, |r, row| {
+            // SAFETY: every element of every row is written (`row` and `src` are as long).
+            let out = unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
                 let id = row_ids.map_or(r as u64, |ids| ids[r] as u64);
                 let draws = rule.key.row(id);
                 let src = &xs[r * cols..(r + 1) * cols];
@@ -78,10 +78,10 @@ impl Dropout {
                 for (g, (o, s)) in row.chunks_mut(LANES as usize).zip(src.chunks(LANES as usize)).enumerate() {
                     let bits = draws.bits(g as u64);
                     for (l, (o, &v)) in o.iter_mut().zip(s).enumerate() {
-                        *o = T::from_acc(v.to_acc() * factors[dropped_bits(bits >> (16 * l), threshold) as usize]);
+                        o.write(T::from_acc(v.to_acc() * factors[dropped_bits(bits >> (16 * l), threshold) as usize]));
                     }
                 }
-            });
+            }) };
             Tensor::from_vec(out, x.shape())
         })
     }
