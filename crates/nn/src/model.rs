@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use graphloom_graph::Csr;
-use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, StatsSum};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, OutputDropout, StatsSum};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
@@ -496,7 +496,12 @@ impl Model {
             let row_ids = blocks
                 .map(|b| b[l].src_ids.clone())
                 .or_else(|| rows.clone());
-            let block = self.block(l, layer, last, mode, row_ids);
+            // The ids of the next layer's input rows, which this layer's output rows are.
+            let next_row_ids = match blocks {
+                Some(b) => b.get(l + 1).map(|next| next.src_ids.clone()),
+                None => rows.clone(),
+            };
+            let block = self.block(l, layer, last, mode, row_ids, next_row_ids);
             let p = &params[self.param_ranges[l].clone()];
             h = if self.cfg.checkpoint && tape.grad_enabled() {
                 let mut inputs: Vec<&Var> = vec![&h];
@@ -559,14 +564,17 @@ impl Model {
             last,
             Mode::inference(),
             Some(graph.src_ids.clone()),
+            None,
         );
         let mut inputs = vec![x.clone()];
         inputs.extend(params[self.param_ranges[l].clone()].iter().cloned());
         Ok(block(tape, &inputs)?)
     }
 
-    /// Layer `l` as a pure function of its input and parameters: dropout, then the convolution
-    /// with its activation (none for the last layer). Checkpointing reruns exactly this in the backward pass.
+    /// Layer `l` as a pure function of its input and parameters: the input dropout where the
+    /// layer before does not apply it, then the convolution with its activation (none for the
+    /// last layer) and the next layer's input dropout, keyed by `next_row_ids`. Checkpointing
+    /// reruns exactly this in the backward pass.
     fn block(
         &self,
         l: usize,
@@ -574,6 +582,7 @@ impl Model {
         last: bool,
         mode: Mode,
         row_ids: Option<Arc<[i64]>>,
+        next_row_ids: Option<Arc<[i64]>>,
     ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
         let cfg = self.cfg.clone();
         let norm_sum = self.norm_sum.clone();
@@ -596,12 +605,25 @@ impl Model {
             } else {
                 cfg.dropout
             };
-            let rule = dropout(2 * l as u64, p);
+            let norm = cfg.batch_norm && !last;
+            // A layer's input dropout is applied by the layer before it, fused with its bias
+            // and activation, except for the first layer's (on the model's input) and after a
+            // batch normalisation (whose activation runs apart).
+            let fused_by_previous = l > 0 && !cfg.batch_norm;
+            let rule = dropout(2 * l as u64, p).filter(|_| !fused_by_previous);
             // The sparse input takes its dropout inside the product.
             let sparse = sparse.clone().map(|x| (x, rule));
             if let (Some(rule), None) = (rule, &sparse) {
                 h = ops::dropout(tape, &h, rule, row_ids.clone())?;
             }
+            let output_dropout = if last || norm {
+                None
+            } else {
+                dropout(2 * (l as u64 + 1), cfg.dropout).map(|rule| OutputDropout {
+                    rule,
+                    row_ids: next_row_ids.clone(),
+                })
+            };
             let params = v[1..]
                 .iter()
                 .map(|p| ops::cast(tape, p, cfg.dtype))
@@ -611,7 +633,6 @@ impl Model {
                 (false, Architecture::Gat) => Activation::Elu(1.0),
                 (false, _) => Activation::Relu,
             };
-            let norm = cfg.batch_norm && !last;
             let input = LayerInput {
                 sparse,
                 attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
@@ -620,6 +641,7 @@ impl Model {
                 } else {
                     activation
                 },
+                output_dropout,
             };
             let h = layer
                 .forward(tape, &h, &params, input)

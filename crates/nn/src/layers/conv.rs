@@ -13,7 +13,7 @@
 
 use std::sync::Arc;
 
-use graphloom_tensor::autodiff::ops::{self, Activation, Dropout};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, OutputDropout};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
@@ -91,6 +91,9 @@ pub struct LayerInput {
     pub attention_dropout: Option<Dropout>,
     /// The activation applied to the output, fused with the bias.
     pub activation: Activation,
+    /// The dropout applied to the activated output (the next layer's input dropout), fused
+    /// with the bias and the activation.
+    pub output_dropout: Option<OutputDropout>,
 }
 
 impl ConvLayer {
@@ -247,7 +250,13 @@ impl ConvLayer {
             ConvKind::Gcn => {
                 let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
                 let h = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
-                Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
+                Ok(ops::bias_activation_dropout(
+                    tape,
+                    &h,
+                    &p[1],
+                    input.activation,
+                    input.output_dropout.clone(),
+                )?)
             }
             ConvKind::Sage => {
                 let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
@@ -259,7 +268,13 @@ impl ConvLayer {
                     let x_dst = self.kept(tape, x)?;
                     ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
                 };
-                Ok(ops::bias_activation(tape, &h, &p[1], input.activation)?)
+                Ok(ops::bias_activation_dropout(
+                    tape,
+                    &h,
+                    &p[1],
+                    input.activation,
+                    input.output_dropout.clone(),
+                )?)
             }
             ConvKind::Gat { heads, concat } => {
                 let gat = self
@@ -276,7 +291,13 @@ impl ConvLayer {
                 } else {
                     mean_heads(tape, &out, heads)?
                 };
-                Ok(ops::bias_activation(tape, &out, &p[3], input.activation)?)
+                Ok(ops::bias_activation_dropout(
+                    tape,
+                    &out,
+                    &p[3],
+                    input.activation,
+                    input.output_dropout.clone(),
+                )?)
             }
         }
     }

@@ -1,5 +1,8 @@
 //! Element-wise activations: ReLU, ELU and LeakyReLU.
 
+use std::sync::Arc;
+
+use super::Dropout;
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{map_vec, rows_from_fn, zip_map_vec};
 use crate::kernels::reduce::column_sums;
@@ -112,15 +115,33 @@ impl Activation {
     }
 }
 
-struct BiasActivation(Activation);
+/// The dropout applied after a bias and an activation, with the ids of the rows it keys.
+#[derive(Clone)]
+pub struct OutputDropout {
+    /// The dropout rule.
+    pub rule: Dropout,
+    /// Row `r` is keyed by `row_ids[r]`, or by `r` when there are none.
+    pub row_ids: Option<Arc<[i64]>>,
+}
+
+impl OutputDropout {
+    fn row_id(&self, r: usize) -> u64 {
+        self.row_ids.as_ref().map_or(r as u64, |ids| ids[r] as u64)
+    }
+}
+
+struct BiasActivation {
+    activation: Activation,
+    dropout: Option<OutputDropout>,
+}
 
 impl Op for BiasActivation {
     fn name(&self) -> &'static str {
         "bias_activation"
     }
     fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
-        let (x, b, act) = (inputs[0], inputs[1], self.0);
-        let (_, cols) = x.dims2();
+        let (x, b, act) = (inputs[0], inputs[1], self.activation);
+        let (rows, cols) = x.dims2();
         if b.numel() != cols || x.dtype() != b.dtype() {
             return Err(Error::ShapeMismatch {
                 op: "bias_activation",
@@ -133,26 +154,72 @@ impl Op for BiasActivation {
                 "bias_activation needs a positive LeakyReLU slope".into(),
             ));
         }
+        if let Some(ids) = self.dropout.as_ref().and_then(|d| d.row_ids.as_ref()) {
+            if ids.len() != rows {
+                return Err(Error::ShapeMismatch {
+                    op: "bias_activation dropout",
+                    lhs: x.shape().to_vec(),
+                    rhs: vec![ids.len()],
+                });
+            }
+        }
+        let dropout = self.dropout.as_ref();
         with_float!(x.dtype(), "bias_activation", T => {
             let (xs, bias) = (x.as_slice::<T>()?, b.as_slice::<T>()?);
             let out = with_activation!(act, <T as Float>::Acc, f, _df => {
-                // SAFETY: every element of every row is written (the bias has `cols` entries).
-                unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
+                let activate_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| {
                     for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
                         o.write(T::from_acc(f(v.to_acc() + bv.to_acc())));
                     }
-                }) }
+                };
+                match dropout {
+                    // SAFETY: every element of every row is written (the bias has `cols`
+                    // entries).
+                    None => unsafe { rows_from_fn::<T>(xs.len(), cols, activate_row) },
+                    Some(d) => {
+                        let factors = d.rule.factors::<<T as Float>::Acc>();
+                        // SAFETY: as above; the dropout then rewrites the row.
+                        unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
+                            activate_row(r, row);
+                            // The dropout in a second pass over the row while it is in the
+                            // core's cache, from the activation rounded to the storage type,
+                            // as the two ops one after the other round.
+                            d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
+                                let y = row[c].assume_init_read();
+                                row[c].write(T::from_acc(y.to_acc() * factors[dropped as usize]));
+                            });
+                        }) }
+                    }
+                }
             });
             Tensor::from_vec(out, x.shape())
         })
     }
     fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
-        let (y, g, act) = (ctx.output, ctx.grad, self.0);
+        let (y, g, act) = (ctx.output, ctx.grad, self.activation);
         let (_, cols) = y.dims2();
         with_float!(y.dtype(), "bias_activation", T => {
+            let (ys, gs) = (y.as_slice::<T>()?, g.as_slice::<T>()?);
             let dx = Tensor::from_vec(
                 with_activation!(act, <T as Float>::Acc, _f, df => {
-                    zip_map_vec(y.as_slice::<T>()?, g.as_slice::<T>()?, |a: T, b: T| T::from_acc(df(a.to_acc()) * b.to_acc()))
+                    match &self.dropout {
+                        None => zip_map_vec(ys, gs, |a: T, b: T| T::from_acc(df(a.to_acc()) * b.to_acc())),
+                        // A kept output is the activation times 1 / (1 - p): the derivative
+                        // reads the activation back (exactly for the activations whose
+                        // derivative depends only on the sign); a dropped one passes no gradient.
+                        Some(d) => {
+                            let factors = d.rule.factors::<<T as Float>::Acc>();
+                            let keep = <<T as Float>::Acc as Real>::from_f64(1.0 - d.rule.p);
+                            // SAFETY: every column of every row is written.
+                            unsafe { rows_from_fn::<T>(ys.len(), cols, |r, row| {
+                                let (yr, gr) = (&ys[r * cols..(r + 1) * cols], &gs[r * cols..(r + 1) * cols]);
+                                d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
+                                    let g = T::from_acc(gr[c].to_acc() * factors[dropped as usize]);
+                                    row[c].write(T::from_acc(df(yr[c].to_acc() * keep) * g.to_acc()));
+                                });
+                            }) }
+                        }
+                    }
                 }),
                 y.shape(),
             )?;
@@ -175,7 +242,37 @@ impl Op for BiasActivation {
 /// in one pass; the backward needs only the output, so the sum before the activation is never
 /// stored.
 pub fn bias_activation(tape: &mut Tape, x: &Var, b: &Var, activation: Activation) -> Result<Var> {
-    tape.apply(BiasActivation(activation), &[x, b])
+    bias_activation_dropout(tape, x, b, activation, None)
+}
+
+/// `dropout(f(x + b))` in one pass: [`bias_activation`] followed by the dropout, which draws
+/// the same mask as [`super::dropout`] with the same rule and row ids and is recomputed, not
+/// stored, in the backward pass. With ReLU, LeakyReLU or no activation the result and the
+/// gradients are those of the two ops one after the other, bit for bit; with ELU the
+/// derivative reads the activation back from the scaled output, within a rounding.
+pub fn bias_activation_dropout(
+    tape: &mut Tape,
+    x: &Var,
+    b: &Var,
+    activation: Activation,
+    dropout: Option<OutputDropout>,
+) -> Result<Var> {
+    let dropout = dropout.filter(|d| d.rule.p > 0.0);
+    if let Some(d) = &dropout {
+        if !(0.0..1.0).contains(&d.rule.p) {
+            return Err(Error::Autodiff(format!(
+                "dropout probability {} is not in [0, 1)",
+                d.rule.p
+            )));
+        }
+    }
+    tape.apply(
+        BiasActivation {
+            activation,
+            dropout,
+        },
+        &[x, b],
+    )
 }
 
 struct ActivationOp(Activation);
@@ -284,6 +381,95 @@ mod tests {
                 assert!((g - act.value(p)).abs() < 1e-15);
             }
         }
+    }
+
+    #[test]
+    fn bias_activation_dropout_is_the_two_ops_one_after_the_other() {
+        use crate::autodiff::ops::dropout;
+        use crate::rng::RngKey;
+        let (rows, cols) = (37, 21);
+        let key = RngKey::new(7, 3, 1);
+        let values: Vec<f64> = (0..rows * cols)
+            .map(|i| key.uniform(i as u64, 0) * 4.0 - 2.0)
+            .collect();
+        let bias: Vec<f64> = (0..cols).map(|c| key.uniform(c as u64, 1) - 0.5).collect();
+        let seed: Vec<f64> = (0..rows * cols)
+            .map(|i| key.uniform(i as u64, 2) - 0.5)
+            .collect();
+        let ids: Arc<[i64]> = (0..rows as i64).map(|r| 1000 + 3 * r).collect();
+        let rule = Dropout {
+            p: 0.4,
+            key: RngKey::new(1, 2, 3),
+        };
+        for dtype in [DType::F32, DType::F64, DType::BF16] {
+            for act in [
+                Activation::Identity,
+                Activation::Relu,
+                Activation::LeakyRelu(0.2),
+                Activation::Elu(1.0),
+            ] {
+                // The output and the gradients of x and b, from the fused op or the two ops.
+                let run = |fused: bool| {
+                    let mut t = Tape::new();
+                    let x = t.leaf(
+                        Tensor::from_f64(&values, &[rows, cols], dtype).unwrap(),
+                        true,
+                    );
+                    let b = t.leaf(Tensor::from_f64(&bias, &[cols], dtype).unwrap(), true);
+                    let y = if fused {
+                        let d = OutputDropout {
+                            rule,
+                            row_ids: Some(ids.clone()),
+                        };
+                        bias_activation_dropout(&mut t, &x, &b, act, Some(d)).unwrap()
+                    } else {
+                        let h = bias_activation(&mut t, &x, &b, act).unwrap();
+                        dropout(&mut t, &h, rule, Some(ids.clone())).unwrap()
+                    };
+                    let out = y.value().to_vec_f64();
+                    let seed = Tensor::from_f64(&seed, &[rows, cols], dtype).unwrap();
+                    let mut grads = t.backward_with(&y, seed).unwrap();
+                    let dx = grads.take(&x).unwrap().to_vec_f64();
+                    let db = grads.take(&b).unwrap().to_vec_f64();
+                    (out, dx, db)
+                };
+                let (fused, apart) = (run(true), run(false));
+                assert_eq!(fused.0, apart.0, "{dtype:?} {act:?}: outputs");
+                if matches!(act, Activation::Elu(_)) {
+                    // The derivative reads the activation back from the scaled output.
+                    let tolerance = if dtype == DType::BF16 { 2e-2 } else { 1e-5 };
+                    for (a, b) in fused
+                        .1
+                        .iter()
+                        .zip(&apart.1)
+                        .chain(fused.2.iter().zip(&apart.2))
+                    {
+                        assert!(
+                            (a - b).abs() <= tolerance * (1.0 + b.abs()),
+                            "{dtype:?}: {a} {b}"
+                        );
+                    }
+                } else {
+                    assert_eq!(
+                        (&fused.1, &fused.2),
+                        (&apart.1, &apart.2),
+                        "{dtype:?} {act:?}"
+                    );
+                }
+            }
+        }
+        // And against finite differences, in f64.
+        let x = Tensor::from_f64(&values, &[rows, cols], DType::F64).unwrap();
+        let b = Tensor::from_f64(&bias, &[cols], DType::F64).unwrap();
+        let f = move |t: &mut Tape, v: &[Var]| {
+            let d = OutputDropout {
+                rule,
+                row_ids: None,
+            };
+            bias_activation_dropout(t, &v[0], &v[1], Activation::Elu(1.0), Some(d))
+        };
+        let err = max_gradient_error(&f, &[x, b], &[true, true], 1e-6).unwrap();
+        assert!(err < 1e-6, "{err}");
     }
 
     #[test]

@@ -45,12 +45,36 @@ impl Dropout {
         (self.p * 65536.0).ceil() as u64
     }
 
+    /// Calls `f(column, dropped)` for the columns `0..cols` of row `id`, in order: one hash per
+    /// `LANES` columns, the same draws as [`Dropout::dropped`].
+    #[inline(always)]
+    pub(crate) fn for_each_draw(&self, id: u64, cols: usize, mut f: impl FnMut(usize, bool)) {
+        let draws = self.key.row(id);
+        let threshold = self.threshold();
+        let lanes = LANES as usize;
+        for group in 0..cols.div_ceil(lanes) {
+            let bits = draws.bits(group as u64);
+            for lane in 0..lanes.min(cols - group * lanes) {
+                f(
+                    group * lanes + lane,
+                    dropped_bits(bits >> (16 * lane), threshold),
+                );
+            }
+        }
+    }
+
+    /// The two factors an element is multiplied by, kept first: `[1 / (1 - p), 0]`, indexed
+    /// by whether it is dropped (a lookup, not a branch: draws are random, so a branch would
+    /// mispredict half the time at p = 0.5).
+    #[inline(always)]
+    pub(crate) fn factors<R: Real>(&self) -> [R; 2] {
+        [R::from_f64(1.0 / (1.0 - self.p)), R::ZERO]
+    }
+
     /// The factor element `(id, column)` is multiplied by: 0 or `1 / (1 - p)`.
     #[inline(always)]
     pub fn factor(&self, id: u64, column: u64) -> f64 {
-        // A table lookup, not a branch: draws are random, so a branch would mispredict half
-        // the time at p = 0.5.
-        [1.0 / (1.0 - self.p), 0.0][self.dropped(id, column) as usize]
+        self.factors::<f64>()[self.dropped(id, column) as usize]
     }
 
     fn apply(&self, x: &Tensor, row_ids: Option<&[i64]>) -> Result<Tensor> {
@@ -67,20 +91,14 @@ impl Dropout {
         let rule = *self;
         with_float!(x.dtype(), "dropout", T => {
             let xs = x.as_slice::<T>()?;
-            let factors = [<<T as Float>::Acc as Real>::from_f64(1.0 / (1.0 - rule.p)), <<T as Float>::Acc as Real>::ZERO];
-            let threshold = rule.threshold();
-            // SAFETY: every element of every row is written (`row` and `src` are as long).
+            let factors = rule.factors::<<T as Float>::Acc>();
+            // SAFETY: every column of every row is written.
             let out = unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
                 let id = row_ids.map_or(r as u64, |ids| ids[r] as u64);
-                let draws = rule.key.row(id);
                 let src = &xs[r * cols..(r + 1) * cols];
-                // One hash per LANES columns: the same draws as `dropped`, computed once.
-                for (g, (o, s)) in row.chunks_mut(LANES as usize).zip(src.chunks(LANES as usize)).enumerate() {
-                    let bits = draws.bits(g as u64);
-                    for (l, (o, &v)) in o.iter_mut().zip(s).enumerate() {
-                        o.write(T::from_acc(v.to_acc() * factors[dropped_bits(bits >> (16 * l), threshold) as usize]));
-                    }
-                }
+                rule.for_each_draw(id, cols, |c, dropped| {
+                    row[c].write(T::from_acc(src[c].to_acc() * factors[dropped as usize]));
+                });
             }) };
             Tensor::from_vec(out, x.shape())
         })

@@ -8,7 +8,10 @@ mod loss;
 mod norm;
 mod shape;
 
-pub use activation::{activate, bias_activation, elu, leaky_relu, relu, Activation};
+pub use activation::{
+    activate, bias_activation, bias_activation_dropout, elu, leaky_relu, relu, Activation,
+    OutputDropout,
+};
 pub use dropout::{dropout, Dropout};
 pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul};
 pub use loss::{log_softmax, nll_loss};
