@@ -480,6 +480,8 @@ impl Model {
         rows: Option<Arc<[i64]>>,
         upto: Option<usize>,
     ) -> Result<Var> {
+        // A layer applies the next layer's input dropout: a training run must not stop early.
+        debug_assert!(upto.is_none() || !mode.training);
         let mut h = x.clone();
         let count = upto.unwrap_or(self.layers.len());
         for (l, layer) in self.layers.iter().enumerate().take(count) {

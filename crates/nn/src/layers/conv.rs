@@ -244,19 +244,14 @@ impl ConvLayer {
     }
 
     /// The layer's activated output for input `x` and parameters `p` (already in the compute
-    /// dtype).
+    /// dtype), with `input.output_dropout` applied when there is one.
     pub fn forward(&self, tape: &mut Tape, x: &Var, p: &[Var], input: LayerInput) -> Result<Var> {
-        match self.kind {
+        // The sum before the bias, and the bias.
+        let (h, bias) = match self.kind {
             ConvKind::Gcn => {
                 let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
                 let h = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
-                Ok(ops::bias_activation_dropout(
-                    tape,
-                    &h,
-                    &p[1],
-                    input.activation,
-                    input.output_dropout.clone(),
-                )?)
+                (h, &p[1])
             }
             ConvKind::Sage => {
                 let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
@@ -268,13 +263,7 @@ impl ConvLayer {
                     let x_dst = self.kept(tape, x)?;
                     ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
                 };
-                Ok(ops::bias_activation_dropout(
-                    tape,
-                    &h,
-                    &p[1],
-                    input.activation,
-                    input.output_dropout.clone(),
-                )?)
+                (h, &p[1])
             }
             ConvKind::Gat { heads, concat } => {
                 let gat = self
@@ -291,15 +280,16 @@ impl ConvLayer {
                 } else {
                     mean_heads(tape, &out, heads)?
                 };
-                Ok(ops::bias_activation_dropout(
-                    tape,
-                    &out,
-                    &p[3],
-                    input.activation,
-                    input.output_dropout.clone(),
-                )?)
+                (out, &p[3])
             }
-        }
+        };
+        Ok(ops::bias_activation_dropout(
+            tape,
+            &h,
+            bias,
+            input.activation,
+            input.output_dropout,
+        )?)
     }
 
     /// Whether the layer multiplies its input by a weight before anything else, so that a

@@ -7,6 +7,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 use std::mem::MaybeUninit;
 use std::ops::Range;
 use std::sync::Arc;
+use std::time::Instant;
 
 use graphloom_tensor::rng::mix64;
 use rayon::prelude::*;
@@ -138,6 +139,10 @@ impl SlotTable {
         let mask = self.mask();
         let mut hole = self.home(id);
         while self.entries[hole].id != id {
+            if self.entries[hole].id == EMPTY {
+                debug_assert!(false, "removing row {id}, which the table does not hold");
+                return;
+            }
             hole = (hole + 1) & mask;
         }
         let mut next = (hole + 1) & mask;
@@ -284,6 +289,7 @@ impl Cache {
     /// stay while no new row needs their slot: a row that left the counts is still more
     /// likely to be asked for than an empty slot. Collective.
     fn fill(&mut self, table: &StoreTensor, ids: &[i64]) -> Result<()> {
+        debug_assert!(ids.len() <= self.capacity, "more rows than the cache holds");
         let rb = table.row_bytes();
         let mut kept = vec![false; self.capacity];
         let mut fetch = Vec::new();
@@ -304,10 +310,12 @@ impl Cache {
             .take(fetch.len())
             .collect();
         let base = SendPtr(self.rows.as_mut_ptr());
+        let start = Instant::now();
         // SAFETY: the table checks the ids; each free slot is a distinct whole row of `rows`.
         unsafe {
             table.gather_distributed_to(&fetch, |k| base.get().add(free[k] * rb))?;
         }
+        table.record_gather(fetch.len(), start);
         for (&id, &slot) in fetch.iter().zip(&free) {
             if self.slot_ids[slot] != EMPTY {
                 self.slots.remove(self.slot_ids[slot]);
@@ -350,11 +358,13 @@ impl Cache {
         }
         self.misses += misses.len() as u64;
         let fetch: Vec<i64> = misses.iter().map(|&p| ids[p]).collect();
+        let start = Instant::now();
         // SAFETY: the misses are distinct positions, each a whole row of `out`, which no task
         // writes any more.
         unsafe {
             table.gather_distributed_to(&fetch, |k| out_base.get().add(misses[k] * rb))?;
         }
+        table.record_gather(fetch.len(), start);
         self.gathers += 1;
         if let Admission::Frequency { refresh_every } = self.config.admission {
             // Every rank gathers the same number of times, so all refresh together.

@@ -86,14 +86,18 @@ impl StoreTensor {
                 unsafe { self.gather_distributed_to(ids, |i| base.get().add(i * rb))? }
             }
         }
+        self.record_gather(ids.len(), start);
+        Ok(())
+    }
+
+    /// Counts one gather of `rows` rows begun at `start` in [`StoreTensor::stats`] (also the
+    /// cache's fetches, which call [`StoreTensor::gather_distributed_to`] directly).
+    pub(crate) fn record_gather(&self, rows: usize, start: Instant) {
         self.counters.calls.fetch_add(1, Ordering::Relaxed);
-        self.counters
-            .rows
-            .fetch_add(ids.len() as u64, Ordering::Relaxed);
+        self.counters.rows.fetch_add(rows as u64, Ordering::Relaxed);
         self.counters
             .nanos
             .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        Ok(())
     }
 
     /// Distributed gather of ids already checked to be in range, row `i` written to `dst(i)`:

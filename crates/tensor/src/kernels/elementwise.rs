@@ -51,8 +51,8 @@ pub fn for_each_row_mut<T: Send>(dst: &mut [T], cols: usize, f: impl Fn(usize, &
         .for_each(|(i, row)| f(i, row));
 }
 
-/// A vector of `len` elements written row by row (rows of `cols`) by `f(row_index, row)`, in
-/// parallel, in a buffer from the reuse cache that is not zeroed first.
+/// A vector of `len` elements (a multiple of `cols`) written row by row (rows of `cols`) by
+/// `f(row_index, row)`, in parallel, in a buffer from the reuse cache that is not zeroed first.
 ///
 /// # Safety
 /// `f` must write every element of each row it is given.

@@ -46,9 +46,8 @@ fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
     }
 }
 
-/// `dst = lhs * rhs` (or `dst += lhs * rhs` with `accumulate`) for f32 or f64, `dst`
+/// `dst = lhs * rhs`, or `dst += lhs * rhs` when `accumulate`, for f32 or f64, `dst`
 /// row-major `[m, n]`.
-/// `dst = lhs * rhs`, or `dst += lhs * rhs` when `accumulate`.
 ///
 /// # Safety
 /// `dst` must point to `m * n` writable elements that do not alias the operands, initialised
@@ -111,9 +110,8 @@ fn product<T: Real + Element>(
     acc: Option<&[T]>,
     lhs: Operand<'_, T>,
     rhs: Operand<'_, T>,
-    m: usize,
-    n: usize,
 ) -> Vec<T> {
+    let (m, n) = (lhs.dims().0, rhs.dims().1);
     match acc {
         Some(acc) => {
             let mut out = crate::alloc::copy_of(acc);
@@ -197,8 +195,6 @@ pub fn matmul_add(
                 acc,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
-                m,
-                n,
             );
             Tensor::from_vec(out, &[m, n])
         }
@@ -209,8 +205,6 @@ pub fn matmul_add(
                 acc,
                 operand(l, (ar, ac), transpose_a),
                 operand(r, (br, bc), transpose_b),
-                m,
-                n,
             );
             Tensor::from_vec(out, &[m, n])
         }

@@ -257,7 +257,6 @@ pub fn bias_activation_dropout(
     activation: Activation,
     dropout: Option<OutputDropout>,
 ) -> Result<Var> {
-    let dropout = dropout.filter(|d| d.rule.p > 0.0);
     if let Some(d) = &dropout {
         if !(0.0..1.0).contains(&d.rule.p) {
             return Err(Error::Autodiff(format!(
@@ -266,6 +265,7 @@ pub fn bias_activation_dropout(
             )));
         }
     }
+    let dropout = dropout.filter(|d| d.rule.p > 0.0);
     tape.apply(
         BiasActivation {
             activation,
