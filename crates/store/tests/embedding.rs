@@ -456,6 +456,13 @@ fn the_cache_returns_the_same_rows_and_hits_hot_ones() {
             }
             let stats = cached.cache_stats().unwrap();
             assert_eq!(stats.capacity, 100);
+            // The misses (and a frequency cache's refreshes) are fetched by gathers of the
+            // table, which its counters see.
+            let fetched = cached.table().stats().rows;
+            assert!(
+                fetched >= stats.misses,
+                "{fetched} rows fetched for {stats:?}"
+            );
             if let Admission::Frequency { .. } = admission {
                 assert_eq!(stats.rows, 100, "the slots of rows that left stay filled");
             }
