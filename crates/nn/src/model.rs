@@ -608,17 +608,17 @@ impl Model {
                 cfg.dropout
             };
             let norm = cfg.batch_norm && !last;
-            // A layer's input dropout is applied by the layer before it, fused with its bias
-            // and activation, except for the first layer's (on the model's input) and after a
-            // batch normalisation (whose activation runs apart).
-            let fused_by_previous = l > 0 && !cfg.batch_norm;
-            let rule = dropout(2 * l as u64, p).filter(|_| !fused_by_previous);
+            // A hidden layer's input dropout is applied by the layer before it, fused with its
+            // bias and activation, unless batch normalisation runs the activation apart; the
+            // first layer drops out the model's input itself.
+            let dropout_by_previous_layer = !cfg.batch_norm;
+            let rule = dropout(2 * l as u64, p).filter(|_| l == 0 || !dropout_by_previous_layer);
             // The sparse input takes its dropout inside the product.
             let sparse = sparse.clone().map(|x| (x, rule));
             if let (Some(rule), None) = (rule, &sparse) {
                 h = ops::dropout(tape, &h, rule, row_ids.clone())?;
             }
-            let output_dropout = if last || norm {
+            let output_dropout = if last || !dropout_by_previous_layer {
                 None
             } else {
                 dropout(2 * (l as u64 + 1), cfg.dropout).map(|rule| OutputDropout {

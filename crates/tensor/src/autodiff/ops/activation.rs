@@ -126,7 +126,7 @@ pub struct OutputDropout {
 
 impl OutputDropout {
     fn row_id(&self, r: usize) -> u64 {
-        self.row_ids.as_ref().map_or(r as u64, |ids| ids[r] as u64)
+        super::dropout::row_key(self.row_ids.as_deref(), r)
     }
 }
 

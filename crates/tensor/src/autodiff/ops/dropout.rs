@@ -26,6 +26,12 @@ fn dropped_bits(bits: u64, threshold: u64) -> bool {
     (bits & 0xffff) < threshold
 }
 
+/// The id that keys row `r`'s draws: `row_ids[r]`, or `r` when there are no ids.
+#[inline(always)]
+pub(crate) fn row_key(row_ids: Option<&[i64]>, r: usize) -> u64 {
+    row_ids.map_or(r as u64, |ids| ids[r] as u64)
+}
+
 /// Each 64-bit hash gives the draws of this many consecutive columns, 16 bits each.
 const LANES: u64 = 4;
 
@@ -94,7 +100,7 @@ impl Dropout {
             let factors = rule.factors::<<T as Float>::Acc>();
             // SAFETY: every column of every row is written.
             let out = unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
-                let id = row_ids.map_or(r as u64, |ids| ids[r] as u64);
+                let id = row_key(row_ids, r);
                 let src = &xs[r * cols..(r + 1) * cols];
                 rule.for_each_draw(id, cols, |c, dropped| {
                     row[c].write(T::from_acc(src[c].to_acc() * factors[dropped as usize]));
