@@ -11,6 +11,7 @@ use graphloom_tensor::Tensor;
 use super::{GatherStats, StoreTensor};
 use crate::copy::{as_uninit, copy_rows, gather_rows, gathered, SendPtr};
 use crate::layout::Layout;
+use crate::routing::Buckets;
 use crate::{Result, StoreError};
 
 impl StoreTensor {
@@ -101,10 +102,9 @@ impl StoreTensor {
     }
 
     /// Distributed gather of ids already checked to be in range, row `i` written to `dst(i)`:
-    /// each owner gets the ids it holds, reads them and sends the rows back; then one pass
-    /// writes every row, from this rank's chunk or from the replies (one pass over the
-    /// destinations, rather than one for the own rows and another for each owner's).
-    /// Collective.
+    /// the ids are grouped by owner, each owner gets the ids it holds, reads them and sends
+    /// the rows back, and then one pass copies every row into place, from this rank's chunk or
+    /// from a reply. Collective.
     ///
     /// # Safety
     /// `dst(i)` must point to `row_bytes` writable bytes, distinct for distinct `i`, that no one
@@ -118,24 +118,17 @@ impl StoreTensor {
         let rb = self.row_bytes;
         let chunk = SendPtr(self.own_chunk().ptr());
         let mine = self.local_rows();
-        // One pass over the ids: each own row's source now, each other row's id and position
-        // in its owner's request (the rows come back in request order).
-        let ranks = self.comm.size();
-        let mut requests: Vec<Vec<i64>> = vec![Vec::new(); ranks];
-        let mut positions: Vec<Vec<usize>> = vec![Vec::new(); ranks];
-        let mut sources: Vec<SendPtr> = Vec::with_capacity(ids.len());
-        for (p, &id) in ids.iter().enumerate() {
-            let row = id as usize;
-            if mine.contains(&row) {
-                // SAFETY: the row is this rank's, so it lies inside the chunk.
-                sources.push(SendPtr(unsafe { chunk.get().add((row - mine.start) * rb) }));
-            } else {
-                let owner = self.partition.owner(row);
-                requests[owner].push(id);
-                positions[owner].push(p);
-                sources.push(SendPtr(std::ptr::null_mut()));
-            }
-        }
+        let buckets = Buckets::by_owner(&self.partition, ids);
+        // No request to this rank itself: its rows are copied straight from its chunk.
+        let requests: Vec<Vec<i64>> = (0..self.comm.size())
+            .map(|r| {
+                if r == me {
+                    Vec::new()
+                } else {
+                    buckets.of(r).iter().map(|&p| ids[p]).collect()
+                }
+            })
+            .collect();
         let comm_start = Instant::now();
         let incoming = self.comm.all_to_all_typed(&requests)?;
         let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
@@ -165,23 +158,36 @@ impl StoreTensor {
             .comm_nanos
             .fetch_add(comm_nanos, Ordering::Relaxed);
         for (owner, reply) in rows.iter().enumerate() {
-            let positions = &positions[owner];
-            if reply.len() != positions.len() * rb {
+            if owner != me && reply.len() != buckets.of(owner).len() * rb {
                 return Err(StoreError::Invalid(format!(
                     "rank {owner} sent {} bytes for {} rows",
                     reply.len(),
-                    positions.len()
+                    buckets.of(owner).len()
                 )));
             }
-            let base = reply.as_ptr() as *mut u8;
-            for (k, &p) in positions.iter().enumerate() {
-                // SAFETY: the reply holds one row per position, in order (checked above).
-                sources[p] = SendPtr(unsafe { base.add(k * rb) });
+        }
+        // Every row's source, so that one pass writes the destinations in order (a pass per
+        // owner would write them with gaps, which is slower).
+        let mut sources: Vec<SendPtr> = graphloom_tensor::alloc::with_capacity(ids.len());
+        let slots = &mut sources.spare_capacity_mut()[..ids.len()];
+        for (owner, reply) in rows.iter().enumerate() {
+            for (k, &p) in buckets.of(owner).iter().enumerate() {
+                // SAFETY: an own row lies inside the chunk; a reply holds one row per position
+                // of its owner's bucket, in order (checked above).
+                slots[p].write(SendPtr(unsafe {
+                    if owner == me {
+                        chunk.get().add((ids[p] as usize - mine.start) * rb)
+                    } else {
+                        reply.as_ptr().add(k * rb) as *mut u8
+                    }
+                }));
             }
         }
-        // SAFETY: every position got a source above (its own row, or its place in a reply),
-        // each pointing at one whole row; the destinations are the caller's.
+        // SAFETY: the buckets hold every position once, so every slot was written.
+        unsafe { sources.set_len(ids.len()) };
+        // SAFETY: each source points at one whole row; the destinations are the caller's.
         unsafe { copy_rows(ids.len(), rb, dst, |i| sources[i].get()) };
+        graphloom_tensor::alloc::recycle(sources);
         for reply in rows {
             graphloom_tensor::alloc::recycle(reply);
         }
