@@ -17,7 +17,7 @@ impl Buckets {
     /// keeps the original order within each owner.
     ///
     /// The working buffers come from the reuse cache of large buffers and go back to it: a
-    /// gather of a million ids would otherwise page-fault 12 MB of fresh memory, which cost
+    /// scatter of a million ids would otherwise page-fault 12 MB of fresh memory, which cost
     /// more than the sort.
     pub(crate) fn by_owner(partition: &RowPartition, ids: &[i64]) -> Buckets {
         let ranks = partition.ranks();
