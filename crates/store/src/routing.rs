@@ -72,7 +72,8 @@ mod tests {
     fn buckets_group_positions_by_owner_in_their_original_order() {
         let partition = RowPartition::from_counts(&[5, 0, 7, 3]);
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        // Large enough for the reuse cache of large buffers to hand out the working buffers.
+        // Large enough for the working buffers to go to the reuse cache of large buffers, and
+        // sorted twice, so the second sort takes them back from it.
         let ids: Vec<i64> = (0..1 << 20)
             .map(|_| {
                 state ^= state << 13;
@@ -81,7 +82,7 @@ mod tests {
                 (state % partition.rows() as u64) as i64
             })
             .collect();
-        for ids in [&ids[..], &ids[..1000], &[]] {
+        for ids in [&ids[..], &ids[..], &ids[..1000], &[]] {
             let buckets = Buckets::by_owner(&partition, ids);
             for rank in 0..partition.ranks() {
                 let naive: Vec<usize> = (0..ids.len())

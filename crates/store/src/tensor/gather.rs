@@ -111,8 +111,9 @@ impl StoreTensor {
     }
 
     /// Distributed gather of ids already checked to be in range, row `i` written to `dst(i)`,
-    /// in rounds of at most [`ROUND_BYTES`] of rows per rank (see [`StoreTensor::gather_round`]).
-    /// Collective: the ranks agree on the number of rounds, the most any of them needs.
+    /// in rounds of [`ROUND_BYTES`] of rows per rank (or one row, if larger; see
+    /// [`StoreTensor::gather_round`]). Collective: the ranks agree on the number of rounds, the
+    /// most any of them needs.
     ///
     /// # Safety
     /// `dst(i)` must point to `row_bytes` writable bytes, distinct for distinct `i`, that no one
@@ -127,7 +128,11 @@ impl StoreTensor {
             .unwrap_or(usize::MAX)
             .max(1);
         let needed = ids.len().div_ceil(per_round) as u64;
+        let comm_start = Instant::now();
         let rounds = self.comm.all_gather_one(needed)?.into_iter().max();
+        self.counters
+            .comm_nanos
+            .fetch_add(comm_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
         for round in 0..rounds.unwrap_or(0) as usize {
             let start = round.saturating_mul(per_round).min(ids.len());
             let end = start.saturating_add(per_round).min(ids.len());
@@ -168,7 +173,7 @@ impl StoreTensor {
         let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
         for (src, wanted) in incoming.iter().enumerate() {
             if let Some(&bad) = wanted.iter().find(|&&id| !mine.contains(&(id as usize))) {
-                return Err(StoreError::Invalid(format!(
+                return Err(self.broken(format!(
                     "rank {src} asked rank {me} for row {bad}, which it does not own: the \
                      ranks disagree about the partition"
                 )));
@@ -193,13 +198,18 @@ impl StoreTensor {
             .fetch_add(comm_nanos, Ordering::Relaxed);
         for (owner, reply) in rows.iter().enumerate() {
             if owner != me && reply.len() != buckets.of(owner).len() * rb {
-                return Err(StoreError::Invalid(format!(
+                return Err(self.broken(format!(
                     "rank {owner} sent {} bytes for {} rows",
                     reply.len(),
                     buckets.of(owner).len()
                 )));
             }
         }
+        debug_assert_eq!(
+            rows.len(),
+            self.partition.ranks(),
+            "a reply from every owner"
+        );
         // Every row's source, so that one pass writes the destinations in order (a pass per
         // owner would write them with gaps, which is slower).
         let mut sources: Vec<SendPtr> = graphloom_tensor::alloc::with_capacity(ids.len());
@@ -226,6 +236,14 @@ impl StoreTensor {
             graphloom_tensor::alloc::recycle(reply);
         }
         Ok(())
+    }
+
+    /// The error for ranks found to disagree in the middle of a gather. The other ranks may
+    /// already be in its next exchange, so the job is failed too: they stop at once with an
+    /// error naming this rank, instead of waiting for it until the timeout.
+    fn broken(&self, reason: String) -> StoreError {
+        self.comm.fail(&reason);
+        StoreError::Invalid(reason)
     }
 
     /// Gather counters since creation.
