@@ -325,8 +325,8 @@ fn local_ranks_writing_the_same_rows_give_the_last_rank_s_values() {
 
 /// A Distributed gather moves 16 MiB of rows per rank per round; with 64 KiB rows, 256 rows a
 /// round (were the rounds ever larger than 44 MiB, the counts below would need to grow). Ranks
-/// asking for different numbers of rows (one for none, one for
-/// several rounds' worth) still agree on the rounds and get every row right.
+/// asking for different numbers of rows (one for none, one for several rounds' worth) still
+/// agree on the rounds and get every row right.
 #[test]
 fn local_distributed_gathers_larger_than_a_round_are_exact() {
     const COLUMNS: usize = 16 * 1024;

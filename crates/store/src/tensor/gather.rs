@@ -128,12 +128,8 @@ impl StoreTensor {
             .unwrap_or(usize::MAX)
             .max(1);
         let needed = ids.len().div_ceil(per_round) as u64;
-        let comm_start = Instant::now();
-        let rounds = self.comm.all_gather_one(needed)?.into_iter().max();
-        self.counters
-            .comm_nanos
-            .fetch_add(comm_start.elapsed().as_nanos() as u64, Ordering::Relaxed);
-        for round in 0..rounds.unwrap_or(0) as usize {
+        let rounds = self.communicate(|| self.comm.all_gather_one(needed))?;
+        for round in 0..rounds.into_iter().max().unwrap_or(0) as usize {
             let start = round.saturating_mul(per_round).min(ids.len());
             let end = start.saturating_add(per_round).min(ids.len());
             // SAFETY: the rows of this round are distinct rows of the caller's destinations.
@@ -168,9 +164,7 @@ impl StoreTensor {
                 }
             })
             .collect();
-        let comm_start = Instant::now();
-        let incoming = self.comm.all_to_all_typed(&requests)?;
-        let mut comm_nanos = comm_start.elapsed().as_nanos() as u64;
+        let incoming = self.communicate(|| self.comm.all_to_all_typed(&requests))?;
         for (src, wanted) in incoming.iter().enumerate() {
             if let Some(&bad) = wanted.iter().find(|&&id| !mine.contains(&(id as usize))) {
                 return Err(self.broken(format!(
@@ -190,12 +184,7 @@ impl StoreTensor {
                 }
             })
             .collect();
-        let comm_start = Instant::now();
-        let rows = self.comm.all_to_all_v(replies)?;
-        comm_nanos += comm_start.elapsed().as_nanos() as u64;
-        self.counters
-            .comm_nanos
-            .fetch_add(comm_nanos, Ordering::Relaxed);
+        let rows = self.communicate(|| self.comm.all_to_all_v(replies))?;
         for (owner, reply) in rows.iter().enumerate() {
             if owner != me && reply.len() != buckets.of(owner).len() * rb {
                 return Err(self.broken(format!(
@@ -236,6 +225,17 @@ impl StoreTensor {
             graphloom_tensor::alloc::recycle(reply);
         }
         Ok(())
+    }
+
+    /// Runs one exchange of a Distributed gather, counting its time as communication in
+    /// [`StoreTensor::stats`].
+    fn communicate<T>(&self, exchange: impl FnOnce() -> graphloom_comm::Result<T>) -> Result<T> {
+        let start = Instant::now();
+        let result = exchange();
+        self.counters
+            .comm_nanos
+            .fetch_add(start.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        Ok(result?)
     }
 
     /// The error for ranks found to disagree in the middle of a gather. The other ranks may
