@@ -84,7 +84,7 @@ pub(crate) struct SarRun {
 /// The partition of `dataset` into `parts`, written on first use.
 fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
     let dir = PathBuf::from(format!("{}-parts{parts}", dataset.display()));
-    if dir.join("partition.json").exists() {
+    if graphloom_graph::parts::PartitionMeta::is_partitioned(&dir) {
         return Ok(dir);
     }
     let spinner = output::spinner(&format!("METIS: {} into {parts} parts", dataset.display()));

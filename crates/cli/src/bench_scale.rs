@@ -10,20 +10,23 @@
 use std::io::BufRead;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
-use graphloom_comm::{Communicator, Local};
+use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic::{self, EdgeModel, SplitSizes, SyntheticConfig};
+use graphloom_graph::sample::Fanouts;
 use graphloom_graph::sample::{Sampler, SamplerKind};
 use graphloom_graph::{MappedDataset, Meta};
-use graphloom_nn::minibatch::{epoch_batches, Inputs, MiniBatch, RowSource};
+use graphloom_nn::batches::epoch_batches;
+use graphloom_nn::minibatch::{Inputs, MiniBatch};
 use graphloom_nn::train::fit;
 use graphloom_nn::Architecture;
-use graphloom_plan::{FeaturesLocation, Plan, TrainSettings};
+use graphloom_plan::{FeaturesLocation, Plan, RunOutcome, TrainSettings};
+use graphloom_store::RowSource;
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, RssPeaks, Tensor};
 use serde_json::{json, Value};
 
@@ -108,6 +111,16 @@ impl Phase {
 const MARKER: &str = ".graphloom-bench-scale";
 
 const FANOUTS: [i64; 3] = [15, 10, 5];
+
+/// [`FANOUTS`] as the plan takes them.
+fn fanouts() -> Fanouts {
+    Fanouts::new(FANOUTS.to_vec()).expect("the bench's fanouts are valid")
+}
+
+/// `p` as a dropout rate.
+fn probability(p: f64) -> Probability {
+    Probability::new(p).expect("the bench's rates are probabilities")
+}
 const BATCH_SIZE: usize = 1024;
 
 pub(crate) fn run(args: ScaleArgs) -> Result<()> {
@@ -448,16 +461,16 @@ fn settings(args: &ScaleArgs, in_memory: bool) -> TrainSettings {
         hidden: Some(256),
         lr: Some(0.003),
         weight_decay: 0.0,
-        dropout: Some(0.5),
-        input_dropout: Some(0.0),
+        dropout: Some(probability(0.5)),
+        input_dropout: Some(Probability::ZERO),
         epochs: args.batches.div_ceil(args.eval_every.max(1)),
-        fanouts: Some(FANOUTS.to_vec()),
+        fanouts: Some(fanouts()),
         batch_size: Some(BATCH_SIZE),
         features_location: Some(FeaturesLocation::Mmap),
         feature_cache_gib: (!in_memory && args.feature_cache_gib > 0.0)
             .then_some(args.feature_cache_gib),
         batches_per_epoch: Some(args.eval_every.max(1)),
-        eval_fanouts: Some(FANOUTS.to_vec()),
+        eval_fanouts: Some(fanouts()),
         eval_nodes: Some(args.eval_nodes),
         ..Default::default()
     }
@@ -480,9 +493,6 @@ impl RowSource for FoldedRows {
         let ids: Vec<i64> = ids.iter().map(|&i| i % folded).collect();
         self.table.gather(&ids)
     }
-    fn comm(&self) -> &Arc<dyn Communicator> {
-        self.table.comm()
-    }
     fn collective(&self) -> bool {
         false
     }
@@ -496,7 +506,10 @@ fn train(
     in_memory: bool,
     extra: &mut serde_json::Map<String, Value>,
 ) -> Result<()> {
-    let plan = Plan::new(settings(args, in_memory))?;
+    let plan = match Plan::new(settings(args, in_memory)).map_err(crate::output::plan_error)? {
+        Plan::MiniBatch(plan) => plan,
+        _ => bail!("the scale bench plans a mini-batch run"),
+    };
     let times = std::sync::Mutex::new(Vec::<(usize, f64)>::new());
     let start = Instant::now();
     let record = |done: usize| {
@@ -522,53 +535,44 @@ fn train(
         ds.advise_random();
         let meta = &ds.meta;
         let folded_rows = (meta.num_nodes / 16).max(1);
-        let outcome = Local::run(1, |comm| -> Result<_> {
-            let file = StoreTensor::new(
-                comm.clone(),
-                StoreSpec::new(
-                    &[meta.num_nodes, meta.feat_dim],
-                    DType::BF16,
-                    Layout::Continuous,
-                    Location::Mmap {
-                        path: ds.features_path(),
-                        writable: false,
-                    },
-                ),
-            )?;
-            let mut table = StoreTensor::new(
-                comm,
-                StoreSpec::new(
-                    &[folded_rows, meta.feat_dim],
-                    DType::BF16,
-                    Layout::Continuous,
-                    Location::Host,
-                ),
-            )?;
-            let first: Vec<i64> = (0..folded_rows as i64).collect();
-            table.fill_from_whole(file.gather(&first)?.as_bytes())?;
-            drop(file);
-            let rows = FoldedRows {
-                table,
-                rows: meta.num_nodes,
-            };
-            let mb = plan.batches.clone().expect("a mini-batch plan");
-            let mut workload = MiniBatch::new(
-                ds.data(),
-                Inputs::Features(&rows),
-                plan.model.clone(),
-                plan.train.seed,
-                &mb,
-            )?;
-            workload.on_batch(|done, _| record(done));
-            let report = fit(&mut workload, &plan.train, on_epoch)?;
-            Ok((report, workload.stages()))
-        });
-        let (report, stages) = outcome.into_iter().next().expect("one worker")?;
-        (report, None, stages)
+        let comm = Local::single();
+        let file = ds.feature_table(comm.clone(), Layout::Continuous, FeaturesLocation::Mmap)?;
+        let mut table = StoreTensor::new(
+            comm.clone(),
+            StoreSpec::new(
+                &[folded_rows, meta.feat_dim],
+                file.spec().dtype,
+                Layout::Continuous,
+                Location::Host,
+            ),
+        )?;
+        let first: Vec<i64> = (0..folded_rows as i64).collect();
+        table.fill_from_whole(file.gather(&first)?.as_bytes())?;
+        drop(file);
+        let rows = FoldedRows {
+            table,
+            rows: meta.num_nodes,
+        };
+        let c = &plan.common;
+        let mut workload = MiniBatch::new(
+            ds.data(),
+            Inputs::Features(&rows),
+            comm,
+            c.model.clone(),
+            c.train.seed,
+            &plan.batches,
+        )?;
+        workload.on_batch(|done, _| record(done));
+        let report = fit(&mut workload, &c.train, on_epoch)?;
+        (report, None, workload.stages())
     } else {
-        let outcome = plan.run_with_progress(on_epoch, |done, _| record(done))?;
-        let stages = outcome.stages.unwrap_or_default();
-        (outcome.report, outcome.cache_hits_and_misses, stages)
+        let outcome = Plan::MiniBatch(plan)
+            .run_with_progress(on_epoch, |done, _| record(done))
+            .map_err(crate::output::plan_error)?;
+        match outcome {
+            RunOutcome::MiniBatch(o) => (o.report, o.cache_hits_and_misses, o.stages),
+            _ => bail!("the scale bench plans a mini-batch run"),
+        }
     };
     let seconds = start.elapsed().as_secs_f64();
     let reads = storage_read_bytes() - reads_before;

@@ -77,13 +77,12 @@ impl PhaseProgress {
     }
 }
 
-/// A clap parser for a [`graphloom_plan::Choice`]: `--help` lists the values, and a wrong one
-/// is an error that lists them.
-pub(crate) fn choice<T: graphloom_plan::Choice + Clone + Send + Sync>(
-) -> impl clap::builder::TypedValueParser<Value = T> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
-        .map(|name: String| T::from_name(&name).expect("one of the possible values"))
+/// A command-line parser of a choice (its values listed by `--help`), the plan's.
+pub(crate) use graphloom_plan::choice_parser as choice;
+
+/// A plan's error as the command line spells it: every setting as its option (`--batch-size`).
+pub(crate) fn plan_error(e: graphloom_plan::PlanError) -> anyhow::Error {
+    anyhow::anyhow!(e.render(&graphloom_plan::flag_of))
 }
 
 /// Prints `value` as one line of JSON on stdout: the output convention of `--json` in every

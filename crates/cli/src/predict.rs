@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 
 use graphloom_graph::npy;
-use graphloom_nn::train::Output;
+use graphloom_nn::inference::Output;
 use graphloom_plan::{infer, labels_of, InferSettings};
 
 /// What `predict` and `embed` both take.
@@ -100,7 +100,8 @@ fn read_ids(path: &Path) -> Result<Vec<i64>> {
 }
 
 pub(crate) fn predict(args: PredictArgs) -> Result<()> {
-    let logp = infer(&args.input.settings(Output::LogProbabilities)?)?;
+    let logp = infer(&args.input.settings(Output::LogProbabilities)?)
+        .map_err(crate::output::plan_error)?;
     let out = &args.input.out;
     if args.labels {
         let labels = labels_of(&logp);
@@ -114,7 +115,8 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
 }
 
 pub(crate) fn embed(args: EmbedArgs) -> Result<()> {
-    let h = infer(&args.input.settings(Output::Layer(args.layer))?)?;
+    let h = infer(&args.input.settings(Output::Layer(args.layer))?)
+        .map_err(crate::output::plan_error)?;
     let out = &args.input.out;
     npy::write(out, h.as_slice::<f32>()?, h.shape())
         .with_context(|| format!("writing {}", out.display()))?;

@@ -558,6 +558,12 @@ fn bad_options_are_clear_errors() {
             vec!["train", "--comm", "tcp"],
             "[possible values: local, mpi]",
         ),
+        // Checked values are checked as they are parsed.
+        (
+            vec!["train", "--dropout", "1.5"],
+            "must be in [0, 1), not 1.5",
+        ),
+        (vec!["train", "--fanouts", "5,0"], "0 is not a fanout"),
     ] {
         let out = graphloom(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -567,10 +573,6 @@ fn bad_options_are_clear_errors() {
     // Values that cannot train and options that do not apply: one line, exit code 1, before
     // any training.
     for (args, expect) in [
-        (
-            vec!["--dropout", "1.5"],
-            "--dropout must be in [0, 1), not 1.5",
-        ),
         (
             vec!["--lr", "-0.1"],
             "--lr must be a positive number, not -0.1",

@@ -43,7 +43,7 @@ impl Meta {
     pub fn read(dir: &Path) -> Result<Meta> {
         let meta_path = file(dir, "meta.json");
         if !meta_path.exists() {
-            let reason = if dir.join("partition.json").exists() {
+            let reason = if crate::parts::PartitionMeta::is_partitioned(dir) {
                 "is a partitioned dataset: give the folder it was partitioned from"
             } else if dir.is_dir() {
                 "is not a dataset directory (it has no meta.json): make one with graphloom prepare"

@@ -156,7 +156,7 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
         edge_weights: ds.edge_weight.is_some(),
     };
     write_dir_atomic(out, |root| {
-        let meta_path = root.join("partition.json");
+        let meta_path = PartitionMeta::path(root);
         let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
         std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))?;
         for p in 0..parts {
@@ -251,10 +251,23 @@ fn gather_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
     Ok(out)
 }
 
+/// The file that marks a partitioned directory and describes its parts.
+const PARTITION_FILE: &str = "partition.json";
+
 impl PartitionMeta {
+    /// The path of `root`'s partition description.
+    pub fn path(root: &Path) -> std::path::PathBuf {
+        root.join(PARTITION_FILE)
+    }
+
+    /// Whether `root` is a partitioned directory (from `graphloom partition`).
+    pub fn is_partitioned(root: &Path) -> bool {
+        PartitionMeta::path(root).exists()
+    }
+
     /// Reads `partition.json` of the partitioned directory `root`.
     pub fn load(root: &Path) -> Result<PartitionMeta> {
-        let meta_path = root.join("partition.json");
+        let meta_path = PartitionMeta::path(root);
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))
     }
@@ -263,7 +276,7 @@ impl PartitionMeta {
 impl Part {
     /// Loads part `index` of the partitioned directory `root`, and nothing of the other parts.
     pub fn load(root: &Path, index: usize) -> Result<Part> {
-        let meta_path = root.join("partition.json");
+        let meta_path = PartitionMeta::path(root);
         let meta = PartitionMeta::load(root)?;
         if index >= meta.parts {
             return Err(Error::invalid(

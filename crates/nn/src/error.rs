@@ -44,21 +44,6 @@ pub enum Error {
     /// The dataset has no training nodes.
     #[error("the dataset has no training nodes")]
     NoTrainingNodes,
-    /// A SAR worker was given a part of a partition into another number of parts.
-    #[error(
-        "rank {rank} of a job of {workers} workers got part {part} of a partition into {parts} \
-         parts: partition again or change the worker count"
-    )]
-    WorkerCount {
-        /// The worker.
-        rank: usize,
-        /// Workers in the job.
-        workers: usize,
-        /// The part it loaded.
-        part: usize,
-        /// Parts of the partition.
-        parts: usize,
-    },
     /// `--resume` found no snapshot.
     #[error("no snapshot to resume from in {}", dir.display())]
     NoSnapshot {

@@ -1,6 +1,8 @@
-//! Exact full-neighbour inference layer by layer, in chunks of nodes under a memory budget:
-//! for graphs whose every node's input rows (or one layer's output for every node) do not fit
-//! in memory at once.
+//! Inference with dropout off, which evaluation during training and `predict`/`embed` after
+//! it share: [`infer`], one forward pass over a graph value (over the whole graph, exact
+//! full-neighbour inference), and [`infer_layerwise`], exact full-neighbour inference layer by
+//! layer, in chunks of nodes under a memory budget, for graphs whose every node's input rows
+//! (or one layer's output for every node) do not fit in memory at once.
 //!
 //! Layer `l` runs over all nodes one chunk of destinations at a time: the chunk's in-edges
 //! form a block (the chunk first, then its other in-neighbours), whose input rows are
@@ -15,13 +17,55 @@ use std::sync::Arc;
 
 use graphloom_graph::sample::{Sampler, SamplerKind};
 use graphloom_graph::{GraphData, NodeId};
+use graphloom_store::RowSource;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::GcnNorm;
-use crate::minibatch::RowSource;
-use crate::model::{Architecture, LayerGraph, Model};
-use crate::train::Output;
+use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model};
 use crate::{Error, Result};
+
+/// What inference computes for every node.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Output {
+    /// Log-probabilities of the classes.
+    LogProbabilities,
+    /// The output of the first `k` layers (node embeddings; for the last layer, the class
+    /// scores before the softmax).
+    Layer(usize),
+}
+
+impl Output {
+    /// How many layers the output runs through, for a model of `layers`.
+    fn layers(self, layers: usize) -> Result<usize> {
+        match self {
+            Output::LogProbabilities => Ok(layers),
+            Output::Layer(k) if (1..=layers).contains(&k) => Ok(k),
+            Output::Layer(k) => Err(Error::InvalidSetting {
+                setting: "layer",
+                reason: format!("{k} of a model of {layers} layers: give 1..={layers}"),
+            }),
+        }
+    }
+}
+
+/// Inference over the rows of `x` and `graph` with parameters `values` and dropout off, in one
+/// forward pass: `output` for every output row.
+pub fn infer(
+    model: &Model,
+    x: &Var,
+    graph: GraphInput<'_>,
+    values: &[Tensor],
+    output: Output,
+) -> Result<Tensor> {
+    let mut tape = Tape::no_grad();
+    let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
+    let layers = output.layers(model.num_layers())?;
+    let mut out = model.forward_layers(&mut tape, x, &vars, graph, Mode::inference(), 0..layers)?;
+    if output == Output::LogProbabilities {
+        out = Model::log_probabilities(&mut tape, &out)?;
+    }
+    Ok(out.value().clone())
+}
 
 /// The memory and scratch space of layer-wise inference.
 #[derive(Clone, Debug)]
@@ -207,16 +251,7 @@ pub fn infer_layerwise(
     cfg: &LayerwiseConfig,
 ) -> Result<LayerRows> {
     let n = data.num_nodes();
-    let layers = match output {
-        Output::LogProbabilities => model.num_layers(),
-        Output::Layer(k) if (1..=model.num_layers()).contains(&k) => k,
-        Output::Layer(k) => {
-            return Err(Error::InvalidSetting {
-                setting: "layer",
-                reason: format!("{k} of a model of {} layers", model.num_layers()),
-            })
-        }
-    };
+    let layers = output.layers(model.num_layers())?;
     let cfg_model = &model.cfg;
     let gat = cfg_model.arch == Architecture::Gat;
     let norm = (cfg_model.arch == Architecture::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
@@ -232,7 +267,7 @@ pub fn infer_layerwise(
             None => cfg_model.in_dim,
         };
         let last = l + 1 == model.num_layers();
-        let out_width = layer_width(model, l);
+        let out_width = model.layer_width(l);
         let out_dtype =
             if last && output == Output::LogProbabilities && cfg_model.dtype == DType::BF16 {
                 DType::F32
@@ -263,7 +298,14 @@ pub fn infer_layerwise(
                 graph.gcn_norm = Some(Arc::new(norm.select(&rows)));
             }
             let mut tape = Tape::no_grad();
-            let mut h = model.forward_layer(&mut tape, &Var::constant(x), &vars, l, &graph)?;
+            let mut h = model.forward_layers(
+                &mut tape,
+                &Var::constant(x),
+                &vars,
+                GraphInput::Blocks(std::slice::from_ref(&graph)),
+                Mode::inference(),
+                l..l + 1,
+            )?;
             if last && output == Output::LogProbabilities {
                 h = Model::log_probabilities(&mut tape, &h)?;
             }
@@ -274,18 +316,6 @@ pub fn infer_layerwise(
         previous = Some(out);
     }
     Ok(previous.expect("at least one layer"))
-}
-
-/// The width of layer `l`'s output (heads concatenated for a hidden GAT layer).
-fn layer_width(model: &Model, l: usize) -> usize {
-    let c = &model.cfg;
-    if l + 1 == c.layers {
-        c.out_dim
-    } else if c.arch == Architecture::Gat {
-        c.hidden * c.heads.max(1)
-    } else {
-        c.hidden
-    }
 }
 
 /// GCN's normalisation of every node of the whole graph (unweighted in-degrees).

@@ -7,7 +7,11 @@
 //!   by edge count).
 //! - [`kernels`]: aggregation (sum, mean, GCN-normalised, edge-weighted) and the fused GAT attention,
 //!   each a differentiable op with its backward beside its forward.
-//! - [`Model`]: GCN, GraphSAGE or GAT, from a [`ModelConfig`].
+//! - [`Model`]: GCN, GraphSAGE or GAT, from a [`ModelConfig`]: parameters and layer kinds,
+//!   run over a [`GraphInput`] given with each forward pass (the whole graph or a worker's
+//!   part as a [`NodeGraph`], or sampled blocks as [`LayerGraph`]s).
+//! - [`batches`]: the one batch stream (a producer ahead of the consumer into a bounded queue)
+//!   that every batched workload and loader uses.
 //! - [`Optimizer`]: SGD, Adam, AdamW.
 //! - [`train::fit`]: the one training loop (optimizer, evaluation, model selection, snapshots)
 //!   over a [`train::Workload`]: [`train::FullBatch`], [`minibatch::MiniBatch`], or SAR's
@@ -27,6 +31,7 @@
 //! ```
 #![deny(missing_docs)]
 
+pub mod batches;
 mod error;
 mod graph;
 pub mod inference;
@@ -36,7 +41,6 @@ pub mod minibatch;
 mod model;
 pub mod model_file;
 mod optim;
-mod snapshot;
 mod tensor_file;
 #[cfg(test)]
 mod testutil;
@@ -44,5 +48,8 @@ pub mod train;
 
 pub use error::{Error, Result};
 pub use graph::{balanced_chunks, split_rows, GraphView};
-pub use model::{Architecture, LayerGraph, Mode, Model, ModelConfig, Param, BATCH_NORM_EPS};
+pub use model::{
+    ArchDefaults, Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param,
+    BATCH_NORM_EPS, MAX_PARAMETERS,
+};
 pub use optim::{Optimizer, OptimizerKind};

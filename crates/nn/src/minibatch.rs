@@ -1,40 +1,43 @@
-//! Mini-batch training with neighbour sampling, as a pipeline: a producer thread samples each
-//! batch's blocks, gathers its input features from the store and prepares the block graphs,
-//! into a bounded queue; this thread runs forward, backward and the optimizer step on one batch
-//! while the producer prepares the next ones. Evaluation is exact full-neighbour inference
-//! over the whole graph, or sampled inference on fixed subsets of the splits for graphs too
-//! large for that. [`MiniBatch`] is the workload; [`crate::train::fit`] runs the loop.
+//! Mini-batch training with neighbour sampling: the [`MiniBatch`] workload of
+//! [`crate::train::fit`]. Its batches come from the [`crate::batches`] stream: a producer
+//! samples each batch's blocks, gathers its input rows from the store and prepares the block
+//! graphs ahead of the compute, which runs forward, backward and the optimizer step on one
+//! batch while the next ones are made. Evaluation is exact full-neighbour inference over the
+//! whole graph (in one pass, or layer by layer within a memory budget), or sampled inference
+//! on fixed subsets of the splits for graphs too large for that.
 //!
 //! The graph is read through [`GraphData`]: a loaded [`graphloom_graph::Dataset`] or a
 //! [`graphloom_graph::MappedDataset`] whose arrays stay in their files. Training builds no
-//! whole-graph structure; only exact evaluation does, once, on first use.
+//! whole-graph structure; only exact evaluation in one pass does, once, on first use.
 
 use std::path::Path;
-use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 use std::time::Instant;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
-use graphloom_graph::sample::{Sampler, SamplerKind};
+use graphloom_graph::sample::{Fanouts, Sampler};
 use graphloom_graph::{GraphData, NodeId};
-use graphloom_store::{Embedding, HotRows, StoreTensor};
+use graphloom_store::{Embedding, RowSource};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
-use crate::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
-use crate::model::{Architecture, LayerGraph, Model, ModelConfig};
+use crate::batches::{
+    epoch_batches, producer_pool, rank_slice, sample_batch, BatchStream, SampledBatch,
+    StreamSettings,
+};
+use crate::inference::{infer, infer_layerwise, InferenceInput, LayerwiseConfig, Output};
+use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
 use crate::train::{
-    correct_predictions, fit, infer, EpochRecord, Output, SplitCounts, Steps, TrainConfig,
-    TrainReport, Workload,
+    correct_predictions, fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
 use crate::{Error, Result};
 
 /// How batches are made and evaluated.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct MiniBatchConfig {
     /// Fanouts from the seeds outwards (`-1`: all neighbours), one per layer.
-    pub fanouts: Vec<i64>,
+    pub fanouts: Fanouts,
     /// Seeds per batch.
     pub batch_size: usize,
     /// Batches prepared ahead of the compute.
@@ -58,6 +61,23 @@ pub struct MiniBatchConfig {
     pub layerwise: Option<LayerwiseConfig>,
 }
 
+impl MiniBatchConfig {
+    /// Batches of `batch_size` seeds sampled with `fanouts`, 4 made ahead, each training node
+    /// once per epoch, evaluated exactly in one pass over the whole graph, sampled and
+    /// gathered on the global thread pool.
+    pub fn new(fanouts: Fanouts, batch_size: usize) -> MiniBatchConfig {
+        MiniBatchConfig {
+            fanouts,
+            batch_size,
+            queue_depth: 4,
+            batches_per_epoch: None,
+            sampled_eval: None,
+            producer_threads: None,
+            layerwise: None,
+        }
+    }
+}
+
 /// Evaluation by sampled inference: each split is evaluated on at most `nodes` of its nodes,
 /// a fixed subset drawn once from the run's seed, each through neighbours sampled with
 /// `fanouts` from draws that do not change between evaluations. Evaluations of one run are
@@ -65,7 +85,7 @@ pub struct MiniBatchConfig {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SampledEval {
     /// Fanouts from the evaluated nodes outwards (`-1`: all neighbours), one per layer.
-    pub fanouts: Vec<i64>,
+    pub fanouts: Fanouts,
     /// Nodes evaluated per split, at most.
     pub nodes: usize,
 }
@@ -89,48 +109,15 @@ pub struct StageSeconds {
     pub compute: f64,
 }
 
-/// One prepared batch.
+/// One prepared batch: the sampled batch with its block graphs and its seeds' labels.
 struct Batch {
-    /// The input rows, gathered ahead from a feature table (`None` for an embedding table,
-    /// whose rows change every step and are gathered by the compute thread).
-    x: Option<Tensor>,
+    sampled: SampledBatch,
     graphs: Vec<LayerGraph>,
-    rows: Arc<[usize]>,
     labels: Arc<[i64]>,
-    sample_seconds: f64,
-    gather_seconds: f64,
 }
 
-/// The seeds of each step of an epoch for worker `rank` of `ranks`: the training nodes are put
-/// in an order drawn from (seed, epoch), cut into global batches of `batch_size`, and each
-/// global batch into `ranks` contiguous slices. Every worker gets one slice per step (possibly
-/// empty), so all run the same number of steps, and the slices of a step together are that
-/// step's batch on one worker.
-pub fn epoch_batches(
-    train: &[usize],
-    seed: u64,
-    epoch: u64,
-    batch_size: usize,
-    rank: usize,
-    ranks: usize,
-) -> Vec<Vec<NodeId>> {
-    let key = RngKey::new(seed, epoch, 0x5348_5546);
-    let mut order: Vec<(u64, NodeId)> = train
-        .iter()
-        .map(|&v| (key.bits(v as u64, 0), v as NodeId))
-        .collect();
-    order.sort_unstable();
-    let order: Vec<NodeId> = order.into_iter().map(|(_, v)| v).collect();
-    order
-        .chunks(batch_size.max(1))
-        .map(|global| {
-            let n = global.len();
-            global[n * rank / ranks..n * (rank + 1) / ranks].to_vec()
-        })
-        .collect()
-}
-
-/// Samples with `fanouts` and gathers one batch (`None` for an empty slice of a global batch).
+/// Samples and gathers one batch and builds its block graphs (`None` for an empty slice of a
+/// global batch).
 #[allow(clippy::too_many_arguments)]
 fn prepare(
     data: GraphData<'_>,
@@ -142,87 +129,33 @@ fn prepare(
     seed: u64,
     epoch: u64,
 ) -> Result<Option<Batch>> {
-    if seeds.is_empty() {
-        // A Distributed gather is collective: take part with no ids.
-        if let Some(f) = features.filter(|f| f.collective()) {
-            f.gather(&[])?;
-        }
+    let Some(sampled) = sample_batch(
+        data, features, cfg.dtype, sampler, seeds, fanouts, seed, epoch,
+    )?
+    else {
         return Ok(None);
-    }
-    let start = Instant::now();
-    let blocks = sampler.sample(
-        &data.source(),
-        seeds,
-        fanouts,
-        SamplerKind::Uniform,
-        seed,
-        epoch,
-    )?;
-    let sampled = Instant::now();
-    let ids: Vec<i64> = blocks[0].src_nodes.iter().map(|&v| i64::from(v)).collect();
-    let x = match features {
-        Some(f) => Some(f.gather(&ids)?.cast(cfg.dtype)?),
-        None => None,
     };
+    let start = Instant::now();
     let gat = cfg.arch == Architecture::Gat;
-    let graphs = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
+    let graphs = sampled
+        .blocks
+        .iter()
+        .map(|b| LayerGraph::new(b, gat))
+        .collect();
+    let labels = seeds.iter().map(|&v| data.labels[v as usize]).collect();
+    let mut sampled = sampled;
+    sampled.gather_seconds += start.elapsed().as_secs_f64();
     Ok(Some(Batch {
-        x,
+        sampled,
         graphs,
-        rows: (0..seeds.len()).collect(),
-        labels: seeds.iter().map(|&v| data.labels[v as usize]).collect(),
-        sample_seconds: (sampled - start).as_secs_f64(),
-        gather_seconds: sampled.elapsed().as_secs_f64(),
+        labels,
     }))
-}
-
-/// A table of node features that batches gather rows from: a store table, or a store table
-/// read through a cache of its hot rows ([`HotRows`]).
-pub trait RowSource: Sync {
-    /// Rows (nodes).
-    fn rows(&self) -> usize;
-    /// Rows `ids` as a `[ids.len(), columns]` tensor; collective when [`RowSource::collective`].
-    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor>;
-    /// The communicator of the table's workers.
-    fn comm(&self) -> &Arc<dyn Communicator>;
-    /// Whether every worker takes part in every gather (the store's Distributed layout).
-    fn collective(&self) -> bool;
-}
-
-impl RowSource for StoreTensor {
-    fn rows(&self) -> usize {
-        StoreTensor::rows(self)
-    }
-    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor> {
-        StoreTensor::gather(self, ids)
-    }
-    fn comm(&self) -> &Arc<dyn Communicator> {
-        StoreTensor::comm(self)
-    }
-    fn collective(&self) -> bool {
-        self.spec().layout == graphloom_store::Layout::Distributed
-    }
-}
-
-impl RowSource for HotRows {
-    fn rows(&self) -> usize {
-        self.table().rows()
-    }
-    fn gather(&self, ids: &[i64]) -> graphloom_store::Result<Tensor> {
-        HotRows::gather(self, ids)
-    }
-    fn comm(&self) -> &Arc<dyn Communicator> {
-        self.table().comm()
-    }
-    fn collective(&self) -> bool {
-        false
-    }
 }
 
 /// Where the first layer's input rows come from.
 pub enum Inputs<'a> {
     /// Node features (a store table in any layout and location, e.g. a memory-mapped file,
-    /// possibly behind a row cache), gathered ahead by the producer thread.
+    /// possibly behind a row cache), gathered ahead by the producer.
     Features(&'a dyn RowSource),
     /// A trainable node-embedding table, for graphs without features: its rows are gathered by
     /// the compute thread at every step, and their gradients go to its sparse optimizer (the
@@ -235,7 +168,7 @@ pub enum Inputs<'a> {
     },
 }
 
-impl Inputs<'_> {
+impl<'a> Inputs<'a> {
     fn rows(&self) -> usize {
         match self {
             Inputs::Features(f) => f.rows(),
@@ -243,54 +176,76 @@ impl Inputs<'_> {
         }
     }
 
-    fn comm(&self) -> Arc<dyn Communicator> {
+    /// The feature table the producer gathers from (none for an embedding table).
+    fn features(&self) -> Option<&'a dyn RowSource> {
         match self {
-            Inputs::Features(f) => f.comm().clone(),
-            Inputs::Embedding { table, .. } => table.table().comm().clone(),
+            Inputs::Features(f) => Some(*f),
+            Inputs::Embedding { .. } => None,
         }
+    }
+
+    /// A batch's input rows `ids`: those the producer gathered, or the embedding table's
+    /// (gathered now, since they change every step), in `dtype`.
+    fn batch_rows(
+        &mut self,
+        gathered: Option<Tensor>,
+        ids: &[i64],
+        dtype: DType,
+    ) -> Result<Tensor> {
+        match (gathered, self) {
+            (Some(x), _) => Ok(x),
+            (None, Inputs::Embedding { table, .. }) => Ok(table.gather(ids)?.cast(dtype)?),
+            (None, Inputs::Features(f)) => Ok(f.gather(ids)?.cast(dtype)?),
+        }
+    }
+
+    /// Every node's input row, in `dtype`. Collective for an embedding table.
+    fn all_rows(&mut self, dtype: DType) -> Result<Tensor> {
+        let all: Vec<i64> = (0..self.rows() as i64).collect();
+        self.batch_rows(None, &all, dtype)
     }
 }
 
-/// Sampled mini-batch training as a [`Workload`]: a producer thread samples each batch's
-/// blocks and gathers its input rows into a bounded queue while this thread runs the steps;
-/// evaluation is exact full-neighbour inference over the whole graph, or sampled inference
-/// (see [`MiniBatchConfig::sampled_eval`]).
+/// Sampled mini-batch training as a [`Workload`]: the [`crate::batches`] stream samples each
+/// batch's blocks and gathers its input rows while this thread runs the steps; evaluation is
+/// exact full-neighbour inference over the whole graph, or sampled inference (see
+/// [`MiniBatchConfig::sampled_eval`]).
 ///
-/// Data parallel over the ranks of the inputs' communicator: each worker trains on its slice
-/// of every global batch (see [`epoch_batches`]), the loss is normalised by the global batch
-/// size, and the gradients are summed over the workers before every worker applies the same
-/// step, so the workers hold the same parameters throughout. Collective.
+/// Data parallel over the ranks of `comm`: each worker trains on its slice of every global
+/// batch (see [`epoch_batches`]), the loss is normalised by the global batch size, and the
+/// gradients are summed over the workers before every worker applies the same step, so the
+/// workers hold the same parameters throughout. Collective.
 pub struct MiniBatch<'a> {
     data: GraphData<'a>,
     inputs: Inputs<'a>,
-    /// The model, built for sampled blocks: it holds no whole-graph structure.
     model: Model,
     mb: MiniBatchConfig,
     seed: u64,
-    /// Exact evaluation's model over the whole graph and, from a feature table, every node's
-    /// input rows: built on first use.
-    exact: Option<(Model, Option<Var>)>,
+    /// Exact evaluation's whole graph and, from a feature table, every node's input rows:
+    /// built on first use.
+    exact: Option<(NodeGraph, Option<Var>)>,
     /// Sampled evaluation's nodes per split.
     eval_nodes: [Vec<NodeId>; 3],
     comm: Arc<dyn Communicator>,
-    /// The producer thread gathers features over the inputs' communicator while the compute
-    /// thread sums gradients: each needs its own communicator.
+    /// The producer gathers features over the job's communicator while the compute thread
+    /// sums gradients: each needs its own communicator.
     grad_comm: Arc<dyn Communicator>,
     stages: StageSeconds,
     on_batch: Option<Box<dyn FnMut(usize, usize) + Send + 'a>>,
     /// The sampler, whose relabel table (a slot per node) is made once and lent to each
-    /// epoch's producer thread.
+    /// stream.
     sampler: Option<Sampler>,
     /// The producer's pool, when [`MiniBatchConfig::producer_threads`] asks for one.
-    producer_pool: Option<rayon::ThreadPool>,
+    producer_pool: Option<Arc<rayon::ThreadPool>>,
 }
 
 impl<'a> MiniBatch<'a> {
-    /// The workload of model `cfg` (parameters drawn from `seed`) on `ds`, batched as `mb`
-    /// says, with input rows from `inputs`. Collective.
+    /// The workload of model `cfg` (parameters drawn from `seed`) on `data`, batched as `mb`
+    /// says, with input rows from `inputs`, over the workers of `comm`. Collective.
     pub fn new(
         data: GraphData<'a>,
         inputs: Inputs<'a>,
+        comm: Arc<dyn Communicator>,
         cfg: ModelConfig,
         seed: u64,
         mb: &MiniBatchConfig,
@@ -331,26 +286,13 @@ impl<'a> MiniBatch<'a> {
                 ),
             });
         }
-        let model = Model::for_blocks(cfg.clone(), seed)?;
+        let model = Model::new(cfg, seed)?;
         let eval_nodes = match &mb.sampled_eval {
             Some(eval) => [data.train_idx, data.valid_idx, data.test_idx]
                 .map(|ids| evaluated_subset(ids, eval.nodes, seed)),
             None => Default::default(),
         };
-        let producer_pool = match mb.producer_threads {
-            Some(threads) => Some(
-                rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads.max(1))
-                    .thread_name(|i| format!("graphloom-producer-{i}"))
-                    .build()
-                    .map_err(|e| Error::InvalidSetting {
-                        setting: "producer threads",
-                        reason: e.to_string(),
-                    })?,
-            ),
-            None => None,
-        };
-        let comm = inputs.comm();
+        let producer_pool = mb.producer_threads.map(producer_pool).transpose()?;
         let grad_comm = comm.split(0, comm.rank())?;
         Ok(MiniBatch {
             data,
@@ -403,6 +345,19 @@ impl<'a> MiniBatch<'a> {
         self.stages
     }
 
+    /// The stream settings of `batches` batches, lending the workload's sampler.
+    fn stream_settings(&mut self, batches: usize) -> StreamSettings {
+        StreamSettings {
+            batches,
+            depth: self.mb.queue_depth,
+            sampler: self
+                .sampler
+                .take()
+                .unwrap_or_else(|| Sampler::new(self.data.num_nodes())),
+            pool: self.producer_pool.clone(),
+        }
+    }
+
     /// Runs the step of one prepared batch (`None`: this worker's slice of the global batch is
     /// empty) whose global batch has `global` seeds; returns this worker's share of the loss.
     fn step(&mut self, batch: Option<Batch>, global: usize, steps: &mut Steps<'_>) -> Result<f64> {
@@ -417,25 +372,31 @@ impl<'a> MiniBatch<'a> {
             }
             return Ok(0.0);
         };
-        self.stages.sample += batch.sample_seconds;
-        self.stages.gather += batch.gather_seconds;
+        self.stages.sample += batch.sampled.sample_seconds;
+        self.stages.gather += batch.sampled.gather_seconds;
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
-        let ids = batch.graphs[0].src_ids.clone();
-        let (x, table) = match (&mut self.inputs, batch.x) {
-            (_, Some(x)) => (Var::constant(x), None),
-            (Inputs::Embedding { table, lr }, None) => {
-                let rows = table.gather(&ids)?.cast(self.model.cfg.dtype)?;
-                (tape.leaf(rows, true), Some((table, *lr)))
-            }
-            (Inputs::Features(_), None) => unreachable!("features are gathered ahead"),
+        let ids = &batch.sampled.input_ids;
+        let rows = self
+            .inputs
+            .batch_rows(batch.sampled.x, ids, self.model.cfg.dtype)?;
+        let (x, table) = match &mut self.inputs {
+            Inputs::Embedding { table, lr } => (tape.leaf(rows, true), Some((table, *lr))),
+            Inputs::Features(_) => (Var::constant(rows), None),
         };
-        let logp = self
-            .model
-            .forward_blocks(&mut tape, &x, &vars, &batch.graphs, mode)?;
+        let scores = self.model.forward(
+            &mut tape,
+            &x,
+            &vars,
+            GraphInput::Blocks(&batch.graphs),
+            mode,
+        )?;
+        let logp = Model::log_probabilities(&mut tape, &scores)?;
+        drop(scores);
         // Normalised by the global batch: the workers' gradients sum to the gradient of the
         // global batch's mean loss.
-        let loss = ops::nll_loss(&mut tape, &logp, batch.rows, batch.labels, global as f64)?;
+        let seeds: Arc<[usize]> = (0..batch.labels.len()).collect();
+        let loss = ops::nll_loss(&mut tape, &logp, seeds, batch.labels, global as f64)?;
         drop(logp);
         let wants_input = table.is_some().then_some(&x);
         let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
@@ -443,7 +404,7 @@ impl<'a> MiniBatch<'a> {
             let grad = input_grad
                 .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
                 .cast(DType::F32)?;
-            table.apply_gradients(&ids, &grad, lr)?;
+            table.apply_gradients(ids, &grad, lr)?;
         }
         Ok(loss)
     }
@@ -458,7 +419,7 @@ impl Workload for MiniBatch<'_> {
             }
         };
         let mut text = format!(
-            "mini-batches of {} seeds, fanouts {:?}, over {} nodes, {} edges, {} training \
+            "mini-batches of {} seeds, fanouts {}, over {} nodes, {} edges, {} training \
              nodes, from {input}",
             self.mb.batch_size,
             self.mb.fanouts,
@@ -471,7 +432,7 @@ impl Workload for MiniBatch<'_> {
         }
         if let Some(eval) = &self.mb.sampled_eval {
             text += &format!(
-                ", evaluated on {} nodes per split with fanouts {:?}",
+                ", evaluated on {} nodes per split with fanouts {}",
                 eval.nodes, eval.fanouts
             );
         }
@@ -502,10 +463,7 @@ impl Workload for MiniBatch<'_> {
 
     fn input_embedding(&mut self) -> Result<Option<Tensor>> {
         match &mut self.inputs {
-            Inputs::Embedding { table, .. } => {
-                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
-                Ok(Some(table.gather(&all)?))
-            }
+            Inputs::Embedding { .. } => Ok(Some(self.inputs.all_rows(DType::F32)?)),
             Inputs::Features(_) => Ok(None),
         }
     }
@@ -527,48 +485,28 @@ impl Workload for MiniBatch<'_> {
                 .take(cap)
                 .map(Vec::len)
                 .collect();
-        let features = match &self.inputs {
-            Inputs::Features(f) => Some(*f),
-            Inputs::Embedding { .. } => None,
-        };
-        let (mb, cfg) = (self.mb.clone(), self.model.cfg.clone());
+        let settings = self.stream_settings(batches.len());
+        let (fanouts, cfg) = (self.mb.fanouts.clone(), self.model.cfg.clone());
+        let features = self.inputs.features();
         let (mut loss_sum, mut seen) = (0.0, 0usize);
-        let mut sampler = self
-            .sampler
-            .take()
-            .unwrap_or_else(|| Sampler::new(data.num_nodes()));
-        // Lent to the producer thread for the epoch, like the sampler.
-        let pool = self.producer_pool.take();
-        let result = std::thread::scope(|scope| -> Result<()> {
-            let (tx, rx) = sync_channel::<Result<Option<Batch>>>(mb.queue_depth.max(1));
-            let producer = {
-                let (batches, mb, cfg, sampler) = (&batches, &mb, &cfg, &mut sampler);
-                let pool = pool.as_ref();
-                scope.spawn(move || {
-                    for seeds in batches {
-                        let batch = in_pool(pool, || {
-                            prepare(
-                                data,
-                                features,
-                                sampler,
-                                seeds,
-                                &mb.fanouts,
-                                cfg,
-                                seed,
-                                epoch,
-                            )
-                        });
-                        let failed = batch.is_err();
-                        if tx.send(batch).is_err() || failed {
-                            break;
-                        }
-                    }
-                })
+        std::thread::scope(|scope| -> Result<()> {
+            let make = |sampler: &mut Sampler, i: usize| {
+                let seeds: &[NodeId] = &batches[i];
+                prepare(data, features, sampler, seeds, &fanouts, &cfg, seed, epoch)
             };
+            let mut stream = BatchStream::scoped(scope, settings, make)?;
             let total = global_sizes.len();
-            for (done, (batch, &global)) in rx.into_iter().zip(&global_sizes).enumerate() {
+            let mut result = Ok(());
+            for (done, &global) in global_sizes.iter().enumerate() {
+                let Some(batch) = stream.next() else { break };
                 let compute = Instant::now();
-                let loss = self.step(batch?, global, steps)?;
+                let loss = match batch.and_then(|b| self.step(b, global, steps)) {
+                    Ok(loss) => loss,
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                };
                 loss_sum += loss * global as f64;
                 seen += global;
                 self.stages.compute += compute.elapsed().as_secs_f64();
@@ -576,12 +514,9 @@ impl Workload for MiniBatch<'_> {
                     report(done + 1, total);
                 }
             }
-            producer.join().expect("the producer thread does not panic");
-            Ok(())
-        });
-        self.producer_pool = pool;
-        self.sampler = Some(sampler);
-        result?;
+            self.sampler = Some(stream.finish()?);
+            result
+        })?;
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
         self.comm
@@ -593,17 +528,17 @@ impl Workload for MiniBatch<'_> {
         if self.mb.sampled_eval.is_some() {
             return self.evaluate_sampled(params);
         }
+        let d = self.data;
+        let dtype = self.model.cfg.dtype;
         if let Some(layerwise) = &self.mb.layerwise {
             let table;
             let input = match &mut self.inputs {
                 Inputs::Features(f) => InferenceInput::Rows(*f),
-                Inputs::Embedding { table: t, .. } => {
-                    let all: Vec<i64> = (0..t.table().rows() as i64).collect();
-                    table = t.gather(&all)?;
+                inputs @ Inputs::Embedding { .. } => {
+                    table = inputs.all_rows(dtype)?;
                     InferenceInput::Tensor(&table)
                 }
             };
-            let d = self.data;
             let logp = infer_layerwise(
                 &self.model,
                 d,
@@ -612,7 +547,8 @@ impl Workload for MiniBatch<'_> {
                 Output::LogProbabilities,
                 layerwise,
             )?;
-            // Every worker evaluates the whole graph: its counts are the job's.
+            // Every worker evaluates the whole graph: its counts are the job's. Only the
+            // splits' rows are read back, since every node's may not fit in memory.
             let mut counts = SplitCounts::default();
             for (s, ids) in [d.train_idx, d.valid_idx, d.test_idx].iter().enumerate() {
                 let labels: Vec<i64> = ids.iter().map(|&v| d.labels[v]).collect();
@@ -621,30 +557,35 @@ impl Workload for MiniBatch<'_> {
             }
             return Ok(counts);
         }
-        if self.exact.is_none() {
-            // Exact evaluation needs the whole graph and every node's input rows: built once.
-            let model = Model::new(self.model.cfg.clone(), &self.data.to_csr(), self.seed)?;
-            let fixed = match &self.inputs {
-                Inputs::Features(f) => {
-                    let all: Vec<i64> = (0..f.rows() as i64).collect();
-                    Some(Var::constant(f.gather(&all)?.cast(self.model.cfg.dtype)?))
-                }
-                Inputs::Embedding { .. } => None,
-            };
-            self.exact = Some((model, fixed));
-        }
-        let (model, fixed) = self.exact.as_ref().expect("built above");
-        let logp = match (fixed, &mut self.inputs) {
-            (Some(x), _) => infer(model, x, params, Output::LogProbabilities)?,
-            (None, Inputs::Embedding { table, .. }) => {
-                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
-                let x = Var::constant(table.gather(&all)?.cast(self.model.cfg.dtype)?);
-                infer(model, &x, params, Output::LogProbabilities)?
+        let logp = {
+            if self.exact.is_none() {
+                // Exact evaluation needs the whole graph and, from a feature table, every
+                // node's input rows: built once.
+                let graph = NodeGraph::in_memory(self.model.cfg.arch, &d.to_csr(), None)?;
+                let fixed = match &mut self.inputs {
+                    Inputs::Features(_) => Some(Var::constant(self.inputs.all_rows(dtype)?)),
+                    Inputs::Embedding { .. } => None,
+                };
+                self.exact = Some((graph, fixed));
             }
-            (None, Inputs::Features(_)) => unreachable!("feature tables are read once"),
+            let embedded;
+            let (graph, x) = match &self.exact {
+                Some((graph, Some(x))) => (graph, x),
+                Some((graph, None)) => {
+                    embedded = Var::constant(self.inputs.all_rows(dtype)?);
+                    (graph, &embedded)
+                }
+                None => return Err(Error::NoTrainingNodes),
+            };
+            infer(
+                &self.model,
+                x,
+                GraphInput::Nodes(graph),
+                params,
+                Output::LogProbabilities,
+            )?
         };
         // Every worker evaluates the whole graph: its counts are the job's.
-        let d = self.data;
         Ok(SplitCounts::of(
             &logp,
             d.labels,
@@ -655,84 +596,87 @@ impl Workload for MiniBatch<'_> {
 
 impl MiniBatch<'_> {
     /// Sampled inference on each split's evaluated nodes, in batches whose seeds the workers
-    /// share out as they do in training; the counts are summed over the workers. Collective.
+    /// share out as they do in training, made ahead by the batch stream; the counts are
+    /// summed over the workers. Collective.
     fn evaluate_sampled(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        let eval = self
-            .mb
-            .sampled_eval
-            .clone()
-            .expect("called for sampled evaluation");
+        let Some(eval) = self.mb.sampled_eval.clone() else {
+            return Err(Error::InvalidSetting {
+                setting: "evaluation",
+                reason: "sampled evaluation was not asked for".into(),
+            });
+        };
         let (rank, ranks) = (self.comm.rank(), self.comm.size());
-        let mut sampler = self
-            .sampler
-            .take()
-            .unwrap_or_else(|| Sampler::new(self.data.num_nodes()));
+        // Every split's global batches, in order, each with its split.
+        let batches: Vec<(usize, Vec<NodeId>)> = self
+            .eval_nodes
+            .iter()
+            .enumerate()
+            .flat_map(|(split, nodes)| {
+                nodes
+                    .chunks(self.mb.batch_size.max(1))
+                    .map(move |global| (split, rank_slice(global, rank, ranks).to_vec()))
+            })
+            .collect();
         let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
         let mut counts = SplitCounts::default();
         for (split, nodes) in self.eval_nodes.iter().enumerate() {
             counts.total[split] = nodes.len() as f64;
-            for global in nodes.chunks(self.mb.batch_size.max(1)) {
-                let n = global.len();
-                let seeds = &global[n * rank / ranks..n * (rank + 1) / ranks];
-                let features = match &self.inputs {
-                    Inputs::Features(f) => Some(*f),
-                    Inputs::Embedding { .. } => None,
-                };
-                let cfg = &self.model.cfg;
-                let (data, seed) = (self.data, self.seed);
-                let batch = in_pool(self.producer_pool.as_ref(), || {
-                    prepare(
-                        data,
-                        features,
-                        &mut sampler,
-                        seeds,
-                        &eval.fanouts,
-                        cfg,
-                        seed,
-                        EVAL_EPOCH,
-                    )
-                })?;
-                let Some(batch) = batch else {
-                    // An empty slice still takes part in the embedding table's gather.
-                    if let Inputs::Embedding { table, .. } = &mut self.inputs {
-                        table.gather(&[])?;
-                    }
-                    continue;
-                };
-                let x = match (&batch.x, &mut self.inputs) {
-                    (Some(x), _) => x.clone(),
-                    (None, Inputs::Embedding { table, .. }) => {
-                        table.gather(&batch.graphs[0].src_ids)?.cast(cfg.dtype)?
-                    }
-                    (None, Inputs::Features(_)) => unreachable!("features are gathered by prepare"),
-                };
-                let mut tape = Tape::no_grad();
-                let logp = self.model.forward_blocks(
-                    &mut tape,
-                    &Var::constant(x),
-                    &vars,
-                    &batch.graphs,
-                    crate::model::Mode::inference(),
-                )?;
-                counts.correct[split] += correct_predictions(logp.value(), &batch.labels);
-            }
         }
-        self.sampler = Some(sampler);
+        let settings = self.stream_settings(batches.len());
+        let (data, seed, cfg) = (self.data, self.seed, self.model.cfg.clone());
+        let features = self.inputs.features();
+        std::thread::scope(|scope| -> Result<()> {
+            let make = |sampler: &mut Sampler, i: usize| {
+                prepare(
+                    data,
+                    features,
+                    sampler,
+                    &batches[i].1,
+                    &eval.fanouts,
+                    &cfg,
+                    seed,
+                    EVAL_EPOCH,
+                )
+            };
+            let mut stream = BatchStream::scoped(scope, settings, make)?;
+            let mut result = Ok(());
+            for &(split, _) in &batches {
+                let Some(batch) = stream.next() else { break };
+                let step = batch.and_then(|batch| {
+                    let Some(batch) = batch else {
+                        // An empty slice still takes part in the embedding table's gather.
+                        if let Inputs::Embedding { table, .. } = &mut self.inputs {
+                            table.gather(&[])?;
+                        }
+                        return Ok(());
+                    };
+                    let ids = &batch.sampled.input_ids;
+                    let x = self.inputs.batch_rows(batch.sampled.x, ids, cfg.dtype)?;
+                    let mut tape = Tape::no_grad();
+                    let scores = self.model.forward(
+                        &mut tape,
+                        &Var::constant(x),
+                        &vars,
+                        GraphInput::Blocks(&batch.graphs),
+                        Mode::inference(),
+                    )?;
+                    counts.correct[split] += correct_predictions(scores.value(), &batch.labels);
+                    Ok(())
+                });
+                if let Err(e) = step {
+                    result = Err(e);
+                    break;
+                }
+            }
+            self.sampler = Some(stream.finish()?);
+            result
+        })?;
         // Totals are the job's already; correct predictions are summed over the workers.
         let mut correct = counts.correct;
         self.comm
             .all_reduce(ReduceData::F64(&mut correct), ReduceOp::Sum)?;
         counts.correct = correct;
         Ok(counts)
-    }
-}
-
-/// Runs `work` in `pool` when there is one (its parallel loops then use that pool's threads),
-/// else on this thread with the global pool.
-fn in_pool<T: Send>(pool: Option<&rayon::ThreadPool>, work: impl FnOnce() -> T + Send) -> T {
-    match pool {
-        Some(pool) => pool.install(work),
-        None => work(),
     }
 }
 
@@ -753,16 +697,18 @@ fn evaluated_subset(ids: &[usize], limit: usize, seed: u64) -> Vec<NodeId> {
 }
 
 /// Trains `cfg` on `data` in sampled mini-batches ([`MiniBatch`] under [`fit`]), with input
-/// rows from `inputs`, calling `on_epoch` after every epoch. Collective.
+/// rows from `inputs` over the workers of `comm`, calling `on_epoch` after every epoch.
+/// Collective.
 pub fn train_mini_batch(
     data: GraphData<'_>,
     inputs: Inputs<'_>,
+    comm: Arc<dyn Communicator>,
     cfg: ModelConfig,
     tc: &TrainConfig,
     mb: &MiniBatchConfig,
     on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<(TrainReport, StageSeconds)> {
-    let mut workload = MiniBatch::new(data, inputs, cfg, tc.seed, mb)?;
+    let mut workload = MiniBatch::new(data, inputs, comm, cfg, tc.seed, mb)?;
     let report = fit(&mut workload, tc, on_epoch)?;
     Ok((report, workload.stages()))
 }

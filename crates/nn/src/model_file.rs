@@ -26,6 +26,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tensor};
 
 use crate::model::{Architecture, Model, ModelConfig, Param};
@@ -98,10 +99,10 @@ impl ModelFile {
                 .parse()
                 .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
         };
-        let rate = |key: &str| -> Result<f64> {
+        let rate = |key: &str| -> Result<Probability> {
             file.meta(key)?
                 .parse()
-                .map_err(|_| file.error(format!("metadata '{key}' is not a number")))
+                .map_err(|e| file.error(format!("metadata '{key}' {e}")))
         };
         if file.metadata.get("format").map(String::as_str) != Some("graphloom-model") {
             return Err(file.error("not a GraphLoom model file"));

@@ -5,9 +5,8 @@ use std::path::PathBuf;
 
 use graphloom_comm::Local;
 use graphloom_graph::convert::planetoid;
-use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
-use graphloom_nn::train::{infer, Output};
-use graphloom_nn::{Architecture, Model, ModelConfig};
+use graphloom_nn::inference::{infer, infer_layerwise, InferenceInput, LayerwiseConfig, Output};
+use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::{DType, Var};
 
@@ -30,17 +29,18 @@ fn chunked_inference_through_a_scratch_file_equals_the_whole_graph_pass() {
             dtype: DType::F64,
             ..Default::default()
         };
-        let model = Model::new(cfg.clone(), &ds.graph, 3).unwrap();
+        let model = Model::new(cfg, 3).unwrap();
+        let graph = NodeGraph::in_memory(arch, &ds.graph, None).unwrap();
         let params: Vec<_> = model.params.iter().map(|p| p.value.clone()).collect();
         let whole = infer(
             &model,
             &Var::constant(x.clone()),
+            GraphInput::Nodes(&graph),
             &params,
             Output::LogProbabilities,
         )
         .unwrap()
         .to_vec_f64();
-        let blocks = Model::for_blocks(cfg, 3).unwrap();
         // 128 KiB: Cora's layer outputs (2708 x 16 or more in f64) go to scratch files, and
         // each layer runs in many chunks.
         let layerwise = LayerwiseConfig {
@@ -52,7 +52,7 @@ fn chunked_inference_through_a_scratch_file_equals_the_whole_graph_pass() {
             let mut table = StoreTensor::new(comm, spec)?;
             table.fill_from_whole(x.as_bytes())?;
             let out = infer_layerwise(
-                &blocks,
+                &model,
                 ds.data(),
                 InferenceInput::Rows(&table),
                 &params,

@@ -6,14 +6,26 @@ use std::sync::Arc;
 
 use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
+use graphloom_graph::sample::{CsrSource, Fanouts, Sampler, SamplerKind};
 use graphloom_graph::Dataset;
-use graphloom_nn::minibatch::{epoch_batches, train_mini_batch, Inputs, MiniBatchConfig};
+use graphloom_nn::batches::epoch_batches;
+use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig};
 use graphloom_nn::train::TrainConfig;
-use graphloom_nn::{Architecture, LayerGraph, Mode, Model, ModelConfig, OptimizerKind};
+use graphloom_nn::{
+    Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, OptimizerKind,
+};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+fn fanouts(f: &[i64]) -> Fanouts {
+    Fanouts::new(f.to_vec()).unwrap()
+}
+
+fn p(p: f64) -> Probability {
+    Probability::new(p).unwrap()
+}
 
 fn dataset() -> Dataset {
     generate(&SyntheticConfig {
@@ -35,8 +47,8 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         layers: 3,
         heads: 2,
         out_heads: 2,
-        dropout: 0.0,
-        input_dropout: 0.0,
+        dropout: Probability::ZERO,
+        input_dropout: Probability::ZERO,
         dtype,
         ..Default::default()
     }
@@ -84,16 +96,21 @@ fn loss_and_grads(
             .flat_map(|&v| all[v * width..(v + 1) * width].to_vec())
             .collect();
         let x = Var::constant(Tensor::from_vec(x, &[ids.len(), width]).unwrap());
+        let scores = model
+            .forward(&mut tape, &x, &vars, GraphInput::Blocks(&graphs), mode)
+            .unwrap();
         (
-            model
-                .forward_blocks(&mut tape, &x, &vars, &graphs, mode)
-                .unwrap(),
+            Model::log_probabilities(&mut tape, &scores).unwrap(),
             (0..seeds.len()).collect(),
         )
     } else {
         let x = Var::constant(features);
+        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, None).unwrap();
+        let scores = model
+            .forward(&mut tape, &x, &vars, GraphInput::Nodes(&graph), mode)
+            .unwrap();
         (
-            model.forward(&mut tape, &x, &vars, mode).unwrap(),
+            Model::log_probabilities(&mut tape, &scores).unwrap(),
             seeds.iter().map(|&s| s as usize).collect(),
         )
     };
@@ -128,7 +145,7 @@ fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
     // degree in the block differs from its degree in the graph, and sampled GCN normalises by
     // block degrees (as DGL's GraphConv on blocks does).
     for arch in [Architecture::Sage, Architecture::Gat] {
-        let model = Model::new(config(arch, DType::F64), &ds.graph, 5).unwrap();
+        let model = Model::new(config(arch, DType::F64), 5).unwrap();
         let (whole_rows, whole_loss, whole_grads) = loss_and_grads(&ds, &model, &seeds, false);
         let (block_rows, block_loss, block_grads) = loss_and_grads(&ds, &model, &seeds, true);
         let close = |a: f64, b: f64| (a - b).abs() <= 1e-10 * (1.0 + b.abs());
@@ -178,20 +195,17 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
         snapshots: None,
     };
     for r in Local::run(1, |comm| {
-        let features = features_in_store(&ds, comm);
+        let features = features_in_store(&ds, comm.clone());
         for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
             let mut cfg = config(arch, DType::F32);
             cfg.layers = 2;
-            cfg.dropout = 0.2;
-            let mb = MiniBatchConfig {
-                fanouts: vec![5, 5],
-                batch_size: 64,
-                queue_depth: 2,
-                ..Default::default()
-            };
+            cfg.dropout = p(0.2);
+            let mut mb = MiniBatchConfig::new(fanouts(&[5, 5]), 64);
+            mb.queue_depth = 2;
             let (report, stages) = train_mini_batch(
                 ds.data(),
                 Inputs::Features(&features),
+                comm.clone(),
                 cfg.clone(),
                 &tc,
                 &mb,
@@ -206,12 +220,13 @@ fn sampled_training_learns_and_bad_configurations_are_refused() {
             assert!(report.epochs.last().unwrap().loss < report.epochs[0].loss);
             assert!(stages.sample > 0.0 && stages.gather > 0.0 && stages.compute > 0.0);
             let bad = MiniBatchConfig {
-                fanouts: vec![5],
+                fanouts: fanouts(&[5]),
                 ..mb
             };
             let err = train_mini_batch(
                 ds.data(),
                 Inputs::Features(&features),
+                comm.clone(),
                 cfg,
                 &tc,
                 &bad,
@@ -267,20 +282,17 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
     let mut ds = dataset();
     ds.features = ds.features.cast(DType::F64).unwrap();
     Local::run(workers, |comm| {
-        let features = features_in_store(&ds, comm);
+        let features = features_in_store(&ds, comm.clone());
         let mut cfg = config(Architecture::Sage, DType::F64);
         cfg.layers = 2;
-        cfg.dropout = 0.5;
-        cfg.input_dropout = 0.2;
-        let mb = MiniBatchConfig {
-            fanouts: vec![4, 3],
-            batch_size,
-            queue_depth: 2,
-            ..Default::default()
-        };
+        cfg.dropout = p(0.5);
+        cfg.input_dropout = p(0.2);
+        let mut mb = MiniBatchConfig::new(fanouts(&[4, 3]), batch_size);
+        mb.queue_depth = 2;
         let (report, _) = train_mini_batch(
             ds.data(),
             Inputs::Features(&features),
+            comm,
             cfg,
             &tc,
             &mb,
@@ -348,7 +360,7 @@ fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
     Local::run(workers, |comm| {
         let spec = StoreSpec::new(&[400, 8], DType::F32, Layout::Distributed, Location::Host);
         let mut table = graphloom_store::Embedding::trainable(
-            StoreTensor::new(comm, spec)?,
+            StoreTensor::new(comm.clone(), spec)?,
             graphloom_store::SparseOptimizer::lazy_adam(),
         )?;
         table.init_uniform(4, 0.3)?;
@@ -356,17 +368,13 @@ fn train_embedding(workers: usize) -> Vec<Vec<f64>> {
         cfg.in_dim = 8;
         cfg.out_dim = 2;
         cfg.layers = 2;
-        let mb = MiniBatchConfig {
-            fanouts: vec![5, 5],
-            batch_size: 60,
-            queue_depth: 2,
-            ..Default::default()
-        };
+        let mut mb = MiniBatchConfig::new(fanouts(&[5, 5]), 60);
+        mb.queue_depth = 2;
         let inputs = Inputs::Embedding {
             table: &mut table,
             lr: 0.05,
         };
-        let (report, _) = train_mini_batch(ds.data(), inputs, cfg, &tc, &mb, |_| {})?;
+        let (report, _) = train_mini_batch(ds.data(), inputs, comm, cfg, &tc, &mb, |_| {})?;
         assert!(report.test_acc > 0.8, "test accuracy {}", report.test_acc);
         Ok::<_, graphloom_nn::Error>(report.epochs.iter().map(|e| e.loss).collect::<Vec<f64>>())
     })
@@ -407,18 +415,15 @@ fn evaluated_run(
     let steps = std::sync::atomic::AtomicUsize::new(0);
     let runs = Local::run(workers, |comm| {
         let rank = comm.rank();
-        let features = features_in_store(&ds, comm);
-        let mb = MiniBatchConfig {
-            fanouts: vec![3, 2, 2],
-            batch_size: 40,
-            queue_depth: 2,
-            batches_per_epoch,
-            sampled_eval: eval.clone(),
-            ..Default::default()
-        };
+        let features = features_in_store(&ds, comm.clone());
+        let mut mb = MiniBatchConfig::new(fanouts(&[3, 2, 2]), 40);
+        mb.queue_depth = 2;
+        mb.batches_per_epoch = batches_per_epoch;
+        mb.sampled_eval = eval.clone();
         let mut workload = graphloom_nn::minibatch::MiniBatch::new(
             ds.data(),
             Inputs::Features(&features),
+            comm,
             config(arch, DType::F64),
             tc.seed,
             &mb,
@@ -443,7 +448,7 @@ fn evaluated_run(
 fn sampled_evaluation_over_all_neighbours_is_exact_evaluation() {
     use graphloom_nn::minibatch::SampledEval;
     let every = || SampledEval {
-        fanouts: vec![-1, -1, -1],
+        fanouts: fanouts(&[-1, -1, -1]),
         nodes: usize::MAX,
     };
     // GCN is left out for the reason given in full_neighbour_blocks_compute_what_the_whole_
@@ -463,7 +468,7 @@ fn sampled_evaluation_over_all_neighbours_is_exact_evaluation() {
     // A subset of 30 nodes per split: accuracies are multiples of 1/30, the same each run;
     // an epoch capped at 4 batches runs 4 steps.
     let subset = SampledEval {
-        fanouts: vec![2, 2, 2],
+        fanouts: fanouts(&[2, 2, 2]),
         nodes: 30,
     };
     let (a, steps) = evaluated_run(Architecture::Sage, 1, Some(subset.clone()), Some(4));

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::Dataset;
-use graphloom_nn::{Architecture, Mode, Model, ModelConfig};
+use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
 use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, Tape, Var};
 
@@ -33,9 +34,9 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
         layers: 3,
         heads: 4,
         out_heads: 2,
-        dropout: 0.3,
-        input_dropout: 0.3,
-        attention_dropout: 0.2,
+        dropout: Probability::new(0.3).unwrap(),
+        input_dropout: Probability::new(0.3).unwrap(),
+        attention_dropout: Probability::new(0.2).unwrap(),
         dtype,
         checkpoint,
         ..Default::default()
@@ -56,12 +57,13 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
         let _g = category_scope(Category::Features);
         ds.features.cast(cfg.dtype).unwrap()
     };
-    let mut model = Model::new(cfg, &ds.graph, 7).unwrap();
+    let arch = cfg.arch;
+    let model = Model::new(cfg, 7).unwrap();
+    let mut graph = NodeGraph::in_memory(arch, &ds.graph, None).unwrap();
     if sparse {
-        assert!(
-            model.use_sparse_input(&features),
-            "features should be sparse enough"
-        );
+        let copy = model.sparse_input(&features);
+        assert!(copy.is_some(), "features should be sparse enough");
+        graph = graph.with_sparse_input(copy);
     }
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
@@ -70,11 +72,12 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
         .map(|p| tape.leaf(p.value.clone(), true))
         .collect();
     let x = Var::constant(features);
-    let logp = model
+    let scores = model
         .forward(
             &mut tape,
             &x,
             &vars,
+            GraphInput::Nodes(&graph),
             Mode {
                 training: true,
                 seed: 1,
@@ -82,6 +85,7 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
             },
         )
         .unwrap();
+    let logp = Model::log_probabilities(&mut tape, &scores).unwrap();
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
     let loss = ops::nll_loss(&mut tape, &logp, rows.clone(), labels, rows.len() as f64).unwrap();

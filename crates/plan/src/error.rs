@@ -1,4 +1,7 @@
-//! The error type of the plan.
+//! The error type of the plan. Settings are named neutrally, by their [`crate::TrainSettings`]
+//! field names written between backticks (`` `batch_size` ``), so that each front end spells
+//! them its own way with [`PlanError::render`]: `--batch-size` on the command line,
+//! `batch_size` in Python.
 
 use crate::TrainMode;
 
@@ -7,30 +10,30 @@ use crate::TrainMode;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PlanError {
-    /// An option was given that the chosen mode or model does not use.
-    #[error("{option} does not apply to {context}: {hint}")]
+    /// A setting was given that the chosen mode or model does not use.
+    #[error("`{setting}` does not apply to {context}: {hint}")]
     NotApplicable {
-        /// The option, as the command line spells it.
-        option: &'static str,
+        /// The setting.
+        setting: &'static str,
         /// The mode or model that does not use it.
         context: &'static str,
         /// What to do instead.
         hint: &'static str,
     },
-    /// An option has a value that cannot work.
-    #[error("{option} {reason}")]
+    /// A setting has a value that cannot work.
+    #[error("`{setting}` {reason}")]
     Invalid {
-        /// The option, as the command line spells it.
-        option: &'static str,
+        /// The setting.
+        setting: &'static str,
         /// What is wrong with its value.
         reason: String,
     },
-    /// The run would need more memory than the machine has.
+    /// The run would need more memory than this process may use.
     #[error("the model and its activations need about {needed_gib:.1} GiB, more than this machine's {available_gib:.1} GiB: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)")]
     TooLarge {
         /// Estimated need.
         needed_gib: f64,
-        /// The machine's memory.
+        /// The memory this process may use.
         available_gib: f64,
     },
     /// The MPI backend was asked for in a build without it.
@@ -42,6 +45,9 @@ pub enum PlanError {
     /// Building or training the model failed.
     #[error(transparent)]
     Train(#[from] graphloom_nn::Error),
+    /// A SAR job failed.
+    #[error(transparent)]
+    Sar(#[from] graphloom_sar::Error),
     /// A store operation failed (laying out the features).
     #[error(transparent)]
     Store(#[from] graphloom_store::StoreError),
@@ -52,14 +58,21 @@ pub enum PlanError {
 
 impl PlanError {
     pub(crate) fn not_applicable(
-        option: &'static str,
+        setting: &'static str,
         mode: TrainMode,
         hint: &'static str,
     ) -> PlanError {
         PlanError::NotApplicable {
-            option,
+            setting,
             context: mode.describe(),
             hint,
+        }
+    }
+
+    pub(crate) fn invalid(setting: &'static str, reason: impl Into<String>) -> PlanError {
+        PlanError::Invalid {
+            setting,
+            reason: reason.into(),
         }
     }
 
@@ -69,10 +82,62 @@ impl PlanError {
             PlanError::Comm(e) => Some(e),
             PlanError::Store(graphloom_store::StoreError::Comm(e)) => Some(e),
             PlanError::Train(e) => e.comm(),
+            PlanError::Sar(e) => e.comm(),
             _ => None,
         }
     }
+
+    /// The message with every setting name (a field name between backticks) spelt by
+    /// `spell`, as a front end writes its options.
+    pub fn render(&self, spell: &dyn Fn(&str) -> String) -> String {
+        render_settings(&self.to_string(), spell)
+    }
+}
+
+/// `text` with every `` `name` `` (a lower-case identifier between backticks) replaced by
+/// `spell(name)`; other text, and backticks around anything else, are kept.
+pub fn render_settings(text: &str, spell: &dyn Fn(&str) -> String) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(open) = rest.find('`') {
+        out.push_str(&rest[..open]);
+        let after = &rest[open + 1..];
+        match after.find('`') {
+            Some(close)
+                if close > 0
+                    && after[..close]
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b == b'_') =>
+            {
+                out.push_str(&spell(&after[..close]));
+                rest = &after[close + 1..];
+            }
+            _ => {
+                out.push('`');
+                rest = after;
+            }
+        }
+    }
+    out.push_str(rest);
+    out
 }
 
 /// The result type of the plan.
 pub type Result<T, E = PlanError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn settings_are_spelt_by_the_front_end() {
+        let e = PlanError::invalid("batch_size", "needs `fanouts` and not `x1`");
+        let flag = |s: &str| format!("--{}", s.replace('_', "-"));
+        assert_eq!(e.render(&flag), "--batch-size needs --fanouts and not `x1`");
+        assert_eq!(
+            e.render(&|s: &str| s.to_string()),
+            "batch_size needs fanouts and not `x1`"
+        );
+        assert_eq!(render_settings("a ` b", &flag), "a ` b");
+    }
+}

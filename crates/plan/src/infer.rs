@@ -1,16 +1,18 @@
 //! Using a trained model: log-probabilities, predicted labels or node embeddings for the nodes
-//! of a dataset, through the evaluation path of training (`graphloom_nn::train::infer`).
+//! of a dataset, through the evaluation path of training (`graphloom_nn::inference`).
 
 use std::path::PathBuf;
+use std::sync::Arc;
 
-use graphloom_graph::{Dataset, MappedDataset, Meta};
-use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig};
+use graphloom_graph::parts::PartitionMeta;
+use graphloom_graph::{Dataset, FeaturesLocation, MappedDataset, Meta};
+use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig, Output};
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::{predicted_class, FullBatch, Output, Workload};
-use graphloom_nn::Model;
-use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_nn::train::predicted_class;
+use graphloom_nn::{GraphInput, Model, NodeGraph};
+use graphloom_store::Layout;
 use graphloom_tensor::memory::{category_scope, Category};
-use graphloom_tensor::{DType, Tensor};
+use graphloom_tensor::{DType, Tensor, Var};
 
 use crate::{PlanError, Result};
 
@@ -35,11 +37,11 @@ pub struct InferSettings {
 /// and returns one row per node of `settings.nodes`: f32 log-probabilities or embeddings.
 pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     let saved = ModelFile::load(&settings.model)?;
-    if settings.dataset.join("partition.json").exists() {
-        return Err(PlanError::Invalid {
-            option: "--dataset",
-            reason: "is partitioned: give the unpartitioned directory it was made from".into(),
-        });
+    if PartitionMeta::is_partitioned(&settings.dataset) {
+        return Err(PlanError::invalid(
+            "dataset",
+            "is partitioned: give the unpartitioned directory it was made from",
+        ));
     }
     let cfg = saved.config.clone();
     if let Some(layerwise) = &settings.layerwise {
@@ -60,18 +62,19 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         }
         .map_err(graphloom_nn::Error::from)?
     };
-    let mut workload = FullBatch::with_inputs(&ds, cfg, 0, x)?;
-    workload.model_mut().set_params(&saved.params)?;
-    let params: Vec<Tensor> = workload
-        .model()
-        .params
-        .iter()
-        .map(|p| p.value.clone())
-        .collect();
-    let out = workload
-        .infer(&params, settings.output)?
-        .cast(DType::F32)
-        .map_err(graphloom_nn::Error::from)?;
+    let model = saved_model(&saved)?;
+    let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
+    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight)?;
+    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let out = graphloom_nn::inference::infer(
+        &model,
+        &Var::constant(x),
+        GraphInput::Nodes(&graph),
+        &params,
+        settings.output,
+    )?
+    .cast(DType::F32)
+    .map_err(graphloom_nn::Error::from)?;
     Ok(match &settings.nodes {
         Some(ids) => select_rows(&out, ids),
         None => out,
@@ -86,10 +89,10 @@ fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
         .flatten()
         .find(|&&v| v < 0 || v as usize >= n)
     {
-        return Err(PlanError::Invalid {
-            option: "--nodes",
-            reason: format!("holds node {bad}, outside 0..{n}"),
-        });
+        return Err(PlanError::invalid(
+            "nodes",
+            format!("holds node {bad}, outside 0..{n}"),
+        ));
     }
     Ok(())
 }
@@ -98,12 +101,7 @@ fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
 /// fit the saved model.
 fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -> Result<()> {
     let n = meta.num_nodes;
-    let invalid = |reason: String| {
-        Err(PlanError::Invalid {
-            option: "--dataset",
-            reason,
-        })
-    };
+    let invalid = |reason: String| Err(PlanError::invalid("dataset", reason));
     if meta.num_classes != cfg.out_dim {
         return invalid(format!(
             "has {} classes, the model predicts {}",
@@ -131,61 +129,51 @@ fn infer_mapped(
 ) -> Result<Tensor> {
     let ds = MappedDataset::open(&settings.dataset)?;
     if ds.edge_weight().is_some() {
-        return Err(PlanError::Invalid {
-            option: "--inference-memory-gib",
-            reason: "layer-wise inference does not read edge weights, and this dataset has \
-                     edge_weight.npy: leave the option out to infer over the whole graph"
-                .into(),
-        });
+        return Err(PlanError::invalid(
+            "inference_memory_gib",
+            "layer-wise inference does not read edge weights, and this dataset has \
+             edge_weight.npy: leave it out to infer over the whole graph",
+        ));
     }
     ds.advise_random();
     let meta = &ds.meta;
     let cfg = &saved.config;
     check_nodes(settings, meta.num_nodes)?;
     check_fits(meta, cfg, saved)?;
-    let mut model = Model::for_blocks(cfg.clone(), 0)?;
-    model.set_params(&saved.params)?;
+    let model = saved_model(saved)?;
     let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
-    let rows = graphloom_comm::Local::run(1, |comm| -> Result<_> {
-        let table;
-        let input = match &saved.input_embedding {
-            Some(e) => InferenceInput::Tensor(e),
-            None => {
-                let dtype = DType::parse(&meta.feat_dtype).ok_or_else(|| PlanError::Invalid {
-                    option: "--dataset",
-                    reason: format!("has an unknown feature dtype '{}'", meta.feat_dtype),
-                })?;
-                let location = Location::Mmap {
-                    path: ds.features_path(),
-                    writable: false,
-                };
-                let shape = [meta.num_nodes, meta.feat_dim];
-                table = StoreTensor::new(
-                    comm,
-                    StoreSpec::new(&shape, dtype, Layout::Continuous, location),
-                )
-                .map_err(graphloom_nn::Error::from)?;
-                InferenceInput::Rows(&table)
-            }
-        };
-        let out = infer_layerwise(
-            &model,
-            ds.data(),
-            input,
-            &params,
-            settings.output,
-            layerwise,
-        )?;
-        let ids: Vec<usize> = match &settings.nodes {
-            Some(ids) => ids.iter().map(|&v| v as usize).collect(),
-            None => (0..meta.num_nodes).collect(),
-        };
-        Ok(out
-            .gather(&ids)?
-            .cast(DType::F32)
-            .map_err(graphloom_nn::Error::from)?)
-    });
-    rows.into_iter().next().expect("one worker")
+    let comm = graphloom_comm::Local::single();
+    let table;
+    let input = match &saved.input_embedding {
+        Some(e) => InferenceInput::Tensor(e),
+        None => {
+            table = ds.feature_table(comm, Layout::Continuous, FeaturesLocation::Mmap)?;
+            InferenceInput::Rows(&table)
+        }
+    };
+    let out = infer_layerwise(
+        &model,
+        ds.data(),
+        input,
+        &params,
+        settings.output,
+        layerwise,
+    )?;
+    let ids: Vec<usize> = match &settings.nodes {
+        Some(ids) => ids.iter().map(|&v| v as usize).collect(),
+        None => (0..meta.num_nodes).collect(),
+    };
+    Ok(out
+        .gather(&ids)?
+        .cast(DType::F32)
+        .map_err(graphloom_nn::Error::from)?)
+}
+
+/// The saved model with its parameters.
+fn saved_model(saved: &ModelFile) -> Result<Model> {
+    let mut model = Model::new(saved.config.clone(), 0)?;
+    model.set_params(&saved.params)?;
+    Ok(model)
 }
 
 /// Rows `ids` of a 2-D f32 tensor, in order.

@@ -1,16 +1,24 @@
-//! What a user asks of a training run, typed: every choice an enum, every option that only some
-//! modes or models use an `Option`, so that [`crate::Plan::new`] can tell a default from a
-//! value the user gave and refuse the ones that do not apply.
+//! What a user asks of a training run, typed: every choice an enum, every checked value a
+//! newtype ([`Fanouts`], [`Probability`]), every option that only some modes or models use an
+//! `Option`, so that [`crate::Plan::new`] can tell a default from a value the user gave and
+//! refuse the ones that do not apply. This is the one definition of each setting: the command
+//! line derives its options from it (feature `cli`), and the defaults are the training
+//! crate's (`TrainConfig::default`, `ModelConfig::default`, `Architecture::defaults`).
 
+use std::fmt;
 use std::path::PathBuf;
 
 use graphloom_graph::convert::synthetic::EdgeModel;
-use graphloom_nn::{Architecture, OptimizerKind};
+use graphloom_graph::sample::Fanouts;
+pub use graphloom_graph::FeaturesLocation;
+use graphloom_nn::train::TrainConfig;
+use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_sar::SarMode;
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::DType;
 
 /// A closed set of named values, as front ends spell them.
-pub trait Choice: Copy + 'static {
+pub trait Choice: Copy + Send + Sync + 'static {
     /// Every value.
     const ALL: &'static [Self];
     /// The value's name.
@@ -30,28 +38,10 @@ impl Choice for Architecture {
 }
 
 /// Where the store keeps a sampled run's node features.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FeaturesLocation {
-    /// Private memory of the process.
-    Host,
-    /// Memory shared by the processes of one machine.
-    Shared,
-    /// `node_feat.npy` mapped from disk, for features larger than memory.
-    Mmap,
-}
-
 impl Choice for FeaturesLocation {
-    const ALL: &'static [Self] = &[
-        FeaturesLocation::Host,
-        FeaturesLocation::Shared,
-        FeaturesLocation::Mmap,
-    ];
+    const ALL: &'static [Self] = FeaturesLocation::ALL;
     fn name(self) -> &'static str {
-        match self {
-            FeaturesLocation::Host => "host",
-            FeaturesLocation::Shared => "shared",
-            FeaturesLocation::Mmap => "mmap",
-        }
+        FeaturesLocation::name(self)
     }
 }
 
@@ -101,6 +91,16 @@ impl Choice for OptimizerName {
 }
 
 impl OptimizerName {
+    /// The optimizer of a training run unless told otherwise (`TrainConfig::default`'s).
+    pub fn default_for_training() -> OptimizerName {
+        let default = TrainConfig::default().optimizer;
+        OptimizerName::ALL
+            .iter()
+            .copied()
+            .find(|o| o.kind() == default)
+            .unwrap_or(OptimizerName::Adam)
+    }
+
     /// The optimizer's update rule.
     pub fn kind(self) -> OptimizerKind {
         match self {
@@ -155,99 +155,182 @@ impl Choice for SarMode {
     }
 }
 
+/// The names of a [`Choice`]'s values, as they print.
+macro_rules! display_by_name {
+    ($($t:ty),*) => {$(
+        impl fmt::Display for $t {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(Choice::name(*self))
+            }
+        }
+    )*};
+}
+display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
+
+/// A command-line parser of a [`Choice`]: its names are the possible values, which `--help`
+/// and the error for any other value list.
+#[cfg(feature = "cli")]
+pub fn choice_parser<T: Choice + Clone>() -> impl clap::builder::TypedValueParser<Value = T> {
+    use clap::builder::TypedValueParser;
+    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
+        .try_map(|name: String| T::from_name(&name).ok_or_else(|| format!("no value named {name}")))
+}
+
 /// A training run as the user asked for it. `None` means "the default for this mode and
-/// model"; a value given where it does not apply is refused by [`crate::Plan::new`].
+/// model"; a value given where it does not apply is refused by [`crate::Plan::new`]. Each
+/// field's documentation is its command-line help; setting names in messages are the field
+/// names.
 #[derive(Clone, Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct TrainSettings {
-    /// Dataset directory (a partitioned one trains with SAR); `None`: a small synthetic graph
-    /// generated in memory.
+    /// Dataset directory (a partitioned one, from `graphloom partition`, trains with SAR);
+    /// without it, a small synthetic graph is generated in memory.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub dataset: Option<PathBuf>,
-    /// The model [default: gcn, or that of `init_model`].
+    /// Model [default: gcn, or that of --init-model].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Architecture>()))]
     pub model: Option<Architecture>,
-    /// Number of layers [default: 2, or that of `init_model`].
+    /// Number of layers [default: 2, or that of --init-model].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
     /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8, or that of
-    /// `init_model`; the same holds for every model option below].
+    /// --init-model; the same holds for every model option below].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub hidden: Option<usize>,
     /// GAT: heads of the hidden layers [default: 8].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub heads: Option<usize>,
-    /// GAT: heads of the output layer, averaged [default: 1].
+    /// GAT: heads of the output layer (averaged) [default: 1].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
-    /// Dropout before each layer [default: 0.5, gat 0.6].
-    pub dropout: Option<f64>,
-    /// Dropout on the input features [default: `dropout`].
-    pub input_dropout: Option<f64>,
-    /// GAT: dropout on attention coefficients [default: `dropout`].
-    pub attention_dropout: Option<f64>,
+    /// Dropout before each layer, in [0, 1) [default: 0.5, gat 0.6].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub dropout: Option<Probability>,
+    /// Dropout on the input features [default: the --dropout value].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub input_dropout: Option<Probability>,
+    /// GAT: dropout on attention coefficients [default: the --dropout value].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub attention_dropout: Option<Probability>,
     /// Learning rate [default: 0.01, gat 0.005].
+    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub lr: Option<f64>,
     /// Weight decay.
+    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true,
+        default_value_t = TrainConfig::default().weight_decay))]
     pub weight_decay: f64,
-    /// The dense optimizer.
+    /// Optimizer.
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<OptimizerName>(),
+        default_value_t = OptimizerName::default_for_training()))]
     pub optimizer: OptimizerName,
-    /// Maximum number of epochs.
+    /// Number of epochs.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = TrainConfig::default().epochs))]
     pub epochs: usize,
     /// Stop after this many evaluations without a better validation accuracy.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub patience: Option<usize>,
-    /// Evaluate every this many epochs (and after the last).
+    /// Evaluate every this many epochs (and after the last one).
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = TrainConfig::default().eval_every))]
     pub eval_every: usize,
     /// Seed of initialisation, dropout and sampling.
+    #[cfg_attr(feature = "cli", arg(long, default_value_t = TrainConfig::default().seed))]
     pub seed: u64,
     /// Storage and compute dtype of features and activations.
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ComputeDType>(),
+        default_value_t = ComputeDType(ModelConfig::default().dtype)))]
     pub dtype: ComputeDType,
-    /// Recompute each layer in the backward pass.
+    /// Recompute each layer in the backward pass instead of keeping its activations.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub checkpoint: bool,
-    /// Batch normalisation after every hidden layer.
+    /// Batch normalisation after every hidden layer (statistics over every node, summed over
+    /// the workers of a SAR job).
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batch_norm: bool,
-    /// Sampled mini-batches with these fanouts (one per layer, -1: all neighbours).
-    pub fanouts: Option<Vec<i64>>,
+    /// Train in sampled mini-batches with these fanouts, one per layer from the seeds outwards
+    /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
+    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
+    pub fanouts: Option<Fanouts>,
     /// Mini-batch: seeds per batch [default: 1024].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batch_size: Option<usize>,
-    /// Mini-batch: batches prepared ahead of the compute [default: 4].
+    /// Mini-batch: batches sampled and gathered ahead of the compute [default: 4].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub queue_depth: Option<usize>,
-    /// Mini-batch: where the features live [default: host].
+    /// Mini-batch: where the store keeps the features (mmap: node_feat.npy mapped from disk,
+    /// for features larger than memory) [default: host].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<FeaturesLocation>()))]
     pub features_location: Option<FeaturesLocation>,
-    /// Mini-batch with mapped features: GiB of memory for a cache of the rows of the nodes of
-    /// highest in-degree [default: none].
+    /// Mini-batch with --features-location mmap: GiB of memory for a cache of the feature
+    /// rows of the nodes of highest in-degree, read once at the start (its hit rate is in the
+    /// summary) [default: no cache: every row is read from the file, through the page cache].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub feature_cache_gib: Option<f64>,
-    /// Mini-batch: evaluate exactly, layer by layer in chunks of nodes within this many GiB
-    /// [default: one pass over the whole graph in memory].
+    /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB
+    /// of memory, each layer's output for all nodes in a scratch file when it takes more than
+    /// half of it [default: one forward pass over the whole graph in memory].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub inference_memory_gib: Option<f64>,
-    /// Where layer outputs larger than half of `inference_memory_gib` go [default: the
+    /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
     /// system's temporary folder].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub scratch_dir: Option<PathBuf>,
-    /// Mini-batch: batches per epoch [default: every training node once].
+    /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
+    /// order of the training nodes, so evaluation and snapshots come every that many batches
+    /// [default: every training node once per epoch].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub batches_per_epoch: Option<usize>,
-    /// Mini-batch: evaluate by sampled inference with these fanouts [default: exact
-    /// inference; the training fanouts when only `eval_nodes` is given].
-    pub eval_fanouts: Option<Vec<i64>>,
-    /// Mini-batch: evaluate by sampled inference on at most this many nodes per split
-    /// [default: every node of each split, when `eval_fanouts` is given].
+    /// Mini-batch: evaluate by sampled inference with these fanouts, one per layer (-1: all
+    /// neighbours), from draws fixed for the run; for graphs whose every node's input rows do
+    /// not fit in memory [default: exact full-neighbour inference].
+    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
+    pub eval_fanouts: Option<Fanouts>,
+    /// Mini-batch: evaluate by sampled inference on at most this many nodes of each split,
+    /// a subset drawn once from --seed (with the training fanouts unless --eval-fanouts)
+    /// [default: every node of each split].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub eval_nodes: Option<usize>,
-    /// Workers in this process (mini-batch data parallel, or SAR) [default: 1].
+    /// Workers in this process: data parallel for mini-batches (each takes a slice of every
+    /// batch), one per part for a partitioned dataset [default: 1, or one per part].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub workers: Option<usize>,
-    /// How workers talk [default: local].
+    /// How workers talk: the --workers threads of this process, or the processes of an
+    /// mpirun job (needs a build with --features mpi) [default: local].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Backend>()))]
     pub comm: Option<Backend>,
-    /// Mini-batch: learn an input embedding of this width instead of reading features.
+    /// Mini-batch: learn a node-embedding table of this width as the input instead of reading
+    /// features (for graphs without features), trained with LazyAdam.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_dim: Option<usize>,
-    /// Mini-batch: the embedding's LazyAdam learning rate [default: 0.01].
+    /// Mini-batch: learning rate of the embedding table's LazyAdam [default: 0.01].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_lr: Option<f32>,
-    /// SAR: how halos travel [default: sar].
+    /// Partitioned dataset (SAR): how the other parts' rows travel: sar (one halo at a time,
+    /// fetched again in the backward pass where needed), sa (one at a time, kept for the
+    /// backward pass) or osa (all at once) [default: sar].
+    #[cfg_attr(feature = "cli", arg(id = "sar_mode", long = "mode",
+        value_parser = choice_parser::<SarMode>()))]
     pub sar_mode: Option<SarMode>,
-    /// Start from the parameters (and learnt input embedding) of this saved model, whose
-    /// shape and dropout rates are the defaults of the options above.
+    /// Start from this saved model's parameters (and learnt input embedding); its shape and
+    /// dropout rates are the defaults of the model options.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub init_model: Option<PathBuf>,
-    /// Write snapshots of the training state into this folder.
+    /// Write snapshots of the training state (parameters, optimizer state, learnt input
+    /// embedding, epoch, model selection) into this folder, for --resume.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub snapshot_dir: Option<PathBuf>,
-    /// Snapshot after every this many epochs (and at the end) [default: 1].
+    /// Snapshot after every this many epochs, and at the end [default: 1].
+    #[cfg_attr(feature = "cli", arg(long))]
     pub snapshot_every: Option<usize>,
-    /// Continue from the snapshot in `snapshot_dir`, up to `epochs` in total.
+    /// Continue from the snapshot in --snapshot-dir up to --epochs in total; the result is
+    /// the one of an uninterrupted run.
+    #[cfg_attr(feature = "cli", arg(long))]
     pub resume: bool,
 }
 
 impl Default for TrainSettings {
-    /// GCN, 2 layers, 200 epochs of Adam, full batch on the generated graph.
+    /// GCN, 2 layers, the training loop's defaults, full batch on the generated graph.
     fn default() -> TrainSettings {
+        let train = TrainConfig::default();
         TrainSettings {
             dataset: None,
             model: None,
@@ -259,13 +342,13 @@ impl Default for TrainSettings {
             input_dropout: None,
             attention_dropout: None,
             lr: None,
-            weight_decay: 5e-4,
-            optimizer: OptimizerName::Adam,
-            epochs: 200,
+            weight_decay: train.weight_decay,
+            optimizer: OptimizerName::default_for_training(),
+            epochs: train.epochs,
             patience: None,
-            eval_every: 1,
-            seed: 0,
-            dtype: ComputeDType(DType::F32),
+            eval_every: train.eval_every,
+            seed: train.seed,
+            dtype: ComputeDType(ModelConfig::default().dtype),
             checkpoint: false,
             batch_norm: false,
             fanouts: None,
@@ -288,5 +371,14 @@ impl Default for TrainSettings {
             snapshot_every: None,
             resume: false,
         }
+    }
+}
+
+/// The command-line spelling of a setting: `batch_size` is `--batch-size`, `sar_mode` is
+/// `--mode`.
+pub fn flag_of(setting: &str) -> String {
+    match setting {
+        "sar_mode" => "--mode".into(),
+        other => format!("--{}", other.replace('_', "-")),
     }
 }

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use graphloom_graph::sample::{Block, Sampler, SamplerKind};
 use graphloom_graph::{MappedDataset, NodeId};
-use graphloom_nn::minibatch::epoch_batches;
+use graphloom_nn::batches::epoch_batches;
 use graphloom_store::{DlpackView, Layout};
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;

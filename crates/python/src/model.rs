@@ -4,11 +4,12 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
+use graphloom_nn::inference::Output;
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::Output;
 use graphloom_nn::{Architecture, Model, ModelConfig, Param};
 use graphloom_plan::InferSettings;
 use graphloom_store::DlpackView;
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -39,9 +40,9 @@ pub(crate) fn read_model_file<'py>(
     config.set_item("out_heads", c.out_heads)?;
     config.set_item("batch_norm", c.batch_norm)?;
     config.set_item("dtype", c.dtype.name())?;
-    config.set_item("dropout", c.dropout)?;
-    config.set_item("input_dropout", c.input_dropout)?;
-    config.set_item("attention_dropout", c.attention_dropout)?;
+    config.set_item("dropout", c.dropout.get())?;
+    config.set_item("input_dropout", c.input_dropout.get())?;
+    config.set_item("attention_dropout", c.attention_dropout.get())?;
     let params = file
         .params
         .into_iter()
@@ -82,9 +83,9 @@ pub(crate) fn write_model_file(
         layers: item(config, "layers")?.extract()?,
         heads: item(config, "heads")?.extract()?,
         out_heads: item(config, "out_heads")?.extract()?,
-        dropout: item(config, "dropout")?.extract()?,
-        input_dropout: item(config, "input_dropout")?.extract()?,
-        attention_dropout: item(config, "attention_dropout")?.extract()?,
+        dropout: rate(config, "dropout")?,
+        input_dropout: rate(config, "input_dropout")?,
+        attention_dropout: rate(config, "attention_dropout")?,
         dtype: DType::F32,
         checkpoint: false,
         batch_norm: item(config, "batch_norm")?.extract()?,
@@ -152,4 +153,10 @@ pub(crate) fn predict(
         .detach(|| graphloom_plan::infer(&settings))
         .map_err(errors::other)?;
     Ok(View::new(DlpackView::of_tensor(out)))
+}
+
+/// A dropout rate of a model configuration dict, checked to be a probability.
+fn rate(config: &Bound<'_, PyDict>, key: &str) -> PyResult<Probability> {
+    let p: f64 = item(config, key)?.extract()?;
+    Probability::new(p).map_err(|e| invalid(format!("model configuration: {key} {e}")))
 }

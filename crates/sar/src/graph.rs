@@ -38,7 +38,7 @@ impl PartGraph {
     /// The graph of this worker's loaded part, whose shards, send lists and degrees move here
     /// (the part keeps its features, labels and splits). Collective: the workers tell each
     /// other the node ids of the rows they send.
-    pub fn new(comm: &dyn Communicator, part: &mut Part) -> graphloom_nn::Result<PartGraph> {
+    pub fn new(comm: &dyn Communicator, part: &mut Part) -> crate::Result<PartGraph> {
         let rows = part.orig_ids.len();
         let sends = part
             .send
@@ -103,7 +103,7 @@ impl PartGraph {
 /// after checking its shards against what the exchange learnt: sources index the rows their
 /// part sends, and the in-edges of every row add up to its `in_degree.npy` entry. A damaged
 /// file is an error here, not an out-of-bounds read in a kernel.
-fn checked_degrees(part: &Part, halo_ids: &[Arc<[i64]>]) -> graphloom_nn::Result<Vec<f64>> {
+fn checked_degrees(part: &Part, halo_ids: &[Arc<[i64]>]) -> crate::Result<Vec<f64>> {
     let rows = part.orig_ids.len();
     for (q, shard) in part.shards.iter().enumerate() {
         if let Some(&bad) = shard.src.iter().find(|&&s| s as usize >= halo_ids[q].len()) {

@@ -14,21 +14,23 @@
 //! - [`Sar`]: the SAR workload of the one training loop (`graphloom_nn::train::fit`);
 //!   [`train_sar`] runs it.
 //!
-//! Plugged into a model ([`graphloom_nn::Model::with_operators`]), N workers compute the loss
+//! Given to a model as its graph ([`sar_graph`], a [`graphloom_nn::NodeGraph`]), N workers compute the loss
 //! and gradients of one worker on the whole graph, up to the order of additions.
 #![deny(missing_docs)]
 
 mod attention;
+mod error;
 mod exchange;
 mod graph;
 mod linear;
 mod train;
 
 pub use attention::RingAttention;
+pub use error::{Error, Result};
 pub use exchange::{Exchange, SarMode};
 pub use graph::PartGraph;
 pub use linear::{Normalisation, RingAggregation};
-pub use train::{sar_model, train_sar, Sar};
+pub use train::{sar_graph, train_sar, Sar};
 
 use graphloom_tensor::Real;
 

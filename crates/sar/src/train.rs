@@ -6,24 +6,28 @@ use std::sync::Arc;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
+use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::train::{
     fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
-use graphloom_nn::{Architecture, Error, Mode, Model, ModelConfig, Result};
+use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{Tape, Tensor, Var};
 
-use crate::{Exchange, Normalisation, PartGraph, RingAggregation, RingAttention, SarMode};
+use crate::{
+    Error, Exchange, Normalisation, PartGraph, Result, RingAggregation, RingAttention, SarMode,
+};
 
-/// The model `cfg` with parameters drawn from `seed` (those of the one-worker model), whose
-/// layers aggregate over the parts of the job in `mode`. Collective.
-pub fn sar_model(
+/// The graph of this worker's part as a model of `arch` runs over it: its rows are the part's
+/// nodes (keyed by their ids), and its operators aggregate over the parts of the job in
+/// `mode` (batch normalisation's statistics summed over the workers). Collective.
+pub fn sar_graph(
     comm: Arc<dyn Communicator>,
     part: &mut Part,
-    cfg: ModelConfig,
-    seed: u64,
+    arch: Architecture,
+    heads: usize,
     mode: SarMode,
-) -> Result<Model> {
+) -> Result<NodeGraph> {
     if part.meta.parts != comm.size() || part.index != comm.rank() {
         return Err(Error::WorkerCount {
             rank: comm.rank(),
@@ -32,25 +36,25 @@ pub fn sar_model(
             parts: part.meta.parts,
         });
     }
+    let ids: Arc<[i64]> = part.orig_ids.clone().into();
     let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);
     let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode)?);
-    let norm = match cfg.arch {
+    let norm = match arch {
         Architecture::Gcn => Normalisation::Gcn,
         _ => Normalisation::Mean,
     };
     let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
-    let attention = Arc::new(RingAttention::new(exchange, cfg.heads.max(1)));
-    let mut model = Model::with_operators(cfg, seed, aggregation, attention)?;
-    if model.cfg.batch_norm {
-        model.set_batch_norm_sum(Arc::new(move |values: &mut [f64]| {
-            comm.all_reduce(ReduceData::F64(values), ReduceOp::Sum)
-                .map_err(|e| graphloom_tensor::Error::Op {
-                    op: "batch norm",
-                    source: Box::new(e),
-                })
-        }));
-    }
-    Ok(model)
+    let attention = Arc::new(RingAttention::new(exchange, heads.max(1)));
+    let stats_sum = Arc::new(move |values: &mut [f64]| {
+        comm.all_reduce(ReduceData::F64(values), ReduceOp::Sum)
+            .map_err(|e| graphloom_tensor::Error::Op {
+                op: "batch norm",
+                source: Box::new(e),
+            })
+    });
+    Ok(NodeGraph::with_operators(aggregation, attention)
+        .with_row_ids(ids)
+        .with_stats_sum(stats_sum))
 }
 
 /// SAR full-batch training as a [`Workload`]: every worker runs each step on its part, with
@@ -61,8 +65,8 @@ pub struct Sar<'a> {
     comm: Arc<dyn Communicator>,
     part: &'a Part,
     model: Model,
+    graph: NodeGraph,
     x: Var,
-    ids: Arc<[i64]>,
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
     mode: SarMode,
@@ -83,16 +87,17 @@ impl<'a> Sar<'a> {
     ) -> Result<Sar<'a>> {
         // Every worker sees the same count, so all stop here together.
         if part.meta.num_train == 0 {
-            return Err(Error::NoTrainingNodes);
+            return Err(graphloom_nn::Error::NoTrainingNodes.into());
         }
-        let model = sar_model(comm.clone(), part, cfg.clone(), seed, mode)?;
+        let model = Model::new(cfg.clone(), seed)?;
+        let graph = sar_graph(comm.clone(), part, cfg.arch, cfg.heads, mode)?;
         let x = Var::constant(part.features.cast(cfg.dtype)?);
         let part: &Part = part;
         Ok(Sar {
             comm,
             model,
+            graph,
             x,
-            ids: part.orig_ids.clone().into(),
             rows: part.train_idx.clone().into(),
             labels: part.train_idx.iter().map(|&v| part.labels[v]).collect(),
             part,
@@ -126,12 +131,18 @@ impl Workload for Sar<'_> {
         Some(self.comm.clone())
     }
 
-    fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+    fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> graphloom_nn::Result<f64> {
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
-        let logp = self
-            .model
-            .forward_rows(&mut tape, &self.x, &vars, mode, self.ids.clone())?;
+        let scores = self.model.forward(
+            &mut tape,
+            &self.x,
+            &vars,
+            GraphInput::Nodes(&self.graph),
+            mode,
+        )?;
+        let logp = Model::log_probabilities(&mut tape, &scores)?;
+        drop(scores);
         let normaliser = self.part.meta.num_train as f64;
         let loss = ops::nll_loss(
             &mut tape,
@@ -148,19 +159,17 @@ impl Workload for Sar<'_> {
         Ok(total[0])
     }
 
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        let mut tape = Tape::no_grad();
-        let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
-        let logp = self.model.forward_rows(
-            &mut tape,
+    fn evaluate(&mut self, params: &[Tensor]) -> graphloom_nn::Result<SplitCounts> {
+        let logp = infer(
+            &self.model,
             &self.x,
-            &vars,
-            Mode::inference(),
-            self.ids.clone(),
+            GraphInput::Nodes(&self.graph),
+            params,
+            Output::LogProbabilities,
         )?;
         let part = self.part;
         let mut counts = SplitCounts::of(
-            logp.value(),
+            &logp,
             &part.labels,
             [&part.train_idx, &part.valid_idx, &part.test_idx],
         );
@@ -180,9 +189,9 @@ pub fn train_sar(
     sar_mode: SarMode,
     on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<TrainReport> {
-    fit(
+    Ok(fit(
         &mut Sar::new(comm, part, cfg, tc.seed, sar_mode)?,
         tc,
         on_epoch,
-    )
+    )?)
 }

@@ -10,9 +10,10 @@ use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_graph::Dataset;
-use graphloom_nn::{Architecture, Mode, Model, ModelConfig};
-use graphloom_sar::{sar_model, SarMode};
+use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
+use graphloom_sar::{sar_graph, SarMode};
 use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tape, Var};
 
 const ARCHS: [Architecture; 3] = [Architecture::Sage, Architecture::Gcn, Architecture::Gat];
@@ -36,8 +37,8 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         hidden: 12,
         out_dim: 3,
         heads: 2,
-        input_dropout: 0.2,
-        attention_dropout: 0.3,
+        input_dropout: Probability::new(0.2).unwrap(),
+        attention_dropout: Probability::new(0.3).unwrap(),
         dtype,
         ..Default::default()
     }
@@ -58,7 +59,8 @@ type Step = (f64, Vec<Vec<f64>>);
 fn whole_graph(ds: &Dataset, cfg: ModelConfig) -> Step {
     let dtype = cfg.dtype;
     let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
-    let model = Model::new_weighted(cfg, &ds.graph, weight, 5).unwrap();
+    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight).unwrap();
+    let model = Model::new(cfg, 5).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -66,7 +68,10 @@ fn whole_graph(ds: &Dataset, cfg: ModelConfig) -> Step {
         .map(|p| tape.leaf(p.value.clone(), true))
         .collect();
     let x = Var::constant(ds.features.cast(dtype).unwrap());
-    let logp = model.forward(&mut tape, &x, &vars, mode()).unwrap();
+    let scores = model
+        .forward(&mut tape, &x, &vars, GraphInput::Nodes(&graph), mode())
+        .unwrap();
+    let logp = Model::log_probabilities(&mut tape, &scores).unwrap();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&v| ds.labels[v]).collect();
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let loss = ops::nll_loss(&mut tape, &logp, rows, labels, ds.train_idx.len() as f64).unwrap();
@@ -83,7 +88,9 @@ fn whole_graph(ds: &Dataset, cfg: ModelConfig) -> Step {
 fn one_part(comm: Arc<dyn Communicator>, dir: &Path, cfg: ModelConfig, sar: SarMode) -> Step {
     let dtype = cfg.dtype;
     let mut part = Part::load(dir, comm.rank()).unwrap();
-    let model = sar_model(comm.clone(), &mut part, cfg, 5, sar).unwrap();
+    let (arch, heads) = (cfg.arch, cfg.heads);
+    let model = Model::new(cfg, 5).unwrap();
+    let graph = sar_graph(comm.clone(), &mut part, arch, heads, sar).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
         .params
@@ -91,10 +98,10 @@ fn one_part(comm: Arc<dyn Communicator>, dir: &Path, cfg: ModelConfig, sar: SarM
         .map(|p| tape.leaf(p.value.clone(), true))
         .collect();
     let x = Var::constant(part.features.cast(dtype).unwrap());
-    let ids: Arc<[i64]> = part.orig_ids.clone().into();
-    let logp = model
-        .forward_rows(&mut tape, &x, &vars, mode(), ids)
+    let scores = model
+        .forward(&mut tape, &x, &vars, GraphInput::Nodes(&graph), mode())
         .unwrap();
+    let logp = Model::log_probabilities(&mut tape, &scores).unwrap();
     let labels: Arc<[i64]> = part.train_idx.iter().map(|&v| part.labels[v]).collect();
     let rows: Arc<[usize]> = part.train_idx.clone().into();
     // Every worker divides by the global number of training nodes.

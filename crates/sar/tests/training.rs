@@ -8,6 +8,7 @@ use graphloom_graph::parts::{write_parts, Part};
 use graphloom_nn::train::{train_full_batch, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_sar::{train_sar, SarMode};
+use graphloom_tensor::autodiff::ops::Probability;
 
 #[test]
 fn four_workers_train_like_one_for_twenty_epochs() {
@@ -62,13 +63,13 @@ fn four_workers_train_like_one_for_twenty_epochs() {
             assert!((report.test_acc - one.test_acc).abs() < 1e-9, "{arch:?}");
         }
         // A partition into 4 parts cannot run on 2 workers.
-        for r in Local::run(2, |comm| -> Result<(), graphloom_nn::Error> {
+        for r in Local::run(2, |comm| -> Result<(), graphloom_sar::Error> {
             let mut part = Part::load(&dir, comm.rank())?;
             train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {}).map(drop)
         }) {
             assert!(matches!(
                 r.unwrap_err(),
-                graphloom_nn::Error::WorkerCount {
+                graphloom_sar::Error::WorkerCount {
                     workers: 2,
                     parts: 4,
                     ..
@@ -100,10 +101,10 @@ fn a_worker_that_dies_is_named_by_the_others() {
         hidden: 4,
         out_dim: 3,
         heads: 2,
-        attention_dropout: 0.5,
+        attention_dropout: Probability::new(0.5).unwrap(),
         ..Default::default()
     };
-    let results = Local::run(3, |comm| -> Result<(), graphloom_nn::Error> {
+    let results = Local::run(3, |comm| -> Result<(), graphloom_sar::Error> {
         let rank = comm.rank();
         let mut part = Part::load(&dir, rank)?;
         let tc = TrainConfig {
@@ -122,7 +123,7 @@ fn a_worker_that_dies_is_named_by_the_others() {
         let e = r.unwrap_err();
         if rank == 1 {
             assert!(
-                matches!(&e, graphloom_nn::Error::Comm(CommError::Invalid(m)) if m == "worker 1 stopped"),
+                matches!(&e, graphloom_sar::Error::Comm(CommError::Invalid(m)) if m == "worker 1 stopped"),
                 "{e}"
             );
         } else {
@@ -160,7 +161,7 @@ fn no_training_nodes_is_named() {
         out_dim: 3,
         ..Default::default()
     };
-    for r in Local::run(2, |comm| -> Result<(), graphloom_nn::Error> {
+    for r in Local::run(2, |comm| -> Result<(), graphloom_sar::Error> {
         let mut part = Part::load(&dir, comm.rank())?;
         let tc = TrainConfig {
             epochs: 2,
@@ -169,7 +170,12 @@ fn no_training_nodes_is_named() {
         train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {}).map(drop)
     }) {
         assert!(
-            matches!(r, Err(graphloom_nn::Error::NoTrainingNodes)),
+            matches!(
+                r,
+                Err(graphloom_sar::Error::Train(
+                    graphloom_nn::Error::NoTrainingNodes
+                ))
+            ),
             "{r:?}"
         );
     }

@@ -8,6 +8,7 @@
 //!   lists, save one file per rank.
 //! - [`Embedding`]: a trainable or frozen table with a cache of remote rows and sparse
 //!   optimizers.
+//! - [`RowSource`]: what batches gather node rows from (a table, or one behind [`HotRows`]).
 #![deny(missing_docs)]
 
 mod copy;
@@ -20,6 +21,7 @@ mod hot_rows;
 mod layout;
 mod memory;
 mod routing;
+mod row_source;
 mod tensor;
 
 pub use dlpack::DlpackView;
@@ -32,4 +34,5 @@ pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
 pub use hot_rows::HotRows;
 pub use layout::{check_support, Layout, Location, RowPartition, Topology};
+pub use row_source::RowSource;
 pub use tensor::{GatherStats, StoreSpec, StoreTensor};

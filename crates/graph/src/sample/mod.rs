@@ -19,6 +19,7 @@
 
 mod block;
 mod choose;
+mod fanouts;
 
 use graphloom_tensor::prefetch::prefetch_at;
 use graphloom_tensor::rng::RngKey;
@@ -26,8 +27,12 @@ use rayon::prelude::*;
 
 pub use block::{Block, Relabeler};
 pub use choose::{below, uniform_positions, weighted_positions};
+pub use fanouts::Fanouts;
 
 use crate::{Csr, Error, NodeId, Result};
+
+/// The most neighbours per node a hop reserves room for up front; more grow as drawn.
+const CAPACITY_PER_NODE: usize = 64;
 
 /// The purpose of the sampling draws in their [`RngKey`]: hop `h` uses `SAMPLE_PURPOSE + h`.
 pub const SAMPLE_PURPOSE: u64 = 0x5A3F_0000;
@@ -193,7 +198,10 @@ impl NeighborSource for CsrSource<'_> {
             .map(|chunk| {
                 let mut part = HopSample {
                     offsets: Vec::with_capacity(chunk.len() + 1),
-                    edge_ids: Vec::with_capacity(chunk.len() * fanout.unwrap_or(0)),
+                    // A hint only: a fanout may be far above any degree.
+                    edge_ids: Vec::with_capacity(
+                        chunk.len() * fanout.unwrap_or(0).min(CAPACITY_PER_NODE),
+                    ),
                     ..Default::default()
                 };
                 part.offsets.push(0);
@@ -272,12 +280,7 @@ impl Sampler {
                 format!("seed node {bad} is not below {n}"),
             ));
         }
-        if let Some(&bad) = fanouts.iter().find(|&&f| f < -1 || f == 0) {
-            return Err(Error::argument(
-                "fanouts",
-                format!("fanout {bad}: use a positive count or -1 for all"),
-            ));
-        }
+        Fanouts::check(fanouts)?;
         let mut frontier = seeds.to_vec();
         let mut blocks = Vec::with_capacity(fanouts.len());
         for (hop, &f) in fanouts.iter().enumerate() {

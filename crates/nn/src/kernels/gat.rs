@@ -59,7 +59,9 @@ impl Attention for FusedGat {
         er: &Var,
         dropout: Option<Dropout>,
     ) -> Result<Var> {
+        // The heads are the scores' columns: one kernel serves layers of any head count.
         let gat = FusedGat {
+            heads: el.value().dims2().1,
             attention_dropout: dropout,
             ..self.clone()
         };
@@ -74,6 +76,17 @@ struct GatOp {
 }
 
 impl FusedGat {
+    /// The kernel over `graph` (which must have one self-loop per node), as a layer uses it
+    /// through [`Attention`]: the head count is taken from the scores of each call.
+    pub fn new(graph: Arc<GraphView>) -> FusedGat {
+        FusedGat {
+            graph,
+            heads: 1,
+            negative_slope: crate::layers::GAT_NEGATIVE_SLOPE,
+            attention_dropout: None,
+        }
+    }
+
     /// `out = attention(h, el, er)` for `h: [n, heads * c]`, `el, er: [n, heads]`.
     pub fn apply(&self, tape: &mut Tape, h: &Var, el: &Var, er: &Var) -> Result<Var> {
         Ok(tape.apply(

@@ -22,7 +22,7 @@ use crate::kernels::aggregate::{GcnNorm, LinearAggregation, WeightedSum};
 use crate::kernels::gat::{Attention, FusedGat};
 use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
-use crate::{GraphView, Result};
+use crate::{Error, GraphView, Result};
 
 /// Which convolution a layer is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -40,8 +40,10 @@ pub enum ConvKind {
     },
 }
 
-/// One convolution: its kind, widths and the graph operators it needs.
-#[derive(Clone)]
+/// One convolution: its kind and widths. The graph it runs over comes with each forward pass
+/// as [`LayerOperators`], so one layer serves the whole graph, a sampled block or a worker's
+/// part alike.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ConvLayer {
     /// The kind.
     pub kind: ConvKind,
@@ -49,32 +51,65 @@ pub struct ConvLayer {
     pub in_dim: usize,
     /// Output width per head.
     pub out_dim: usize,
-    /// GCN's normalised adjacency, or SAGE's mean.
-    aggregation: Option<Arc<dyn LinearAggregation>>,
-    /// GAT's attention kernel (graph with self-loops).
-    attention: Option<Arc<dyn Attention>>,
-    /// For a sampled block: only the first rows (the block's destinations) are outputs, so
-    /// the layer drops the others right after aggregating, before any dense product.
-    keep_rows: Option<usize>,
 }
 
-/// The aggregation of a GCN or GraphSAGE layer over `graph`, computing the first `rows` outputs
-/// only when given.
-fn local_aggregation(
-    kind: ConvKind,
-    graph: &Arc<GraphView>,
-    rows: Option<usize>,
-    gcn_norm: Option<&GcnNorm>,
-) -> Arc<dyn LinearAggregation> {
-    let sum = match (kind, gcn_norm) {
-        (ConvKind::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
-        (ConvKind::Gcn, None) => WeightedSum::gcn(graph.clone()),
-        _ => WeightedSum::mean(graph.clone()),
-    };
-    Arc::new(match rows {
-        Some(n) => sum.with_output_rows(n),
-        None => sum,
-    })
+/// The graph operators of one layer's forward pass: GCN's normalised adjacency or SAGE's mean
+/// (`aggregation`), GAT's attention over the graph with self-loops (`attention`), and, for a
+/// sampled block, how many leading rows are outputs.
+#[derive(Clone, Default)]
+pub struct LayerOperators {
+    /// GCN's normalised adjacency, or SAGE's mean.
+    pub aggregation: Option<Arc<dyn LinearAggregation>>,
+    /// GAT's attention (graph with self-loops).
+    pub attention: Option<Arc<dyn Attention>>,
+    /// For a sampled block: only the first rows (the block's destinations) are outputs, so
+    /// the layer drops the others right after aggregating, before any dense product.
+    pub keep_rows: Option<usize>,
+}
+
+impl LayerOperators {
+    /// The operators a layer of `kind` needs over a graph in memory: `graph` for GCN and
+    /// GraphSAGE, `graph_with_loops` (one self-loop per node) for GAT. With `block`, the graph
+    /// is a sampled block as a square graph over its sources whose first `block` rows are the
+    /// outputs; GCN then normalises by the block's degrees, as DGL's `GraphConv` on blocks
+    /// does, unless `gcn_norm` gives each source's normalisation in the whole graph.
+    pub fn in_memory(
+        kind: ConvKind,
+        graph: Option<&Arc<GraphView>>,
+        graph_with_loops: Option<&Arc<GraphView>>,
+        block: Option<usize>,
+        gcn_norm: Option<&GcnNorm>,
+    ) -> Result<LayerOperators> {
+        let missing = |what: &str| Error::Mismatch {
+            what: "the graph and the layer",
+            detail: format!("a {kind:?} layer needs {what}"),
+        };
+        let mut ops = LayerOperators {
+            keep_rows: block,
+            ..LayerOperators::default()
+        };
+        match kind {
+            ConvKind::Gcn | ConvKind::Sage => {
+                let graph = graph.ok_or_else(|| missing("the graph without added self-loops"))?;
+                let sum = match (kind, gcn_norm) {
+                    (ConvKind::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
+                    (ConvKind::Gcn, None) => WeightedSum::gcn(graph.clone()),
+                    _ => WeightedSum::mean(graph.clone()),
+                };
+                // Aggregations compute only the kept rows themselves.
+                let sum = match block {
+                    Some(n) => sum.with_output_rows(n),
+                    None => sum,
+                };
+                ops.aggregation = Some(Arc::new(sum));
+            }
+            ConvKind::Gat { .. } => {
+                let graph = graph_with_loops.ok_or_else(|| missing("the graph with self-loops"))?;
+                ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
+            }
+        }
+        Ok(ops)
+    }
 }
 
 /// LeakyReLU's negative slope in GAT's attention scores (0.2, as in the paper and PyG).
@@ -97,90 +132,9 @@ pub struct LayerInput {
 }
 
 impl ConvLayer {
-    /// A layer over `graph` (and, for GAT, `graph_with_loops`).
-    pub fn new(
-        kind: ConvKind,
-        in_dim: usize,
-        out_dim: usize,
-        graph: &Arc<GraphView>,
-        graph_with_loops: Option<&Arc<GraphView>>,
-    ) -> ConvLayer {
-        let (aggregation, attention) = match kind {
-            ConvKind::Gcn | ConvKind::Sage => {
-                (Some(local_aggregation(kind, graph, None, None)), None)
-            }
-            ConvKind::Gat { heads, .. } => (
-                None,
-                Some(Arc::new(FusedGat {
-                    graph: graph_with_loops
-                        .expect("GAT layers need the graph with self-loops")
-                        .clone(),
-                    heads,
-                    negative_slope: GAT_NEGATIVE_SLOPE,
-                    attention_dropout: None,
-                }) as Arc<dyn Attention>),
-            ),
-        };
-        ConvLayer {
-            kind,
-            in_dim,
-            out_dim,
-            aggregation,
-            attention,
-            keep_rows: None,
-        }
-    }
-
-    /// The same layer (kind and widths, so the same parameters) over a sampled block given as
-    /// a square graph over its sources: its output is the first `num_dst` rows. GCN
-    /// normalises by the block's degrees, as DGL's `GraphConv` on blocks does, unless
-    /// `gcn_norm` gives each source's normalisation in the whole graph.
-    pub fn on_block(
-        &self,
-        graph: &Arc<GraphView>,
-        graph_with_loops: Option<&Arc<GraphView>>,
-        num_dst: usize,
-        gcn_norm: Option<&GcnNorm>,
-    ) -> ConvLayer {
-        let mut layer = ConvLayer::new(
-            self.kind,
-            self.in_dim,
-            self.out_dim,
-            graph,
-            graph_with_loops,
-        );
-        layer.keep_rows = Some(num_dst);
-        // Aggregations compute only the kept rows themselves.
-        if layer.aggregation.is_some() {
-            layer.aggregation = Some(local_aggregation(self.kind, graph, Some(num_dst), gcn_norm));
-        }
-        layer
-    }
-
-    /// A layer whose graph operators are given (ones spread over workers, say) rather than
-    /// built over a graph in memory: GCN and GraphSAGE use `aggregation` (which must be GCN's
-    /// normalisation or the mean), GAT uses `attention`.
-    pub fn with_operators(
-        kind: ConvKind,
-        in_dim: usize,
-        out_dim: usize,
-        aggregation: Arc<dyn LinearAggregation>,
-        attention: Arc<dyn Attention>,
-    ) -> ConvLayer {
-        let gat = matches!(kind, ConvKind::Gat { .. });
-        ConvLayer {
-            kind,
-            in_dim,
-            out_dim,
-            aggregation: (!gat).then_some(aggregation),
-            attention: gat.then_some(attention),
-            keep_rows: None,
-        }
-    }
-
     /// The rows this layer outputs: all, or a block's destinations.
-    fn kept(&self, tape: &mut Tape, h: &Var) -> Result<Var> {
-        match self.keep_rows {
+    fn kept(ops: &LayerOperators, tape: &mut Tape, h: &Var) -> Result<Var> {
+        match ops.keep_rows {
             Some(n) => Ok(ops::leading_rows(tape, h, n)?),
             None => Ok(h.clone()),
         }
@@ -197,84 +151,118 @@ impl ConvLayer {
         }
     }
 
-    /// Names and initial values of the parameters, in the order [`ConvLayer::forward`] takes.
+    /// Names and shapes of the parameters, in the order [`ConvLayer::forward`] takes; `None`
+    /// when a shape's size overflows.
+    pub fn param_shapes(&self) -> Option<Vec<(&'static str, Vec<usize>)>> {
+        let (i, o) = (self.in_dim, self.out_dim);
+        let shapes = match self.kind {
+            ConvKind::Gcn => vec![("weight", vec![i, o]), ("bias", vec![o])],
+            ConvKind::Sage => vec![
+                ("lin_l.weight", vec![i, o]),
+                ("lin_l.bias", vec![o]),
+                ("lin_r.weight", vec![i, o]),
+            ],
+            ConvKind::Gat { heads, concat } => {
+                let wide = heads.checked_mul(o)?;
+                vec![
+                    ("lin.weight", vec![i, wide]),
+                    ("att_src", vec![wide]),
+                    ("att_dst", vec![wide]),
+                    ("bias", vec![if concat { wide } else { o }]),
+                ]
+            }
+        };
+        shapes
+            .iter()
+            .all(|(_, s)| {
+                s.iter()
+                    .try_fold(1usize, |n, &d| n.checked_mul(d))
+                    .is_some()
+            })
+            .then_some(shapes)
+    }
+
+    /// Names and initial values of the parameters, in the order [`ConvLayer::forward`] takes:
+    /// PyG's initialisation (see the module docs), drawn from `key`.
     pub fn init_params(&self, key: RngKey, dtype: DType) -> Result<Vec<(String, Tensor)>> {
         let (i, o) = (self.in_dim, self.out_dim);
-        Ok(match self.kind {
-            ConvKind::Gcn => vec![
-                (
-                    "weight".into(),
-                    glorot(&[i, o], i, o, key.derive(0), dtype)?,
-                ),
-                ("bias".into(), Tensor::zeros(&[o], dtype)),
-            ],
-            ConvKind::Sage => vec![
-                (
-                    "lin_l.weight".into(),
-                    kaiming_uniform(&[i, o], i, key.derive(0), dtype)?,
-                ),
-                (
-                    "lin_l.bias".into(),
-                    kaiming_uniform(&[o], i, key.derive(1), dtype)?,
-                ),
-                (
-                    "lin_r.weight".into(),
-                    kaiming_uniform(&[i, o], i, key.derive(2), dtype)?,
-                ),
-            ],
-            ConvKind::Gat { heads, concat } => vec![
-                (
-                    "lin.weight".into(),
-                    glorot(&[i, heads * o], i, heads * o, key.derive(0), dtype)?,
-                ),
-                (
-                    "att_src".into(),
-                    glorot(&[heads * o], heads, o, key.derive(1), dtype)?,
-                ),
-                (
-                    "att_dst".into(),
-                    glorot(&[heads * o], heads, o, key.derive(2), dtype)?,
-                ),
-                (
-                    "bias".into(),
-                    Tensor::zeros(&[if concat { heads * o } else { o }], dtype),
-                ),
-            ],
-        })
+        let shapes = self.param_shapes().ok_or_else(|| Error::InvalidSetting {
+            setting: "model widths",
+            reason: format!("a layer of {i} -> {o} has more parameters than memory can address"),
+        })?;
+        let heads = match self.kind {
+            ConvKind::Gat { heads, .. } => heads,
+            _ => 1,
+        };
+        shapes
+            .into_iter()
+            .enumerate()
+            .map(|(k, (name, shape))| {
+                let key = key.derive(k as u64);
+                let value = match (self.kind, name) {
+                    (_, "bias") => Tensor::zeros(&shape, dtype),
+                    (ConvKind::Gcn, _) => glorot(&shape, i, o, key, dtype)?,
+                    (ConvKind::Sage, _) => kaiming_uniform(&shape, i, key, dtype)?,
+                    (ConvKind::Gat { .. }, "lin.weight") => {
+                        glorot(&shape, i, shape[1], key, dtype)?
+                    }
+                    (ConvKind::Gat { .. }, _) => glorot(&shape, heads, o, key, dtype)?,
+                };
+                Ok((name.to_string(), value))
+            })
+            .collect()
     }
 
     /// The layer's activated output for input `x` and parameters `p` (already in the compute
-    /// dtype), with `input.output_dropout` applied when there is one.
-    pub fn forward(&self, tape: &mut Tape, x: &Var, p: &[Var], input: LayerInput) -> Result<Var> {
+    /// dtype) over the graph of `graph`, with `input.output_dropout` applied when there is
+    /// one.
+    pub fn forward(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        p: &[Var],
+        graph: &LayerOperators,
+        input: LayerInput,
+    ) -> Result<Var> {
+        let missing = |what: &str| Error::Mismatch {
+            what: "the graph and the layer",
+            detail: format!("a {:?} layer needs {what}", self.kind),
+        };
         // The sum before the bias, and the bias.
         let (h, bias) = match self.kind {
             ConvKind::Gcn => {
-                let agg = self.aggregation.as_ref().expect("GCN has an aggregation");
+                let agg = graph
+                    .aggregation
+                    .as_ref()
+                    .ok_or_else(|| missing("an aggregation"))?;
                 let h = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
                 (h, &p[1])
             }
             ConvKind::Sage => {
-                let agg = self.aggregation.as_ref().expect("SAGE has an aggregation");
+                let agg = graph
+                    .aggregation
+                    .as_ref()
+                    .ok_or_else(|| missing("an aggregation"))?;
                 let neigh = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
                 let h = if input.sparse.is_some() {
                     let root = self.project(tape, x, &p[2], &input)?;
                     ops::add(tape, &neigh, &root)?
                 } else {
-                    let x_dst = self.kept(tape, x)?;
+                    let x_dst = ConvLayer::kept(graph, tape, x)?;
                     ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
                 };
                 (h, &p[1])
             }
             ConvKind::Gat { heads, concat } => {
-                let gat = self
+                let gat = graph
                     .attention
                     .as_ref()
-                    .expect("GAT has an attention kernel");
+                    .ok_or_else(|| missing("an attention kernel"))?;
                 let h = self.project(tape, x, &p[0], &input)?;
                 let el = head_scores(tape, &h, &p[1], heads)?;
                 let er = head_scores(tape, &h, &p[2], heads)?;
                 let out = gat.apply(tape, &h, &el, &er, input.attention_dropout)?;
-                let out = self.kept(tape, &out)?;
+                let out = ConvLayer::kept(graph, tape, &out)?;
                 let out = if concat {
                     out
                 } else {

@@ -3,4 +3,4 @@
 mod conv;
 pub mod init;
 
-pub use conv::{ConvKind, ConvLayer, LayerInput, GAT_NEGATIVE_SLOPE};
+pub use conv::{ConvKind, ConvLayer, LayerInput, LayerOperators, GAT_NEGATIVE_SLOPE};

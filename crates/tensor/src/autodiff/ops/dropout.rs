@@ -7,6 +7,48 @@ use crate::kernels::elementwise::rows_from_fn;
 use crate::rng::RngKey;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
+/// A drop probability, checked to lie in `[0, 1)` when made: every dropout rate of a model
+/// (input, hidden, attention) is one, so the check is written once.
+#[derive(Clone, Copy, Debug, Default, PartialEq, PartialOrd)]
+pub struct Probability(f64);
+
+impl Probability {
+    /// No dropout.
+    pub const ZERO: Probability = Probability(0.0);
+
+    /// `p`, when it is in `[0, 1)`; otherwise a message saying why not.
+    pub fn new(p: f64) -> std::result::Result<Probability, String> {
+        if (0.0..1.0).contains(&p) {
+            Ok(Probability(p))
+        } else {
+            Err(format!("must be in [0, 1), not {p}"))
+        }
+    }
+
+    /// The probability.
+    pub fn get(self) -> f64 {
+        self.0
+    }
+}
+
+impl std::fmt::Display for Probability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl std::str::FromStr for Probability {
+    type Err = String;
+    /// A number in `[0, 1)`.
+    fn from_str(text: &str) -> std::result::Result<Probability, String> {
+        let p: f64 = text
+            .trim()
+            .parse()
+            .map_err(|_| format!("'{text}' is not a number"))?;
+        Probability::new(p)
+    }
+}
+
 /// A dropout rule: element `(id, column)` is zeroed when its draw falls below `p`, and kept
 /// elements are scaled by `1 / (1 - p)`.
 ///

@@ -6,20 +6,26 @@
 //! The workloads: [`FullBatch`] (the whole graph on one worker), the sampled mini-batches of
 //! [`crate::minibatch::MiniBatch`], and SAR's partitioned full batch in the `sar` crate.
 
+mod full_batch;
+mod records;
+mod snapshot;
+
+pub use full_batch::{train_full_batch, FullBatch};
+pub use records::{
+    correct_predictions, predicted_class, Accuracy, EpochRecord, SplitCounts, TrainReport,
+};
+pub use snapshot::SnapshotConfig;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
-use graphloom_graph::Dataset;
-use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::memory::{category_scope, thread_tracker, Category, MemoryReport};
+use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
 use graphloom_tensor::{RssReport, Tape, Tensor, Var};
 
 use crate::model::{Mode, Model, ModelConfig, Param};
 use crate::optim::{Optimizer, OptimizerKind};
-use crate::snapshot;
-pub use crate::snapshot::SnapshotConfig;
 use crate::{Error, Result};
 
 /// How to train.
@@ -44,11 +50,12 @@ pub struct TrainConfig {
 }
 
 impl Default for TrainConfig {
-    /// 200 epochs of Adam at learning rate 0.01 with weight decay 5e-4, evaluated every epoch.
+    /// 200 epochs of Adam at GCN's learning rate (0.01) with weight decay 5e-4, evaluated
+    /// every epoch.
     fn default() -> TrainConfig {
         TrainConfig {
             epochs: 200,
-            lr: 0.01,
+            lr: crate::Architecture::Gcn.defaults().lr,
             weight_decay: 5e-4,
             optimizer: OptimizerKind::Adam,
             patience: None,
@@ -59,150 +66,33 @@ impl Default for TrainConfig {
     }
 }
 
-/// Accuracies of the three splits.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct Accuracy {
-    /// On the training nodes.
-    pub train: f64,
-    /// On the validation nodes.
-    pub val: f64,
-    /// On the test nodes.
-    pub test: f64,
-}
-
-/// Correct predictions and node counts of the three splits (train, validation, test), summed
-/// over the job's workers.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub struct SplitCounts {
-    /// Correct predictions per split.
-    pub correct: [f64; 3],
-    /// Nodes per split.
-    pub total: [f64; 3],
-}
-
-/// How many rows of `logp` (class scores, one row per label) predict their label.
-pub fn correct_predictions(logp: &Tensor, labels: &[i64]) -> f64 {
-    let (_, c) = logp.dims2();
-    logp.to_vec_f64()
-        .chunks(c.max(1))
-        .zip(labels)
-        .filter(|(row, &label)| predicted_class(row) as i64 == label)
-        .count() as f64
-}
-
-impl SplitCounts {
-    /// The counts of `logp` (one row per node of `labels`) on the splits `idx`.
-    pub fn of(logp: &Tensor, labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
-        // One f64 copy of the scores for the three splits.
-        let (_, c) = logp.dims2();
-        let scores = logp.to_vec_f64();
-        let mut counts = SplitCounts::default();
-        for (s, rows) in idx.iter().enumerate() {
-            counts.correct[s] = rows
-                .iter()
-                .filter(|&&i| predicted_class(&scores[i * c..(i + 1) * c]) as i64 == labels[i])
-                .count() as f64;
-            counts.total[s] = rows.len() as f64;
+impl TrainConfig {
+    /// Fails unless the loop can run with these settings: at least one epoch, a positive
+    /// finite learning rate, a finite non-negative weight decay, evaluation every epoch or
+    /// more. The settings are named as [`crate::Error::InvalidSetting`] names them: by their
+    /// field names.
+    pub fn check(&self) -> Result<()> {
+        let invalid = |setting, reason: String| Err(Error::InvalidSetting { setting, reason });
+        if self.epochs == 0 {
+            return invalid("epochs", "must be at least 1".into());
         }
-        counts
-    }
-
-    /// The counts of a whole dataset's splits.
-    pub fn of_dataset(logp: &Tensor, ds: &Dataset) -> SplitCounts {
-        SplitCounts::of(
-            logp,
-            &ds.labels,
-            [&ds.train_idx, &ds.valid_idx, &ds.test_idx],
-        )
-    }
-
-    /// Adds up the counts of every worker of `comm`, in place. Collective.
-    pub fn sum_over(&mut self, comm: &dyn Communicator) -> Result<()> {
-        let mut v = [0.0; 6];
-        v[..3].copy_from_slice(&self.correct);
-        v[3..].copy_from_slice(&self.total);
-        comm.all_reduce(ReduceData::F64(&mut v), ReduceOp::Sum)?;
-        self.correct.copy_from_slice(&v[..3]);
-        self.total.copy_from_slice(&v[3..]);
+        if self.eval_every == 0 {
+            return invalid("eval_every", "must be at least 1".into());
+        }
+        if self.patience == Some(0) {
+            return invalid("patience", "must be at least 1".into());
+        }
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return invalid("lr", format!("must be a positive number, not {}", self.lr));
+        }
+        if !(self.weight_decay.is_finite() && self.weight_decay >= 0.0) {
+            return invalid(
+                "weight_decay",
+                format!("must be zero or positive, not {}", self.weight_decay),
+            );
+        }
         Ok(())
     }
-
-    /// The accuracies (0 for an empty split).
-    pub fn accuracy(&self) -> Accuracy {
-        let share = |s: usize| {
-            if self.total[s] > 0.0 {
-                self.correct[s] / self.total[s]
-            } else {
-                0.0
-            }
-        };
-        Accuracy {
-            train: share(0),
-            val: share(1),
-            test: share(2),
-        }
-    }
-}
-
-/// What one epoch measured.
-#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EpochRecord {
-    /// Epoch number, from 1.
-    pub epoch: usize,
-    /// Training loss of the epoch (mean over its steps' training nodes, with dropout).
-    pub loss: f64,
-    /// Accuracies after the epoch, with dropout off; `None` on epochs that were not evaluated.
-    pub accuracy: Option<Accuracy>,
-    /// Seconds of the training steps (forward, backward, update), without evaluation.
-    pub seconds: f64,
-    /// The most tracked bytes held at once so far.
-    pub peak_bytes: usize,
-}
-
-/// The outcome of a run.
-pub struct TrainReport {
-    /// One record per epoch run.
-    pub epochs: Vec<EpochRecord>,
-    /// The epoch with the best validation accuracy (the first of equals).
-    pub best_epoch: usize,
-    /// Its validation accuracy.
-    pub best_val_acc: f64,
-    /// Its test accuracy.
-    pub test_acc: f64,
-    /// The parameters after the best epoch.
-    pub best_params: Vec<Param>,
-    /// The learnt input table after the best epoch, for workloads that train one.
-    pub best_input_embedding: Option<Tensor>,
-    /// Whether patience ran out before the last epoch.
-    pub stopped_early: bool,
-    /// Tracked memory of this worker: current and peak bytes per category.
-    pub memory: MemoryReport,
-    /// The process's resident memory at the end.
-    pub rss: RssReport,
-}
-
-impl TrainReport {
-    /// Mean seconds of the training step over the epochs, leaving out the first (warm-up)
-    /// when there are more than one.
-    pub fn mean_epoch_seconds(&self) -> f64 {
-        let timed = if self.epochs.len() > 1 {
-            &self.epochs[1..]
-        } else {
-            &self.epochs[..]
-        };
-        timed.iter().map(|e| e.seconds).sum::<f64>() / timed.len().max(1) as f64
-    }
-}
-
-/// The class a row of scores predicts: its largest entry (the first of equals).
-pub fn predicted_class(row: &[f64]) -> usize {
-    let mut best = 0;
-    for j in 1..row.len() {
-        if row[j] > row[best] {
-            best = j;
-        }
-    }
-    best
 }
 
 /// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
@@ -405,25 +295,8 @@ pub fn fit(
     tc: &TrainConfig,
     mut on_epoch: impl FnMut(&EpochRecord),
 ) -> Result<TrainReport> {
-    if tc.epochs == 0 {
-        return Err(Error::InvalidSetting {
-            setting: "epochs",
-            reason: "train at least one epoch".into(),
-        });
-    }
-    if !(tc.lr.is_finite() && tc.lr > 0.0) {
-        return Err(Error::InvalidSetting {
-            setting: "learning rate",
-            reason: format!("must be positive and finite, not {}", tc.lr),
-        });
-    }
-    if !(tc.weight_decay.is_finite() && tc.weight_decay >= 0.0) {
-        return Err(Error::InvalidSetting {
-            setting: "weight decay",
-            reason: format!("must be zero or positive, not {}", tc.weight_decay),
-        });
-    }
-    let eval_every = tc.eval_every.max(1);
+    tc.check()?;
+    let eval_every = tc.eval_every;
     let names: Vec<String> = workload
         .model()
         .params
@@ -456,6 +329,7 @@ pub fn fit(
             "patience",
             tc.patience.map_or("none".into(), |p| p.to_string()),
         ),
+        ("model", trajectory_fingerprint(&workload.model().cfg)),
         ("workload", workload.fingerprint()),
     ]
     .into_iter()
@@ -551,148 +425,28 @@ pub fn fit(
     })
 }
 
-/// Full-batch training on one worker: every step is a forward pass over the whole graph, the
-/// loss on the training nodes, and evaluation is one forward pass with dropout off (exact
-/// full-neighbour inference).
-pub struct FullBatch<'a> {
-    ds: &'a Dataset,
-    model: Model,
-    x: Var,
-    rows: Arc<[usize]>,
-    labels: Arc<[i64]>,
-}
-
-impl<'a> FullBatch<'a> {
-    /// The workload of model `cfg` (parameters drawn from `seed`) on `ds`, whose features must
-    /// already be in the model's compute dtype.
-    pub fn new(ds: &'a Dataset, cfg: ModelConfig, seed: u64) -> Result<FullBatch<'a>> {
-        if ds.features.dtype() != cfg.dtype {
-            return Err(Error::Mismatch {
-                what: "the features' dtype and the model's",
-                detail: format!(
-                    "features are {}, the model computes in {}",
-                    ds.features.dtype(),
-                    cfg.dtype
-                ),
-            });
-        }
-        FullBatch::with_inputs(ds, cfg, seed, ds.features.clone())
-    }
-
-    /// The workload of model `cfg` on the graph of `ds` with input rows `x` (one per node, in
-    /// the compute dtype): the features, or a learnt input embedding.
-    pub fn with_inputs(
-        ds: &'a Dataset,
-        cfg: ModelConfig,
-        seed: u64,
-        x: Tensor,
-    ) -> Result<FullBatch<'a>> {
-        if x.shape() != [ds.graph.num_nodes(), cfg.in_dim] {
-            return Err(Error::Mismatch {
-                what: "input rows and the model",
-                detail: format!(
-                    "input rows of shape {:?} for {} nodes of a model {} wide",
-                    x.shape(),
-                    ds.graph.num_nodes(),
-                    cfg.in_dim
-                ),
-            });
-        }
-        let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
-        let mut model = Model::new_weighted(cfg, &ds.graph, weight, seed)?;
-        model.use_sparse_input(&x);
-        Ok(FullBatch {
-            ds,
-            model,
-            x: Var::constant(x),
-            rows: ds.train_idx.clone().into(),
-            labels: ds.train_idx.iter().map(|&i| ds.labels[i]).collect(),
-        })
-    }
-
-    /// Inference over every node with parameters `params` and dropout off.
-    pub fn infer(&self, params: &[Tensor], output: Output) -> Result<Tensor> {
-        infer(&self.model, &self.x, params, output)
-    }
-}
-
-impl Workload for FullBatch<'_> {
-    fn fingerprint(&self) -> String {
-        let g = &self.ds.graph;
-        format!(
-            "full batch over {} nodes, {} edges, {} training nodes",
-            g.num_nodes(),
-            g.num_edges(),
-            self.rows.len()
-        )
-    }
-
-    fn model(&self) -> &Model {
-        &self.model
-    }
-
-    fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
-    }
-
-    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
-        None
-    }
-
-    fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
-        if self.rows.is_empty() {
-            return Err(Error::NoTrainingNodes);
-        }
-        let mut tape = Tape::new();
-        let (vars, mode) = steps.begin(&mut tape);
-        let logp = self.model.forward(&mut tape, &self.x, &vars, mode)?;
-        let loss = ops::nll_loss(
-            &mut tape,
-            &logp,
-            self.rows.clone(),
-            self.labels.clone(),
-            self.rows.len() as f64,
-        )?;
-        drop(logp);
-        Ok(steps.finish(tape, &loss, vars, None)?.0)
-    }
-
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        let logp = self.infer(params, Output::LogProbabilities)?;
-        Ok(SplitCounts::of_dataset(&logp, self.ds))
-    }
-}
-
-/// What inference computes for every node.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Output {
-    /// Log-probabilities of the classes.
-    LogProbabilities,
-    /// The output of the first `k` layers (node embeddings; for the last layer, the class
-    /// scores before the softmax).
-    Layer(usize),
-}
-
-/// Inference over every node with parameters `values` and dropout off: the whole graph in one
-/// forward pass, which is exact full-neighbour inference. Evaluation during training and
-/// `predict`/`embed` after it both come here.
-pub fn infer(model: &Model, x: &Var, values: &[Tensor], output: Output) -> Result<Tensor> {
-    let mut tape = Tape::no_grad();
-    let vars: Vec<Var> = values.iter().map(|v| Var::constant(v.clone())).collect();
-    let out = match output {
-        Output::LogProbabilities => model.forward(&mut tape, x, &vars, Mode::inference())?,
-        Output::Layer(k) => model.embed(&mut tape, x, &vars, k)?,
-    };
-    Ok(out.value().clone())
-}
-
-/// Trains `cfg` on `ds` full-batch ([`FullBatch`] under [`fit`]), calling `on_epoch` after
-/// every epoch. The features must already be in the model's compute dtype.
-pub fn train_full_batch(
-    ds: &Dataset,
-    cfg: ModelConfig,
-    tc: &TrainConfig,
-    on_epoch: impl FnMut(&EpochRecord),
-) -> Result<TrainReport> {
-    fit(&mut FullBatch::new(ds, cfg, tc.seed)?, tc, on_epoch)
+/// Every setting of a model that changes the numbers a run computes (all but
+/// checkpointing, which recomputes exactly what it drops), for the snapshot check.
+fn trajectory_fingerprint(cfg: &ModelConfig) -> String {
+    let ModelConfig {
+        arch,
+        in_dim,
+        hidden,
+        out_dim,
+        layers,
+        heads,
+        out_heads,
+        dropout,
+        input_dropout,
+        attention_dropout,
+        dtype,
+        checkpoint: _,
+        batch_norm,
+    } = cfg;
+    format!(
+        "{} of {layers} layers, {in_dim} -> {hidden} -> {out_dim}, heads {heads}/{out_heads}, \
+         dropout {dropout}, input dropout {input_dropout}, attention dropout \
+         {attention_dropout}, {dtype}, batch norm {batch_norm}",
+        arch.name()
+    )
 }

@@ -1,0 +1,619 @@
+//! [`Model`]: a stack of convolutions with dropout and activations, as in the papers' and
+//! PyTorch Geometric's examples: `dropout -> conv -> activation` per hidden layer, then
+//! `dropout -> conv` (the first dropout, on the input features, has its own rate). A task is a
+//! head on the last layer's output: node classification takes its log-softmax
+//! ([`Model::log_probabilities`]).
+//!
+//! The model holds parameters and layer kinds only; the graph comes with each forward pass as
+//! a [`GraphInput`]: the whole graph or a worker's part ([`NodeGraph`]), or sampled blocks
+//! ([`LayerGraph`]).
+
+mod graph_input;
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, OutputDropout, Probability};
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::rng::RngKey;
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+pub use graph_input::{GraphInput, LayerGraph, NodeGraph};
+
+use crate::kernels::aggregate::to_tensor_error;
+use crate::kernels::sparse::SparseFeatures;
+use crate::layers::{ConvKind, ConvLayer, LayerInput, LayerOperators};
+use crate::{Error, Result};
+
+/// The model family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Architecture {
+    /// Graph convolutional network.
+    Gcn,
+    /// GraphSAGE with mean aggregation.
+    Sage,
+    /// Graph attention network.
+    Gat,
+}
+
+impl Architecture {
+    /// Parses `gcn`, `sage` or `gat`.
+    pub fn parse(name: &str) -> Option<Architecture> {
+        Some(match name {
+            "gcn" => Architecture::Gcn,
+            "sage" | "graphsage" => Architecture::Sage,
+            "gat" => Architecture::Gat,
+            _ => return None,
+        })
+    }
+    /// The convolution of layer `l` of `layers` in a model of this family with `heads` heads
+    /// per hidden layer and `out_heads` in the output layer (GAT concatenates a hidden
+    /// layer's heads and averages the output layer's).
+    pub fn conv_kind(self, l: usize, layers: usize, heads: usize, out_heads: usize) -> ConvKind {
+        let last = l + 1 == layers;
+        match self {
+            Architecture::Gcn => ConvKind::Gcn,
+            Architecture::Sage => ConvKind::Sage,
+            Architecture::Gat if last => ConvKind::Gat {
+                heads: out_heads.max(1),
+                concat: false,
+            },
+            Architecture::Gat => ConvKind::Gat {
+                heads: heads.max(1),
+                concat: true,
+            },
+        }
+    }
+
+    /// The family's defaults: GCN 16 wide with dropout 0.5 at learning rate 0.01 (Kipf and
+    /// Welling), GraphSAGE 64 wide (PyG's example), GAT 8 wide per head with 8 heads, dropout
+    /// 0.6 and learning rate 0.005 (Velickovic et al.).
+    pub fn defaults(self) -> ArchDefaults {
+        let (hidden, heads, dropout, lr) = match self {
+            Architecture::Gcn => (16, 1, 0.5, 0.01),
+            Architecture::Sage => (64, 1, 0.5, 0.01),
+            Architecture::Gat => (8, 8, 0.6, 0.005),
+        };
+        ArchDefaults {
+            hidden,
+            heads,
+            dropout: Probability::new(dropout).expect("a default is a probability"),
+            lr,
+        }
+    }
+
+    /// The lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Architecture::Gcn => "gcn",
+            Architecture::Sage => "sage",
+            Architecture::Gat => "gat",
+        }
+    }
+}
+
+/// The shape and regularisation of a model.
+#[derive(Clone, Debug)]
+pub struct ModelConfig {
+    /// The model family.
+    pub arch: Architecture,
+    /// Input feature width.
+    pub in_dim: usize,
+    /// Hidden width (per head for GAT).
+    pub hidden: usize,
+    /// Number of classes.
+    pub out_dim: usize,
+    /// Number of convolutions (at least 1).
+    pub layers: usize,
+    /// GAT: heads of the hidden layers (concatenated).
+    pub heads: usize,
+    /// GAT: heads of the output layer (averaged).
+    pub out_heads: usize,
+    /// Dropout before every convolution.
+    pub dropout: Probability,
+    /// Dropout on the input features, before the first convolution.
+    pub input_dropout: Probability,
+    /// GAT: dropout on the attention coefficients.
+    pub attention_dropout: Probability,
+    /// The dtype activations are computed and stored in (parameters stay f32, or f64 for f64).
+    pub dtype: DType,
+    /// Recompute each layer's internals in the backward pass instead of keeping them.
+    pub checkpoint: bool,
+    /// Batch normalisation after every hidden convolution, before its activation, with the
+    /// statistics of every node (of every worker: see [`Model::set_batch_norm_sum`]).
+    pub batch_norm: bool,
+}
+
+impl ModelConfig {
+    /// A model of `arch` with its family's defaults ([`Architecture::defaults`]): 2 layers,
+    /// computing in f32. `in_dim` and `out_dim` are 0: set them to the data's widths.
+    pub fn of(arch: Architecture) -> ModelConfig {
+        let d = arch.defaults();
+        ModelConfig {
+            arch,
+            in_dim: 0,
+            hidden: d.hidden,
+            out_dim: 0,
+            layers: 2,
+            heads: d.heads,
+            out_heads: 1,
+            dropout: d.dropout,
+            input_dropout: d.dropout,
+            attention_dropout: if arch == Architecture::Gat {
+                d.dropout
+            } else {
+                Probability::ZERO
+            },
+            dtype: DType::F32,
+            checkpoint: false,
+            batch_norm: false,
+        }
+    }
+}
+
+impl Default for ModelConfig {
+    /// A 2-layer GCN of hidden width 16 with dropout 0.5 (Kipf and Welling's), computing in
+    /// f32. `in_dim` and `out_dim` are 0: set them to the data's widths.
+    fn default() -> ModelConfig {
+        ModelConfig::of(Architecture::Gcn)
+    }
+}
+
+/// What a model family trains with unless told otherwise, as its paper and PyG's examples
+/// train it: the one table of per-model defaults.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArchDefaults {
+    /// Hidden width (per head for GAT).
+    pub hidden: usize,
+    /// Heads of the hidden layers (GAT).
+    pub heads: usize,
+    /// Dropout before every layer, on the input too, and on GAT's attention.
+    pub dropout: Probability,
+    /// The learning rate.
+    pub lr: f64,
+}
+
+/// The epsilon added to the variance of batch normalisation (PyTorch's default).
+pub const BATCH_NORM_EPS: f64 = 1e-5;
+
+/// Whether a forward pass trains (dropout on) and which step's random draws it uses.
+#[derive(Clone, Copy, Debug)]
+pub struct Mode {
+    /// Dropout on.
+    pub training: bool,
+    /// The run's seed.
+    pub seed: u64,
+    /// The step (epoch) number, part of every dropout key.
+    pub step: u64,
+}
+
+impl Mode {
+    /// Dropout off: evaluation and inference, which draw nothing, so no seed or step matters.
+    pub fn inference() -> Mode {
+        Mode {
+            training: false,
+            seed: 0,
+            step: 0,
+        }
+    }
+}
+
+/// A named parameter tensor (f32, or f64 for f64 models).
+#[derive(Clone, Debug)]
+pub struct Param {
+    /// `layers.{i}.{name}`.
+    pub name: String,
+    /// The value.
+    pub value: Tensor,
+}
+
+/// A GNN: its configuration, layer kinds and parameters. It holds no graph: each forward pass
+/// is given one ([`GraphInput`]), so the same model trains on the whole graph, on sampled
+/// blocks or on a worker's part, and is saved and loaded without any.
+pub struct Model {
+    /// The configuration.
+    pub cfg: ModelConfig,
+    layers: Vec<ConvLayer>,
+    /// Every parameter, layer by layer.
+    pub params: Vec<Param>,
+    /// The range of `params` each layer takes.
+    param_ranges: Vec<Range<usize>>,
+}
+
+/// Inputs with at most this share of non-zeros take the sparse first layer.
+const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
+
+/// The most scalar parameters a model may have (2^40, 4 TiB of f32): far beyond any GNN, and
+/// low enough that no size computed from it overflows.
+pub const MAX_PARAMETERS: usize = 1 << 40;
+
+impl Model {
+    /// The model of `cfg` with parameters initialised from `seed` (PyG's initialisation per
+    /// layer; the same seed gives the same parameters on every worker).
+    pub fn new(cfg: ModelConfig, seed: u64) -> Result<Model> {
+        let shapes = Model::param_shapes(&cfg)?;
+        let layers = Model::layers_of(&cfg);
+        let param_dtype = if cfg.dtype == DType::F64 {
+            DType::F64
+        } else {
+            DType::F32
+        };
+        let _g = category_scope(Category::Optimizer);
+        let mut params = Vec::with_capacity(shapes.len());
+        let mut param_ranges = Vec::new();
+        for (l, layer) in layers.iter().enumerate() {
+            let start = params.len();
+            for (name, value) in
+                layer.init_params(RngKey::new(seed, u64::MAX, l as u64), param_dtype)?
+            {
+                params.push(Param {
+                    name: format!("layers.{l}.{name}"),
+                    value,
+                });
+            }
+            if cfg.batch_norm && l + 1 < layers.len() {
+                let width = layer.output_width();
+                params.push(Param {
+                    name: format!("layers.{l}.norm.weight"),
+                    value: Tensor::full(&[width], param_dtype, 1.0)?,
+                });
+                params.push(Param {
+                    name: format!("layers.{l}.norm.bias"),
+                    value: Tensor::zeros(&[width], param_dtype),
+                });
+            }
+            param_ranges.push(start..params.len());
+        }
+        debug_assert_eq!(params.len(), shapes.len());
+        Ok(Model {
+            cfg,
+            layers,
+            params,
+            param_ranges,
+        })
+    }
+
+    /// The layers of `cfg`: kinds and widths.
+    fn layers_of(cfg: &ModelConfig) -> Vec<ConvLayer> {
+        let mut width = cfg.in_dim;
+        (0..cfg.layers)
+            .map(|l| {
+                let last = l + 1 == cfg.layers;
+                let layer = ConvLayer {
+                    kind: cfg.arch.conv_kind(l, cfg.layers, cfg.heads, cfg.out_heads),
+                    in_dim: width,
+                    out_dim: if last { cfg.out_dim } else { cfg.hidden },
+                };
+                width = layer.output_width();
+                layer
+            })
+            .collect()
+    }
+
+    /// Fails unless the configuration can make a model.
+    fn check(cfg: &ModelConfig) -> Result<()> {
+        let widths = [
+            ("layers", cfg.layers),
+            ("hidden width", cfg.hidden),
+            ("input width", cfg.in_dim),
+            ("output width (classes)", cfg.out_dim),
+        ];
+        if let Some((name, _)) = widths.iter().find(|(_, v)| *v == 0) {
+            return Err(Error::InvalidSetting {
+                setting: "model widths",
+                reason: format!("the {name} must be at least 1"),
+            });
+        }
+        if !cfg.dtype.is_float() {
+            return Err(Error::InvalidSetting {
+                setting: "compute dtype",
+                reason: format!("{} is not a float type", cfg.dtype),
+            });
+        }
+        Ok(())
+    }
+
+    /// The names and shapes of the parameters of a model of `cfg`, in the model's order,
+    /// computed without allocating any; fails on a configuration that cannot make a model or
+    /// would have more than [`MAX_PARAMETERS`] parameters.
+    pub fn param_shapes(cfg: &ModelConfig) -> Result<Vec<(String, Vec<usize>)>> {
+        Model::check(cfg)?;
+        let too_large = || Error::InvalidSetting {
+            setting: "model widths",
+            reason: format!(
+                "{} layers of {} -> {} -> {} ({} heads) make more than {MAX_PARAMETERS} \
+                 parameters",
+                cfg.layers, cfg.in_dim, cfg.hidden, cfg.out_dim, cfg.heads
+            ),
+        };
+        if cfg.layers > 1 << 16 {
+            return Err(too_large());
+        }
+        let layers = Model::layers_of(cfg);
+        let mut shapes = Vec::new();
+        let mut total = 0usize;
+        for (l, layer) in layers.iter().enumerate() {
+            for (name, shape) in layer.param_shapes().ok_or_else(too_large)? {
+                total = total
+                    .checked_add(shape.iter().product())
+                    .filter(|&t| t <= MAX_PARAMETERS)
+                    .ok_or_else(too_large)?;
+                shapes.push((format!("layers.{l}.{name}"), shape));
+            }
+            if cfg.batch_norm && l + 1 < layers.len() {
+                let width = layer.output_width();
+                shapes.push((format!("layers.{l}.norm.weight"), vec![width]));
+                shapes.push((format!("layers.{l}.norm.bias"), vec![width]));
+            }
+        }
+        Ok(shapes)
+    }
+
+    /// A sparse copy of `features` for the first layer of a whole-graph pass
+    /// ([`NodeGraph::with_sparse_input`]), when at most 10% of them are non-zero and the layer
+    /// projects before it aggregates; the results are those of the dense input, up to the
+    /// order of additions.
+    pub fn sparse_input(&self, features: &Tensor) -> Option<Arc<SparseFeatures>> {
+        if !self.layers[0].projects_first() {
+            return None;
+        }
+        SparseFeatures::from_dense(features, SPARSE_INPUT_MAX_DENSITY).map(Arc::new)
+    }
+
+    /// Sets the parameters to `values` (a saved model's, in the model's order), each in the
+    /// dtype the model keeps it in; names and shapes must match.
+    pub fn set_params(&mut self, values: &[Param]) -> Result<()> {
+        if values.len() != self.params.len() {
+            return Err(Error::Mismatch {
+                what: "saved parameters and the model",
+                detail: format!("{} saved, {} in the model", values.len(), self.params.len()),
+            });
+        }
+        for (p, v) in self.params.iter_mut().zip(values) {
+            if p.name != v.name || p.value.shape() != v.value.shape() {
+                return Err(Error::Mismatch {
+                    what: "saved parameters and the model",
+                    detail: format!(
+                        "saved {} {:?}, the model has {} {:?}",
+                        v.name,
+                        v.value.shape(),
+                        p.name,
+                        p.value.shape()
+                    ),
+                });
+            }
+            p.value = v.value.cast(p.value.dtype())?;
+        }
+        Ok(())
+    }
+
+    /// The number of scalar parameters.
+    pub fn num_parameters(&self) -> usize {
+        self.params.iter().map(|p| p.value.numel()).sum()
+    }
+
+    /// The number of layers.
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    /// The width of layer `l`'s output (heads concatenated for a hidden GAT layer).
+    pub fn layer_width(&self, l: usize) -> usize {
+        self.layers[l].output_width()
+    }
+
+    /// The encoder's output for input rows `x` (in the compute dtype) over `graph`, with
+    /// parameters `params` (on the tape, in the order of [`Model::params`]): the last layer's
+    /// scores before any head (the node-classification head is
+    /// [`Model::log_probabilities`]). Over [`GraphInput::Blocks`], one block per layer.
+    pub fn forward(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        graph: GraphInput<'_>,
+        mode: Mode,
+    ) -> Result<Var> {
+        self.forward_layers(tape, x, params, graph, mode, 0..self.layers.len())
+    }
+
+    /// [`Model::forward`] through `layers` only: the output of a hidden layer is after its
+    /// activation. Over [`GraphInput::Blocks`], one block per layer of the range. A training
+    /// pass runs up to the last layer, because each layer applies the next one's input
+    /// dropout. Node embeddings are `0..k`; layer-wise inference runs `l..l + 1`.
+    pub fn forward_layers(
+        &self,
+        tape: &mut Tape,
+        x: &Var,
+        params: &[Var],
+        graph: GraphInput<'_>,
+        mode: Mode,
+        layers: Range<usize>,
+    ) -> Result<Var> {
+        let count = self.layers.len();
+        if layers.is_empty() || layers.end > count {
+            return Err(Error::InvalidSetting {
+                setting: "layer",
+                reason: format!(
+                    "layers {}..={} of a model of {count} layers",
+                    layers.start + 1,
+                    layers.end
+                ),
+            });
+        }
+        if mode.training && layers.end != count {
+            return Err(Error::InvalidSetting {
+                setting: "layer",
+                reason: "a training pass runs through the last layer".into(),
+            });
+        }
+        if params.len() != self.params.len() {
+            return Err(Error::Mismatch {
+                what: "parameters and the model",
+                detail: format!("{} given, {} in the model", params.len(), self.params.len()),
+            });
+        }
+        if let GraphInput::Blocks(blocks) = graph {
+            if blocks.len() != layers.len() {
+                return Err(Error::Mismatch {
+                    what: "blocks and layers",
+                    detail: format!(
+                        "{} blocks for {} layers: give one block per layer",
+                        blocks.len(),
+                        layers.len()
+                    ),
+                });
+            }
+        }
+        let first = layers.start;
+        let mut h = x.clone();
+        for l in layers {
+            let layer = &self.layers[l];
+            let pass = match graph {
+                GraphInput::Nodes(g) => LayerPass {
+                    operators: g.operators(),
+                    row_ids: g.row_ids().cloned(),
+                    next_row_ids: g.row_ids().cloned(),
+                    // The sparse copy holds the input features' rows, which only the first
+                    // layer reads.
+                    sparse: if l == 0 {
+                        g.sparse_input().cloned()
+                    } else {
+                        None
+                    },
+                    stats_sum: g.stats_sum().cloned(),
+                },
+                GraphInput::Blocks(blocks) => {
+                    let block = &blocks[l - first];
+                    LayerPass {
+                        operators: block.operators(layer.kind)?,
+                        row_ids: Some(block.src_ids.clone()),
+                        // The ids of the next layer's input rows, which this layer's output
+                        // rows are.
+                        next_row_ids: blocks.get(l - first + 1).map(|b| b.src_ids.clone()),
+                        sparse: None,
+                        stats_sum: None,
+                    }
+                }
+            };
+            let block = self.layer_fn(l, pass, mode);
+            let p = &params[self.param_ranges[l].clone()];
+            h = if self.cfg.checkpoint && tape.grad_enabled() {
+                let mut inputs: Vec<&Var> = vec![&h];
+                inputs.extend(p.iter());
+                tape.checkpoint(&inputs, block)?
+            } else {
+                let mut inputs = vec![h.clone()];
+                inputs.extend(p.iter().cloned());
+                block(tape, &inputs)?
+            };
+        }
+        Ok(h)
+    }
+
+    /// The node-classification head: the log-softmax of the last layer's class scores.
+    pub fn log_probabilities(tape: &mut Tape, scores: &Var) -> Result<Var> {
+        // Class scores are few: take the softmax in f32 even when activations are bf16.
+        let h = if scores.value().dtype() == DType::BF16 {
+            ops::cast(tape, scores, DType::F32)?
+        } else {
+            scores.clone()
+        };
+        Ok(ops::log_softmax(tape, &h)?)
+    }
+
+    /// Layer `l` as a pure function of its input and parameters: the input dropout where the
+    /// layer before does not apply it, then the convolution with its activation (none for the
+    /// last layer) and the next layer's input dropout, keyed by `pass.next_row_ids`.
+    /// Checkpointing reruns exactly this in the backward pass.
+    fn layer_fn(
+        &self,
+        l: usize,
+        pass: LayerPass,
+        mode: Mode,
+    ) -> impl Fn(&mut Tape, &[Var]) -> graphloom_tensor::Result<Var> + Send + Sync + 'static {
+        let cfg = self.cfg.clone();
+        let layer = self.layers[l];
+        let last = l + 1 == self.layers.len();
+        move |tape: &mut Tape, v: &[Var]| {
+            let dropout = |purpose: u64, p: Probability| {
+                (mode.training && p.get() > 0.0).then(|| Dropout {
+                    p: p.get(),
+                    key: RngKey::new(mode.seed, mode.step, purpose),
+                })
+            };
+            let mut h = v[0].clone();
+            let p = if l == 0 {
+                cfg.input_dropout
+            } else {
+                cfg.dropout
+            };
+            let norm = cfg.batch_norm && !last;
+            // A hidden layer's input dropout is applied by the layer before it, fused with its
+            // bias and activation, unless batch normalisation runs the activation apart; the
+            // first layer drops out the model's input itself.
+            let dropout_by_previous_layer = !cfg.batch_norm;
+            let rule = dropout(2 * l as u64, p).filter(|_| l == 0 || !dropout_by_previous_layer);
+            // The sparse input takes its dropout inside the product.
+            let sparse = pass.sparse.clone().map(|x| (x, rule));
+            if let (Some(rule), None) = (rule, &sparse) {
+                h = ops::dropout(tape, &h, rule, pass.row_ids.clone())?;
+            }
+            let output_dropout = if last || !dropout_by_previous_layer {
+                None
+            } else {
+                dropout(2 * (l as u64 + 1), cfg.dropout).map(|rule| OutputDropout {
+                    rule,
+                    row_ids: pass.next_row_ids.clone(),
+                })
+            };
+            let params = v[1..]
+                .iter()
+                .map(|p| ops::cast(tape, p, cfg.dtype))
+                .collect::<graphloom_tensor::Result<Vec<_>>>()?;
+            let activation = match (last, cfg.arch) {
+                (true, _) => Activation::Identity,
+                (false, Architecture::Gat) => Activation::Elu(1.0),
+                (false, _) => Activation::Relu,
+            };
+            let input = LayerInput {
+                sparse,
+                attention_dropout: dropout(2 * l as u64 + 1, cfg.attention_dropout),
+                activation: if norm {
+                    Activation::Identity
+                } else {
+                    activation
+                },
+                output_dropout,
+            };
+            let h = layer
+                .forward(tape, &h, &params, &pass.operators, input)
+                .map_err(to_tensor_error)?;
+            if !norm {
+                return Ok(h);
+            }
+            // The normalisation's scale and shift are the layer's last two parameters.
+            let k = params.len();
+            let h = ops::batch_norm(
+                tape,
+                &h,
+                &params[k - 2],
+                &params[k - 1],
+                BATCH_NORM_EPS,
+                pass.stats_sum.clone(),
+            )?;
+            ops::activate(tape, &h, activation)
+        }
+    }
+}
+
+/// What one layer of a forward pass runs with, taken from the pass's [`GraphInput`].
+struct LayerPass {
+    operators: LayerOperators,
+    /// The node id of each input row (`None`: row `i` is node `i`).
+    row_ids: Option<Arc<[i64]>>,
+    /// The node id of each row of the next layer's input.
+    next_row_ids: Option<Arc<[i64]>>,
+    sparse: Option<Arc<SparseFeatures>>,
+    stats_sum: Option<graphloom_tensor::autodiff::ops::StatsSum>,
+}

@@ -1,0 +1,198 @@
+//! The plan's refusals: settings that the chosen mode or model does not use, and values that
+//! cannot train. Checked values (fanouts, dropout rates) were checked when they were made;
+//! the training loop's own settings are checked by the loop's check
+//! (`TrainConfig::check`), called here before anything is loaded.
+
+use graphloom_nn::Architecture;
+
+use crate::{Backend, FeaturesLocation, PlanError, Result, TrainMode, TrainSettings};
+
+/// The most in-process workers a job may have: each is a thread with a share of the data, and
+/// far more threads than cores only slows a job down (an MPI job's processes are not counted
+/// here).
+pub const MAX_WORKERS: usize = 1024;
+
+/// Refuses a setting that the mode or the model does not use.
+pub(crate) fn check_applicable(
+    s: &TrainSettings,
+    mode: TrainMode,
+    arch: Architecture,
+    embedding: bool,
+) -> Result<()> {
+    let given = |o: bool, setting: &'static str, hint: &'static str| -> Result<()> {
+        if o {
+            Err(PlanError::not_applicable(setting, mode, hint))
+        } else {
+            Ok(())
+        }
+    };
+    let sampled = "it is a setting of sampled mini-batch training (`fanouts`)";
+    if mode != TrainMode::MiniBatch {
+        given(s.batch_size.is_some(), "batch_size", sampled)?;
+        given(s.queue_depth.is_some(), "queue_depth", sampled)?;
+        given(s.features_location.is_some(), "features_location", sampled)?;
+        given(s.embedding_dim.is_some(), "embedding_dim", sampled)?;
+        given(s.embedding_lr.is_some(), "embedding_lr", sampled)?;
+        given(s.batches_per_epoch.is_some(), "batches_per_epoch", sampled)?;
+        given(s.eval_fanouts.is_some(), "eval_fanouts", sampled)?;
+        given(s.feature_cache_gib.is_some(), "feature_cache_gib", sampled)?;
+        given(s.eval_nodes.is_some(), "eval_nodes", sampled)?;
+        given(
+            s.inference_memory_gib.is_some(),
+            "inference_memory_gib",
+            sampled,
+        )?;
+        given(s.scratch_dir.is_some(), "scratch_dir", sampled)?;
+    }
+    if mode != TrainMode::Sar {
+        given(
+            s.sar_mode.is_some(),
+            "sar_mode",
+            "it says how halos travel between the parts of a partitioned dataset (graphloom partition)",
+        )?;
+    }
+    if mode == TrainMode::FullBatch {
+        let one = "full batch on an unpartitioned dataset runs on one worker: partition it (graphloom partition) for SAR, or sample mini-batches (`fanouts`)";
+        given(s.workers.is_some_and(|w| w != 1), "workers", one)?;
+        given(s.comm == Some(Backend::Mpi), "comm", one)?;
+    }
+    given(
+        s.comm == Some(Backend::Mpi) && s.workers.is_some(),
+        "workers",
+        "under mpirun the job's processes are the workers: set their number with mpirun -np",
+    )?;
+    if mode == TrainMode::MiniBatch
+        && s.batch_norm
+        && (s.workers.unwrap_or(1) > 1 || s.comm == Some(Backend::Mpi))
+    {
+        return Err(PlanError::not_applicable(
+            "batch_norm",
+            mode,
+            "with data-parallel workers each would normalise its own slice of a batch: train mini-batches on one worker, or full-batch",
+        ));
+    }
+    if mode == TrainMode::MiniBatch && !embedding {
+        given(
+            s.embedding_lr.is_some(),
+            "embedding_lr",
+            "it is the learning rate of `embedding_dim`'s table",
+        )?;
+    }
+    if mode == TrainMode::MiniBatch && embedding {
+        given(
+            s.features_location.is_some(),
+            "features_location",
+            "the input is a learnt embedding table (`embedding_dim`), not the features",
+        )?;
+    }
+    if mode == TrainMode::MiniBatch && s.inference_memory_gib.is_none() {
+        given(
+            s.scratch_dir.is_some(),
+            "scratch_dir",
+            "it is where `inference_memory_gib` keeps layer outputs",
+        )?;
+    }
+    if s.inference_memory_gib.is_some() && (s.eval_fanouts.is_some() || s.eval_nodes.is_some()) {
+        return Err(PlanError::invalid(
+            "inference_memory_gib",
+            "evaluates exactly, and `eval_fanouts`/`eval_nodes` evaluate by sampling: give one \
+             or the other",
+        ));
+    }
+    if let Some(dir) = &s.scratch_dir {
+        if !dir.is_dir() {
+            return Err(PlanError::invalid(
+                "scratch_dir",
+                format!("{} is not a folder", dir.display()),
+            ));
+        }
+    }
+    if mode == TrainMode::MiniBatch && s.features_location != Some(FeaturesLocation::Mmap) {
+        given(
+            s.feature_cache_gib.is_some(),
+            "feature_cache_gib",
+            "it caches rows of features kept on disk (`features_location` mmap)",
+        )?;
+    }
+    if arch != Architecture::Gat {
+        let gat = "it is a setting of GAT (`model` gat)";
+        given(s.heads.is_some(), "heads", gat)?;
+        given(s.out_heads.is_some(), "out_heads", gat)?;
+        given(s.attention_dropout.is_some(), "attention_dropout", gat)?;
+    }
+    Ok(())
+}
+
+/// Refuses values that cannot train: counts of zero, sizes past their bounds, fanouts that
+/// do not fit the layers.
+pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
+    let positive = |v: Option<usize>, setting: &'static str| -> Result<()> {
+        match v {
+            Some(0) => Err(PlanError::invalid(setting, "must be at least 1")),
+            _ => Ok(()),
+        }
+    };
+    positive(Some(layers), "layers")?;
+    positive(s.hidden, "hidden")?;
+    positive(s.heads, "heads")?;
+    positive(s.out_heads, "out_heads")?;
+    positive(s.batch_size, "batch_size")?;
+    positive(s.batches_per_epoch, "batches_per_epoch")?;
+    positive(s.eval_nodes, "eval_nodes")?;
+    positive(s.queue_depth, "queue_depth")?;
+    positive(s.workers, "workers")?;
+    positive(s.embedding_dim, "embedding_dim")?;
+    positive(s.snapshot_every, "snapshot_every")?;
+    if let Some(w) = s.workers.filter(|&w| w > MAX_WORKERS) {
+        return Err(PlanError::invalid(
+            "workers",
+            format!("{w} is more than the {MAX_WORKERS} workers one process may run"),
+        ));
+    }
+    if let Some(q) = s.queue_depth.filter(|&q| q > MAX_QUEUE_DEPTH) {
+        return Err(PlanError::invalid(
+            "queue_depth",
+            format!("{q} is more than {MAX_QUEUE_DEPTH} batches ahead"),
+        ));
+    }
+    for (value, setting) in [
+        (s.feature_cache_gib, "feature_cache_gib"),
+        (s.inference_memory_gib, "inference_memory_gib"),
+    ] {
+        if let Some(gib) = value {
+            if !(gib.is_finite() && gib > 0.0 && gib < MAX_GIB) {
+                return Err(PlanError::invalid(
+                    setting,
+                    format!("must be a positive number of GiB, not {gib}"),
+                ));
+            }
+        }
+    }
+    if let Some(lr) = s.embedding_lr {
+        if !(lr.is_finite() && lr > 0.0) {
+            return Err(PlanError::invalid(
+                "embedding_lr",
+                format!("must be a positive number, not {lr}"),
+            ));
+        }
+    }
+    for (f, setting) in [(&s.fanouts, "fanouts"), (&s.eval_fanouts, "eval_fanouts")] {
+        let Some(f) = f else { continue };
+        if f.len() != layers {
+            return Err(PlanError::invalid(
+                setting,
+                format!(
+                    "has {} values for {layers} layers: give one per layer",
+                    f.len()
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The most batches a mini-batch run may prepare ahead.
+pub const MAX_QUEUE_DEPTH: usize = 1024;
+
+/// A bound on sizes given in GiB (1 EiB): above it, byte counts would overflow.
+const MAX_GIB: f64 = (1u64 << 30) as f64;

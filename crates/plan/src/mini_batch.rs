@@ -1,0 +1,314 @@
+//! [`MiniBatchPlan`]: sampled mini-batches, data parallel over in-process workers or the
+//! ranks of an MPI job. The dataset is opened in place (mapped), so no array of the graph is
+//! read whole; features stay in their file or are copied into the store straight from it.
+
+use std::sync::Arc;
+
+use graphloom_comm::Communicator;
+use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
+use graphloom_nn::inference::LayerwiseConfig;
+use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
+use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
+use graphloom_store::{
+    Embedding, HotRows, Layout, Location, RowSource, SparseOptimizer, StoreSpec, StoreTensor,
+};
+use graphloom_tensor::DType;
+
+use crate::full_batch::{check_features_fit, load, no_features};
+use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
+use crate::{run_job, Backend, FeaturesLocation, PlanError, Result, TrainMode, TrainSettings};
+
+/// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
+/// flight for a disk that serves tens of thousands a second.
+const MAPPED_PRODUCER_THREADS: usize = 32;
+
+/// The default learning rate of a learnt input embedding's LazyAdam.
+const EMBEDDING_LR: f32 = 0.01;
+
+/// The default number of seeds per batch.
+const BATCH_SIZE: usize = 1024;
+
+/// A mini-batch run.
+pub struct MiniBatchPlan {
+    /// Settings, model and loop.
+    pub common: Common,
+    /// How batches are made and evaluated.
+    pub batches: MiniBatchConfig,
+    /// Workers of an in-process job.
+    pub workers: usize,
+    /// How the workers talk.
+    pub backend: Backend,
+    /// Where the features live.
+    pub features_location: FeaturesLocation,
+    /// The learnt input embedding's width and learning rate, when the run learns one instead
+    /// of reading features.
+    pub embedding: Option<(usize, f32)>,
+    data: MiniBatchData,
+}
+
+/// A mini-batch run's dataset: mapped in place, or (the default synthetic graph) in memory.
+enum MiniBatchData {
+    Loaded(Dataset),
+    Mapped(MappedDataset),
+}
+
+impl MiniBatchData {
+    fn graph_data(&self) -> GraphData<'_> {
+        match self {
+            MiniBatchData::Loaded(ds) => ds.data(),
+            MiniBatchData::Mapped(ds) => ds.data(),
+        }
+    }
+}
+
+/// What a mini-batch run produced, on the worker that reports it.
+pub struct MiniBatchOutcome {
+    /// The loop's records and the best parameters.
+    pub report: TrainReport,
+    /// Whether this process reports the job's results (rank 0 of the job).
+    pub root: bool,
+    /// Seconds per pipeline stage.
+    pub stages: StageSeconds,
+    /// With a feature cache: rows read from the cache and from the file.
+    pub cache_hits_and_misses: Option<(u64, u64)>,
+}
+
+impl MiniBatchPlan {
+    pub(crate) fn new(
+        settings: TrainSettings,
+        train: TrainConfig,
+        model: PlannedModel,
+    ) -> Result<MiniBatchPlan> {
+        let s = &settings;
+        let embedding = model
+            .embedding_dim
+            .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
+        let data = open(s, embedding.is_some())?;
+        let meta: &Meta = match &data {
+            MiniBatchData::Loaded(ds) => &ds.meta,
+            MiniBatchData::Mapped(ds) => &ds.meta,
+        };
+        if let MiniBatchData::Mapped(ds) = &data {
+            if ds.edge_weight().is_some() {
+                return Err(PlanError::invalid(
+                    "fanouts",
+                    "samples blocks without edge weights, and this dataset has \
+                     edge_weight.npy: train it full-batch (or partitioned, with SAR), where GCN \
+                     and GraphSAGE weigh every edge",
+                ));
+            }
+        }
+        let fanouts = s.fanouts.clone().ok_or_else(|| {
+            PlanError::invalid("fanouts", "mini-batch training samples with fanouts")
+        })?;
+        let mut batches = MiniBatchConfig::new(fanouts.clone(), s.batch_size.unwrap_or(BATCH_SIZE));
+        if let Some(depth) = s.queue_depth {
+            batches.queue_depth = depth;
+        }
+        batches.batches_per_epoch = s.batches_per_epoch;
+        // Features read from their file block on the disk: sample and gather on threads of
+        // their own, many reads in flight.
+        batches.producer_threads = (s.features_location == Some(FeaturesLocation::Mmap))
+            .then_some(MAPPED_PRODUCER_THREADS);
+        batches.layerwise = s.inference_memory_gib.map(|gib| LayerwiseConfig {
+            memory_bytes: (gib * (1u64 << 30) as f64) as usize,
+            scratch_dir: s.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
+        });
+        batches.sampled_eval =
+            (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| SampledEval {
+                fanouts: s.eval_fanouts.clone().unwrap_or(fanouts),
+                nodes: s.eval_nodes.unwrap_or(usize::MAX),
+            });
+        let meta = meta.clone();
+        let workers = s.workers.unwrap_or(1);
+        let backend = s.comm.unwrap_or(Backend::Local);
+        let features_location = s.features_location.unwrap_or(FeaturesLocation::Host);
+        let common = model.common(settings, train, meta)?;
+        check_sizes(
+            &common.model,
+            rows_computed(&batches, common.meta.num_nodes),
+        )?;
+        Ok(MiniBatchPlan {
+            common,
+            batches,
+            workers,
+            backend,
+            features_location,
+            embedding,
+            data,
+        })
+    }
+
+    /// Trains on every worker of the job; returns what rank 0 reports.
+    pub(crate) fn run<F: FnMut(&EpochRecord) + Send>(
+        &self,
+        on_epoch: &RootReport<F>,
+        on_batch: &(impl Fn(usize, usize) + Sync),
+    ) -> Result<MiniBatchOutcome> {
+        run_job(self.backend, self.workers, |comm| {
+            let rank = comm.rank();
+            let on_batch = move |done, total| {
+                if rank == 0 {
+                    on_batch(done, total)
+                }
+            };
+            self.run_worker(comm, on_epoch.of_rank(rank), on_batch)
+        })
+    }
+
+    /// One worker of the job.
+    fn run_worker(
+        &self,
+        comm: Arc<dyn Communicator>,
+        on_epoch: impl FnMut(&EpochRecord),
+        on_batch: impl FnMut(usize, usize) + Send,
+    ) -> Result<MiniBatchOutcome> {
+        let c = &self.common;
+        let rank = comm.rank();
+        let mut table;
+        let features = match self.embedding {
+            Some(_) => None,
+            None => Some(self.feature_rows(comm.clone())?),
+        };
+        let inputs = match (self.embedding, &features) {
+            (Some((dim, lr)), _) => {
+                let shape = [c.meta.num_nodes, dim];
+                let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
+                table = Embedding::trainable(
+                    StoreTensor::new(comm.clone(), spec)?,
+                    SparseOptimizer::lazy_adam(),
+                )?;
+                table.init_uniform(c.train.seed, 1.0 / (dim as f32).sqrt())?;
+                Inputs::Embedding {
+                    table: &mut table,
+                    lr,
+                }
+            }
+            (None, Some(rows)) => Inputs::Features(rows.as_source()),
+            (None, None) => return Err(no_features()),
+        };
+        let mut workload = MiniBatch::new(
+            self.data.graph_data(),
+            inputs,
+            comm,
+            c.model.clone(),
+            c.train.seed,
+            &self.batches,
+        )?;
+        workload.on_batch(on_batch);
+        c.start_from_saved(&mut workload)?;
+        if let Some(rows) = c.init.as_ref().and_then(|m| m.input_embedding.as_ref()) {
+            workload.set_input_embedding(rows)?;
+        }
+        let report = fit(&mut workload, &c.train, on_epoch)?;
+        let stages = workload.stages();
+        drop(workload);
+        let cache_hits_and_misses = match &features {
+            Some(FeatureRows::Cached(c)) => Some(c.hits_and_misses()),
+            _ => None,
+        };
+        Ok(MiniBatchOutcome {
+            report,
+            root: rank == 0,
+            stages,
+            cache_hits_and_misses,
+        })
+    }
+
+    /// The feature rows of a worker: the store table, behind a cache of the rows of the nodes
+    /// of highest in-degree when `feature_cache_gib` asks for one. One table the threads share
+    /// (Continuous), or each process's own rows (Distributed) under MPI.
+    fn feature_rows(&self, comm: Arc<dyn Communicator>) -> Result<FeatureRows> {
+        let layout = if comm.backend() == "mpi" && comm.size() > 1 {
+            Layout::Distributed
+        } else {
+            Layout::Continuous
+        };
+        Ok(match &self.data {
+            MiniBatchData::Mapped(ds) => {
+                let table = ds.feature_table(comm, layout, self.features_location)?;
+                match self.common.settings.feature_cache_gib {
+                    Some(gib) if self.features_location == FeaturesLocation::Mmap => {
+                        let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
+                        let hot = ds.data().highest_in_degree(rows);
+                        FeatureRows::Cached(HotRows::new(table, &hot)?)
+                    }
+                    _ => FeatureRows::Table(table),
+                }
+            }
+            MiniBatchData::Loaded(ds) => {
+                let location = if self.features_location == FeaturesLocation::Shared {
+                    Location::SharedHost
+                } else {
+                    Location::Host
+                };
+                let spec =
+                    StoreSpec::new(ds.features.shape(), ds.features.dtype(), layout, location);
+                let mut t = StoreTensor::new(comm, spec)?;
+                t.fill_from_whole(ds.features.as_bytes())?;
+                FeatureRows::Table(t)
+            }
+        })
+    }
+}
+
+/// A worker's feature rows: a store table, or one behind a cache of hot rows.
+enum FeatureRows {
+    Table(StoreTensor),
+    Cached(HotRows),
+}
+
+impl FeatureRows {
+    fn as_source(&self) -> &dyn RowSource {
+        match self {
+            FeatureRows::Table(t) => t,
+            FeatureRows::Cached(c) => c,
+        }
+    }
+}
+
+/// Opens the dataset of `s` mapped in place (the default synthetic graph is generated in
+/// memory), refusing features that would not fit in memory unless they stay on disk.
+fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
+    let Some(dir) = &s.dataset else {
+        if s.features_location == Some(FeaturesLocation::Mmap) {
+            return Err(PlanError::invalid(
+                "features_location",
+                "mmap needs `dataset` (a directory with node_feat.npy)",
+            ));
+        }
+        return Ok(MiniBatchData::Loaded(load(s)?));
+    };
+    let meta = Meta::read(dir)?;
+    if !embedding && s.features_location != Some(FeaturesLocation::Mmap) {
+        let dtype = DType::parse(&meta.feat_dtype).unwrap_or(DType::F32);
+        check_features_fit(&meta, dtype, TrainMode::MiniBatch)?;
+    }
+    let ds = MappedDataset::open(dir)?;
+    ds.advise_random();
+    if !embedding && ds.meta.feat_dim == 0 {
+        return Err(no_features());
+    }
+    Ok(MiniBatchData::Mapped(ds))
+}
+
+/// The most nodes one forward pass covers: every node, except when evaluation is sampled or
+/// layer-wise, whose passes cover one batch's neighbourhood.
+fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
+    if mb.sampled_eval.is_none() && mb.layerwise.is_none() {
+        return n;
+    }
+    // Layer-wise evaluation sizes its chunks to its own budget.
+    let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
+    [&mb.fanouts, eval]
+        .iter()
+        .map(|fanouts| {
+            fanouts.iter().try_fold(mb.batch_size, |rows, &f| {
+                let f = usize::try_from(f).ok()?;
+                rows.checked_mul(f.checked_add(1)?)
+            })
+        })
+        .map(|rows| rows.unwrap_or(n).min(n))
+        .max()
+        .unwrap_or(n)
+}

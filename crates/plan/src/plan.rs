@@ -1,0 +1,433 @@
+//! [`Plan`]: the settings turned into one of three planned runs, each in its own file with its
+//! own run and outcome. What the modes share (the model with its defaults filled in, the
+//! loop's settings, the dataset's sizes, a saved model to start from) is [`Common`].
+
+use graphloom_graph::parts::PartitionMeta;
+use graphloom_graph::Meta;
+use graphloom_nn::model_file::ModelFile;
+use graphloom_nn::train::{EpochRecord, SnapshotConfig, TrainConfig, TrainReport, Workload};
+use graphloom_nn::{Architecture, Model, ModelConfig};
+
+use crate::checks::{check_applicable, check_values};
+use crate::full_batch::FullBatchPlan;
+use crate::mini_batch::{MiniBatchOutcome, MiniBatchPlan};
+use crate::sar::{SarOutcome, SarPlan};
+use crate::{PlanError, Result, TrainSettings};
+
+/// How a plan trains.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TrainMode {
+    /// The whole graph in every step, on one worker.
+    FullBatch,
+    /// Sampled mini-batches, data parallel over the workers.
+    MiniBatch,
+    /// The whole graph in every step, one part per worker (a partitioned dataset).
+    Sar,
+}
+
+impl TrainMode {
+    /// How the mode is described in messages.
+    pub fn describe(self) -> &'static str {
+        match self {
+            TrainMode::FullBatch => "full-batch training of an unpartitioned dataset",
+            TrainMode::MiniBatch => "mini-batch training (`fanouts`)",
+            TrainMode::Sar => "SAR training of a partitioned dataset",
+        }
+    }
+
+    /// The mode `settings` select: SAR for a partitioned dataset, mini-batches with fanouts,
+    /// else full batch.
+    pub fn of(settings: &TrainSettings) -> Result<TrainMode> {
+        let partitioned = settings
+            .dataset
+            .as_ref()
+            .is_some_and(|d| PartitionMeta::is_partitioned(d));
+        Ok(match (partitioned, settings.fanouts.is_some()) {
+            (true, true) => {
+                return Err(PlanError::not_applicable(
+                    "fanouts",
+                    TrainMode::Sar,
+                    "a partitioned dataset trains full-batch; give the unpartitioned directory to sample mini-batches",
+                ))
+            }
+            (true, false) => TrainMode::Sar,
+            (false, true) => TrainMode::MiniBatch,
+            (false, false) => TrainMode::FullBatch,
+        })
+    }
+}
+
+/// What every planned run has: the settings as given, the model with every default filled
+/// in, the loop's settings, the dataset's sizes and names, and the saved model to start from.
+pub struct Common {
+    /// What was asked.
+    pub settings: TrainSettings,
+    /// The model, with every default filled in.
+    pub model: ModelConfig,
+    /// The loop's settings.
+    pub train: TrainConfig,
+    /// The dataset's sizes and names.
+    pub meta: Meta,
+    /// The saved model the run starts from.
+    pub(crate) init: Option<ModelFile>,
+}
+
+impl Common {
+    /// Gives the workload's model the saved parameters, when the run starts from a saved model
+    /// (whose shape was checked when planned).
+    pub(crate) fn start_from_saved(&self, workload: &mut dyn Workload) -> Result<()> {
+        if let Some(saved) = &self.init {
+            workload.model_mut().set_params(&saved.params)?;
+        }
+        Ok(())
+    }
+}
+
+/// A checked training run, ready to [`Plan::run`].
+// One plan is made per run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum Plan {
+    /// The whole graph on one worker.
+    FullBatch(FullBatchPlan),
+    /// Sampled mini-batches, data parallel.
+    MiniBatch(MiniBatchPlan),
+    /// The parts of a partitioned dataset, one per worker.
+    Sar(SarPlan),
+}
+
+/// What a run produced, on the worker that reports it.
+pub enum RunOutcome {
+    /// A full-batch run's report.
+    FullBatch(TrainReport),
+    /// A mini-batch run's report and pipeline figures.
+    MiniBatch(MiniBatchOutcome),
+    /// A SAR run's report and every worker's figures.
+    Sar(SarOutcome),
+}
+
+impl RunOutcome {
+    /// The loop's records and the best parameters.
+    pub fn report(&self) -> &TrainReport {
+        match self {
+            RunOutcome::FullBatch(r) => r,
+            RunOutcome::MiniBatch(o) => &o.report,
+            RunOutcome::Sar(o) => &o.report,
+        }
+    }
+
+    /// Whether this process reports the job's results (rank 0 of the job).
+    pub fn root(&self) -> bool {
+        match self {
+            RunOutcome::FullBatch(_) => true,
+            RunOutcome::MiniBatch(o) => o.root,
+            RunOutcome::Sar(o) => o.root,
+        }
+    }
+}
+
+impl Plan {
+    /// Checks `settings`, selects the mode, fills in the defaults, and opens the dataset (or
+    /// generates the default one) unless it is partitioned, whose workers load their own
+    /// parts.
+    pub fn new(settings: TrainSettings) -> Result<Plan> {
+        let mode = TrainMode::of(&settings)?;
+        let saved = match &settings.init_model {
+            Some(path) => Some(ModelFile::load(path)?),
+            None => None,
+        };
+        let saved_cfg = saved.as_ref().map(|m| &m.config);
+        let arch = settings
+            .model
+            .or(saved_cfg.map(|c| c.arch))
+            .unwrap_or(ModelConfig::default().arch);
+        let layers = settings
+            .layers
+            .or(saved_cfg.map(|c| c.layers))
+            .unwrap_or(ModelConfig::default().layers);
+        // A saved model's learnt input embedding is the input of the run that starts from it.
+        let saved_embedding = saved.as_ref().and_then(|m| m.input_embedding.as_ref());
+        if mode != TrainMode::MiniBatch && saved_embedding.is_some() {
+            return Err(PlanError::invalid(
+                "init_model",
+                "learnt an input embedding, which only mini-batch training (`fanouts`) continues",
+            ));
+        }
+        let embedding_dim = settings
+            .embedding_dim
+            .or(saved_embedding.map(|e| e.shape()[1]));
+        check_applicable(&settings, mode, arch, embedding_dim.is_some())?;
+        check_values(&settings, layers)?;
+        let train = train_config(&settings, arch)?;
+        let planned = PlannedModel {
+            arch,
+            layers,
+            embedding_dim,
+            saved,
+        };
+        Ok(match mode {
+            TrainMode::FullBatch => Plan::FullBatch(FullBatchPlan::new(settings, train, planned)?),
+            TrainMode::MiniBatch => Plan::MiniBatch(MiniBatchPlan::new(settings, train, planned)?),
+            TrainMode::Sar => Plan::Sar(SarPlan::new(settings, train, planned)?),
+        })
+    }
+
+    /// What every mode has: settings, model, loop, dataset sizes.
+    pub fn common(&self) -> &Common {
+        match self {
+            Plan::FullBatch(p) => &p.common,
+            Plan::MiniBatch(p) => &p.common,
+            Plan::Sar(p) => &p.common,
+        }
+    }
+
+    /// The mode planned.
+    pub fn mode(&self) -> TrainMode {
+        match self {
+            Plan::FullBatch(_) => TrainMode::FullBatch,
+            Plan::MiniBatch(_) => TrainMode::MiniBatch,
+            Plan::Sar(_) => TrainMode::Sar,
+        }
+    }
+
+    /// Trains as planned, calling `on_epoch` on the reporting worker (rank 0) after every
+    /// epoch. Collective under MPI: every rank of the job calls it.
+    pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<RunOutcome> {
+        self.run_with_progress(on_epoch, |_, _| {})
+    }
+
+    /// [`Plan::run`], also calling `on_batch(done, total)` on the reporting worker after each
+    /// step of a mini-batch epoch.
+    pub fn run_with_progress(
+        &self,
+        on_epoch: impl FnMut(&EpochRecord) + Send,
+        on_batch: impl Fn(usize, usize) + Sync,
+    ) -> Result<RunOutcome> {
+        let on_epoch = RootReport::new(on_epoch);
+        Ok(match self {
+            Plan::FullBatch(p) => RunOutcome::FullBatch(p.run(on_epoch.of_rank(0))?),
+            Plan::MiniBatch(p) => RunOutcome::MiniBatch(p.run(&on_epoch, &on_batch)?),
+            Plan::Sar(p) => RunOutcome::Sar(p.run(&on_epoch)?),
+        })
+    }
+}
+
+/// The model a run trains, as far as [`Plan::new`] decided it before the mode's plan opens
+/// the dataset: family, depth, learnt input width, and the saved model it starts from.
+pub(crate) struct PlannedModel {
+    pub(crate) arch: Architecture,
+    pub(crate) layers: usize,
+    pub(crate) embedding_dim: Option<usize>,
+    pub(crate) saved: Option<ModelFile>,
+}
+
+impl PlannedModel {
+    /// The shared part of a plan over a dataset of `meta`: the model config (options given
+    /// win, then those of the saved model, then the family's defaults), checked against the
+    /// saved model's shape.
+    pub(crate) fn common(
+        self,
+        settings: TrainSettings,
+        train: TrainConfig,
+        meta: Meta,
+    ) -> Result<Common> {
+        let s = &settings;
+        let saved = self.saved.as_ref().map(|m| &m.config);
+        let defaults = self.arch.defaults();
+        let dropout = s
+            .dropout
+            .or(saved.map(|c| c.dropout))
+            .unwrap_or(defaults.dropout);
+        let base = ModelConfig::of(self.arch);
+        let model = ModelConfig {
+            arch: self.arch,
+            in_dim: self.embedding_dim.unwrap_or(meta.feat_dim),
+            hidden: s.hidden.or(saved.map(|c| c.hidden)).unwrap_or(base.hidden),
+            out_dim: meta.num_classes,
+            layers: self.layers,
+            heads: s.heads.or(saved.map(|c| c.heads)).unwrap_or(base.heads),
+            out_heads: s
+                .out_heads
+                .or(saved.map(|c| c.out_heads))
+                .unwrap_or(base.out_heads),
+            dropout,
+            input_dropout: s
+                .input_dropout
+                .or(saved.map(|c| c.input_dropout))
+                .unwrap_or(dropout),
+            attention_dropout: if self.arch == Architecture::Gat {
+                s.attention_dropout
+                    .or(saved.map(|c| c.attention_dropout))
+                    .unwrap_or(dropout)
+            } else {
+                base.attention_dropout
+            },
+            dtype: s.dtype.0,
+            checkpoint: s.checkpoint,
+            batch_norm: s.batch_norm || saved.is_some_and(|c| c.batch_norm),
+        };
+        // Widths are checked, and the parameters counted, before anything is allocated.
+        Model::param_shapes(&model).map_err(|e| model_error(e, &meta))?;
+        if let Some(saved) = saved {
+            check_same_shape(saved, &model)?;
+        }
+        Ok(Common {
+            settings,
+            model,
+            train,
+            meta,
+            init: self.saved,
+        })
+    }
+}
+
+/// A model config the training crate refused, as a plan error naming the setting.
+fn model_error(e: graphloom_nn::Error, meta: &Meta) -> PlanError {
+    match e {
+        graphloom_nn::Error::InvalidSetting { reason, .. } if meta.num_classes == 0 => {
+            PlanError::invalid(
+                "dataset",
+                format!("has no classes (num_classes is 0 in its meta.json): {reason}"),
+            )
+        }
+        graphloom_nn::Error::InvalidSetting { reason, .. } if meta.feat_dim == 0 => {
+            PlanError::invalid("dataset", format!("has no node features: {reason}"))
+        }
+        other => other.into(),
+    }
+}
+
+/// The loop's settings: learning rate from the family's defaults unless given, checked by
+/// the loop's own check; the snapshot folder made now, so an unwritable one fails before any
+/// training.
+fn train_config(s: &TrainSettings, arch: Architecture) -> Result<TrainConfig> {
+    let train = TrainConfig {
+        epochs: s.epochs,
+        lr: s.lr.unwrap_or(arch.defaults().lr),
+        weight_decay: s.weight_decay,
+        optimizer: s.optimizer.kind(),
+        patience: s.patience,
+        seed: s.seed,
+        eval_every: s.eval_every,
+        snapshots: snapshots(s)?,
+    };
+    train.check().map_err(|e| match e {
+        graphloom_nn::Error::InvalidSetting { setting, reason } => {
+            PlanError::invalid(setting, reason)
+        }
+        other => other.into(),
+    })?;
+    Ok(train)
+}
+
+/// The loop's snapshot settings; the folder is made now, so an unwritable one fails before
+/// any training.
+fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
+    let Some(dir) = &s.snapshot_dir else {
+        if s.snapshot_every.is_some() || s.resume {
+            let setting = if s.resume { "resume" } else { "snapshot_every" };
+            return Err(PlanError::invalid(
+                setting,
+                "needs `snapshot_dir`, the folder of the snapshots",
+            ));
+        }
+        return Ok(None);
+    };
+    if s.resume && s.init_model.is_some() {
+        return Err(PlanError::invalid(
+            "resume",
+            "continues from a snapshot, which has its own parameters: drop `init_model`",
+        ));
+    }
+    std::fs::create_dir_all(dir).map_err(|e| {
+        PlanError::invalid(
+            "snapshot_dir",
+            format!("{} cannot be made: {e}", dir.display()),
+        )
+    })?;
+    Ok(Some(SnapshotConfig {
+        dir: dir.clone(),
+        every: s.snapshot_every.unwrap_or(1),
+        resume: s.resume,
+    }))
+}
+
+/// Refuses to start from a saved model whose parameters do not fit the model of this run.
+fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
+    let shape = |c: &ModelConfig| {
+        let heads = if c.arch == Architecture::Gat {
+            format!(", {} heads, {} output heads", c.heads, c.out_heads)
+        } else {
+            String::new()
+        };
+        format!(
+            "{} of {} layers, {} -> {} -> {}{heads}{}",
+            c.arch.name(),
+            c.layers,
+            c.in_dim,
+            c.hidden,
+            c.out_dim,
+            if c.batch_norm { ", batch norm" } else { "" }
+        )
+    };
+    if shape(saved) != shape(model) {
+        return Err(PlanError::invalid(
+            "init_model",
+            format!(
+                "holds a {}, this run builds a {}",
+                shape(saved),
+                shape(model)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Calls a run's `on_epoch` from the reporting worker only (rank 0); the lock is taken per
+/// call, never held across collectives.
+pub(crate) struct RootReport<F>(std::sync::Mutex<F>);
+
+impl<F: FnMut(&EpochRecord) + Send> RootReport<F> {
+    fn new(on_epoch: F) -> RootReport<F> {
+        RootReport(std::sync::Mutex::new(on_epoch))
+    }
+
+    /// The callback of the worker of rank `rank`.
+    pub(crate) fn of_rank(&self, rank: usize) -> impl FnMut(&EpochRecord) + '_ {
+        move |r: &EpochRecord| {
+            if rank == 0 {
+                (self.0.lock().unwrap_or_else(|e| e.into_inner()))(r)
+            }
+        }
+    }
+}
+
+/// The memory this process may use: the machine's, bounded by the process's limits; 0 where
+/// it cannot be read.
+pub(crate) fn available_memory_bytes() -> u64 {
+    graphloom_tensor::memory::system_memory_bytes("MemTotal:").unwrap_or(0)
+}
+
+/// Refuses a run whose parameters and activations over `rows` nodes cannot fit in the memory
+/// this process may use, before anything large is allocated.
+pub(crate) fn check_sizes(m: &ModelConfig, rows: usize) -> Result<()> {
+    let heads = if m.arch == Architecture::Gat {
+        m.heads.max(m.out_heads)
+    } else {
+        1
+    };
+    let width = m.hidden.max(m.out_dim).max(1);
+    let bytes = m.dtype.size_in_bytes() as u128;
+    // Parameters with their gradients and two optimizer moments; one layer's output (a few
+    // copies live at once in forward and backward) for every row.
+    let params = (m.in_dim.max(width) as u128) * (width as u128) * (heads as u128) * 2;
+    let needed = params * (m.layers as u128) * 4 * bytes
+        + (rows as u128) * (width as u128) * (heads as u128) * 4 * bytes;
+    let available = available_memory_bytes();
+    if available > 0 && needed > available as u128 {
+        return Err(PlanError::TooLarge {
+            needed_gib: needed as f64 / (1u64 << 30) as f64,
+            available_gib: available as f64 / (1u64 << 30) as f64,
+        });
+    }
+    Ok(())
+}

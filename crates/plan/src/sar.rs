@@ -1,0 +1,131 @@
+//! [`SarPlan`]: full-batch training over the parts of a partitioned dataset, one part per
+//! worker, each loading its own part only.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use graphloom_comm::{Communicator, Counting, ReduceData, ReduceOp};
+use graphloom_graph::parts::{Part, PartitionMeta};
+use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
+use graphloom_sar::{Sar, SarMode};
+use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
+use graphloom_tensor::RssReport;
+
+use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
+use crate::{run_job, Backend, PlanError, Result, TrainSettings, WorkerFigures};
+
+/// A SAR run.
+pub struct SarPlan {
+    /// Settings, model and loop.
+    pub common: Common,
+    /// Workers of an in-process job (one per part by default).
+    pub workers: usize,
+    /// How the workers talk.
+    pub backend: Backend,
+    /// How halos travel.
+    pub sar_mode: SarMode,
+    /// The partitioned directory.
+    dir: PathBuf,
+}
+
+/// What a SAR run produced, on the worker that reports it.
+pub struct SarOutcome {
+    /// The loop's records and the best parameters.
+    pub report: TrainReport,
+    /// Whether this process reports the job's results (rank 0 of the job).
+    pub root: bool,
+    /// Every worker's figures (on the root).
+    pub workers: Option<Vec<WorkerFigures>>,
+}
+
+impl SarPlan {
+    pub(crate) fn new(
+        settings: TrainSettings,
+        train: TrainConfig,
+        model: PlannedModel,
+    ) -> Result<SarPlan> {
+        let Some(dir) = settings.dataset.clone() else {
+            return Err(PlanError::invalid(
+                "dataset",
+                "SAR trains a partitioned dataset: give its directory",
+            ));
+        };
+        let partition = PartitionMeta::load(&dir)?;
+        let backend = settings.comm.unwrap_or(Backend::Local);
+        // One in-process worker per part unless told otherwise; an MPI job's processes hold
+        // one part each (an in-process job's workers share one machine's memory).
+        let workers = settings.workers.unwrap_or(partition.parts);
+        let rows_per_process = match backend {
+            Backend::Mpi => partition.nodes.iter().copied().max().unwrap_or(0),
+            Backend::Local => partition.dataset.num_nodes,
+        };
+        let sar_mode = settings.sar_mode.unwrap_or(SarMode::Sar);
+        let common = model.common(settings, train, partition.dataset)?;
+        check_sizes(&common.model, rows_per_process)?;
+        Ok(SarPlan {
+            common,
+            workers,
+            backend,
+            sar_mode,
+            dir,
+        })
+    }
+
+    /// Trains on every worker of the job; returns what rank 0 reports.
+    pub(crate) fn run<F: FnMut(&EpochRecord) + Send>(
+        &self,
+        on_epoch: &RootReport<F>,
+    ) -> Result<SarOutcome> {
+        run_job(self.backend, self.workers, |comm| {
+            let rank = comm.rank();
+            self.run_worker(comm, on_epoch.of_rank(rank))
+        })
+    }
+
+    /// One worker of the job: loads its part only, trains, and gathers every worker's figures
+    /// on rank 0.
+    fn run_worker(
+        &self,
+        comm: Arc<dyn Communicator>,
+        on_epoch: impl FnMut(&EpochRecord),
+    ) -> Result<SarOutcome> {
+        let c = &self.common;
+        let (rank, size) = (comm.rank(), comm.size());
+        // Each worker's memory is its own: the rank thread charges a tracker of its own.
+        set_thread_tracker(MemoryTracker::new());
+        let mut part = {
+            let _g = category_scope(Category::Features);
+            Part::load(&self.dir, rank)?
+        };
+        let counting = Arc::new(Counting::new(comm.clone()));
+        let mut workload = Sar::new(
+            counting.clone(),
+            &mut part,
+            c.model.clone(),
+            c.train.seed,
+            self.sar_mode,
+        )?;
+        c.start_from_saved(&mut workload)?;
+        let report = fit(&mut workload, &c.train, on_epoch)?;
+        drop(workload);
+        // Every worker's figures, gathered by a sum into each worker's own slots.
+        let mut figures = vec![0f64; 3 * size];
+        figures[3 * rank] = report.memory.total_peak as f64;
+        figures[3 * rank + 1] = RssReport::read().peak_bytes as f64;
+        figures[3 * rank + 2] = counting.bytes_sent() as f64;
+        comm.all_reduce(ReduceData::F64(&mut figures), ReduceOp::Sum)?;
+        let figures = figures
+            .chunks(3)
+            .map(|f| WorkerFigures {
+                peak_tracked_bytes: f[0] as u64,
+                peak_rss_bytes: f[1] as u64,
+                bytes_sent: f[2] as u64,
+            })
+            .collect();
+        Ok(SarOutcome {
+            report,
+            root: rank == 0,
+            workers: (rank == 0).then_some(figures),
+        })
+    }
+}
