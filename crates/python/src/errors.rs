@@ -2,9 +2,9 @@
 //! [`raise`]: an invalid argument is `ValueError`, an id out of range `IndexError`, a missing
 //! file `FileNotFoundError` (a refused one `PermissionError`, any other I/O failure `OSError`),
 //! a run that would not fit in memory `MemoryError`, and a failure inside GraphLoom (a failed
-//! or silent rank, ranks that disagree, a file it cannot read, a loss that stopped being
-//! finite) `GraphLoomError`, whose message names the rank that failed. Errors wrap one another
-//! (a plan error holds the nn error that holds the store error, ...): the innermost decides.
+//! or silent rank, which the message names; ranks that disagree; a file it cannot read; a loss
+//! that stopped being finite) `GraphLoomError`. Errors wrap one another (a plan error holds the
+//! nn error that holds the store error, ...): the innermost decides.
 
 use graphloom_comm::CommError;
 use graphloom_plan::PlanError;
