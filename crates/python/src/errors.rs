@@ -16,8 +16,9 @@ use pyo3::exceptions::{
 };
 use pyo3::PyErr;
 
+// Named as the package exports it, so that it pickles (from a worker process to its parent).
 create_exception!(
-    _graphloom,
+    graphloom,
     GraphLoomError,
     PyRuntimeError,
     "A failure inside GraphLoom: a failed rank (the message names it), ranks that disagree, a \

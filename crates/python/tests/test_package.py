@@ -3,6 +3,7 @@ first use, and exceptions of Python's kinds whose messages name Python's argumen
 
 from __future__ import annotations
 
+import pickle
 import subprocess
 import sys
 import textwrap
@@ -43,6 +44,9 @@ def test_public_names_and_modules():
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
         gl.nothing
     assert issubclass(gl.GraphLoomError, RuntimeError)
+    # It pickles, as a worker process's error must to reach its parent.
+    error = pickle.loads(pickle.dumps(gl.GraphLoomError("rank 1 failed")))
+    assert type(error) is gl.GraphLoomError and str(error) == "rank 1 failed"
 
 
 def test_predict_with_a_bad_node_names_the_argument(cora, cora_models):

@@ -85,3 +85,27 @@ def test_a_forked_child_gets_an_error_and_the_parent_goes_on(cora):
         print("ok")
     """)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_a_torch_dataloader_worker_reports_the_error_to_the_parent(cora):
+    # DataLoader workers are forked; the worker's error must reach the parent (it pickles).
+    result = run_python(f"""
+        import torch
+        import graphloom as gl
+        gl.init()
+        ds = gl.Dataset.open({str(cora)!r})
+        loader = gl.NeighborLoader(ds, [5, 5], batch_size=16)
+        class Batches(torch.utils.data.IterableDataset):
+            def __iter__(self):
+                return iter(loader)
+        try:
+            for _ in torch.utils.data.DataLoader(Batches(), batch_size=None, num_workers=1):
+                pass
+        except gl.GraphLoomError as e:
+            assert "num_workers=0" in str(e), e
+        else:
+            raise AssertionError("the worker iterated the parent's loader")
+        assert sum(1 for _ in loader) == len(loader)
+        print("ok")
+    """)
+    assert result.returncode == 0 and "ok" in result.stdout, result.stderr
