@@ -6,8 +6,9 @@
 # --test  also installs what the Python tests need (pytest, torch, torch_geometric; torch
 #         brings about 5 GB of wheels, once).
 # The environment is $GRAPHLOOM_VENV (default ~/.cache/graphloom/venv), outside the
-# repository and reused between runs. The extension builds in the workspace's target
-# directory with the tests' profile, so the crates it shares with them are compiled once.
+# repository and reused between runs. The extension builds in cargo's target directory
+# ($CARGO_TARGET_DIR, default target/) with the tests' profile, so the crates it shares with
+# them are compiled once.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -26,12 +26,14 @@ if [ "$(id -u)" -eq 0 ]; then
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 fi
 export OMPI_MCA_rmaps_base_oversubscribe=1
+# Where cargo builds: $CARGO_TARGET_DIR when set (maturin builds the extension there too).
+target="${CARGO_TARGET_DIR:-target}"
 
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
-cargo nextest run --workspace --all-features --no-fail-fast 2>&1 | tee target/nextest.log
+cargo nextest run --workspace --all-features --no-fail-fast 2>&1 | tee "$target/nextest.log"
 # The MPI tests are named mpi_*; a suite in which none ran has not tested the MPI backend.
-mpi_passed=$(grep -cE '^\s+PASS .*mpi_' target/nextest.log || true)
+mpi_passed=$(grep -cE '^\s+PASS .*mpi_' "$target/nextest.log" || true)
 if [ "$mpi_passed" -eq 0 ]; then
   echo "no MPI test ran: the suite must run the mpirun tests" >&2
   exit 1
@@ -42,7 +44,7 @@ cargo test --workspace --all-features --doc
 # The Python package: built into its virtual environment (with MPI, and with torch and
 # torch_geometric for the tests), then its tests, the mpirun ones included.
 bash scripts/python-install.sh --mpi --test
-GRAPHLOOM_BIN="$PWD/target/debug/graphloom" \
+GRAPHLOOM_BIN="$(realpath "$target")/debug/graphloom" \
   "${GRAPHLOOM_VENV:-$HOME/.cache/graphloom/venv}/bin/python" -m pytest -q crates/python/tests \
   -c crates/python/pyproject.toml
 

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 
 use crate::errors::{self, invalid};
 use crate::job::Comm;
+use crate::process::check_pool;
 use crate::table::{parse_dtype, parse_layout, parse_location, Table};
 use crate::view::View;
 
@@ -34,6 +35,7 @@ impl Dataset {
     /// each file's checks run once and are remembered.
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
+        check_pool()?;
         if !path.exists() {
             return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
                 "dataset {}: no such directory",
@@ -42,7 +44,7 @@ impl Dataset {
         }
         let inner = py
             .detach(|| MappedDataset::open(&path))
-            .map_err(errors::other)?;
+            .map_err(errors::raise)?;
         Ok(Dataset {
             inner: Arc::new(inner),
         })
@@ -166,7 +168,7 @@ impl Dataset {
                 StoreTensor::from_files(comm, &[path], &[meta.feat_dim], dtype, layout, location)
             }),
         }
-        .map_err(errors::store)?;
+        .map_err(errors::raise)?;
         Ok(Table::wrap(graphloom_store::Embedding::frozen(table)))
     }
 

@@ -10,11 +10,14 @@ use pyo3::prelude::*;
 
 use crate::buffers::Held;
 use crate::errors::{self, invalid};
+use crate::process::{check_pool, Owner};
 
 /// The started job.
 struct Job {
     world: Arc<dyn Communicator>,
     node: Arc<dyn Communicator>,
+    /// The process that started it: a forked child inherits the job but not its threads.
+    owner: Owner,
     /// Keeps MPI initialised; dropped last, which finalises it.
     #[cfg(feature = "mpi")]
     _runtime: Option<graphloom_comm::mpi::MpiRuntime>,
@@ -39,11 +42,13 @@ pub(crate) struct Comm {
     rank: usize,
     size: usize,
     backend: &'static str,
+    owner: Owner,
 }
 
 impl Comm {
-    fn new(inner: &Arc<dyn Communicator>) -> Comm {
+    fn new(inner: &Arc<dyn Communicator>, owner: Owner) -> Comm {
         Comm {
+            owner,
             inner: Arc::downgrade(inner),
             generation: GENERATION.load(Ordering::SeqCst),
             rank: inner.rank(),
@@ -54,9 +59,10 @@ impl Comm {
 
     /// The communicator, unless its job has ended.
     pub(crate) fn get(&self) -> PyResult<Arc<dyn Communicator>> {
+        self.owner.check("this communicator")?;
         match self.inner.upgrade() {
             Some(comm) if GENERATION.load(Ordering::SeqCst) == self.generation => Ok(comm),
-            _ => Err(errors::GraphLoomError::new_err(
+            _ => Err(errors::failure(
                 "this communicator's job was finalized: call graphloom.init() again and make \
                  new tables",
             )),
@@ -87,7 +93,7 @@ impl Comm {
     /// Waits for every rank.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         let comm = self.get()?;
-        py.detach(|| comm.barrier()).map_err(errors::comm)
+        py.detach(|| comm.barrier()).map_err(errors::raise)
     }
 
     /// Reduces a contiguous writable array in place over the ranks (`op`: sum, max or min;
@@ -133,7 +139,7 @@ impl Comm {
                 )))
             }
         }
-        .map_err(errors::comm)
+        .map_err(errors::raise)
     }
 
     fn __repr__(&self) -> String {
@@ -160,6 +166,7 @@ pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
             )))
         }
     };
+    check_pool()?;
     // The job's lock is only ever held with the interpreter lock released, and never across
     // a wait for it.
     py.detach(|| {
@@ -170,7 +177,10 @@ pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
             *guard = Some(started);
         }
         let running = guard.as_ref().expect("started above");
-        Ok((Comm::new(&running.world), Comm::new(&running.node)))
+        Ok((
+            Comm::new(&running.world, running.owner),
+            Comm::new(&running.node, running.owner),
+        ))
     })
 }
 
@@ -181,15 +191,19 @@ pub(crate) fn is_initialized(py: Python<'_>) -> bool {
 }
 
 /// Ends the job: waits for every rank and, under MPI, finalises it. Tables must be closed
-/// first (the Python half does so).
+/// first (the Python half does so). In a forked child it does nothing: the job is the
+/// parent's.
 #[pyfunction]
 pub(crate) fn finalize(py: Python<'_>) -> PyResult<()> {
     py.detach(|| {
-        let Some(ended) = job().take() else {
+        let mut guard = job();
+        if guard.as_ref().is_none_or(|j| !j.owner.is_here()) {
             return Ok(());
-        };
+        }
+        let ended = guard.take().expect("checked above");
+        drop(guard);
         GENERATION.fetch_add(1, Ordering::SeqCst);
-        ended.world.barrier().map_err(errors::comm)?;
+        ended.world.barrier().map_err(errors::raise)?;
         drop(ended);
         Ok(())
     })
@@ -210,6 +224,7 @@ fn start_local() -> Job {
     Job {
         node: world.clone(),
         world,
+        owner: Owner::here(),
         #[cfg(feature = "mpi")]
         _runtime: None,
     }
@@ -217,18 +232,19 @@ fn start_local() -> Job {
 
 #[cfg(feature = "mpi")]
 fn start_mpi() -> PyResult<Job> {
-    let (runtime, world) = graphloom_comm::mpi::init().map_err(errors::comm)?;
-    let node = world.node().map_err(errors::comm)?;
+    let (runtime, world) = graphloom_comm::mpi::init().map_err(errors::raise)?;
+    let node = world.node().map_err(errors::raise)?;
     Ok(Job {
         world,
         node,
+        owner: Owner::here(),
         _runtime: Some(runtime),
     })
 }
 
 #[cfg(not(feature = "mpi"))]
 fn start_mpi() -> PyResult<Job> {
-    Err(errors::GraphLoomError::new_err(
+    Err(errors::failure(
         "this process was started by mpirun (or asked for MPI), but this build of graphloom \
          has no MPI backend: reinstall it with MPI (scripts/python-install.sh --mpi)",
     ))

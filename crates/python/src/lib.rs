@@ -4,7 +4,9 @@
 //! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
 //! [`dataset`] (a mapped dataset directory), [`loader`] (the neighbour loader's producer
 //! thread), [`model`] (model files and inference through the plan) and [`view`] (DLPack
-//! exports). The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
+//! exports); [`process`] keeps each handle to the process that made it and lets signals
+//! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
+//! exceptions. The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
 //! buffers and results into tensors; every call that samples, gathers or communicates here
 //! releases the interpreter lock.
 #![deny(missing_docs)]
@@ -15,6 +17,7 @@ mod errors;
 mod job;
 mod loader;
 mod model;
+mod process;
 mod table;
 mod view;
 

@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use crate::buffers::Held;
 use crate::dataset::Dataset;
 use crate::errors::{self, invalid};
+use crate::process::{check_signals, Owner};
 use crate::table::{open_table, parse_dtype, Shared, Table};
 use crate::view::View;
 
@@ -54,7 +55,7 @@ struct BatchData {
 
 /// One epoch in flight: its queue and its producer, which hands the sampler back.
 struct Epoch {
-    queue: Receiver<Result<BatchData, String>>,
+    queue: Receiver<PyResult<BatchData>>,
     producer: JoinHandle<Sampler>,
 }
 
@@ -102,12 +103,7 @@ fn stacked(mut src: Vec<i64>, dst: Vec<i64>) -> Tensor {
 }
 
 /// Samples around `seeds` and builds the batch.
-fn build(
-    s: &Settings,
-    sampler: &mut Sampler,
-    seeds: &[NodeId],
-    epoch: u64,
-) -> Result<BatchData, String> {
+fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> PyResult<BatchData> {
     let data = s.dataset.data();
     let blocks = sampler
         .sample(
@@ -118,15 +114,15 @@ fn build(
             s.seed,
             epoch,
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(errors::raise)?;
     let n_id: Vec<i64> = blocks[0].src_nodes.iter().map(|&v| i64::from(v)).collect();
     let x = {
-        let mut guard = open_table(&s.table, "loader").map_err(|e| e.to_string())?;
+        let mut guard = open_table(&s.table, "NeighborLoader")?;
         let table = guard.as_mut().expect("open_table checked");
-        table.gather(&n_id).map_err(|e| e.to_string())?
+        table.gather(&n_id).map_err(errors::raise)?
     }
     .cast(s.x_dtype)
-    .map_err(|e| e.to_string())?;
+    .map_err(errors::raise)?;
     let y: Vec<i64> = n_id.iter().map(|&v| data.labels[v as usize]).collect();
     let per_hop: Vec<(Vec<i64>, Vec<i64>)> = blocks.iter().map(block_edges).collect();
     // PyG's single edge_index: each node's in-edges are drawn once, at the hop that first
@@ -163,6 +159,7 @@ pub(crate) struct Loader {
     settings: Arc<Settings>,
     queue_depth: usize,
     state: Mutex<LoaderState>,
+    owner: Owner,
 }
 
 struct LoaderState {
@@ -179,7 +176,7 @@ impl Loader {
             match running.producer.join() {
                 Ok(sampler) => state.sampler = Some(sampler),
                 Err(_) => {
-                    return Err(errors::other(
+                    return Err(errors::failure(
                         "NeighborLoader: the producer thread failed; the epoch is incomplete",
                     ))
                 }
@@ -229,7 +226,7 @@ impl Loader {
             return Err(invalid(format!("ranks {ranks}: at most {MAX_RANKS}")));
         }
         py.detach(|| {
-            let guard = open_table(&table.shared, "NeighborLoader")?;
+            let guard = table.open("NeighborLoader")?;
             let t = guard.as_ref().expect("open_table checked").table();
             if t.rows() != meta.num_nodes || t.shape().len() != 2 {
                 return Err(invalid(format!(
@@ -296,6 +293,7 @@ impl Loader {
                 running: None,
                 sampler: None,
             }),
+            owner: Owner::here(),
         })
     }
 
@@ -311,30 +309,37 @@ impl Loader {
 
     /// Starts the next epoch's producer (stopping one still running) and returns its number.
     fn start_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+        self.owner.check("this NeighborLoader")?;
         py.detach(|| self.start())
     }
 
     /// The next batch of the running epoch, or None at its end.
     fn next_batch(&self, py: Python<'_>) -> PyResult<Option<Batch>> {
+        self.owner.check("this NeighborLoader")?;
         py.detach(|| self.next()).map(|b| b.map(Batch::new))
     }
 
     /// Runs one epoch with the consumer in Rust (every batch received and dropped) and returns
-    /// (batches, seconds): the loader's speed without Python.
+    /// (batches, seconds): the loader's speed without Python. Ctrl-C stops it between batches.
     fn drain(&self, py: Python<'_>) -> PyResult<(usize, f64)> {
+        self.owner.check("this NeighborLoader")?;
         py.detach(|| {
             let start = Instant::now();
             self.start()?;
             let mut count = 0;
             while self.next()?.is_some() {
                 count += 1;
+                self.stop_on_signal()?;
             }
             Ok((count, start.elapsed().as_secs_f64()))
         })
     }
 
-    /// Stops the running epoch's producer.
+    /// Stops the running epoch's producer (in a forked child, where it does not run, nothing).
     fn stop_running(&self, py: Python<'_>) -> PyResult<()> {
+        if !self.owner.is_here() {
+            return Ok(());
+        }
         py.detach(|| Loader::stop(&mut self.lock_state()))
     }
 }
@@ -344,6 +349,13 @@ impl Loader {
 impl Loader {
     fn lock_state(&self) -> std::sync::MutexGuard<'_, LoaderState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stops the running epoch when a signal handler raised (Ctrl-C), and raises that.
+    fn stop_on_signal(&self) -> PyResult<()> {
+        check_signals().inspect_err(|_| {
+            let _ = Loader::stop(&mut self.lock_state());
+        })
     }
 
     fn start(&self) -> PyResult<u64> {
@@ -384,10 +396,10 @@ impl Loader {
         };
         match running.queue.recv() {
             Ok(Ok(batch)) => Ok(Some(batch)),
-            Ok(Err(message)) => {
+            Ok(Err(e)) => {
                 // The producer stopped after sending its error; its own is the one to tell.
                 let _ = Loader::stop(&mut state);
-                Err(errors::other(format!("NeighborLoader: {message}")))
+                Err(e)
             }
             // The queue closed: the epoch ended, or the producer failed (then `stop` says so).
             Err(_) => Loader::stop(&mut state).map(|()| None),

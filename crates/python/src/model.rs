@@ -16,6 +16,7 @@ use pyo3::types::PyDict;
 
 use crate::buffers::Held;
 use crate::errors::{self, invalid};
+use crate::process::check_pool;
 use crate::view::View;
 
 /// Reads a model file: (configuration as a dict, [(name, tensor)] in the model's order, the
@@ -26,9 +27,10 @@ pub(crate) fn read_model_file<'py>(
     py: Python<'py>,
     path: PathBuf,
 ) -> PyResult<(Bound<'py, PyDict>, Vec<(String, View)>, Option<View>)> {
+    check_pool()?;
     let file = py
         .detach(|| ModelFile::load(&path))
-        .map_err(errors::other)?;
+        .map_err(errors::raise)?;
     let c = &file.config;
     let config = PyDict::new(py);
     config.set_item("arch", c.arch.name())?;
@@ -70,6 +72,7 @@ pub(crate) fn write_model_file(
     config: &Bound<'_, PyDict>,
     params: Vec<(String, Bound<'_, PyAny>, Vec<usize>)>,
 ) -> PyResult<()> {
+    check_pool()?;
     let arch: String = item(config, "arch")?.extract()?;
     let config = ModelConfig {
         arch: Architecture::parse(&arch).ok_or_else(|| {
@@ -100,7 +103,7 @@ pub(crate) fn write_model_file(
         })?;
         given.insert(name, tensor);
     }
-    let expected = Model::param_shapes(&config).map_err(errors::other)?;
+    let expected = Model::param_shapes(&config).map_err(errors::raise)?;
     let mut ordered = Vec::with_capacity(expected.len());
     for (name, shape) in expected {
         let value = given
@@ -124,7 +127,7 @@ pub(crate) fn write_model_file(
         params: ordered,
         input_embedding: None,
     };
-    py.detach(|| file.save(&path)).map_err(errors::other)
+    py.detach(|| file.save(&path)).map_err(errors::raise)
 }
 
 /// Log-probabilities of a saved model over a dataset directory (exact full-neighbour
@@ -138,6 +141,7 @@ pub(crate) fn predict(
     dataset: PathBuf,
     nodes: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<View> {
+    check_pool()?;
     let nodes = match nodes {
         Some(ids) => Some(Held::<i64>::new(ids, "nodes")?.slice().to_vec()),
         None => None,
@@ -151,7 +155,7 @@ pub(crate) fn predict(
     };
     let out = py
         .detach(|| graphloom_plan::infer(&settings))
-        .map_err(errors::other)?;
+        .map_err(errors::raise)?;
     Ok(View::new(DlpackView::of_tensor(out)))
 }
 

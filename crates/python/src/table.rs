@@ -15,6 +15,7 @@ use pyo3::prelude::*;
 use crate::buffers::Held;
 use crate::errors::{self, invalid};
 use crate::job::Comm;
+use crate::process::Owner;
 use crate::view::View;
 
 /// The most ranks a saved table is read back from (one file each).
@@ -84,7 +85,7 @@ fn check_pair(comm: &Arc<dyn Communicator>, layout: Layout, location: &Location)
         ranks_on_node: crate::job::node_ranks().min(comm.size()),
         one_process: comm.backend() == "local" || comm.size() == 1,
     };
-    check_support(layout, location, topology).map_err(errors::store)
+    check_support(layout, location, topology).map_err(errors::raise)
 }
 
 fn with_optimizer(
@@ -96,9 +97,9 @@ fn with_optimizer(
         None => Ok(Embedding::frozen(table)),
         Some(name) => {
             let optimizer = SparseOptimizer::parse(name)
-                .map_err(errors::store)?
+                .map_err(errors::raise)?
                 .with_weight_decay(weight_decay);
-            Embedding::trainable(table, optimizer).map_err(errors::store)
+            Embedding::trainable(table, optimizer).map_err(errors::raise)
         }
     }
 }
@@ -110,6 +111,7 @@ pub(crate) struct Table {
     spec: StoreSpec,
     rank: usize,
     ranks: usize,
+    owner: Owner,
 }
 
 impl Table {
@@ -119,8 +121,15 @@ impl Table {
             spec: table.spec().clone(),
             rank: table.comm().rank(),
             ranks: table.comm().size(),
+            owner: Owner::here(),
             shared: Arc::new(Mutex::new(Some(embedding))),
         }
+    }
+
+    /// Locks the open table, in the process that made it (see [`open_table`]).
+    pub(crate) fn open(&self, op: &str) -> PyResult<MutexGuard<'_, Option<Embedding>>> {
+        self.owner.check("this table")?;
+        open_table(&self.shared, op)
     }
 
     /// Runs `f` on the open table with the interpreter lock released, taking the table's
@@ -133,7 +142,7 @@ impl Table {
         f: impl FnOnce(&mut Embedding) -> PyResult<T> + Send,
     ) -> PyResult<T> {
         py.detach(|| {
-            let mut guard = open_table(&self.shared, op)?;
+            let mut guard = self.open(op)?;
             f(guard.as_mut().expect("open_table checked"))
         })
     }
@@ -184,12 +193,12 @@ impl Table {
         }
         let spec = StoreSpec::new(&shape, dtype, layout, location);
         let embedding = py.detach(|| -> PyResult<Embedding> {
-            let table = StoreTensor::new(comm, spec).map_err(errors::store)?;
+            let table = StoreTensor::new(comm, spec).map_err(errors::raise)?;
             let mut embedding = with_optimizer(table, optimizer, weight_decay)?;
             if embedding.optimizer().is_some() && init_scale != 0.0 {
                 embedding
                     .init_uniform(seed, init_scale)
-                    .map_err(errors::store)?;
+                    .map_err(errors::raise)?;
             }
             Ok(embedding)
         })?;
@@ -227,7 +236,7 @@ impl Table {
         check_pair(&comm, layout, &location)?;
         let embedding = py.detach(|| -> PyResult<Embedding> {
             let table = StoreTensor::from_files(comm, &files, &row_shape, dtype, layout, location)
-                .map_err(errors::store)?;
+                .map_err(errors::raise)?;
             with_optimizer(table, optimizer, weight_decay)
         })?;
         Ok(Table::wrap(embedding))
@@ -258,7 +267,7 @@ impl Table {
                  {MAX_SAVED_RANKS}"
             )));
         }
-        let optimizer = SparseOptimizer::parse(optimizer).map_err(errors::store)?;
+        let optimizer = SparseOptimizer::parse(optimizer).map_err(errors::raise)?;
         let embedding = py
             .detach(|| {
                 Embedding::load(
@@ -271,7 +280,7 @@ impl Table {
                     Some(optimizer),
                 )
             })
-            .map_err(errors::store)?;
+            .map_err(errors::raise)?;
         Ok(Table::wrap(embedding))
     }
 
@@ -280,7 +289,7 @@ impl Table {
     fn gather(&self, py: Python<'_>, ids: &Bound<'_, PyAny>) -> PyResult<View> {
         let ids = crate::buffers::ids(ids, "gather: ids")?;
         let ids = ids.as_slice();
-        let rows = self.with(py, "gather", |e| e.gather(ids).map_err(errors::store))?;
+        let rows = self.with(py, "gather", |e| e.gather(ids).map_err(errors::raise))?;
         Ok(View::new(graphloom_store::DlpackView::of_tensor(rows)))
     }
 
@@ -304,7 +313,7 @@ impl Table {
                     Ok(seconds)
                 })
                 .collect::<graphloom_store::Result<Vec<f64>>>()
-                .map_err(errors::store)
+                .map_err(errors::raise)
         })
     }
 
@@ -320,7 +329,7 @@ impl Table {
         let rows = Held::<u8>::new(rows, "scatter: rows")?;
         let (ids, rows) = (ids.as_slice(), rows.bytes());
         self.with(py, "scatter", |e| {
-            e.table().scatter_bytes(ids, rows).map_err(errors::store)
+            e.table().scatter_bytes(ids, rows).map_err(errors::raise)
         })
     }
 
@@ -346,7 +355,7 @@ impl Table {
             })?;
         let ids = ids.as_slice();
         self.with(py, "apply_gradients", |e| {
-            e.apply_gradients(ids, &grads, lr).map_err(errors::store)
+            e.apply_gradients(ids, &grads, lr).map_err(errors::raise)
         })
     }
 
@@ -363,7 +372,7 @@ impl Table {
             e.table()
                 .global_view()
                 .map(View::new)
-                .map_err(errors::store)
+                .map_err(errors::raise)
         })
     }
 
@@ -385,7 +394,7 @@ impl Table {
             } else {
                 e.table().save(&prefix).map(|_| ())
             }
-            .map_err(errors::store)
+            .map_err(errors::raise)
         })
     }
 
@@ -404,19 +413,23 @@ impl Table {
                      to {MAX_SAVED_RANKS}"
                 )));
             }
-            e.restore(&prefix, saved_ranks).map_err(errors::store)
+            e.restore(&prefix, saved_ranks).map_err(errors::raise)
         })
     }
 
     /// Waits for every rank of the table's communicator.
     fn barrier(&self, py: Python<'_>) -> PyResult<()> {
         self.with(py, "barrier", |e| {
-            e.table().barrier().map_err(errors::store)
+            e.table().barrier().map_err(errors::raise)
         })
     }
 
     /// Releases the table's memory (views already exported keep theirs). Later calls fail.
+    /// In a forked child it does nothing: the memory is the parent's.
     fn close(&self, py: Python<'_>) {
+        if !self.owner.is_here() {
+            return;
+        }
         py.detach(|| {
             let mut guard = self
                 .shared
@@ -426,15 +439,17 @@ impl Table {
         })
     }
 
-    /// Whether [`Table::close`] was called.
+    /// Whether [`Table::close`] was called; always in a forked child, where the table cannot
+    /// be used.
     #[getter]
     fn closed(&self, py: Python<'_>) -> bool {
-        py.detach(|| {
-            self.shared
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .is_none()
-        })
+        !self.owner.is_here()
+            || py.detach(|| {
+                self.shared
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .is_none()
+            })
     }
 
     /// The shape.

@@ -40,11 +40,11 @@ impl DlpackExporter for View {
     }
 
     fn export_legacy(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensor>> {
-        self.inner.export().map_err(errors::store)
+        self.inner.export().map_err(errors::raise)
     }
 
     fn export_versioned(&self, _py: Python<'_>) -> PyResult<Managed<DLManagedTensorVersioned>> {
-        self.inner.export().map_err(errors::store)
+        self.inner.export().map_err(errors::raise)
     }
 }
 

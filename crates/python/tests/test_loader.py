@@ -134,5 +134,5 @@ def test_bad_loader_arguments(ds):
     features = ds.feature_table(location="host")
     loader = gl.NeighborLoader(ds, [5], batch_size=4, features=features)
     features.close()
-    with pytest.raises(gl.GraphLoomError, match="closed"):
+    with pytest.raises(ValueError, match="closed"):
         next(iter(loader))

@@ -92,5 +92,5 @@ def test_bad_model_files(tmp_path):
     (tmp_path / "junk.safetensors").write_bytes(b"not a model")
     with pytest.raises(gl.GraphLoomError):
         glt.load_pyg(tmp_path / "junk.safetensors")
-    with pytest.raises(gl.GraphLoomError):
+    with pytest.raises(FileNotFoundError):
         glt.load_pyg(tmp_path / "missing.safetensors")

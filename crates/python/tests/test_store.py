@@ -148,7 +148,7 @@ def test_bad_input_raises_clear_errors(comm, tmp_path):
         gl.create_embedding(comm, "striped", "host", "float32", (4, 4))
     with pytest.raises(TypeError, match="not supported"):
         gl.create_embedding(comm, "continuous", "host", torch.complex64, (4, 4))
-    with pytest.raises(gl.GraphLoomError):
+    with pytest.raises(FileNotFoundError, match="nope.bin"):
         gl.create_embedding_from_filelist(comm, "continuous", "host", [tmp_path / "nope.bin"],
                                           "float32", 4)
     emb.close()

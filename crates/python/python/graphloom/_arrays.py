@@ -3,24 +3,30 @@ extension's DLPack views into torch tensors (numpy arrays without torch)."""
 
 from __future__ import annotations
 
+import functools
+import sys
 from typing import Any
 
 import numpy as np
 
-try:
-    import torch
-except ImportError:  # torch is optional: results are numpy arrays without it
-    torch = None
 
-_TORCH_DTYPES = {}
-if torch is not None:
-    _TORCH_DTYPES = {
-        "f32": torch.float32,
-        "f64": torch.float64,
-        "bf16": torch.bfloat16,
-        "i32": torch.int32,
-        "i64": torch.int64,
-    }
+def loaded_torch() -> Any:
+    """torch if some module has imported it, else None: a torch tensor or dtype can only come
+    from a process that has, and asking does not import torch."""
+    return sys.modules.get("torch")
+
+
+@functools.cache
+def torch_or_none() -> Any:
+    """torch, imported on first use, or None when it is not installed (results are numpy
+    arrays then). Imported here rather than with the package, so that ``import graphloom``
+    stays light."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
 
 _NAMES = {
     "f32": "f32", "float32": "f32", "float": "f32",
@@ -36,6 +42,7 @@ def dtype_name(dtype: Any) -> str:
     or a torch dtype."""
     if dtype is None:
         raise TypeError("dtype: give one of float32, float64, bfloat16, int32 or int64")
+    torch = loaded_torch()
     if torch is not None and isinstance(dtype, torch.dtype):
         key = str(dtype).removeprefix("torch.")
     elif isinstance(dtype, str):
@@ -55,6 +62,7 @@ def dtype_name(dtype: Any) -> str:
 
 def is_torch(x: Any) -> bool:
     """Whether `x` is a torch tensor (False without torch)."""
+    torch = loaded_torch()
     return torch is not None and isinstance(x, torch.Tensor)
 
 
@@ -66,6 +74,7 @@ def ids_array(ids: Any, what: str = "ids") -> np.ndarray:
     if is_torch(ids):
         if ids.device.type != "cpu":
             raise ValueError(f"{what}: the tensor is on {ids.device}; GraphLoom reads CPU tensors")
+        torch = loaded_torch()
         if ids.dtype not in (torch.int64, torch.int32):
             raise TypeError(f"{what}: expected an int64 or int32 tensor, got {ids.dtype}")
         array = ids.detach().contiguous().numpy()
@@ -99,7 +108,7 @@ def rows_bytes(rows: Any, dtype: str, shape: tuple[int, ...], what: str = "rows"
         if rows.device.type != "cpu":
             raise ValueError(f"{what}: the tensor is on {rows.device}; GraphLoom reads CPU tensors")
         _check_rows(what, dtype, dtype_name(rows.dtype), shape, rows.shape)
-        return rows.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
+        return rows.detach().contiguous().view(loaded_torch().uint8).numpy().reshape(-1)
     if not isinstance(rows, np.ndarray):
         raise TypeError(f"{what}: expected a torch tensor or a numpy array, got {type(rows).__name__}")
     if dtype == "bf16":
@@ -116,6 +125,7 @@ def dense_array(tensor: Any, what: str) -> tuple[np.ndarray, str]:
     if is_torch(tensor):
         if tensor.device.type != "cpu":
             raise ValueError(f"{what}: the tensor is on {tensor.device}; GraphLoom reads CPU tensors")
+        torch = loaded_torch()
         if tensor.dtype not in (torch.float32, torch.float64, torch.int64):
             raise TypeError(f"{what}: {tensor.dtype} is not float32, float64 or int64")
         if not tensor.is_contiguous():
@@ -140,6 +150,7 @@ def from_view(view: Any) -> Any:
     with torch: torch has no read-only tensors, and a write to such a map would kill the
     process. `torch.from_numpy` still shares it, at the caller's risk."""
     if view.writable:
+        torch = torch_or_none()
         if torch is not None:
             return torch.from_dlpack(view)
         if view.dtype == "bf16":

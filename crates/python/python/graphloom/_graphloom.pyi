@@ -4,7 +4,8 @@ from os import PathLike
 from typing import Any
 
 class GraphLoomError(RuntimeError):
-    """A failure inside GraphLoom: a file, a communication or a memory error."""
+    """A failure inside GraphLoom: a failed rank (the message names it), ranks that disagree, a
+    file GraphLoom cannot read, a closed job, a handle used in a forked child."""
 
 mpi_available: bool
 

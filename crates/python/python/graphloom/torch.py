@@ -27,8 +27,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import Embedding, _graphloom
-from ._arrays import from_view, ids_array
+from . import _graphloom
+from ._arrays import ids_array
+from .embedding import Embedding
 
 __all__ = [
     "EmbeddingModule",

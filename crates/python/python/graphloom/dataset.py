@@ -1,0 +1,109 @@
+"""Dataset directories (``graphloom prepare``'s format) opened in place."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from . import _graphloom
+from ._arrays import from_view
+from .comm import Communicator, get_global_communicator, handle
+from .embedding import Embedding, location_name
+
+__all__ = ["Dataset"]
+
+
+class Dataset:
+    """A dataset directory (``graphloom prepare``'s format) opened in place: arrays are
+    mapped, not loaded, and each file's checks run once."""
+
+    def __init__(self, inner: _graphloom.Dataset) -> None:
+        self._inner = inner
+        self._features: Embedding | None = None
+
+    @staticmethod
+    def open(path: str | os.PathLike) -> "Dataset":
+        """Opens the directory at ``path``."""
+        return Dataset(_graphloom.Dataset.open(os.fspath(path)))
+
+    @property
+    def name(self) -> str:
+        """The dataset's name."""
+        return self._inner.name
+
+    @property
+    def path(self) -> str:
+        """The directory."""
+        return self._inner.path
+
+    @property
+    def num_nodes(self) -> int:
+        """The number of nodes."""
+        return self._inner.num_nodes
+
+    @property
+    def num_edges(self) -> int:
+        """The number of directed edges (an undirected edge counts twice)."""
+        return self._inner.num_edges
+
+    @property
+    def num_classes(self) -> int:
+        """The number of classes."""
+        return self._inner.num_classes
+
+    @property
+    def feat_dim(self) -> int:
+        """The width of a feature row."""
+        return self._inner.feat_dim
+
+    @property
+    def feat_dtype(self) -> str:
+        """The features' dtype on disk (f32 or bf16)."""
+        return self._inner.feat_dtype
+
+    @property
+    def train_idx(self) -> Any:
+        """Training node ids (int64)."""
+        return from_view(self._inner.split("train"))
+
+    @property
+    def valid_idx(self) -> Any:
+        """Validation node ids (int64)."""
+        return from_view(self._inner.split("valid"))
+
+    @property
+    def test_idx(self) -> Any:
+        """Test node ids (int64)."""
+        return from_view(self._inner.split("test"))
+
+    @property
+    def labels(self) -> Any:
+        """Every node's label (int64; -1 where a node has none)."""
+        return from_view(self._inner.labels())
+
+    def edge_index(self) -> Any:
+        """The whole graph as PyG's ``edge_index``: int64 ``(2, num_edges)``, sources in row 0,
+        destinations in row 1."""
+        return from_view(self._inner.edge_index())
+
+    @property
+    def features(self) -> Embedding:
+        """The node features as a table, mapped read-only from ``node_feat.npy`` (made on
+        first use; see :meth:`feature_table` for other layouts and locations)."""
+        if self._features is None or self._features.closed:
+            self._features = self.feature_table()
+        return self._features
+
+    def feature_table(
+        self,
+        layout: str = "continuous",
+        location: str = "mmap",
+        comm: Communicator | None = None,
+    ) -> Embedding:
+        """The node features as a new table (collective): ``mmap`` maps the file read-only;
+        ``host`` and ``shared`` copy it into memory."""
+        comm = comm or get_global_communicator()
+        return Embedding(self._inner.feature_table(handle(comm), layout, location_name(location)))
+
+    def __repr__(self) -> str:
+        return repr(self._inner)
