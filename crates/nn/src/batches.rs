@@ -67,9 +67,10 @@ pub fn rank_slice<T>(global: &[T], rank: usize, ranks: usize) -> &[T] {
 
 /// Batches made ahead of the consumer, on a producer thread, into a bounded queue; iterate it
 /// for the batches in order, then [`BatchStream::finish`] to get the sampler back. The
-/// producer stops after the first error it sends, and when the stream is dropped.
-pub struct BatchStream<'scope, B> {
-    queue: Option<Receiver<Result<B>>>,
+/// producer stops after the first error it sends (of the consumer's error type `E`), and
+/// when the stream is dropped.
+pub struct BatchStream<'scope, B, E = Error> {
+    queue: Option<Receiver<std::result::Result<B, E>>>,
     producer: Option<Producer<'scope>>,
 }
 
@@ -92,13 +93,13 @@ pub struct StreamSettings {
     pub pool: Option<Arc<rayon::ThreadPool>>,
 }
 
-impl<B: Send + 'static> BatchStream<'static, B> {
+impl<B: Send + 'static, E: Send + 'static> BatchStream<'static, B, E> {
     /// Starts a producer thread that owns everything it needs (a loader driven from another
     /// language, whose calls come one at a time): `make(sampler, i)` for each batch `i`.
     pub fn spawn(
         settings: StreamSettings,
-        make: impl FnMut(&mut Sampler, usize) -> Result<B> + Send + 'static,
-    ) -> Result<BatchStream<'static, B>> {
+        make: impl FnMut(&mut Sampler, usize) -> std::result::Result<B, E> + Send + 'static,
+    ) -> Result<BatchStream<'static, B, E>> {
         let (tx, rx) = sync_channel(settings.depth.max(1));
         let handle = std::thread::Builder::new()
             .name("graphloom-batches".into())
@@ -111,14 +112,14 @@ impl<B: Send + 'static> BatchStream<'static, B> {
     }
 }
 
-impl<'scope, B: Send + 'scope> BatchStream<'scope, B> {
+impl<'scope, B: Send + 'scope, E: Send + 'scope> BatchStream<'scope, B, E> {
     /// Starts a producer thread in `scope`, so `make(sampler, i)` may borrow what the scope
     /// outlives (a training workload's dataset and tables).
     pub fn scoped<'env>(
         scope: &'scope Scope<'scope, 'env>,
         settings: StreamSettings,
-        make: impl FnMut(&mut Sampler, usize) -> Result<B> + Send + 'scope,
-    ) -> Result<BatchStream<'scope, B>> {
+        make: impl FnMut(&mut Sampler, usize) -> std::result::Result<B, E> + Send + 'scope,
+    ) -> Result<BatchStream<'scope, B, E>> {
         let (tx, rx) = sync_channel(settings.depth.max(1));
         let handle = std::thread::Builder::new()
             .name("graphloom-batches".into())
@@ -146,17 +147,17 @@ impl<'scope, B: Send + 'scope> BatchStream<'scope, B> {
     }
 }
 
-impl<B> Iterator for BatchStream<'_, B> {
-    type Item = Result<B>;
+impl<B, E> Iterator for BatchStream<'_, B, E> {
+    type Item = std::result::Result<B, E>;
 
     /// The next batch, or `None` at the end of the stream (or after the producer stopped
     /// without a batch, which [`BatchStream::finish`] then reports).
-    fn next(&mut self) -> Option<Result<B>> {
+    fn next(&mut self) -> Option<std::result::Result<B, E>> {
         self.queue.as_ref()?.recv().ok()
     }
 }
 
-impl<B> Drop for BatchStream<'_, B> {
+impl<B, E> Drop for BatchStream<'_, B, E> {
     fn drop(&mut self) {
         // Closing the queue first lets a producer blocked on a full queue end; it is then
         // joined so that no thread outlives its stream.
@@ -171,10 +172,10 @@ impl<B> Drop for BatchStream<'_, B> {
 
 /// The producer's loop: each batch into the queue until the end, the first error, or a
 /// consumer that went away.
-fn produce<B: Send>(
+fn produce<B: Send, E: Send>(
     mut settings: StreamSettings,
-    mut make: impl FnMut(&mut Sampler, usize) -> Result<B> + Send,
-    tx: SyncSender<Result<B>>,
+    mut make: impl FnMut(&mut Sampler, usize) -> std::result::Result<B, E> + Send,
+    tx: SyncSender<std::result::Result<B, E>>,
 ) -> Sampler {
     let sampler = &mut settings.sampler;
     for i in 0..settings.batches {

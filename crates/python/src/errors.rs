@@ -180,11 +180,23 @@ impl Classify for graphloom_nn::Error {
             Error::Graph(e) => e.kind(),
             Error::Store(e) => e.kind(),
             Error::Comm(e) => e.kind(),
-            Error::InvalidSetting { .. }
-            | Error::Mismatch { .. }
-            | Error::NoTrainingNodes
-            | Error::WorkerCount { .. } => Kind::Argument,
+            Error::InvalidSetting { .. } | Error::Mismatch { .. } | Error::NoTrainingNodes => {
+                Kind::Argument
+            }
             Error::NoSnapshot { .. } => Kind::Missing,
+            _ => Kind::Failure,
+        }
+    }
+}
+
+impl Classify for graphloom_sar::Error {
+    fn kind(&self) -> Kind {
+        use graphloom_sar::Error;
+        match self {
+            Error::Graph(e) => e.kind(),
+            Error::Train(e) => e.kind(),
+            Error::Comm(e) => e.kind(),
+            Error::WorkerCount { .. } => Kind::Argument,
             _ => Kind::Failure,
         }
     }
@@ -199,29 +211,14 @@ impl Classify for PlanError {
             PlanError::Train(e) => e.kind(),
             PlanError::Store(e) => e.kind(),
             PlanError::Comm(e) => e.kind(),
+            PlanError::Sar(e) => e.kind(),
             _ => Kind::Failure,
         }
     }
 
-    /// The plan names a setting as the command line spells it (`--nodes`), at the start of
-    /// its message; Python names it as its argument.
+    /// The plan names settings neutrally (`` `nodes` ``): Python spells each as its keyword
+    /// argument.
     fn message(&self) -> String {
-        let message = self.to_string();
-        match self {
-            PlanError::NotApplicable { option, .. } | PlanError::Invalid { option, .. } => {
-                match message.strip_prefix(option) {
-                    Some(rest) => format!("{}{rest}", python_argument(option)),
-                    None => message,
-                }
-            }
-            _ => message,
-        }
+        self.render(&|setting: &str| setting.to_string())
     }
-}
-
-/// Python's name of a setting the command line spells `option`: the keyword argument of the
-/// function that takes it (`--nodes` is `predict`'s `nodes`, `--batch-size` would be
-/// `batch_size`).
-fn python_argument(option: &str) -> String {
-    option.trim_start_matches('-').replace('-', "_")
 }

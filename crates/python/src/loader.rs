@@ -1,16 +1,15 @@
-//! [`Loader`]: the neighbour loader's Rust half. A producer thread per epoch samples each
-//! batch's blocks with GraphLoom's sampler, gathers its input rows from a store table and
-//! builds the arrays PyG expects, into a bounded queue ahead of the consumer; [`Loader::drain`]
-//! consumes an epoch without Python, the baseline the Python loop is measured against.
+//! [`Loader`]: the neighbour loader's Rust half, on the training workloads' batch stream
+//! (`graphloom_nn::batches`): a producer thread per epoch samples each batch's blocks with
+//! GraphLoom's sampler, gathers its input rows from a store table and builds the arrays PyG
+//! expects, into a bounded queue ahead of the consumer; [`Loader::drain`] consumes an epoch
+//! without Python, the baseline the Python loop is measured against.
 
-use std::sync::mpsc::{sync_channel, Receiver};
 use std::sync::{Arc, Mutex};
-use std::thread::JoinHandle;
 use std::time::Instant;
 
-use graphloom_graph::sample::{Block, Sampler, SamplerKind};
+use graphloom_graph::sample::{Block, Fanouts, Sampler};
 use graphloom_graph::{MappedDataset, NodeId};
-use graphloom_nn::batches::epoch_batches;
+use graphloom_nn::batches::{epoch_batches, rank_slice, sample_batch, BatchStream, StreamSettings};
 use graphloom_store::{DlpackView, Layout};
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;
@@ -32,7 +31,7 @@ const MAX_RANKS: usize = 1 << 20;
 struct Settings {
     dataset: Arc<MappedDataset>,
     table: Shared,
-    fanouts: Vec<i64>,
+    fanouts: Fanouts,
     batch_size: usize,
     input_nodes: Vec<usize>,
     shuffle: bool,
@@ -53,11 +52,8 @@ struct BatchData {
     blocks: Vec<(Tensor, usize, usize)>,
 }
 
-/// One epoch in flight: its queue and its producer, which hands the sampler back.
-struct Epoch {
-    queue: Receiver<PyResult<BatchData>>,
-    producer: JoinHandle<Sampler>,
-}
+/// One epoch in flight: the batch stream, which hands the sampler back when finished.
+type Epoch = BatchStream<'static, BatchData, PyErr>;
 
 /// The seeds of each batch of `epoch` for this rank.
 fn batches(s: &Settings, epoch: u64) -> Vec<Vec<NodeId>> {
@@ -73,11 +69,8 @@ fn batches(s: &Settings, epoch: u64) -> Vec<Vec<NodeId>> {
         global.pop();
     }
     global
-        .into_iter()
-        .map(|b| {
-            let n = b.len();
-            b[n * s.rank / s.ranks..n * (s.rank + 1) / s.ranks].to_vec()
-        })
+        .iter()
+        .map(|b| rank_slice(b, s.rank, s.ranks).to_vec())
         .collect()
 }
 
@@ -102,27 +95,38 @@ fn stacked(mut src: Vec<i64>, dst: Vec<i64>) -> Tensor {
     i64_tensor(src, &[2, e])
 }
 
-/// Samples around `seeds` and builds the batch.
+/// Rows `ids` of the loader's table, in its dtype for inputs.
+fn gather(s: &Settings, ids: &[i64]) -> PyResult<Tensor> {
+    let mut guard = open_table(&s.table, "NeighborLoader")?;
+    let table = guard.as_mut().expect("open_table checked");
+    table
+        .gather(ids)
+        .map_err(errors::raise)?
+        .cast(s.x_dtype)
+        .map_err(errors::raise)
+}
+
+/// Samples around `seeds` and builds the batch (an empty one for an empty slice of a global
+/// batch).
 fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> PyResult<BatchData> {
     let data = s.dataset.data();
-    let blocks = sampler
-        .sample(
-            &data.source(),
-            seeds,
-            &s.fanouts,
-            SamplerKind::Uniform,
-            s.seed,
-            epoch,
-        )
-        .map_err(errors::raise)?;
-    let n_id: Vec<i64> = blocks[0].src_nodes.iter().map(|&v| i64::from(v)).collect();
-    let x = {
-        let mut guard = open_table(&s.table, "NeighborLoader")?;
-        let table = guard.as_mut().expect("open_table checked");
-        table.gather(&n_id).map_err(errors::raise)?
-    }
-    .cast(s.x_dtype)
+    let sampled = sample_batch(
+        data, None, s.x_dtype, sampler, seeds, &s.fanouts, s.seed, epoch,
+    )
     .map_err(errors::raise)?;
+    let Some(sampled) = sampled else {
+        let empty = || stacked(Vec::new(), Vec::new());
+        return Ok(BatchData {
+            x: gather(s, &[])?,
+            y: i64_tensor(Vec::new(), &[0]),
+            n_id: i64_tensor(Vec::new(), &[0]),
+            edge_index: empty(),
+            batch_size: 0,
+            blocks: (0..s.fanouts.len()).map(|_| (empty(), 0, 0)).collect(),
+        });
+    };
+    let (blocks, n_id) = (sampled.blocks, sampled.input_ids);
+    let x = gather(s, &n_id)?;
     let y: Vec<i64> = n_id.iter().map(|&v| data.labels[v as usize]).collect();
     let per_hop: Vec<(Vec<i64>, Vec<i64>)> = blocks.iter().map(block_edges).collect();
     // PyG's single edge_index: each node's in-edges are drawn once, at the hop that first
@@ -172,8 +176,7 @@ impl Loader {
     /// Stops the epoch in flight, if any, and takes its sampler back.
     fn stop(state: &mut LoaderState) -> PyResult<()> {
         if let Some(running) = state.running.take() {
-            drop(running.queue);
-            match running.producer.join() {
+            match running.finish() {
                 Ok(sampler) => state.sampler = Some(sampler),
                 Err(_) => {
                     return Err(errors::failure(
@@ -211,11 +214,7 @@ impl Loader {
         ranks: usize,
     ) -> PyResult<Loader> {
         let meta = &dataset.inner.meta;
-        if fanouts.is_empty() || fanouts.iter().any(|&f| f == 0 || f < -1) {
-            return Err(invalid(format!(
-                "fanouts {fanouts:?}: give one positive count (or -1 for all) per layer"
-            )));
-        }
+        let fanouts = Fanouts::new(fanouts).map_err(errors::raise)?;
         if batch_size == 0 {
             return Err(invalid("batch_size must be positive"));
         }
@@ -364,45 +363,39 @@ impl Loader {
         let epoch = state.epoch;
         state.epoch += 1;
         let settings = self.settings.clone();
-        let mut sampler = state
+        let sampler = state
             .sampler
             .take()
             .unwrap_or_else(|| Sampler::new(settings.dataset.meta.num_nodes));
-        let (tx, rx) = sync_channel(self.queue_depth);
-        let producer = std::thread::Builder::new()
-            .name("graphloom-loader".into())
-            .spawn(move || {
-                for seeds in batches(&settings, epoch) {
-                    let batch = build(&settings, &mut sampler, &seeds, epoch);
-                    let failed = batch.is_err();
-                    if tx.send(batch).is_err() || failed {
-                        break;
-                    }
-                }
-                sampler
-            })
-            .expect("spawning the loader thread");
-        state.running = Some(Epoch {
-            queue: rx,
-            producer,
-        });
+        let seeds = batches(&settings, epoch);
+        let stream = StreamSettings {
+            batches: seeds.len(),
+            depth: self.queue_depth,
+            sampler,
+            pool: None,
+        };
+        let running = BatchStream::spawn(stream, move |sampler, i| {
+            build(&settings, sampler, &seeds[i], epoch)
+        })
+        .map_err(errors::raise)?;
+        state.running = Some(running);
         Ok(epoch)
     }
 
     fn next(&self) -> PyResult<Option<BatchData>> {
         let mut state = self.lock_state();
-        let Some(running) = state.running.as_ref() else {
+        let Some(running) = state.running.as_mut() else {
             return Ok(None);
         };
-        match running.queue.recv() {
-            Ok(Ok(batch)) => Ok(Some(batch)),
-            Ok(Err(e)) => {
+        match running.next() {
+            Some(Ok(batch)) => Ok(Some(batch)),
+            Some(Err(e)) => {
                 // The producer stopped after sending its error; its own is the one to tell.
                 let _ = Loader::stop(&mut state);
                 Err(e)
             }
             // The queue closed: the epoch ended, or the producer failed (then `stop` says so).
-            Err(_) => Loader::stop(&mut state).map(|()| None),
+            None => Loader::stop(&mut state).map(|()| None),
         }
     }
 }
