@@ -53,11 +53,7 @@ impl ModelFile {
     /// Writes the file atomically (a temporary file renamed into place).
     pub fn save(&self, path: &Path) -> Result<()> {
         let c = &self.config;
-        let activation = if c.arch == Architecture::Gat {
-            "elu"
-        } else {
-            "relu"
-        };
+        let activation = hidden_activation(c.arch);
         let metadata: HashMap<String, String> = [
             ("format", "graphloom-model".to_string()),
             ("format_version", FORMAT_VERSION.to_string()),
@@ -114,6 +110,16 @@ impl ModelFile {
         }
         let arch = Architecture::parse(file.meta("arch")?)
             .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?;
+        // The hidden activation is fixed by the architecture: a file that asks for another
+        // would be computed with the wrong one.
+        let activation = file.meta("activation")?;
+        if activation != hidden_activation(arch) {
+            return Err(file.error(format!(
+                "metadata 'activation' is '{activation}'; a {} model computes {}",
+                arch.name(),
+                hidden_activation(arch)
+            )));
+        }
         let dtype = DType::parse(file.meta("dtype")?)
             .filter(|d| d.is_float())
             .ok_or_else(|| file.error("metadata 'dtype' is not a float dtype"))?;
@@ -151,11 +157,14 @@ impl ModelFile {
                         value.shape()
                     )));
                 }
+                check_finite(&file, &name, &value)?;
                 Ok(Param { name, value })
             })
             .collect::<Result<Vec<_>>>()?;
         let input_embedding = if file.has(INPUT_EMBEDDING) {
-            Some(file.tensor(INPUT_EMBEDDING)?)
+            let table = file.tensor(INPUT_EMBEDDING)?;
+            check_finite(&file, INPUT_EMBEDDING, &table)?;
+            Some(table)
         } else {
             None
         };
@@ -174,4 +183,28 @@ fn stored(t: &Tensor) -> Result<Tensor> {
     } else {
         t.cast(DType::F32)?
     })
+}
+
+/// The activation of an architecture's hidden layers, as the file names it.
+fn hidden_activation(arch: Architecture) -> &'static str {
+    if arch == Architecture::Gat {
+        "elu"
+    } else {
+        "relu"
+    }
+}
+
+/// Refuses a stored tensor holding NaN or an infinity: every prediction made with it would be
+/// NaN.
+fn check_finite(file: &TensorFile, name: &str, t: &Tensor) -> Result<()> {
+    let bad = graphloom_tensor::with_float!(t.dtype(), "a model file's tensor", T => {
+        t.as_slice::<T>()
+            .map(|v| v.iter().position(|x| !graphloom_tensor::Float::to_acc(*x).is_finite()))
+    })?;
+    match bad {
+        Some(i) => Err(file.error(format!(
+            "tensor '{name}' holds a non-finite value (NaN or infinity) at element {i}"
+        ))),
+        None => Ok(()),
+    }
 }

@@ -739,7 +739,9 @@ fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
     Ok(())
 }
 
-/// The machine's memory (`MemTotal`), 0 where it cannot be read.
+/// The memory this process may use (the machine's, or less under a limit), 0 where it cannot
+/// be read.
 fn total_memory_bytes() -> u64 {
-    graphloom_tensor::memory::system_memory_bytes("MemTotal:").unwrap_or(0)
+    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
+    usable_memory_bytes(MemoryMeasure::Total).unwrap_or(0)
 }
