@@ -7,29 +7,7 @@ use std::process::Command;
 use graphloom_graph::npy;
 
 mod common;
-use common::{graphloom, graphloom_ok, scratch};
-
-fn small_dataset(dir: &Path) {
-    let out = graphloom(&[
-        "prepare",
-        "synthetic",
-        "--nodes",
-        "300",
-        "--avg-degree",
-        "6",
-        "--feat-dim",
-        "8",
-        "--classes",
-        "3",
-        "--out",
-        dir.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
+use common::{graphloom, graphloom_ok, scratch, small_dataset};
 
 /// Runs `train` on a dataset that `corrupt` damaged and checks the error names `file`.
 fn assert_clear_error(name: &str, file: &str, expect: &str, corrupt: impl FnOnce(&Path)) {

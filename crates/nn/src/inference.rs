@@ -313,3 +313,34 @@ fn whole_graph_gcn_norm(data: GraphData<'_>) -> GcnNorm {
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_file_without_room_is_an_error_and_is_removed() {
+        let dir = std::env::temp_dir().join(format!("graphloom-scratch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A scratch file that a killed run left: its process is gone.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        std::fs::write(dir.join(format!("{SCRATCH_PREFIX}{dead}-0.bin")), b"x").unwrap();
+        // 2^28 rows of 2^20 f32: 1 PiB, more than the file system holds.
+        let err = LayerRows::new(1 << 28, 1 << 20, DType::F32, 0, &dir)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("no room for 1.0 PiB"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{left:?}");
+        // Room that exists is claimed, and freed on drop.
+        let rows = LayerRows::new(1000, 16, DType::F32, 0, &dir).unwrap();
+        assert!(rows.in_file());
+        drop(rows);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -208,3 +208,85 @@ fn check_finite(file: &TensorFile, name: &str, t: &Tensor) -> Result<()> {
         None => Ok(()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+
+    /// A saved two-layer GCN, rewritten by `edit` (its metadata and its tensors) and loaded.
+    fn load_edited(
+        name: &str,
+        edit: impl FnOnce(&mut HashMap<String, String>, &mut Vec<(String, Tensor)>),
+    ) -> Result<ModelFile> {
+        let config = ModelConfig {
+            in_dim: 4,
+            hidden: 3,
+            out_dim: 2,
+            ..Default::default()
+        };
+        let shapes = Model::param_shapes(&config).unwrap();
+        let params: Vec<Param> = shapes
+            .iter()
+            .map(|(name, shape)| Param {
+                name: name.clone(),
+                value: Tensor::zeros(shape, DType::F32),
+            })
+            .collect();
+        let path =
+            std::env::temp_dir().join(format!("graphloom-model-{}-{name}", std::process::id()));
+        ModelFile {
+            config,
+            params,
+            input_embedding: None,
+        }
+        .save(&path)
+        .unwrap();
+        let file = TensorFile::read(&path).unwrap();
+        let mut metadata = file.metadata.clone();
+        let mut tensors: Vec<(String, Tensor)> = shapes
+            .into_iter()
+            .map(|(name, _)| {
+                let t = file.tensor(&name).unwrap();
+                (name, t)
+            })
+            .collect();
+        edit(&mut metadata, &mut tensors);
+        tensor_file::write(&path, &tensors, metadata).unwrap();
+        let loaded = ModelFile::load(&path);
+        std::fs::remove_file(&path).unwrap();
+        loaded
+    }
+
+    #[test]
+    fn a_non_finite_parameter_is_refused() {
+        load_edited("finite", |_, _| {}).unwrap();
+        let err = load_edited("nan", |_, tensors| {
+            let (_, t) = &mut tensors[1];
+            let mut v = t.as_slice::<f32>().unwrap().to_vec();
+            v[1] = f32::NAN;
+            *t = Tensor::from_vec(v, t.shape()).unwrap();
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("non-finite value") && err.contains("element 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_activation_the_architecture_does_not_compute_is_refused() {
+        let err = load_edited("tanh", |metadata, _| {
+            metadata.insert("activation".into(), "tanh".into());
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("'activation' is 'tanh'") && err.contains("gcn model computes relu"),
+            "{err}"
+        );
+    }
+}
