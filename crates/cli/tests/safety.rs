@@ -365,7 +365,7 @@ fn set_safetensors_metadata(path: &Path, key: &str, value: &str) {
     let mut header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + len]).unwrap();
     header["__metadata__"][key] = value.into();
     let mut text = header.to_string().into_bytes();
-    while text.len() % 8 != 0 {
+    while !text.len().is_multiple_of(8) {
         text.push(b' ');
     }
     let mut out = (text.len() as u64).to_le_bytes().to_vec();
