@@ -89,6 +89,9 @@ pub fn check_output_dir(out: &Path, kind: OutputKind, inputs: &[&Path]) -> Resul
             ),
         ))
     };
+    if metadata.file_type().is_symlink() {
+        return refuse("is a symbolic link (give the folder it points to)".into());
+    }
     if !metadata.is_dir() {
         return refuse("exists and is not a folder".into());
     }

@@ -131,21 +131,22 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
 /// The largest class a label may name: classes are counted in 32 bits.
 const MAX_CLASS: f64 = i32::MAX as f64 - 1.0;
 
-/// The classes of OGB's label values read from `path`: whole numbers from 0, NaN for a node
-/// without a label (-1); anything else (a fraction, an infinity, a negative number) is refused.
+/// The classes of OGB's label values read from `path`: whole numbers from 0, NaN (or -1) for a
+/// node without a label (-1); anything else (a fraction, an infinity, another negative number)
+/// is refused.
 fn classes(values: Vec<f64>, path: &Path) -> Result<Vec<i64>> {
     values
         .into_iter()
         .enumerate()
         .map(|(i, v)| match v {
             // Unlabelled nodes are NaN in OGB's files (papers100M labels 1.4% of its nodes).
-            v if v.is_nan() => Ok(UNLABELLED),
+            v if v.is_nan() || v == UNLABELLED as f64 => Ok(UNLABELLED),
             v if v.fract() == 0.0 && (0.0..=MAX_CLASS).contains(&v) => Ok(v as i64),
             v => Err(Error::invalid(
                 path,
                 format!(
                     "label of node {i} is {v}: labels are whole classes 0..={MAX_CLASS}, or NaN \
-                     for a node without one"
+                     (or -1) for a node without one"
                 ),
             )),
         })
