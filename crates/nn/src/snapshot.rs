@@ -8,7 +8,8 @@
 //! workload's files (one per worker). It is written as `DIR/.snapshot.tmp` and renamed into
 //! place, the previous one kept as `DIR/snapshot.old` until the new one is in place, so a run
 //! killed at any moment leaves a whole snapshot. The folder must be one that every worker
-//! sees (a shared file system across machines).
+//! sees (a shared file system across machines), and serves one run at a time: rank 0 holds
+//! an `flock` on `DIR/.graphloom.lock` for the whole run ([`lock`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -56,10 +57,10 @@ pub(crate) fn lock(
 }
 
 const FORMAT: &str = "graphloom-snapshot";
+const VERSION: &str = "1";
 
 /// The largest epoch, step or other count a snapshot may hold.
 const MAX_COUNT: u64 = i32::MAX as u64;
-const VERSION: &str = "1";
 
 /// Writes the loop's state and the workload's. Collective over the workload's workers.
 pub(crate) fn save(
