@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use graphloom_graph::DatasetSummary;
+use graphloom_graph::{format_bytes, DatasetSummary};
 
 /// Arguments of `graphloom info`.
 #[derive(Args)]
@@ -14,17 +14,6 @@ pub(crate) struct InfoArgs {
     /// Print the figures as one JSON object on stdout.
     #[arg(long)]
     json: bool,
-}
-
-fn human(bytes: usize) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = bytes as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u + 1 < units.len() {
-        v /= 1024.0;
-        u += 1;
-    }
-    format!("{v:.1} {}", units[u])
 }
 
 pub(crate) fn run(args: InfoArgs) -> Result<()> {
@@ -42,6 +31,11 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
             "directed": m.directed,
             "feat_dim": m.feat_dim,
             "feat_dtype": m.feat_dtype,
+            "feature_file": {
+                "shape": info.feature_shape,
+                "dtype": info.feature_dtype,
+                "matches_meta": info.features_match_meta(),
+            },
             "num_classes": m.num_classes,
             "train": train,
             "valid": valid,
@@ -74,9 +68,19 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         },
         if info.edge_weights { ", weighted" } else { "" }
     );
+    let shape: Vec<String> = info.feature_shape.iter().map(|d| d.to_string()).collect();
+    let disagreement = if info.features_match_meta() {
+        String::new()
+    } else {
+        format!(
+            " (meta.json says {} x {} {})",
+            m.num_nodes, m.feat_dim, m.feat_dtype
+        )
+    };
     println!(
-        "features   {} x {} {}",
-        m.num_nodes, m.feat_dim, m.feat_dtype
+        "features   {} {}{disagreement}",
+        shape.join(" x "),
+        info.feature_dtype
     );
     println!("classes    {}", m.num_classes);
     println!("split      train {train}, valid {valid}, test {test}");
@@ -89,9 +93,9 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
     }
     println!(
         "memory     graph {}, features {}, labels {}",
-        human(graph_bytes as usize),
-        human(feature_bytes as usize),
-        human(label_bytes as usize)
+        format_bytes(graph_bytes),
+        format_bytes(feature_bytes),
+        format_bytes(label_bytes)
     );
     Ok(())
 }

@@ -31,6 +31,11 @@ pub(crate) struct PartitionArgs {
 }
 
 pub(crate) fn run(args: PartitionArgs) -> Result<()> {
+    graphloom_graph::check_output_dir(
+        &args.out,
+        graphloom_graph::OutputKind::Partitioned,
+        &[&args.dataset],
+    )?;
     let ds = Dataset::load(&args.dataset)?;
     let spinner = output::spinner(&format!("METIS: {} parts", args.parts));
     let partition = output::with_stdout_on_stderr(|| {

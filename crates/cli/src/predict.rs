@@ -63,6 +63,9 @@ pub(crate) struct EmbedArgs {
 impl ModelInput {
     fn settings(&self, output: Output) -> Result<InferSettings> {
         crate::output::check_writable(&self.out)?;
+        let inputs = [Some(&self.model), Some(&self.dataset), self.nodes.as_ref()];
+        let inputs: Vec<&Path> = inputs.into_iter().flatten().map(|p| p.as_path()).collect();
+        graphloom_graph::check_output_file(&self.out, &inputs)?;
         let nodes = match &self.nodes {
             Some(path) => Some(read_ids(path)?),
             None => None,

@@ -1,6 +1,6 @@
 //! `graphloom prepare`: dataset converters and the synthetic generator.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
@@ -168,8 +168,35 @@ impl SyntheticArgs {
     }
 }
 
+impl Source {
+    /// The output directory and what is read to make it.
+    fn out_and_inputs(&self) -> (&Path, Vec<&Path>) {
+        match self {
+            Source::Planetoid { raw, out, .. } | Source::Ogb { raw, out, .. } => (out, vec![raw]),
+            Source::Npz { file, out, .. } => (out, vec![file]),
+            Source::Edgelist {
+                edges,
+                features,
+                labels,
+                out,
+                ..
+            } => {
+                let files = [Some(edges), features.as_ref(), labels.as_ref()];
+                (
+                    out,
+                    files.into_iter().flatten().map(|p| p.as_path()).collect(),
+                )
+            }
+            Source::Synthetic(s) => (&s.out, Vec::new()),
+        }
+    }
+}
+
 pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     let (start, json) = (std::time::Instant::now(), args.json);
+    // Before any work: the output replaces nothing of the user's and no input.
+    let (out, inputs) = args.source.out_and_inputs();
+    graphloom_graph::check_output_dir(out, graphloom_graph::OutputKind::Dataset, &inputs)?;
     // Sources that stream to disk in bounded memory write as they go; the others are built
     // in memory, then saved.
     type Convert = Box<dyn FnOnce() -> graphloom_graph::Result<graphloom_graph::Dataset>>;
@@ -245,27 +272,15 @@ fn streamed(
         progress.update(phase.name(), done, total)
     })?;
     progress.finish();
-    report(&meta, split_sizes(out)?, out, json, start);
+    report(&meta, graphloom_graph::split_sizes(out)?, out, json, start);
     Ok(())
 }
 
-/// The sizes of a written dataset's splits, from its files' headers.
-fn split_sizes(dir: &std::path::Path) -> Result<[usize; 3]> {
-    let len = |name: &str| -> Result<usize> {
-        Ok(graphloom_graph::npy::read_header(&dir.join(name))?.numel())
-    };
-    Ok([
-        len("train_idx.npy")?,
-        len("valid_idx.npy")?,
-        len("test_idx.npy")?,
-    ])
-}
-
-/// The edge buffer of the streaming writers: a quarter of the memory available now, between
-/// 64 MiB and 2 GiB (more passes over the edges with less).
+/// The edge buffer of the streaming writers: a quarter of the memory this process may use now,
+/// between 64 MiB and 2 GiB (more passes over the edges with less).
 fn buffer_bytes() -> usize {
-    let available = graphloom_tensor::memory::system_memory_bytes("MemAvailable:")
-        .map_or(1 << 30, |b| b as usize);
+    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
+    let available = usable_memory_bytes(MemoryMeasure::Available).map_or(1 << 30, |b| b as usize);
     (available / 4).clamp(64 << 20, 2 << 30)
 }
 

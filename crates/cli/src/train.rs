@@ -1,14 +1,14 @@
 //! `graphloom train`: parses the options into a [`Plan`], runs it, and prints and writes what it
 //! measured. Every decision about how to train lives in the plan.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::{EpochRecord, TrainReport};
+use graphloom_nn::train::{Accuracy, EpochRecord, TrainReport};
 use graphloom_plan::{Choice, Common, Plan, RunOutcome, TrainSettings};
 use graphloom_tensor::memory::Category;
 
@@ -61,10 +61,39 @@ impl TrainArgs {
     }
 }
 
+/// Which of the train, validation and test splits hold nodes: an empty split has no accuracy
+/// (shown as n/a, null in JSON), not one of 0.
+#[derive(Clone, Copy)]
+struct Splits([bool; 3]);
+
+impl Splits {
+    /// The splits of the run's dataset (the generated default dataset has all three).
+    fn of(dataset: Option<&Path>) -> Result<Splits> {
+        Ok(Splits(match dataset {
+            Some(d) => graphloom_graph::split_sizes(d)?.map(|n| n > 0),
+            None => [true; 3],
+        }))
+    }
+
+    /// The accuracies of the splits that hold nodes.
+    fn values(self, a: &Accuracy) -> [Option<f64>; 3] {
+        let all = [a.train, a.val, a.test];
+        std::array::from_fn(|s| self.0[s].then_some(all[s]))
+    }
+}
+
+/// An accuracy to four places, or n/a for an empty split.
+fn shown(accuracy: Option<f64>) -> String {
+    accuracy.map_or("n/a".into(), |a| format!("{a:.4}"))
+}
+
 /// One epoch's line of the log.
-fn epoch_line(r: &EpochRecord) -> String {
+fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
     let acc = match r.accuracy {
-        Some(a) => format!("train {:.4}  val {:.4}  test {:.4}", a.train, a.val, a.test),
+        Some(a) => {
+            let [train, val, test] = splits.values(&a).map(shown);
+            format!("train {train:>6}  val {val:>6}  test {test:>6}")
+        }
         None => format!("{:<34}", "(not evaluated)"),
     };
     format!(
@@ -94,6 +123,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;
     let common = plan.common();
     let s = &common.settings;
+    let splits = Splits::of(s.dataset.as_deref())?;
     let arch = common.model.arch;
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
@@ -103,7 +133,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     let outcome = plan
         .run_with_progress(
-            |r| log.epoch(r, &epoch_line(r)),
+            |r| log.epoch(r, &epoch_line(r, splits)),
             |done, total| log.batch(done, total),
         )
         .map_err(output::plan_error)?;
@@ -135,12 +165,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     if !args.json {
         println!(
-            "{} on {}: test accuracy {:.4} at epoch {} (best validation {:.4}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
+            "{} on {}: test accuracy {} at epoch {} (best validation {}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
             arch.name(),
             meta.name,
-            report.test_acc,
+            match splits.0[2] {
+                true => shown(Some(report.test_acc)),
+                false => "n/a (no test nodes)".into(),
+            },
             report.best_epoch,
-            report.best_val_acc,
+            shown(splits.0[1].then_some(report.best_val_acc)),
             report.mean_epoch_seconds(),
             report.memory.total_peak as f64 / (1 << 20) as f64,
             peak_anon as f64 / (1 << 20) as f64,
@@ -160,7 +193,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         }
     }
     if args.json || args.summary_json.is_some() {
-        let mut value = summary(common, report);
+        let mut value = summary(common, report, splits);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
         if let (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) = (&plan, &outcome) {
@@ -231,7 +264,7 @@ fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Res
         .with_context(|| format!("drawing {}", path.display()))
 }
 
-fn summary(common: &Common, r: &TrainReport) -> serde_json::Value {
+fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Value {
     let (s, meta) = (&common.settings, &common.meta);
     let peak: serde_json::Map<String, serde_json::Value> = Category::ALL
         .iter()
@@ -243,8 +276,8 @@ fn summary(common: &Common, r: &TrainReport) -> serde_json::Value {
         "dtype": s.dtype.name(),
         "checkpoint": s.checkpoint,
         "seed": s.seed,
-        "test_acc": r.test_acc,
-        "best_val_acc": r.best_val_acc,
+        "test_acc": splits.0[2].then_some(r.test_acc),
+        "best_val_acc": splits.0[1].then_some(r.best_val_acc),
         "best_epoch": r.best_epoch,
         "epochs": r.epochs.len(),
         "final_train_loss": r.epochs.last().map(|e| e.loss),
@@ -257,9 +290,9 @@ fn summary(common: &Common, r: &TrainReport) -> serde_json::Value {
         "allocator_cache_bytes": graphloom_tensor::alloc::cached_bytes(),
         "history": r.epochs.iter().map(|e| json!({
             "epoch": e.epoch, "loss": e.loss,
-            "train_acc": e.accuracy.map(|a| a.train),
-            "val_acc": e.accuracy.map(|a| a.val),
-            "test_acc": e.accuracy.map(|a| a.test),
+            "train_acc": e.accuracy.and_then(|a| splits.values(&a)[0]),
+            "val_acc": e.accuracy.and_then(|a| splits.values(&a)[1]),
+            "test_acc": e.accuracy.and_then(|a| splits.values(&a)[2]),
             "seconds": e.seconds, "peak_bytes": e.peak_bytes,
         })).collect::<Vec<_>>(),
     })

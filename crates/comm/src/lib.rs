@@ -10,6 +10,7 @@
 
 mod communicator;
 mod counting;
+mod deadline;
 mod error;
 pub mod launch;
 mod local;

@@ -9,9 +9,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use crate::communicator::{Communicator, Handle, COLLECTIVE_TAG};
+use crate::deadline::Deadline;
 use crate::request::{PendingRecv, RecvRequest, SendRequest};
 use crate::{default_timeout, CommError, Result};
 
@@ -83,7 +84,7 @@ impl Group {
         op: &'static str,
         timeout: Duration,
     ) -> Result<Payload> {
-        let start = Instant::now();
+        let mut deadline = Deadline::start(timeout);
         let mailbox = &self.mailboxes[me];
         let mut queues = lock(&mailbox.queues);
         loop {
@@ -93,11 +94,10 @@ impl Group {
             if let Some(reason) = self.board.reason(self.world_ranks[src]) {
                 return Err(CommError::PeerFailed { rank: src, reason });
             }
-            let waited = start.elapsed();
-            if waited >= timeout {
+            if deadline.passed() {
                 return Err(CommError::timeout(me, op, src, timeout));
             }
-            let slice = (timeout - waited).min(FAILURE_POLL);
+            let slice = deadline.left().min(FAILURE_POLL);
             queues = mailbox
                 .arrived
                 .wait_timeout(queues, slice)

@@ -8,7 +8,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use mpi::datatype::Equivalence;
 use mpi::point_to_point::{Destination, Source};
@@ -17,6 +17,7 @@ use mpi::topology::{Color, Communicator as _, SimpleCommunicator};
 use mpi::Threading;
 
 use crate::communicator::{Communicator, Handle};
+use crate::deadline::Deadline;
 use crate::request::{PendingRecv, PendingSend, RecvRequest, SendRequest};
 use crate::{default_timeout, CommError, Result};
 
@@ -147,13 +148,13 @@ unsafe impl Send for MpiSend {}
 
 impl MpiSend {
     fn finish(&mut self) -> Result<()> {
-        let start = Instant::now();
+        let mut deadline = Deadline::start(self.timeout);
         let mut backoff = Backoff::new();
         while let Some(request) = self.requests.pop() {
             match request.test() {
                 Ok(_) => backoff = Backoff::new(),
                 Err(pending) => {
-                    if start.elapsed() >= self.timeout {
+                    if deadline.passed() {
                         // MPI may still read the buffer: leak it and the requests.
                         std::mem::forget(pending);
                         std::mem::forget(std::mem::take(&mut self.requests));
@@ -212,7 +213,7 @@ struct MpiRecv {
 }
 
 impl MpiRecv {
-    fn piece(&self, start: Instant, timeout: Duration) -> Result<Vec<u8>> {
+    fn piece(&self, deadline: &mut Deadline, timeout: Duration) -> Result<Vec<u8>> {
         let process = self.comm.comm.process_at_rank(self.src as i32);
         let mut backoff = Backoff::new();
         loop {
@@ -225,7 +226,7 @@ impl MpiRecv {
                 message.matched_receive_into(&mut buffer[..]);
                 return Ok(buffer);
             }
-            if start.elapsed() >= timeout {
+            if deadline.passed() {
                 return Err(CommError::timeout(
                     self.comm.rank,
                     self.op,
@@ -240,12 +241,12 @@ impl MpiRecv {
 
 impl PendingRecv for MpiRecv {
     fn wait(self: Box<Self>) -> Result<Vec<u8>> {
-        let start = Instant::now();
         let timeout = self.comm.timeout();
-        let mut data = self.piece(start, timeout)?;
+        let mut deadline = Deadline::start(timeout);
+        let mut data = self.piece(&mut deadline, timeout)?;
         let mut last = data.len();
         while last == MAX_PIECE {
-            let piece = self.piece(start, timeout)?;
+            let piece = self.piece(&mut deadline, timeout)?;
             last = piece.len();
             data.extend_from_slice(&piece);
         }

@@ -16,6 +16,7 @@ use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{bf16, DType, Tensor};
 use serde::{Deserialize, Serialize};
 
+use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{npy, Csr, Error, NodeId, Result};
 
 /// The contents of `meta.json`.
@@ -111,56 +112,6 @@ pub struct Dataset {
     pub test_idx: Vec<usize>,
     /// Optional weight per edge, in edge order.
     pub edge_weight: Option<Vec<f32>>,
-}
-
-/// Writes the directory `dir` by filling a temporary directory beside it and renaming it into
-/// place, so no reader ever sees half of it.
-pub(crate) fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> Result<()>) -> Result<()> {
-    let parent = dir
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    std::fs::create_dir_all(parent).map_err(|e| Error::io(parent, e))?;
-    let name = dir
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "dataset".into());
-    remove_abandoned_temporaries(parent, &name);
-    let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let result = fill(&tmp).and_then(|()| {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
-    result
-}
-
-/// Removes the temporary directories `.{name}.tmp-PID` in `parent` that a killed run left:
-/// those whose process no longer exists.
-fn remove_abandoned_temporaries(parent: &Path, name: &str) {
-    let prefix = format!(".{name}.tmp-");
-    let Ok(entries) = std::fs::read_dir(parent) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let file_name = entry.file_name();
-        let Some(pid) = file_name
-            .to_str()
-            .and_then(|n| n.strip_prefix(&prefix))
-            .and_then(|p| p.parse::<u32>().ok())
-        else {
-            continue;
-        };
-        if !Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_dir_all(entry.path());
-        }
-    }
 }
 
 /// Writes `[rows, dim]` features as `.npy`: f32, or bf16 as its `u16` bits.
@@ -306,9 +257,10 @@ impl Dataset {
     }
 
     /// Writes the dataset directory: into a temporary directory beside `dir`, renamed into
-    /// place at the end, so an interrupted run leaves no half-written dataset.
+    /// place at the end, so an interrupted run leaves no half-written dataset. `dir` must be
+    /// new, empty or a dataset directory ([`crate::check_output_dir`]).
     pub fn save(&self, dir: &Path) -> Result<()> {
-        write_dir_atomic(dir, |tmp| self.write_files(tmp))
+        write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| self.write_files(tmp))
     }
 
     fn write_files(&self, dir: &Path) -> Result<()> {
@@ -370,8 +322,18 @@ pub const UNLABELLED: i64 = -1;
 pub(crate) const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
 
 /// Refuses a node listed twice in one split, or in two splits, and a split node without a
-/// label (`labels` holds one per node).
+/// label (`labels` holds one per node), in the split files of the dataset directory `dir`.
 pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) -> Result<()> {
+    check_split_ids(SPLIT_FILES.map(|name| file(dir, name)), splits, labels)
+}
+
+/// [`check_splits`] of splits read from the files `files` (train, validation, test), named in
+/// errors. Every id must be below `labels.len()`.
+pub(crate) fn check_split_ids(
+    files: [PathBuf; 3],
+    splits: [&[usize]; 3],
+    labels: &[i64],
+) -> Result<()> {
     let mut owner = vec![u8::MAX; labels.len()];
     for (s, ids) in splits.iter().enumerate() {
         for &v in ids.iter() {
@@ -379,26 +341,25 @@ pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) ->
                 u8::MAX => owner[v] = s as u8,
                 o if o as usize == s => {
                     return Err(Error::invalid(
-                        file(dir, SPLIT_FILES[s]),
+                        &files[s],
                         format!("node {v} is listed twice"),
                     ))
                 }
                 o => {
+                    let other = files[o as usize].file_name().unwrap_or_default();
                     return Err(Error::invalid(
-                        file(dir, SPLIT_FILES[s]),
+                        &files[s],
                         format!(
                             "node {v} is also in {}: splits must not overlap",
-                            SPLIT_FILES[o as usize]
+                            other.to_string_lossy()
                         ),
-                    ))
+                    ));
                 }
             }
             if labels[v] == UNLABELLED {
                 return Err(Error::invalid(
-                    file(dir, SPLIT_FILES[s]),
-                    format!(
-                        "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
-                    ),
+                    &files[s],
+                    format!("node {v} has no label (its label is -1), so it cannot be in a split"),
                 ));
             }
         }
@@ -426,10 +387,12 @@ pub(crate) fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHe
 const CHECKS_FILE: &str = ".graphloom-checks.json";
 
 /// Runs `check` (named `what`) on the dataset file `name` unless it passed on this very
-/// version of the file before: the file's size and modification time are recorded in
-/// `.graphloom-checks.json` beside it once it passes, so opening a large dataset again does
-/// not read it again. A file changed since (another size or time) is checked again. Recording
-/// is best effort: a read-only dataset directory is checked on every open.
+/// version of the file before: the file's size, modification and change times, and the
+/// contents of `meta.json` (the bounds a check holds values to, such as `num_classes`) are
+/// recorded in `.graphloom-checks.json` beside it once it passes, so opening a large dataset
+/// again does not read it again. A file changed since (another size or time: the change time
+/// cannot be set back by hand) or a changed `meta.json` is checked again. Recording is best
+/// effort: a read-only dataset directory is checked on every open.
 pub(crate) fn check_once(
     dir: &Path,
     name: &str,
@@ -437,13 +400,21 @@ pub(crate) fn check_once(
     check: impl FnOnce() -> Result<()>,
 ) -> Result<()> {
     let stamp = |path: &Path| -> Option<String> {
+        use std::hash::{Hash, Hasher};
+        use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(path).ok()?;
-        let modified = m
-            .modified()
-            .ok()?
-            .duration_since(std::time::UNIX_EPOCH)
-            .ok()?;
-        Some(format!("{what} {} {}", m.len(), modified.as_nanos()))
+        let meta_json = std::fs::read(dir.join("meta.json")).ok()?;
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        meta_json.hash(&mut hasher);
+        Some(format!(
+            "{what} {} {}.{:09} {}.{:09} {:016x}",
+            m.len(),
+            m.mtime(),
+            m.mtime_nsec(),
+            m.ctime(),
+            m.ctime_nsec(),
+            hasher.finish()
+        ))
     };
     let records_path = dir.join(CHECKS_FILE);
     let mut records: std::collections::BTreeMap<String, String> =

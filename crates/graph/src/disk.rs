@@ -37,13 +37,12 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
 pub fn check_free_space(path: &Path, needed: u64, what: &str) -> Result<()> {
     let free = free_bytes(path)?;
     if free < needed {
-        let gb = |b: u64| b as f64 / 1e9;
         return Err(Error::invalid(
             path,
             format!(
-                "{what} needs about {:.1} GB of disk, and only {:.1} GB is free there",
-                gb(needed),
-                gb(free)
+                "{what} needs about {} of disk, and only {} is free there",
+                graphloom_io::format_bytes(needed),
+                graphloom_io::format_bytes(free)
             ),
         ));
     }
@@ -65,7 +64,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            err.contains("the dataset needs about") && err.contains("GB is free"),
+            err.contains("the dataset needs about 16.0 EiB") && err.contains("is free there"),
             "{err}"
         );
     }

@@ -15,8 +15,9 @@ use crate::{npy, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
 
 /// A dataset directory with its CSR arrays and labels mapped and its splits in memory. The
 /// checks [`Dataset::load`] makes on every load run here in one streaming pass per file, and
-/// each file's pass is recorded with its size and modification time in
-/// `.graphloom-checks.json`, so the next open of an unchanged file skips it. Feature rows stay
+/// each file's pass is recorded with its size, its modification and change times and the
+/// contents of `meta.json` in `.graphloom-checks.json`, so the next open of an unchanged file
+/// under an unchanged `meta.json` skips it. Feature rows stay
 /// in `node_feat.npy` for the store to map ([`MappedDataset::features_path`]); their values
 /// are checked the same way.
 ///

@@ -20,8 +20,9 @@ use std::path::{Path, PathBuf};
 use graphloom_tensor::Tensor;
 use serde::{Deserialize, Serialize};
 
-use crate::dataset::{write_dir_atomic, write_features};
+use crate::dataset::write_features;
 use crate::npy;
+use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::partition::{Partition, PartitionReport};
 use crate::{Dataset, Error, Meta, NodeId, Result};
 
@@ -114,7 +115,8 @@ fn ints(path: &Path) -> Result<Vec<i64>> {
     Ok(npy::read_ints(path)?.data)
 }
 
-/// Splits `ds` by `partition` and writes the partitioned directory `out` (atomically).
+/// Splits `ds` by `partition` and writes the partitioned directory `out` (atomically); `out`
+/// must be new, empty or a partitioned directory ([`crate::check_output_dir`]).
 pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<PartitionReport> {
     let report = partition.report(&ds.graph, &ds.train_idx);
     let (new_id, offsets) = partition.relabel();
@@ -155,7 +157,7 @@ pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<Pa
         num_train: in_train.len(),
         edge_weights: ds.edge_weight.is_some(),
     };
-    write_dir_atomic(out, |root| {
+    write_dir_atomic(out, OutputKind::Partitioned, &[], |root| {
         let meta_path = PartitionMeta::path(root);
         let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
         std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))?;

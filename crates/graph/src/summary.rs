@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use crate::dataset::Meta;
+use crate::dataset::{Meta, SPLIT_FILES};
 use crate::{npy, Error, Result};
 
 /// In-degree statistics.
@@ -37,6 +37,21 @@ pub struct DatasetSummary {
     pub degrees: Option<DegreeStats>,
     /// Bytes of the CSR arrays, the features and the labels on disk.
     pub bytes: [u64; 3],
+    /// The shape of `node_feat.npy` as its header gives it (`[num_nodes, 0]` without one),
+    /// which a damaged or hand-edited `meta.json` may contradict.
+    pub feature_shape: Vec<usize>,
+    /// The feature dtype `node_feat.npy` holds: `f32`, `bf16` (stored as uint16), or numpy's
+    /// name of another.
+    pub feature_dtype: String,
+}
+
+impl DatasetSummary {
+    /// Whether `node_feat.npy` holds what `meta.json` says: `[num_nodes, feat_dim]` of
+    /// `feat_dtype`.
+    pub fn features_match_meta(&self) -> bool {
+        self.feature_shape == [self.meta.num_nodes, self.meta.feat_dim]
+            && self.feature_dtype == self.meta.feat_dtype
+    }
 }
 
 impl DatasetSummary {
@@ -45,12 +60,7 @@ impl DatasetSummary {
     pub fn read(dir: &Path) -> Result<DatasetSummary> {
         let meta = Meta::read(dir)?;
         let header = |name: &str| npy::read_header(&dir.join(name));
-        let count = |name: &str| -> Result<usize> { Ok(header(name)?.numel()) };
-        let splits = [
-            count("train_idx.npy")?,
-            count("valid_idx.npy")?,
-            count("test_idx.npy")?,
-        ];
+        let splits = split_sizes(dir)?;
         let col = header("csr_col_idx.npy")?;
         if col.numel() != meta.num_edges {
             return Err(Error::invalid(
@@ -63,12 +73,18 @@ impl DatasetSummary {
             ));
         }
         let labels = header("node_label.npy")?;
-        let feature_bytes = if meta.feat_dim == 0 && !dir.join("node_feat.npy").exists() {
-            0
-        } else {
-            let f = header("node_feat.npy")?;
-            (f.numel() * f.dtype.size()) as u64
-        };
+        let (feature_bytes, feature_shape, feature_dtype) =
+            if meta.feat_dim == 0 && !dir.join("node_feat.npy").exists() {
+                (0, vec![meta.num_nodes, 0], meta.feat_dtype.clone())
+            } else {
+                let f = header("node_feat.npy")?;
+                let dtype = match f.dtype {
+                    npy::NpyDType::F32 => "f32".to_string(),
+                    npy::NpyDType::U16 => "bf16".to_string(),
+                    other => format!("{other:?}").to_lowercase(),
+                };
+                ((f.numel() * f.dtype.size()) as u64, f.shape, dtype)
+            };
         let degrees = degree_stats(&dir.join("csr_row_ptr.npy"), &meta)?;
         let row_ptr_bytes = (meta.num_nodes as u64 + 1) * 8;
         Ok(DatasetSummary {
@@ -80,9 +96,29 @@ impl DatasetSummary {
                 feature_bytes,
                 (labels.numel() * labels.dtype.size()) as u64,
             ],
+            feature_shape,
+            feature_dtype,
             meta,
         })
     }
+}
+
+/// The number of nodes in the train, validation and test splits of a dataset directory, or of
+/// a partitioned one (summed over its parts), from the split files' headers.
+pub fn split_sizes(dir: &Path) -> Result<[usize; 3]> {
+    let folders: Vec<std::path::PathBuf> = if crate::parts::PartitionMeta::is_partitioned(dir) {
+        let parts = crate::parts::PartitionMeta::load(dir)?.parts;
+        (0..parts).map(|p| dir.join(format!("part_{p}"))).collect()
+    } else {
+        vec![dir.to_path_buf()]
+    };
+    let mut sizes = [0; 3];
+    for folder in folders {
+        for (size, name) in sizes.iter_mut().zip(SPLIT_FILES) {
+            *size += npy::read_header(&folder.join(name))?.numel();
+        }
+    }
+    Ok(sizes)
 }
 
 /// The in-degree statistics of `csr_row_ptr.npy`, read in chunks; keeps a count per distinct
@@ -133,11 +169,13 @@ fn degree_stats(path: &Path, meta: &Meta) -> Result<Option<DegreeStats>> {
         }
         left -= take;
     }
-    if previous != Some(meta.num_edges as i64) {
+    // At least one offset was read (there are num_nodes + 1 of them).
+    let last = previous.unwrap_or_default();
+    if last != meta.num_edges as i64 {
         return Err(Error::invalid(
             path,
             format!(
-                "ends at {previous:?}, meta.json says num_edges = {}",
+                "ends at {last}, meta.json says num_edges = {}",
                 meta.num_edges
             ),
         ));

@@ -362,6 +362,24 @@ fn mapped_datasets_check_their_files_once_and_again_when_they_change() {
     ] {
         assert!(records.contains(name), "{records}");
     }
+    // A lowered num_classes in meta.json is checked against the labels again, although the
+    // label file did not change.
+    let meta_path = dir.join("meta.json");
+    let meta_text = std::fs::read_to_string(&meta_path).unwrap();
+    let classes = format!("\"num_classes\": {}", ds.meta.num_classes);
+    assert!(meta_text.contains(&classes), "{meta_text}");
+    std::fs::write(
+        &meta_path,
+        meta_text.replace(&classes, "\"num_classes\": 2"),
+    )
+    .unwrap();
+    let err = MappedDataset::open(&dir).err().unwrap().to_string();
+    assert!(
+        err.contains("node_label.npy") && err.contains("outside 0..2"),
+        "{err}"
+    );
+    std::fs::write(&meta_path, &meta_text).unwrap();
+    MappedDataset::open(&dir).unwrap();
     // A label out of range written after the check is found: the file changed.
     let mut labels = ds.labels.clone();
     labels[3] = 99;
@@ -477,6 +495,92 @@ fn ogb_npz_layout_streams() {
         .err()
         .unwrap()
         .to_string();
-    assert!(err.contains("split node 4"), "{err}");
+    assert!(
+        err.contains("test.csv.gz") && err.contains("node 4 has no label"),
+        "{err}"
+    );
+    // Overlapping splits are refused, naming the file.
+    gz(d.join("split/time/test.csv.gz"), "3\n");
+    let err = ogb::write_npz(&d, false, &out, 1 << 20, &|_, _, _| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("test.csv.gz") && err.contains("node 3 is also in train.csv.gz"),
+        "{err}"
+    );
+    gz(d.join("split/time/test.csv.gz"), "");
+    // A label of infinity or a fraction is refused, naming the file, not truncated.
+    for bad in [f32::INFINITY, 1.7] {
+        let labels =
+            npy_bytes(&|p| npy::write(p, &[1f32, f32::NAN, bad, 2., f32::NAN], &[5, 1]).unwrap());
+        archive(
+            d.join("raw/node-label.npz"),
+            vec![("node_label.npy", labels, false)],
+        );
+        let err = ogb::write_npz(&d, false, &out, 1 << 20, &|_, _, _| {})
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("node-label.npz") && err.contains(&format!("label of node 2 is {bad}")),
+            "{err}"
+        );
+    }
+    // A damaged edge array is named as the archive's member, not as this run's temporary copy.
+    let edges = npy_bytes(&|p| npy::write(p, &[0i64, 2, 3, 4, 0, 1, 1, 0, 3], &[3, 3]).unwrap());
+    let feats: Vec<f64> = (0..10).map(|v| v as f64 * 0.5).collect();
+    let feats = npy_bytes(&|p| npy::write(p, &feats, &[5, 2]).unwrap());
+    archive(
+        d.join("raw/data.npz"),
+        vec![
+            ("edge_index.npy", edges, true),
+            ("node_feat.npy", feats, false),
+        ],
+    );
+    let labels =
+        npy_bytes(&|p| npy::write(p, &[1f32, f32::NAN, 0., 2., f32::NAN], &[5, 1]).unwrap());
+    archive(
+        d.join("raw/node-label.npz"),
+        vec![("node_label.npy", labels, false)],
+    );
+    let err = ogb::write_npz(&d, false, &out, 1 << 20, &|_, _, _| {})
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("data.npz: array 'edge_index'") && !err.contains(".tmp-"),
+        "{err}"
+    );
+    std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
+}
+
+/// OGB's CSV layout: a label of infinity or a fraction and overlapping splits are refused,
+/// each naming its file.
+#[test]
+fn ogb_labels_must_be_classes_and_splits_disjoint() {
+    let d = scratch("ogb-bad").join("ogbn_bad");
+    std::fs::create_dir_all(d.join("raw")).unwrap();
+    std::fs::create_dir_all(d.join("split/time")).unwrap();
+    gz(d.join("raw/edge.csv.gz"), "0,1\n2,1\n3,0\n");
+    gz(d.join("raw/node-feat.csv.gz"), "0.5,1\n1,2\n-1,0\n3,3\n");
+    gz(d.join("split/time/train.csv.gz"), "0\n1\n");
+    gz(d.join("split/time/valid.csv.gz"), "2\n");
+    gz(d.join("split/time/test.csv.gz"), "3\n");
+    for (labels, shown) in [("2\n0\ninf\n1\n", "inf"), ("2\n0\n1.7\n1\n", "1.7")] {
+        gz(d.join("raw/node-label.csv.gz"), labels);
+        let err = ogb::convert(&d, false).err().unwrap().to_string();
+        assert!(
+            err.contains("node-label.csv.gz") && err.contains(&format!("node 2 is {shown}")),
+            "{err}"
+        );
+    }
+    gz(d.join("raw/node-label.csv.gz"), "2\n0\n1\n1\n");
+    gz(d.join("split/time/test.csv.gz"), "1\n3\n");
+    let err = ogb::convert(&d, false).err().unwrap().to_string();
+    assert!(
+        err.contains("test.csv.gz") && err.contains("node 1 is also in train.csv.gz"),
+        "{err}"
+    );
     std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
 }

@@ -22,6 +22,22 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// Another process holds the lock of the folder ([`crate::lock_dir`]).
+    #[error("{}: {msg}", path.display())]
+    Busy {
+        /// The folder.
+        path: PathBuf,
+        /// Who holds it and what to do.
+        msg: String,
+    },
+    /// The file system has no room for a file of this size ([`crate::reserve`]).
+    #[error("{}: no room for {} on its file system (No space left on device)", path.display(), crate::format_bytes(*bytes))]
+    NoSpace {
+        /// The file.
+        path: PathBuf,
+        /// The size asked for.
+        bytes: u64,
+    },
 }
 
 impl Error {

@@ -1,13 +1,23 @@
 //! File formats GraphLoom reads and writes, shared by the store and the dataset directory:
-//! numpy `.npy` arrays, and writes that never leave half a file behind.
+//! numpy `.npy` arrays, and writes that never leave half a file behind; and what keeps runs
+//! from harming each other's files: folder locks, disk space claimed before mapping, and the
+//! removal of what killed runs left.
 #![deny(missing_docs)]
 
+mod abandoned;
 mod atomic;
+mod bytes;
 mod error;
+mod lock;
 pub mod npy;
 mod npy_stream;
 pub mod pages;
+mod reserve;
 
-pub use atomic::write_atomic;
+pub use abandoned::remove_abandoned;
+pub use atomic::{temporary_path, write_atomic};
+pub use bytes::format_bytes;
 pub use error::{Error, Result};
+pub use lock::{lock_dir, DirLock};
 pub use npy_stream::{MappedNpy, NpyWriter};
+pub use reserve::reserve;

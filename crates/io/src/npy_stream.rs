@@ -137,11 +137,7 @@ impl<T: NpyElement> NpyWriter<T> {
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .ok_or_else(|| Error::format(path, format!("shape {shape:?} overflows")))?;
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
+        let tmp = crate::atomic::temporary_path(path);
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         let mut out = BufWriter::with_capacity(1 << 20, file);
         let header = header_bytes(T::DTYPE, shape, 0);

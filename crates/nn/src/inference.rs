@@ -122,23 +122,36 @@ impl LayerRows {
         let store = if bytes <= memory_bytes {
             RowStore::Memory(vec![0; bytes])
         } else {
+            // Scratch files of killed runs are removed first; this run's are removed on drop.
+            graphloom_io::remove_abandoned(scratch_dir, SCRATCH_PREFIX);
             let path = scratch_dir.join(format!(
-                ".graphloom-inference-{}-{}.bin",
+                "{SCRATCH_PREFIX}{}-{}.bin",
                 std::process::id(),
                 SCRATCH_COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ));
-            let io = |e: std::io::Error| Error::Graph(graphloom_graph::Error::io(&path, e));
             let file = std::fs::OpenOptions::new()
                 .read(true)
                 .write(true)
                 .create(true)
                 .truncate(true)
                 .open(&path)
-                .map_err(io)?;
-            file.set_len(bytes.max(1) as u64).map_err(io)?;
-            // SAFETY: the scratch file is this process's own, named uniquely and removed on drop.
-            let map = unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(io)?;
-            RowStore::File { map, path }
+                .map_err(|e| graphloom_io::Error::io(&path, e))
+                .map_err(graphloom_graph::Error::from)?;
+            // Every block is claimed before the map is written: a full disk is an error now,
+            // not a SIGBUS at the first page it cannot hold.
+            let mapped = graphloom_io::reserve(&file, &path, bytes.max(1) as u64).and_then(|()| {
+                // SAFETY: the scratch file is this process's own, named uniquely and removed
+                // on drop.
+                unsafe { memmap2::MmapMut::map_mut(&file) }
+                    .map_err(|e| graphloom_io::Error::io(&path, e))
+            });
+            match mapped {
+                Ok(map) => RowStore::File { map, path },
+                Err(e) => {
+                    let _ = std::fs::remove_file(&path);
+                    return Err(graphloom_graph::Error::from(e).into());
+                }
+            }
         };
         Ok(LayerRows {
             chunks: 0,
@@ -218,6 +231,9 @@ fn select_rows(
 }
 
 static SCRATCH_COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// The start of a scratch file's name, followed by the process id and a counter.
+const SCRATCH_PREFIX: &str = ".graphloom-inference-";
 
 /// Where layer-wise inference reads the first layer's input rows.
 pub enum InferenceInput<'a> {
@@ -326,4 +342,35 @@ fn whole_graph_gcn_norm(data: GraphData<'_>) -> GcnNorm {
             GcnNorm::of(row.len() as f64, row.contains(&(v as NodeId)))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scratch_file_without_room_is_an_error_and_is_removed() {
+        let dir = std::env::temp_dir().join(format!("graphloom-scratch-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        // A scratch file that a killed run left: its process is gone.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let dead = child.id();
+        child.wait().unwrap();
+        std::fs::write(dir.join(format!("{SCRATCH_PREFIX}{dead}-0.bin")), b"x").unwrap();
+        // 2^28 rows of 2^20 f32: 1 PiB, more than the file system holds.
+        let err = LayerRows::new(1 << 28, 1 << 20, DType::F32, 0, &dir)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("no room for 1.0 PiB"), "{err}");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().flatten().collect();
+        assert!(left.is_empty(), "{left:?}");
+        // Room that exists is claimed, and freed on drop.
+        let rows = LayerRows::new(1000, 16, DType::F32, 0, &dir).unwrap();
+        assert!(rows.in_file());
+        drop(rows);
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -54,11 +54,7 @@ impl ModelFile {
     /// Writes the file atomically (a temporary file renamed into place).
     pub fn save(&self, path: &Path) -> Result<()> {
         let c = &self.config;
-        let activation = if c.arch == Architecture::Gat {
-            "elu"
-        } else {
-            "relu"
-        };
+        let activation = hidden_activation(c.arch);
         let metadata: HashMap<String, String> = [
             ("format", "graphloom-model".to_string()),
             ("format_version", FORMAT_VERSION.to_string()),
@@ -115,6 +111,16 @@ impl ModelFile {
         }
         let arch = Architecture::parse(file.meta("arch")?)
             .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?;
+        // The hidden activation is fixed by the architecture: a file that asks for another
+        // would be computed with the wrong one.
+        let activation = file.meta("activation")?;
+        if activation != hidden_activation(arch) {
+            return Err(file.error(format!(
+                "metadata 'activation' is '{activation}'; a {} model computes {}",
+                arch.name(),
+                hidden_activation(arch)
+            )));
+        }
         let dtype = DType::parse(file.meta("dtype")?)
             .filter(|d| d.is_float())
             .ok_or_else(|| file.error("metadata 'dtype' is not a float dtype"))?;
@@ -152,11 +158,14 @@ impl ModelFile {
                         value.shape()
                     )));
                 }
+                check_finite(&file, &name, &value)?;
                 Ok(Param { name, value })
             })
             .collect::<Result<Vec<_>>>()?;
         let input_embedding = if file.has(INPUT_EMBEDDING) {
-            Some(file.tensor(INPUT_EMBEDDING)?)
+            let table = file.tensor(INPUT_EMBEDDING)?;
+            check_finite(&file, INPUT_EMBEDDING, &table)?;
+            Some(table)
         } else {
             None
         };
@@ -175,4 +184,110 @@ fn stored(t: &Tensor) -> Result<Tensor> {
     } else {
         t.cast(DType::F32)?
     })
+}
+
+/// The activation of an architecture's hidden layers, as the file names it.
+fn hidden_activation(arch: Architecture) -> &'static str {
+    if arch == Architecture::Gat {
+        "elu"
+    } else {
+        "relu"
+    }
+}
+
+/// Refuses a stored tensor holding NaN or an infinity: every prediction made with it would be
+/// NaN.
+fn check_finite(file: &TensorFile, name: &str, t: &Tensor) -> Result<()> {
+    let bad = graphloom_tensor::with_float!(t.dtype(), "a model file's tensor", T => {
+        t.as_slice::<T>()
+            .map(|v| v.iter().position(|x| !graphloom_tensor::Float::to_acc(*x).is_finite()))
+    })?;
+    match bad {
+        Some(i) => Err(file.error(format!(
+            "tensor '{name}' holds a non-finite value (NaN or infinity) at element {i}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::Model;
+
+    /// A saved two-layer GCN, rewritten by `edit` (its metadata and its tensors) and loaded.
+    fn load_edited(
+        name: &str,
+        edit: impl FnOnce(&mut HashMap<String, String>, &mut Vec<(String, Tensor)>),
+    ) -> Result<ModelFile> {
+        let config = ModelConfig {
+            in_dim: 4,
+            hidden: 3,
+            out_dim: 2,
+            ..Default::default()
+        };
+        let shapes = Model::param_shapes(&config).unwrap();
+        let params: Vec<Param> = shapes
+            .iter()
+            .map(|(name, shape)| Param {
+                name: name.clone(),
+                value: Tensor::zeros(shape, DType::F32),
+            })
+            .collect();
+        let path =
+            std::env::temp_dir().join(format!("graphloom-model-{}-{name}", std::process::id()));
+        ModelFile {
+            config,
+            params,
+            input_embedding: None,
+        }
+        .save(&path)
+        .unwrap();
+        let file = TensorFile::read(&path).unwrap();
+        let mut metadata = file.metadata.clone();
+        let mut tensors: Vec<(String, Tensor)> = shapes
+            .into_iter()
+            .map(|(name, _)| {
+                let t = file.tensor(&name).unwrap();
+                (name, t)
+            })
+            .collect();
+        edit(&mut metadata, &mut tensors);
+        tensor_file::write(&path, &tensors, metadata).unwrap();
+        let loaded = ModelFile::load(&path);
+        std::fs::remove_file(&path).unwrap();
+        loaded
+    }
+
+    #[test]
+    fn a_non_finite_parameter_is_refused() {
+        load_edited("finite", |_, _| {}).unwrap();
+        let err = load_edited("nan", |_, tensors| {
+            let (_, t) = &mut tensors[1];
+            let mut v = t.as_slice::<f32>().unwrap().to_vec();
+            v[1] = f32::NAN;
+            *t = Tensor::from_vec(v, t.shape()).unwrap();
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("non-finite value") && err.contains("element 1"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_activation_the_architecture_does_not_compute_is_refused() {
+        let err = load_edited("tanh", |metadata, _| {
+            metadata.insert("activation".into(), "tanh".into());
+        })
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            err.contains("'activation' is 'tanh'") && err.contains("gcn model computes relu"),
+            "{err}"
+        );
+    }
 }

@@ -29,7 +29,7 @@ pub enum PlanError {
         reason: String,
     },
     /// The run would need more memory than this process may use.
-    #[error("the model and its activations need about {needed_gib:.1} GiB, more than this machine's {available_gib:.1} GiB: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)")]
+    #[error("the model and its activations need about {needed_gib:.1} GiB, more than the {available_gib:.1} GiB this process may use: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)")]
     TooLarge {
         /// Estimated need.
         needed_gib: f64,

@@ -95,7 +95,7 @@ pub(crate) fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> 
     Err(PlanError::invalid(
         "dataset",
         format!(
-            "its node features take {:.1} GiB in {dtype}, more than this machine's {:.1} GiB: \
+            "its node features take {:.1} GiB in {dtype}, more than the {:.1} GiB this process may use: \
              {hint}",
             gib(bytes),
             gib(available)

@@ -401,10 +401,11 @@ impl<F: FnMut(&EpochRecord) + Send> RootReport<F> {
     }
 }
 
-/// The memory this process may use: the machine's, bounded by the process's limits; 0 where
-/// it cannot be read.
+/// The memory this process may use: the machine's, bounded by the process's address-space
+/// limit and its control group's; 0 where it cannot be read.
 pub(crate) fn available_memory_bytes() -> u64 {
-    graphloom_tensor::memory::system_memory_bytes("MemTotal:").unwrap_or(0)
+    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
+    usable_memory_bytes(MemoryMeasure::Total).unwrap_or(0)
 }
 
 /// Refuses a run whose parameters and activations over `rows` nodes cannot fit in the memory

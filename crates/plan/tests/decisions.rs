@@ -199,7 +199,7 @@ fn settings_that_do_not_apply_or_cannot_train_are_refused_by_name() {
                 hidden: Some(100_000_000),
                 ..settings(&plain)
             },
-            "more than this machine's",
+            "this process may use",
         ),
     ];
     for (s, expect) in cases {

@@ -6,6 +6,10 @@
 //! process each worker has its own counters. A buffer remembers where it was charged, so it is
 //! released correctly whichever thread drops it.
 
+mod limit;
+
+pub use limit::{usable_memory_bytes, MemoryMeasure};
+
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -257,7 +261,8 @@ fn kib_field(text: &str, key: &str) -> Option<u64> {
 }
 
 /// A field of the machine's `/proc/meminfo` in bytes (`"MemTotal:"`, `"MemAvailable:"`), or
-/// `None` where it cannot be read (non-Linux).
+/// `None` where it cannot be read (non-Linux). What this process may use can be less: see
+/// [`usable_memory_bytes`], which sizes are checked against.
 pub fn system_memory_bytes(key: &str) -> Option<u64> {
     kib_field(&std::fs::read_to_string("/proc/meminfo").ok()?, key)
 }

@@ -48,3 +48,22 @@ pub(crate) fn cora(root: &std::path::Path) -> PathBuf {
     ]);
     dir
 }
+
+/// A synthetic dataset of 300 nodes, 8 features and 3 classes in `dir`.
+#[allow(dead_code)]
+pub(crate) fn small_dataset(dir: &std::path::Path) {
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "300",
+        "--avg-degree",
+        "6",
+        "--feat-dim",
+        "8",
+        "--classes",
+        "3",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+}

@@ -11,9 +11,11 @@ use rayon::prelude::*;
 
 use super::features::copy_features;
 use super::stream_csr::{
-    node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress,
+    check_node_count, node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor,
+    Phase, Progress,
 };
-use crate::dataset::{write_dir_atomic, write_splits};
+use crate::dataset::write_splits;
+use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{npy, random_split, Error, Meta, Result};
 
 /// Edges per chunk handed to the CSR builder.
@@ -159,6 +161,16 @@ pub struct EdgeListInput<'a> {
     pub seed: u64,
 }
 
+impl EdgeListInput<'_> {
+    /// The files read.
+    fn paths(&self) -> Vec<&Path> {
+        [Some(self.edges), self.features, self.labels]
+            .into_iter()
+            .flatten()
+            .collect()
+    }
+}
+
 /// Writes the dataset of `input` into `dir` (through a temporary directory renamed into
 /// place), holding at most `buffer_bytes` of edges at a time besides the offsets (8 bytes per
 /// node) and a counter per node; checks every id, the features' values and the free disk space
@@ -195,6 +207,7 @@ pub fn write(
         (None, Some((_, rows, _))) => rows,
         (None, None) => node_count(&file, input.edges)?,
     };
+    check_node_count(n, buffer_bytes, input.edges)?;
     let labels = match input.labels {
         Some(p) => {
             let l = npy::read_ints(p)?.data;
@@ -232,7 +245,7 @@ pub fn write(
         num_classes: labels.iter().max().map_or(1, |&m| m as usize + 1),
         directed: !input.undirected,
     };
-    write_dir_atomic(dir, |tmp| {
+    write_dir_atomic(dir, OutputKind::Dataset, &input.paths(), |tmp| {
         let options = CsrOptions {
             simple: input.undirected,
             buffer_bytes,

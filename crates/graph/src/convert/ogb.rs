@@ -13,7 +13,8 @@ use super::assemble::{assemble, name_from, Parts};
 use super::edgelist::EdgeFile;
 use super::features::{copy_features, stream_header};
 use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Progress};
-use crate::dataset::{write_dir_atomic, write_splits};
+use crate::dataset::{check_split_ids, write_splits};
+use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{Dataset, Error, Meta, Result, UNLABELLED};
 
 /// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
@@ -100,14 +101,11 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
     } else {
         rows
     };
-    // Unlabelled nodes are NaN in OGB's files (papers100M labels 1.4% of its nodes).
-    let labels: Vec<i64> = first_values::<f64>(&raw.join("node-label.csv.gz"))?
-        .into_iter()
-        .map(|v| if v.is_nan() { -1 } else { v as i64 })
-        .collect();
-    let split = read_split(dir)?;
+    let label_path = raw.join("node-label.csv.gz");
+    let labels = classes(first_values::<f64>(&label_path)?, &label_path)?;
+    let (split, split_files) = read_split(dir)?;
     let name = name_from(dir, "ogb").replace('_', "-");
-    assemble(
+    let ds = assemble(
         Parts {
             name,
             num_nodes,
@@ -121,19 +119,52 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
             seed: 0,
         },
         dir,
-    )
+    )?;
+    check_split_ids(
+        split_files,
+        [&ds.train_idx, &ds.valid_idx, &ds.test_idx],
+        &ds.labels,
+    )?;
+    Ok(ds)
 }
 
-/// The split ids of the OGB dataset in `dir` (its first `split/<scheme>` folder).
-fn read_split(dir: &Path) -> Result<[Vec<usize>; 3]> {
+/// The largest class a label may name: classes are counted in 32 bits.
+const MAX_CLASS: f64 = i32::MAX as f64 - 1.0;
+
+/// The classes of OGB's label values read from `path`: whole numbers from 0, NaN (or -1) for a
+/// node without a label (-1); anything else (a fraction, an infinity, another negative number)
+/// is refused.
+fn classes(values: Vec<f64>, path: &Path) -> Result<Vec<i64>> {
+    values
+        .into_iter()
+        .enumerate()
+        .map(|(i, v)| match v {
+            // Unlabelled nodes are NaN in OGB's files (papers100M labels 1.4% of its nodes).
+            v if v.is_nan() || v == UNLABELLED as f64 => Ok(UNLABELLED),
+            v if v.fract() == 0.0 && (0.0..=MAX_CLASS).contains(&v) => Ok(v as i64),
+            v => Err(Error::invalid(
+                path,
+                format!(
+                    "label of node {i} is {v}: labels are whole classes 0..={MAX_CLASS}, or NaN \
+                     (or -1) for a node without one"
+                ),
+            )),
+        })
+        .collect()
+}
+
+/// The split ids of the OGB dataset in `dir` (its first `split/<scheme>` folder), and the files
+/// they come from.
+fn read_split(dir: &Path) -> Result<([Vec<usize>; 3], [PathBuf; 3])> {
     let split_root = dir.join("split");
     let scheme: PathBuf = std::fs::read_dir(&split_root)
         .map_err(|e| Error::io(&split_root, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.is_dir())
         .ok_or_else(|| Error::format(&split_root, "no split scheme folder"))?;
-    let ids = |name: &str| first_values::<usize>(&scheme.join(format!("{name}.csv.gz")));
-    Ok([ids("train")?, ids("valid")?, ids("test")?])
+    let files = ["train", "valid", "test"].map(|name| scheme.join(format!("{name}.csv.gz")));
+    let ids = |s: usize| first_values::<usize>(&files[s]);
+    Ok(([ids(0)?, ids(1)?, ids(2)?], files))
 }
 
 /// Whether `dir` holds the `.npz` raw layout of the largest OGB datasets (ogbn-papers100M):
@@ -178,28 +209,22 @@ pub fn write_npz(
         let mut bytes = Vec::new();
         r.read_to_end(&mut bytes)
             .map_err(|e| Error::io(&label_path, e))?;
-        let a = crate::npy::decode_f64(&bytes, &label_path)?;
-        Ok(a.data
-            .into_iter()
-            .map(|v| if v.is_nan() { UNLABELLED } else { v as i64 })
-            .collect())
+        classes(
+            crate::npy::decode_f64(&bytes, &label_path)?.data,
+            &label_path,
+        )
     })?;
     let n = labels.len();
-    if let Some(i) = labels.iter().position(|&l| l < UNLABELLED) {
-        return Err(Error::invalid(
-            &label_path,
-            format!("label of node {i} is {}", labels[i]),
-        ));
-    }
-    let split = read_split(dir)?;
-    for ids in &split {
-        if let Some(&v) = ids.iter().find(|&&v| v >= n || labels[v] == UNLABELLED) {
+    let (split, split_files) = read_split(dir)?;
+    for (ids, path) in split.iter().zip(&split_files) {
+        if let Some(&v) = ids.iter().find(|&&v| v >= n) {
             return Err(Error::invalid(
-                dir.join("split"),
-                format!("split node {v} is not a labelled node of the {n}"),
+                path,
+                format!("split node {v} is not a node of the {n}"),
             ));
         }
     }
+    check_split_ids(split_files, [&split[0], &split[1], &split[2]], &labels)?;
     let feat_dim = with_member(&data, "node_feat", |r| {
         let (header, _) = stream_header(r, &data)?;
         match header.shape[..] {
@@ -230,14 +255,14 @@ pub fn write_npz(
         archive_bytes + 4 * (n * feat_dim) as u64 + 24 * n as u64,
         "the converted dataset",
     )?;
-    write_dir_atomic(out, |tmp| {
+    write_dir_atomic(out, OutputKind::Dataset, &[dir], |tmp| {
         let edge_copy = tmp.join(".edge_index.npy");
         with_member(&data, "edge_index", |r| {
             let mut f = std::fs::File::create(&edge_copy).map_err(|e| Error::io(&edge_copy, e))?;
             std::io::copy(r, &mut f).map_err(|e| Error::io(&edge_copy, e))?;
             Ok(())
         })?;
-        let edges = EdgeFile::open(&edge_copy)?;
+        let edges = EdgeFile::open(&edge_copy).map_err(|e| of_member(e, &data, "edge_index"))?;
         let both;
         let stream: &dyn EdgeStream = if undirected {
             both = BothDirections(&edges);
@@ -260,4 +285,15 @@ pub fn write_npz(
         meta.write(tmp)
     })?;
     Ok(meta)
+}
+
+/// An error about the copy of member `name` taken out of the archive `path` into a temporary
+/// file, told of the archive: the copy is this run's, the member is what the user can fix.
+fn of_member(e: Error, path: &Path, name: &str) -> Error {
+    match e {
+        Error::File(graphloom_io::Error::Format { msg, .. }) | Error::Invalid { msg, .. } => {
+            Error::format(path, format!("array '{name}': {msg}"))
+        }
+        other => other,
+    }
 }

@@ -70,7 +70,19 @@ impl EdgeStream for BothDirections<'_> {
     }
 }
 
-/// The largest node id of a stream plus one (0 without edges); fails on a negative id.
+/// The largest node id a converter accepts. Node ids are 32-bit ([`NodeId`], `u32`) in
+/// memory and `i32` (below 2^31 nodes) or `i64` in `csr_col_idx.npy`; the node count, the
+/// largest id plus one, must be a `NodeId` too.
+pub(crate) const MAX_NODE_ID: i64 = NodeId::MAX as i64 - 1;
+
+/// Bytes per node a streaming converter holds at its peak besides its edge buffer: the labels
+/// (8) and the seeded split's shuffle (16 for the keyed order, 8 for the ids, 8 for the sorted
+/// splits); building the CSR before it holds less (labels 8, counters 4, offsets 8, merged
+/// offsets 8).
+const BYTES_PER_NODE: u64 = 40;
+
+/// The largest node id of a stream plus one (0 without edges); fails on a negative id or one
+/// above [`MAX_NODE_ID`].
 pub(crate) fn node_count(edges: &dyn EdgeStream, origin: &Path) -> Result<usize> {
     let max = std::sync::atomic::AtomicI64::new(-1);
     edges.for_each_chunk(&|chunk| {
@@ -81,11 +93,49 @@ pub(crate) fn node_count(edges: &dyn EdgeStream, origin: &Path) -> Result<usize>
                     format!("edge {s} -> {d} has a negative node id"),
                 ));
             }
+            if s.max(d) > MAX_NODE_ID {
+                return Err(Error::invalid(
+                    origin,
+                    format!(
+                        "edge {s} -> {d} has a node id above {MAX_NODE_ID}, the largest: node \
+                         ids are 32-bit"
+                    ),
+                ));
+            }
             max.fetch_max(s.max(d), Ordering::Relaxed);
         }
         Ok(())
     })?;
     Ok((max.into_inner() + 1) as usize)
+}
+
+/// Fails, before anything is allocated, when `n` nodes are more than node ids can number or
+/// than the memory this process may use holds while converting (with an edge buffer of
+/// `buffer_bytes`). `origin` is named in errors.
+pub(crate) fn check_node_count(n: usize, buffer_bytes: usize, origin: &Path) -> Result<()> {
+    if n as u64 > MAX_NODE_ID as u64 + 1 {
+        return Err(Error::invalid(
+            origin,
+            format!(
+                "{n} nodes exceed the {} that 32-bit node ids number",
+                MAX_NODE_ID + 1
+            ),
+        ));
+    }
+    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
+    let needed = n as u64 * BYTES_PER_NODE + buffer_bytes as u64;
+    match usable_memory_bytes(MemoryMeasure::Available) {
+        Some(usable) if needed > usable => Err(Error::invalid(
+            origin,
+            format!(
+                "{n} nodes need about {} of memory to convert, and this process may use {}: \
+                 node ids must run from 0 to the number of nodes less one (relabel sparse ids)",
+                graphloom_io::format_bytes(needed),
+                graphloom_io::format_bytes(usable)
+            ),
+        )),
+        _ => Ok(()),
+    }
 }
 
 /// How [`write_csr`] builds the rows.
@@ -107,12 +157,7 @@ pub(crate) fn write_csr(
     options: &CsrOptions,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    if n > NodeId::MAX as usize {
-        return Err(Error::invalid(
-            origin,
-            format!("{n} nodes exceed the 32-bit node id range"),
-        ));
-    }
+    check_node_count(n, options.buffer_bytes, origin)?;
     let placed_offsets = degrees(n, edges, origin, progress)?;
     let per_pass = (options.buffer_bytes / 4).max(1 << 10) as i64;
     let col_path = dir.join("csr_col_idx.npy");

@@ -335,6 +335,10 @@ pub fn fit(
     .into_iter()
     .collect();
     let settings = serde_json::to_string(&settings).expect("settings serialise");
+    let _lock = match &tc.snapshots {
+        Some(snap) => snapshot::lock(snap, &*workload)?,
+        None => None,
+    };
     if let Some(snap) = tc.snapshots.as_ref().filter(|s| s.resume) {
         // The restored epochs were reported by the run that took the snapshot: only the new
         // ones are reported here (the report holds all of them).

@@ -8,7 +8,8 @@
 //! workload's files (one per worker). It is written as `DIR/.snapshot.tmp` and renamed into
 //! place, the previous one kept as `DIR/snapshot.old` until the new one is in place, so a run
 //! killed at any moment leaves a whole snapshot. The folder must be one that every worker
-//! sees (a shared file system across machines).
+//! sees (a shared file system across machines), and serves one run at a time: rank 0 holds
+//! an `flock` on `DIR/.graphloom.lock` for the whole run ([`lock`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -31,8 +32,35 @@ pub struct SnapshotConfig {
     pub resume: bool,
 }
 
+/// Locks the snapshot folder for this run until the returned lock is dropped, so two runs given
+/// one folder cannot overwrite each other's snapshots: the second fails naming the folder.
+/// Rank 0, which renames snapshots into place, holds the lock; every worker learns whether it
+/// got it. Collective over the workload's workers.
+pub(crate) fn lock(
+    cfg: &SnapshotConfig,
+    workload: &dyn Workload,
+) -> Result<Option<graphloom_io::DirLock>> {
+    let comm = workload.gradient_comm();
+    let rank = comm.as_ref().map_or(0, |c| c.rank());
+    let lock = if rank == 0 {
+        graphloom_io::lock_dir(&cfg.dir, "the snapshot folder")
+            .map(Some)
+            .map_err(|e| Error::from(graphloom_graph::Error::from(e)))
+    } else {
+        Ok(None)
+    };
+    match (&comm, lock) {
+        (Some(c), Ok(held)) => c.agree(Ok(())).map(|()| held),
+        (Some(c), Err(e)) => c.agree(Err(e)).map(|()| None),
+        (None, lock) => lock,
+    }
+}
+
 const FORMAT: &str = "graphloom-snapshot";
 const VERSION: &str = "1";
+
+/// The largest epoch, step or other count a snapshot may hold.
+const MAX_COUNT: u64 = i32::MAX as u64;
 
 /// Writes the loop's state and the workload's. Collective over the workload's workers.
 pub(crate) fn save(
@@ -170,10 +198,18 @@ pub(crate) fn restore(
     if file.meta("format")? != FORMAT || file.meta("format_version")? != VERSION {
         return Err(file.error("not a GraphLoom snapshot of this version"));
     }
+    // Counters are bounded, so a damaged or hand-edited one is an error here rather than an
+    // overflow when the run counts on from it (the optimizer's bias correction takes its step
+    // as an i32 exponent).
     let count = |key: &str| -> Result<u64> {
-        file.meta(key)?
-            .parse()
-            .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
+        let text = file.meta(key)?;
+        match text.parse::<u64>() {
+            Ok(c) if c <= MAX_COUNT => Ok(c),
+            Ok(c) => Err(file.error(format!(
+                "metadata '{key}' is {c}, above {MAX_COUNT}, the most a run counts to"
+            ))),
+            Err(_) => Err(file.error(format!("metadata '{key}' is not a count"))),
+        }
     };
     let taken = file.meta("settings")?;
     if taken != settings {

@@ -14,7 +14,8 @@ use super::{
     SyntheticConfig,
 };
 use crate::convert::stream_csr::{write_csr, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress};
-use crate::dataset::{write_dir_atomic, write_splits};
+use crate::dataset::write_splits;
+use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{Meta, Result, UNLABELLED};
 
 /// Edges drawn per parallel task.
@@ -35,7 +36,7 @@ pub fn write(
     let draws = Draws::new(cfg)?;
     let meta = meta(cfg, &draws);
     crate::disk::check_free_space(dir, disk_bytes(cfg, &draws), "the synthetic dataset")?;
-    write_dir_atomic(dir, |tmp| {
+    write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| {
         let options = CsrOptions {
             simple: false,
             buffer_bytes,
