@@ -238,7 +238,16 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
     if let Some(dir) = args.plot.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
-    crate::plot::sar_memory(&args.plot, &runs)
+    let peaks: Vec<crate::plot::WorkerPeak> = runs
+        .iter()
+        .map(|r| crate::plot::WorkerPeak {
+            model: &r.model,
+            mode: &r.mode,
+            workers: r.workers,
+            peak_bytes: r.peak_bytes,
+        })
+        .collect();
+    crate::plot::sar_memory(&args.plot, &peaks)
         .with_context(|| format!("drawing {}", args.plot.display()))?;
     eprintln!("wrote {}", args.plot.display());
     Ok(())

@@ -8,8 +8,6 @@ use plotters::prelude::*;
 
 use graphloom_nn::train::{Accuracy, EpochRecord};
 
-use crate::bench_sar::SarRun;
-
 /// The drawing area of a PNG.
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
 
@@ -134,10 +132,22 @@ fn legend<'a, X: Ranged, Y: Ranged>(
         .map_err(|e| anyhow!("{e}"))
 }
 
+/// One point of [`sar_memory`]: a run's largest peak of tracked bytes over its workers.
+pub(crate) struct WorkerPeak<'a> {
+    /// The model.
+    pub(crate) model: &'a str,
+    /// How halos travelled (sar, sa, osa).
+    pub(crate) mode: &'a str,
+    /// Workers of the run.
+    pub(crate) workers: usize,
+    /// The largest peak over the workers.
+    pub(crate) peak_bytes: u64,
+}
+
 /// Draws peak tracked memory per worker against the worker count, one panel per model, one
 /// line per mode, with the single-worker peak divided by N for reference.
-pub(crate) fn sar_memory(path: &Path, runs: &[SarRun]) -> Result<()> {
-    let mut models: Vec<&str> = runs.iter().map(|r| r.model.as_str()).collect();
+pub(crate) fn sar_memory(path: &Path, runs: &[WorkerPeak<'_>]) -> Result<()> {
+    let mut models: Vec<&str> = runs.iter().map(|r| r.model).collect();
     models.dedup();
     let modes: [(&str, RGBColor); 3] = [("sar", RED), ("sa", BLUE), ("osa", GREEN)];
     let width = 600 * models.len().max(1) as u32;
@@ -149,7 +159,7 @@ pub(crate) fn sar_memory(path: &Path, runs: &[SarRun]) -> Result<()> {
             let panels = root.split_evenly((1, models.len().max(1)));
             let mib = |b: u64| b as f64 / (1 << 20) as f64;
             for (area, model) in panels.iter().zip(&models) {
-                let mine: Vec<&SarRun> = runs.iter().filter(|r| r.model == *model).collect();
+                let mine: Vec<&WorkerPeak> = runs.iter().filter(|r| r.model == *model).collect();
                 let max_n = mine.iter().map(|r| r.workers).max().unwrap_or(1) as f64;
                 let ymax = mine.iter().map(|r| mib(r.peak_bytes)).fold(1e-9, f64::max) * 1.1;
                 let mut chart = ChartBuilder::on(area)

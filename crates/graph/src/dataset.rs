@@ -230,7 +230,7 @@ impl Dataset {
                 ),
             ));
         }
-        let split = |name: &str| crate::mapped::read_split(dir, name, meta.num_nodes);
+        let split = |name: &str| read_split(dir, name, meta.num_nodes);
         let weight_path = file(dir, "edge_weight.npy");
         let edge_weight = if weight_path.exists() {
             Some(read_edge_weights(&weight_path, meta.num_edges)?)
@@ -564,4 +564,17 @@ pub fn random_split(
         v
     };
     (sorted(&ids[..a]), sorted(&ids[a..b]), sorted(&ids[b..c]))
+}
+
+/// Reads the split file `name`, checking every id is a node.
+pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize) -> Result<Vec<usize>> {
+    let p = dir.join(name);
+    let ids = npy::read_ints(&p)?.data;
+    if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= num_nodes) {
+        return Err(Error::invalid(
+            &p,
+            format!("node id {bad} out of range 0..{num_nodes}"),
+        ));
+    }
+    Ok(ids.into_iter().map(|i| i as usize).collect())
 }

@@ -8,7 +8,7 @@ use graphloom_io::MappedNpy;
 use rayon::prelude::*;
 
 use crate::dataset::{
-    check_feature_header, check_feature_values, check_once, check_splits, SPLIT_FILES,
+    check_feature_header, check_feature_values, check_once, check_splits, read_split, SPLIT_FILES,
 };
 use crate::sample::CsrSource;
 use crate::{npy, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
@@ -395,17 +395,4 @@ fn narrow_sources(cols: &[i64], n: usize, path: &Path) -> Result<Vec<NodeId>> {
         ));
     }
     Ok(cols.iter().map(|&c| c as NodeId).collect())
-}
-
-/// Reads the split file `name`, checking every id is a node.
-pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize) -> Result<Vec<usize>> {
-    let p = file(dir, name);
-    let ids = npy::read_ints(&p)?.data;
-    if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= num_nodes) {
-        return Err(Error::invalid(
-            &p,
-            format!("node id {bad} out of range 0..{num_nodes}"),
-        ));
-    }
-    Ok(ids.into_iter().map(|i| i as usize).collect())
 }
