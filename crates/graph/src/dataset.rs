@@ -57,17 +57,33 @@ impl Meta {
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
-        // Counts a 64-bit machine can address: a larger one is a damaged meta.json.
-        if meta.num_nodes >= isize::MAX as usize / 8 || meta.num_edges >= isize::MAX as usize / 8 {
+        meta.check(&meta_path)?;
+        Ok(meta)
+    }
+
+    /// Refuses counts a 64-bit machine cannot address: a damaged `meta.json` (read from
+    /// `path`, named in the error).
+    pub(crate) fn check(&self, path: &Path) -> Result<()> {
+        if self.num_classes as u64 > MAX_CLASS as u64 + 1 {
             return Err(Error::invalid(
-                &meta_path,
+                path,
                 format!(
-                    "num_nodes = {} and num_edges = {} cannot be held in memory",
-                    meta.num_nodes, meta.num_edges
+                    "num_classes = {} is above the {} classes a model can have",
+                    self.num_classes,
+                    MAX_CLASS + 1
                 ),
             ));
         }
-        Ok(meta)
+        if self.num_nodes >= isize::MAX as usize / 8 || self.num_edges >= isize::MAX as usize / 8 {
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "num_nodes = {} and num_edges = {} cannot be held in memory",
+                    self.num_nodes, self.num_edges
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -129,15 +145,9 @@ pub(crate) fn write_dir_atomic(dir: &Path, fill: impl FnOnce(&Path) -> Result<()
     let tmp = parent.join(format!(".{name}.tmp-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let result = fill(&tmp).and_then(|()| {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
+    let result = fill(&tmp).and_then(|()| crate::swap::replace_dir(&tmp, dir));
+    // On success the temporary name holds the previous directory, if there was one.
+    let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 
@@ -366,12 +376,45 @@ pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
 /// The label of a node outside the splits that has none (papers100M labels 1.4% of its nodes).
 pub const UNLABELLED: i64 = -1;
 
+/// The largest class a label may name: a model has an output column per class, counted in 32
+/// bits.
+pub(crate) const MAX_CLASS: i64 = i32::MAX as i64 - 1;
+
+/// The number of classes of `labels` read from `path` (the largest plus one, at least 1);
+/// refuses a label below -1 (a node without one) or above [`MAX_CLASS`].
+pub(crate) fn count_classes(labels: &[i64], path: &Path) -> Result<usize> {
+    if let Some(i) = labels
+        .iter()
+        .position(|&l| !(UNLABELLED..=MAX_CLASS).contains(&l))
+    {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "label of node {i} is {}: labels are classes 0..={MAX_CLASS}, or -1 for a node \
+                 without one",
+                labels[i]
+            ),
+        ));
+    }
+    Ok(labels.iter().max().map_or(1, |&m| m.max(0) as usize + 1))
+}
+
 /// The split files, in the order train, validation, test.
 pub(crate) const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];
 
 /// Refuses a node listed twice in one split, or in two splits, and a split node without a
-/// label (`labels` holds one per node).
+/// label (`labels` holds one per node), in the split files of the dataset directory `dir`.
 pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) -> Result<()> {
+    check_split_ids(SPLIT_FILES.map(|name| file(dir, name)), splits, labels)
+}
+
+/// [`check_splits`] of splits read from the files `files` (train, validation, test), named in
+/// errors. Every id must be below `labels.len()`.
+pub(crate) fn check_split_ids(
+    files: [PathBuf; 3],
+    splits: [&[usize]; 3],
+    labels: &[i64],
+) -> Result<()> {
     let mut owner = vec![u8::MAX; labels.len()];
     for (s, ids) in splits.iter().enumerate() {
         for &v in ids.iter() {
@@ -379,23 +422,26 @@ pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) ->
                 u8::MAX => owner[v] = s as u8,
                 o if o as usize == s => {
                     return Err(Error::invalid(
-                        file(dir, SPLIT_FILES[s]),
+                        &files[s],
                         format!("node {v} is listed twice"),
                     ))
                 }
                 o => {
                     return Err(Error::invalid(
-                        file(dir, SPLIT_FILES[s]),
+                        &files[s],
                         format!(
                             "node {v} is also in {}: splits must not overlap",
-                            SPLIT_FILES[o as usize]
+                            files[o as usize]
+                                .file_name()
+                                .unwrap_or_default()
+                                .to_string_lossy()
                         ),
                     ))
                 }
             }
             if labels[v] == UNLABELLED {
                 return Err(Error::invalid(
-                    file(dir, SPLIT_FILES[s]),
+                    &files[s],
                     format!(
                         "node {v} has no label (-1 in node_label.npy), so it cannot be in a split"
                     ),

@@ -32,6 +32,8 @@ pub struct SnapshotConfig {
 }
 
 const FORMAT: &str = "graphloom-snapshot";
+/// The largest counter a snapshot may hold: 2^53, exact in every number type.
+const MAX_COUNT: u64 = 1 << 53;
 const VERSION: &str = "1";
 
 /// Writes the loop's state and the workload's. Collective over the workload's workers.
@@ -76,9 +78,11 @@ pub(crate) fn save(
     agree(if rank == 0 {
         let current = cfg.dir.join("snapshot");
         let old = cfg.dir.join("snapshot.old");
-        let _ = std::fs::remove_dir_all(&old);
         (|| {
+            // Without `snapshot`, `snapshot.old` is the last whole one (a run was killed
+            // between the two renames): it stays until the new one is in place.
             if current.exists() {
+                let _ = std::fs::remove_dir_all(&old);
                 std::fs::rename(&current, &old).map_err(|e| io(&current, e))?;
             }
             std::fs::rename(&tmp, &current).map_err(|e| io(&current, e))?;
@@ -148,6 +152,19 @@ fn write_state(
     tensor_file::write(path, &tensors, metadata)
 }
 
+/// Tensor `name` of a snapshot, refused when it holds NaN or an infinity: a run resumed from
+/// it would stop at a non-finite loss blaming its learning rate, while the snapshot's run
+/// diverged or the file is damaged.
+fn finite(file: &TensorFile, name: &str) -> Result<Tensor> {
+    let t = file.tensor(name)?;
+    if t.dtype().is_float() && t.to_vec_f64().iter().any(|v| !v.is_finite()) {
+        return Err(file.error(format!(
+            "tensor '{name}' holds NaN or an infinity: the run diverged, or the file is damaged"
+        )));
+    }
+    Ok(t)
+}
+
 /// Reads the snapshot in `cfg.dir` into `state` and the workload. Collective.
 pub(crate) fn restore(
     cfg: &SnapshotConfig,
@@ -170,10 +187,13 @@ pub(crate) fn restore(
     if file.meta("format")? != FORMAT || file.meta("format_version")? != VERSION {
         return Err(file.error("not a GraphLoom snapshot of this version"));
     }
+    // Counters far beyond any run's are damage, and adding to them would overflow.
     let count = |key: &str| -> Result<u64> {
         file.meta(key)?
             .parse()
-            .map_err(|_| file.error(format!("metadata '{key}' is not a count")))
+            .ok()
+            .filter(|&c| c <= MAX_COUNT)
+            .ok_or_else(|| file.error(format!("metadata '{key}' is not a count up to 2^53")))
     };
     let taken = file.meta("settings")?;
     if taken != settings {
@@ -208,11 +228,12 @@ pub(crate) fn restore(
                     return Err(Error::Mismatch {
                         what: "the snapshot and this run",
                         detail: format!(
-                            "the snapshot is of another model: it has no parameter {name}"
+                            "{} is of another model: it has no parameter {name}",
+                            file.path().display()
                         ),
                     });
                 }
-                let t = file.tensor(&key)?;
+                let t = finite(&file, &key)?;
                 if t.shape() != like.shape() || t.dtype() != like.dtype() {
                     return Err(file.error(format!(
                         "parameter '{name}' is {} {:?}, the model's is {} {:?}: the snapshot \
@@ -230,14 +251,17 @@ pub(crate) fn restore(
     let values = params("param")?;
     let moments = |which: &str| -> Result<Vec<Tensor>> {
         (0..count(&format!("optimizer_{which}"))?)
-            .map(|i| file.tensor(&format!("optimizer.{which}.{i}")))
+            .map(|i| finite(&file, &format!("optimizer.{which}.{i}")))
             .collect()
     };
-    state.opt.restore(
-        count("optimizer_step")?,
-        moments("first")?,
-        moments("second")?,
-    )?;
+    state
+        .opt
+        .restore(
+            count("optimizer_step")?,
+            moments("first")?,
+            moments("second")?,
+        )
+        .map_err(|e| file.error(e.to_string()))?;
     let best: Option<(usize, crate::train::Accuracy)> =
         serde_json::from_str(file.meta("best")?).map_err(|e| file.error(e.to_string()))?;
     state.selection.best = match best {
@@ -246,7 +270,7 @@ pub(crate) fn restore(
             accuracy,
             params: params("best")?,
             input_embedding: if file.has("best.input_embedding") {
-                Some(file.tensor("best.input_embedding")?)
+                Some(finite(&file, "best.input_embedding")?)
             } else {
                 None
             },
@@ -260,5 +284,20 @@ pub(crate) fn restore(
     state.epoch = count("epoch")? as usize;
     state.step = count("step")?;
     state.stopped = file.meta("stopped")? == "true";
+    // The records are one per epoch done, the best evaluation and the evaluations since it
+    // among them.
+    let best_epoch = state.selection.best.as_ref().map_or(0, |b| b.epoch);
+    if state.records.len() != state.epoch
+        || best_epoch > state.epoch
+        || state.selection.evaluations_since_best > state.epoch
+    {
+        return Err(file.error(format!(
+            "{} records, the best at epoch {best_epoch} and {} evaluations since, for {} \
+             epochs: the counts disagree",
+            state.records.len(),
+            state.selection.evaluations_since_best,
+            state.epoch
+        )));
+    }
     workload.restore_state(&dir, count("workers")? as usize)
 }

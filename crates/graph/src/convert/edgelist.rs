@@ -13,7 +13,7 @@ use super::features::copy_features;
 use super::stream_csr::{
     node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress,
 };
-use crate::dataset::{write_dir_atomic, write_splits};
+use crate::dataset::{count_classes, write_dir_atomic, write_splits};
 use crate::{npy, random_split, Error, Meta, Result};
 
 /// Edges per chunk handed to the CSR builder.
@@ -229,7 +229,7 @@ pub fn write(
         num_edges: 0,
         feat_dim,
         feat_dtype: "f32".into(),
-        num_classes: labels.iter().max().map_or(1, |&m| m as usize + 1),
+        num_classes: count_classes(&labels, input.labels.unwrap_or(input.edges))?,
         directed: !input.undirected,
     };
     write_dir_atomic(dir, |tmp| {

@@ -13,7 +13,7 @@ use super::assemble::{assemble, name_from, Parts};
 use super::edgelist::EdgeFile;
 use super::features::{copy_features, stream_header};
 use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Progress};
-use crate::dataset::{write_dir_atomic, write_splits};
+use crate::dataset::{check_split_ids, count_classes, write_dir_atomic, write_splits};
 use crate::{Dataset, Error, Meta, Result, UNLABELLED};
 
 /// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
@@ -105,9 +105,9 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
         .into_iter()
         .map(|v| if v.is_nan() { -1 } else { v as i64 })
         .collect();
-    let split = read_split(dir)?;
+    let (split, split_files) = read_split(dir)?;
     let name = name_from(dir, "ogb").replace('_', "-");
-    assemble(
+    let ds = assemble(
         Parts {
             name,
             num_nodes,
@@ -121,19 +121,27 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
             seed: 0,
         },
         dir,
-    )
+    )?;
+    check_split_ids(
+        split_files,
+        [&ds.train_idx, &ds.valid_idx, &ds.test_idx],
+        &ds.labels,
+    )?;
+    Ok(ds)
 }
 
-/// The split ids of the OGB dataset in `dir` (its first `split/<scheme>` folder).
-fn read_split(dir: &Path) -> Result<[Vec<usize>; 3]> {
+/// The split ids of the OGB dataset in `dir` (its first `split/<scheme>` folder), and the files
+/// they come from.
+fn read_split(dir: &Path) -> Result<([Vec<usize>; 3], [PathBuf; 3])> {
     let split_root = dir.join("split");
     let scheme: PathBuf = std::fs::read_dir(&split_root)
         .map_err(|e| Error::io(&split_root, e))?
         .filter_map(|e| e.ok().map(|e| e.path()))
         .find(|p| p.is_dir())
         .ok_or_else(|| Error::format(&split_root, "no split scheme folder"))?;
-    let ids = |name: &str| first_values::<usize>(&scheme.join(format!("{name}.csv.gz")));
-    Ok([ids("train")?, ids("valid")?, ids("test")?])
+    let files = ["train", "valid", "test"].map(|name| scheme.join(format!("{name}.csv.gz")));
+    let ids = |s: usize| first_values::<usize>(&files[s]);
+    Ok(([ids(0)?, ids(1)?, ids(2)?], files))
 }
 
 /// Whether `dir` holds the `.npz` raw layout of the largest OGB datasets (ogbn-papers100M):
@@ -185,21 +193,17 @@ pub fn write_npz(
             .collect())
     })?;
     let n = labels.len();
-    if let Some(i) = labels.iter().position(|&l| l < UNLABELLED) {
-        return Err(Error::invalid(
-            &label_path,
-            format!("label of node {i} is {}", labels[i]),
-        ));
-    }
-    let split = read_split(dir)?;
-    for ids in &split {
-        if let Some(&v) = ids.iter().find(|&&v| v >= n || labels[v] == UNLABELLED) {
+    let num_classes = count_classes(&labels, &label_path)?;
+    let (split, split_files) = read_split(dir)?;
+    for (ids, path) in split.iter().zip(&split_files) {
+        if let Some(&v) = ids.iter().find(|&&v| v >= n) {
             return Err(Error::invalid(
-                dir.join("split"),
-                format!("split node {v} is not a labelled node of the {n}"),
+                path,
+                format!("split node {v} is not a node of the {n}"),
             ));
         }
     }
+    check_split_ids(split_files, [&split[0], &split[1], &split[2]], &labels)?;
     let feat_dim = with_member(&data, "node_feat", |r| {
         let (header, _) = stream_header(r, &data)?;
         match header.shape[..] {
@@ -219,7 +223,7 @@ pub fn write_npz(
         num_edges: 0,
         feat_dim,
         feat_dtype: "f32".into(),
-        num_classes: labels.iter().max().map_or(1, |&m| m.max(0) as usize + 1),
+        num_classes,
         directed: !undirected,
     };
     let archive_bytes = std::fs::metadata(&data)
