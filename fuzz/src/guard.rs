@@ -141,7 +141,7 @@ pub(crate) fn fuzz(target: &Target, seed: u64, cases: u64) {
         let case = Case::new(target, &mut Choices::Seeded(case_seed));
         let what = format!("seed {case_seed} {}", case.what);
         match run_case(target, &case, &dir, &what) {
-            Ok(()) => {}
+            Ok(_) => {}
             Err(Failure::Hung) => {
                 // The reader is still running on its thread: nothing after it can be trusted.
                 failures.push(format!("{what}: no answer after {TIME_LIMIT:?}"));
@@ -167,8 +167,8 @@ enum Failure {
     Bad(String),
 }
 
-/// Writes and reads one case under watch.
-fn run_case(target: &Target, case: &Case, dir: &Path, what: &str) -> Result<(), Failure> {
+/// Writes and reads one case under watch; returns the reader's errors.
+fn run_case(target: &Target, case: &Case, dir: &Path, what: &str) -> Result<Vec<String>, Failure> {
     case.write(dir);
     *CURRENT.lock().unwrap_or_else(|e| e.into_inner()) = what.to_string();
     let read = target.read;
@@ -203,7 +203,55 @@ fn run_case(target: &Target, case: &Case, dir: &Path, what: &str) -> Result<(), 
             case.bytes()
         )));
     }
-    check_errors(&errors, dir).map_err(Failure::Bad)
+    check_errors(&errors, dir).map_err(Failure::Bad)?;
+    Ok(errors)
+}
+
+/// Reads `target`'s valid files with `file` (unencoded) changed by `edit`, under the same watch
+/// as a fuzz case, and returns the errors; fails on a panic, a hang, an allocation beyond the
+/// bound or an error that is not one line naming its file. For the regression tests of the
+/// cases the fuzz runs found.
+pub(crate) fn read_edited(
+    target: &Target,
+    file: &str,
+    edit: impl FnOnce(&mut Vec<u8>),
+) -> Vec<String> {
+    let _one = RUN.lock().unwrap_or_else(|e| e.into_inner());
+    let mut files = target.files.clone();
+    let (_, bytes) = files
+        .iter_mut()
+        .find(|(name, _)| name == file)
+        .unwrap_or_else(|| panic!("{} has no file {file}", target.name));
+    edit(bytes);
+    let case = Case {
+        files: (target.encode)(files),
+        what: format!("{}: {file} edited", target.name),
+    };
+    let dir = scratch(&format!("{}-edited", target.name));
+    let result = run_case(target, &case, &dir, &case.what);
+    let _ = std::fs::remove_dir_all(&dir);
+    match result {
+        Ok(errors) => errors,
+        Err(Failure::Hung) => panic!("{}: no answer after {TIME_LIMIT:?}", case.what),
+        Err(Failure::Bad(msg)) => panic!("{}: {msg}", case.what),
+    }
+}
+
+/// Replaces the first `from` in `bytes` by `to`.
+pub(crate) fn replace(bytes: &mut Vec<u8>, from: &[u8], to: &[u8]) {
+    let at = bytes
+        .windows(from.len())
+        .position(|w| w == from)
+        .unwrap_or_else(|| panic!("{:?} not found", String::from_utf8_lossy(from)));
+    bytes.splice(at..at + from.len(), to.iter().copied());
+}
+
+/// Fails unless one of `errors` contains `expected`.
+pub(crate) fn assert_refused(errors: &[String], expected: &str) {
+    assert!(
+        errors.iter().any(|e| e.contains(expected)),
+        "expected an error saying {expected:?}, got {errors:?}"
+    );
 }
 
 /// Reads one case of each fuzzer input in `inputs`, as a `cargo fuzz` target does (so its

@@ -21,3 +21,15 @@ fn fuzzer_inputs_replay() {
         &[b"", b"\x01\x02\x03\x04\x05\x06\x07\x08\x09", &[0xff; 64]],
     );
 }
+
+#[test]
+fn header_text_is_shown_on_one_line() {
+    let target = npy_target::target();
+    for (from, to, expected) in [
+        (&b"'<f8'"[..], &b"'<\n8'"[..], "unsupported dtype '<\\n8'"),
+        (b"(3,)", b"(3\nx,)", "bad dimension '3\\nx'"),
+    ] {
+        let errors = guard::read_edited(&target, "f64.npy", |b| guard::replace(b, from, to));
+        guard::assert_refused(&errors, expected);
+    }
+}

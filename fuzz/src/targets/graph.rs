@@ -460,7 +460,18 @@ pub(crate) fn planetoid() -> Target {
         vec![(v % features, 1.0), ((v * 7 + 1) % features, 0.5)]
     };
     let one_hot = |v: usize| -> Vec<i32> { (0..classes).map(|c| (c == v % classes) as i32).collect() };
-    let x_rows = |ids: &mut dyn Iterator<Item = usize>| csr_matrix(ids.map(feature_row).collect(), features);
+    let x_rows = |ids: &mut dyn Iterator<Item = usize>| {
+        let rows: Vec<Vec<(usize, f32)>> = ids.map(feature_row).collect();
+        let (mut indptr, mut indices, mut data) = (vec![0i32], Vec::new(), Vec::new());
+        for row in &rows {
+            for &(c, v) in row {
+                indices.push(c as i32);
+                data.push(v);
+            }
+            indptr.push(indices.len() as i32);
+        }
+        csr_pickle([rows.len(), features], &indptr, &indices, &data)
+    };
     let mut sorted = test_ids;
     sorted.sort_unstable();
     let files = vec![
@@ -469,18 +480,18 @@ pub(crate) fn planetoid() -> Target {
         ("ind.tiny.tx".to_string(), x_rows(&mut sorted.iter().copied())),
         ("ind.tiny.y".to_string(), {
             let rows: Vec<i32> = (0..train).flat_map(one_hot).collect();
-            pickle_of(|p| p.array("i4", &[train, classes], &bytes_le(&rows)))
+            array_pickle("i4", &[train, classes], &bytes_le(&rows))
         }),
         ("ind.tiny.ally".to_string(), {
             let rows: Vec<i32> = (0..all).flat_map(one_hot).collect();
-            pickle_of(|p| p.array("i4", &[all, classes], &bytes_le(&rows)))
+            array_pickle("i4", &[all, classes], &bytes_le(&rows))
         }),
         ("ind.tiny.ty".to_string(), {
             let rows: Vec<f64> = sorted
                 .iter()
                 .flat_map(|&v| one_hot(v).into_iter().map(f64::from))
                 .collect();
-            pickle_of(|p| p.array("f8", &[sorted.len(), classes], &bytes_le(&rows)))
+            array_pickle("f8", &[sorted.len(), classes], &bytes_le(&rows))
         }),
         ("ind.tiny.graph".to_string(), {
             let adjacency: Vec<(usize, Vec<usize>)> =
@@ -509,7 +520,8 @@ pub(crate) fn planetoid() -> Target {
     }
 }
 
-fn bytes_le<T: NpyElement>(values: &[T]) -> Vec<u8> {
+/// The little-endian bytes of `values`.
+pub(crate) fn bytes_le<T: NpyElement>(values: &[T]) -> Vec<u8> {
     let mut out = Vec::new();
     values.iter().for_each(|&v| v.write_le(&mut out));
     out
@@ -537,7 +549,8 @@ impl Pickle {
         match v {
             0..=0xff => self.op(&[b'K', v as u8]),
             0x100..=0xffff => self.op(&[b'M']).op(&(v as u16).to_le_bytes()),
-            _ => self.op(&[b'J']).op(&(v as i32).to_le_bytes()),
+            0x1_0000..=0x7fff_ffff => self.op(&[b'J']).op(&(v as i32).to_le_bytes()),
+            _ => self.op(&[0x8a, 8]).op(&(v as u64).to_le_bytes()),
         }
     }
     fn text(&mut self, s: &str) -> &mut Pickle {
@@ -578,22 +591,37 @@ impl Pickle {
     }
 }
 
-/// A pickled `scipy.sparse.csr_matrix` of rows of `(column, value)`.
-fn csr_matrix(rows: Vec<Vec<(usize, f32)>>, cols: usize) -> Vec<u8> {
-    let (mut indptr, mut indices, mut data) = (vec![0i32], Vec::new(), Vec::new());
-    for row in &rows {
-        for &(c, v) in row {
-            indices.push(c as i32);
-            data.push(v);
-        }
-        indptr.push(indices.len() as i32);
-    }
+/// A pickled numpy array of dtype `descr` (`f8`, `i4`...) and `shape`, holding `raw`.
+pub(crate) fn array_pickle(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> {
+    pickle_of(|p| p.array(descr, shape, raw))
+}
+
+/// A pickled `scipy.sparse.csr_matrix` of `shape` from its arrays.
+pub(crate) fn csr_pickle(shape: [usize; 2], indptr: &[i32], indices: &[i32], data: &[f32]) -> Vec<u8> {
     pickle_of(|p| {
         p.global("scipy.sparse.csr", "csr_matrix").op(b")R}(");
-        p.text("_shape").int(rows.len()).int(cols).op(&[0x86]);
-        p.text("indptr").array("i4", &[indptr.len()], &bytes_le(&indptr));
-        p.text("indices").array("i4", &[indices.len()], &bytes_le(&indices));
-        p.text("data").array("f4", &[data.len()], &bytes_le(&data));
+        p.text("_shape").int(shape[0]).int(shape[1]).op(&[0x86]);
+        p.text("indptr").array("i4", &[indptr.len()], &bytes_le(indptr));
+        p.text("indices").array("i4", &[indices.len()], &bytes_le(indices));
+        p.text("data").array("f4", &[data.len()], &bytes_le(data));
         p.text("format").text("csr").op(b"ub")
+    })
+}
+
+/// A pickled adjacency defaultdict in which every node of `keys` shares one memoized list of
+/// `list` (a graph pickle never shares lists, but the format can).
+pub(crate) fn shared_adjacency_pickle(keys: usize, list: &[usize]) -> Vec<u8> {
+    pickle_of(|p| {
+        p.global("collections", "defaultdict").global("__builtin__", "list");
+        p.op(&[0x85, b'R', b'(']);
+        p.int(0).op(b"](");
+        for &v in list {
+            p.int(v);
+        }
+        p.op(b"eq\x00");
+        for k in 1..keys {
+            p.int(k).op(b"h\x00");
+        }
+        p.op(b"u")
     })
 }
