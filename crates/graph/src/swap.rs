@@ -58,3 +58,59 @@ fn exchange(a: &Path, b: &Path) -> std::io::Result<()> {
 fn exchange(_a: &Path, _b: &Path) -> std::io::Result<()> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use crate::dataset::write_dir_atomic;
+
+    /// Rewriting a directory many times while another thread reads it: the reader finds a
+    /// whole directory, old or new, every time (removing the old one before renaming the new
+    /// one into place left moments with none, or with half of it).
+    #[test]
+    fn a_directory_being_replaced_is_always_whole() {
+        let root = std::env::temp_dir().join(format!("graphloom-swap-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let dir = root.join("out");
+        let write = |i: usize| {
+            write_dir_atomic(&dir, |tmp| {
+                for name in ["a", "b", "c", "d"] {
+                    std::fs::write(tmp.join(name), i.to_string()).unwrap();
+                }
+                Ok(())
+            })
+            .unwrap()
+        };
+        write(0);
+        let (done, seen, broken) = (
+            Arc::new(AtomicBool::new(false)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let reader = {
+            let (dir, done, seen, broken) = (dir.clone(), done.clone(), seen.clone(), broken.clone());
+            std::thread::spawn(move || {
+                while !done.load(Ordering::Relaxed) {
+                    let whole = ["a", "b", "c", "d"]
+                        .iter()
+                        .all(|n| dir.join(n).exists());
+                    seen.fetch_add(1, Ordering::Relaxed);
+                    if !whole {
+                        broken.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+            })
+        };
+        for i in 1..300 {
+            write(i);
+        }
+        done.store(true, Ordering::Relaxed);
+        reader.join().unwrap();
+        assert!(seen.load(Ordering::Relaxed) > 0);
+        assert_eq!(broken.load(Ordering::Relaxed), 0, "reads that found the directory not whole");
+        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "left beside it");
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+}

@@ -122,3 +122,34 @@ pub(crate) fn copy_features(
     }
     Ok(out.finish()?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A header that announces rows wider than any buffer, over a stream that ends at once:
+    /// refused after reading one bounded chunk, never sized by the row width.
+    #[test]
+    fn a_stream_of_huge_rows_is_copied_in_bounded_chunks() {
+        let dict = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 1099511627776), }\n";
+        let mut bytes = b"\x93NUMPY\x01\x00".to_vec();
+        bytes.extend_from_slice(&(dict.len() as u16).to_le_bytes());
+        bytes.extend_from_slice(dict);
+        bytes.extend_from_slice(&[0; 64]);
+        let dir = std::env::temp_dir().join(format!("graphloom-copy-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let origin = dir.join("data.npz");
+        let err = copy_features(
+            &mut std::io::Cursor::new(bytes),
+            2,
+            1 << 40,
+            &origin,
+            &dir.join("node_feat.npy"),
+            &|_, _, _| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("data.npz") && err.contains("features"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
