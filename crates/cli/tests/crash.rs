@@ -24,9 +24,9 @@ use graphloom_nn::model_file::ModelFile;
 /// Files that readers may add to a folder they only read (records of checks passed).
 const READERS_NOTES: &str = ".graphloom-checks.json";
 
-/// Seeded fractions in (0, 1.2): where in an uninterrupted run's time each kill falls (some
-/// after it would have ended).
-fn kill_points(seed: u64, count: usize) -> Vec<f64> {
+/// Seeded fractions in (0.02, `most`): where in an uninterrupted run's time each kill falls
+/// (past 1, after it would have ended).
+fn kill_points(seed: u64, count: usize, most: f64) -> Vec<f64> {
     let mut state = seed;
     (0..count)
         .map(|_| {
@@ -35,7 +35,7 @@ fn kill_points(seed: u64, count: usize) -> Vec<f64> {
             z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
             z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
             z ^= z >> 31;
-            0.02 + 1.18 * (z >> 11) as f64 / (1u64 << 53) as f64
+            0.02 + (most - 0.02) * (z >> 11) as f64 / (1u64 << 53) as f64
         })
         .collect()
 }
@@ -136,7 +136,7 @@ fn kill_a_rewrite(args: &[&str], out: &Path, seed: u64, kills: usize, check: imp
     let took = time_of(&ref_args);
     let new = tree(&reference);
     assert!(old != new, "the rewrite must change {}", out.display());
-    for (i, f) in kill_points(seed, kills).into_iter().enumerate() {
+    for (i, f) in kill_points(seed, kills, 1.2).into_iter().enumerate() {
         kill_after(args, took.mul_f64(f));
         assert_old_or_new(out, &old, &new, &format!("kill {i} at {f:.2} of a run"));
         check(out);
@@ -281,7 +281,7 @@ fn killed_save_model_keeps_the_previous_model_file() {
     let took = time_of(&strs(&train("1", &reference)));
     let new = model_contents(&reference);
     assert!(old != new, "the two trainings must differ");
-    for (i, f) in kill_points(31, 10).into_iter().enumerate() {
+    for (i, f) in kill_points(31, 10, 1.2).into_iter().enumerate() {
         kill_after(&strs(&train("1", &model)), took.mul_f64(f));
         let now = model_contents(&model);
         assert!(
@@ -318,7 +318,7 @@ fn killed_snapshot_runs_resume_to_the_uninterrupted_bits() {
             "--dataset",
             ds.to_str().unwrap(),
             "--epochs",
-            "25",
+            "100",
             "--quiet",
             "--snapshot-dir",
             snaps.to_str().unwrap(),
@@ -341,7 +341,9 @@ fn killed_snapshot_runs_resume_to_the_uninterrupted_bits() {
         &[],
     )));
     let mut resumable = false;
-    for (i, f) in kill_points(41, 8).into_iter().enumerate() {
+    // Each run resumes where the last was killed: short delays, so that the kills spread
+    // over the whole training.
+    for (i, f) in kill_points(41, 10, 0.3).into_iter().enumerate() {
         let args = if has_snapshot(&snaps) {
             train("killed", &["--resume"])
         } else {
