@@ -13,6 +13,9 @@ use std::sync::OnceLock;
 libfuzzer_sys::fuzz_target!(|input: &[u8]| {
     static TARGET: OnceLock<mutate::Target> = OnceLock::new();
     let target = TARGET.get_or_init(targets::edgelist_npy);
-    let dir = mutate::scratch_root().join(format!("graphloom-fuzz-edgelist_npy-{}", std::process::id()));
+    let dir = mutate::scratch_root().join(format!(
+        "graphloom-fuzz-edgelist_npy-{}",
+        std::process::id()
+    ));
     mutate::run_input(target, &dir, input);
 });

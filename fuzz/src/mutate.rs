@@ -296,7 +296,11 @@ fn number_spans(data: &[u8]) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i < data.len() {
         if data[i].is_ascii_digit() {
-            let start = if i > 0 && data[i - 1] == b'-' { i - 1 } else { i };
+            let start = if i > 0 && data[i - 1] == b'-' {
+                i - 1
+            } else {
+                i
+            };
             let mut end = i;
             while end < data.len() && (data[end].is_ascii_digit() || b".eE+-".contains(&data[end]))
             {

@@ -90,12 +90,11 @@ mod tests {
             Arc::new(AtomicUsize::new(0)),
         );
         let reader = {
-            let (dir, done, seen, broken) = (dir.clone(), done.clone(), seen.clone(), broken.clone());
+            let (dir, done, seen, broken) =
+                (dir.clone(), done.clone(), seen.clone(), broken.clone());
             std::thread::spawn(move || {
                 while !done.load(Ordering::Relaxed) {
-                    let whole = ["a", "b", "c", "d"]
-                        .iter()
-                        .all(|n| dir.join(n).exists());
+                    let whole = ["a", "b", "c", "d"].iter().all(|n| dir.join(n).exists());
                     seen.fetch_add(1, Ordering::Relaxed);
                     if !whole {
                         broken.fetch_add(1, Ordering::Relaxed);
@@ -109,8 +108,16 @@ mod tests {
         done.store(true, Ordering::Relaxed);
         reader.join().unwrap();
         assert!(seen.load(Ordering::Relaxed) > 0);
-        assert_eq!(broken.load(Ordering::Relaxed), 0, "reads that found the directory not whole");
-        assert_eq!(std::fs::read_dir(&root).unwrap().count(), 1, "left beside it");
+        assert_eq!(
+            broken.load(Ordering::Relaxed),
+            0,
+            "reads that found the directory not whole"
+        );
+        assert_eq!(
+            std::fs::read_dir(&root).unwrap().count(),
+            1,
+            "left beside it"
+        );
         std::fs::remove_dir_all(&root).unwrap();
     }
 }

@@ -150,7 +150,11 @@ fn a_label_beyond_the_classes_a_model_can_have_is_refused() {
     });
     assert_refused(&errors, "labels are classes");
     let errors = read_edited(&targets::meta_json(), "meta.json", |b| {
-        replace(b, b"\"num_classes\": 3", b"\"num_classes\": 1000000000000000000")
+        replace(
+            b,
+            b"\"num_classes\": 3",
+            b"\"num_classes\": 1000000000000000000",
+        )
     });
     assert_refused(&errors, "num_classes = 1000000000000000000 is above");
 }
@@ -158,7 +162,12 @@ fn a_label_beyond_the_classes_a_model_can_have_is_refused() {
 #[test]
 fn ogb_splits_that_overlap_or_repeat_are_refused() {
     let target = targets::ogb_csv();
-    let train = &target.files.iter().find(|(n, _)| n == "split/time/train.csv").unwrap().1;
+    let train = &target
+        .files
+        .iter()
+        .find(|(n, _)| n == "split/time/train.csv")
+        .unwrap()
+        .1;
     let first_line = train.split(|&c| c == b'\n').next().unwrap().to_vec();
     let errors = read_edited(&target, "split/time/valid.csv", |b| {
         b.splice(0..0, first_line.iter().chain(b"\n").copied());
@@ -174,15 +183,11 @@ fn ogb_splits_that_overlap_or_repeat_are_refused() {
 
 #[test]
 fn sparse_attributes_with_damaged_offsets_or_shape_are_refused() {
-    let errors = read_edited(
-        &targets::benchmark_npz(),
-        "g.npz/attr_indptr.npy",
-        |b| {
-            let mut ptr = vec![0i64; 41];
-            ptr[1] = 1000;
-            *b = npy_bytes_i64(&ptr);
-        },
-    );
+    let errors = read_edited(&targets::benchmark_npz(), "g.npz/attr_indptr.npy", |b| {
+        let mut ptr = vec![0i64; 41];
+        ptr[1] = 1000;
+        *b = npy_bytes_i64(&ptr);
+    });
     assert_refused(&errors, "attr_indptr is not 41 offsets");
     let errors = read_edited(&targets::benchmark_npz(), "g.npz/attr_shape.npy", |b| {
         *b = npy_bytes_i64(&[40, 1 << 40]);

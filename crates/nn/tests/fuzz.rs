@@ -44,7 +44,13 @@ fn set_metadata(bytes: &mut Vec<u8>, key: &str, from: &str, to: &str) {
         format!("\"{key}\":\"{to}\"").as_bytes(),
     );
     header.resize(header.len().next_multiple_of(8), b' ');
-    bytes.splice(..8 + header_len, (header.len() as u64).to_le_bytes().into_iter().chain(header));
+    bytes.splice(
+        ..8 + header_len,
+        (header.len() as u64)
+            .to_le_bytes()
+            .into_iter()
+            .chain(header),
+    );
 }
 
 #[test]
@@ -80,10 +86,16 @@ fn snapshot_counters_at_the_end_of_the_integers_are_refused() {
         let errors = read_edited(&targets::snapshot(), "snapshot/state.safetensors", |b| {
             let header = String::from_utf8_lossy(&b[8..]).into_owned();
             let at = header.find(&format!("\"{key}\":\"")).unwrap() + key.len() + 4;
-            let value: String = header[at..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let value: String = header[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
             set_metadata(b, key, &value, "18446744073709551615");
         });
-        assert_refused(&errors, &format!("metadata '{key}' is not a count up to 2^53"));
+        assert_refused(
+            &errors,
+            &format!("metadata '{key}' is not a count up to 2^53"),
+        );
     }
 }
 

@@ -36,10 +36,8 @@ fn small_dataset() -> Dataset {
 
 /// A scratch folder for building valid inputs.
 fn workshop(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "graphloom-fuzz-base-{name}-{}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("graphloom-fuzz-base-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
 }
@@ -228,7 +226,10 @@ pub(crate) fn edgelist_npy() -> Target {
         files: vec![
             ("edges.npy".into(), npy_bytes(&pairs, &[src.len(), 2])),
             ("feat.npy".into(), npy_bytes(x, ds.features.shape())),
-            ("labels.npy".into(), npy_bytes(&ds.labels, &[ds.labels.len()])),
+            (
+                "labels.npy".into(),
+                npy_bytes(&ds.labels, &[ds.labels.len()]),
+            ),
         ],
         encode: plain,
         read: |dir| {
@@ -328,7 +329,10 @@ pub(crate) fn ogb_csv() -> Target {
             "raw/edge.csv".to_string(),
             csv(src.iter().zip(&dst).map(|(&s, &d)| vec![s, d])),
         ),
-        ("raw/node-feat.csv".to_string(), csv(x.chunks(3).map(|r| r.to_vec()))),
+        (
+            "raw/node-feat.csv".to_string(),
+            csv(x.chunks(3).map(|r| r.to_vec())),
+        ),
         (
             "raw/node-label.csv".to_string(),
             csv(ds.labels.iter().map(|&l| vec![l])),
@@ -423,8 +427,17 @@ pub(crate) fn benchmark_npz() -> Target {
     }
     let member = |name: &str, bytes: Vec<u8>| (format!("g.npz/{name}.npy"), bytes);
     let files = vec![
-        member("adj_data", npy_bytes(&vec![1f32; t.num_edges()], &[t.num_edges()])),
-        member("adj_indices", npy_bytes(&t.col_idx.iter().map(|&c| c as i32).collect::<Vec<_>>(), &[t.num_edges()])),
+        member(
+            "adj_data",
+            npy_bytes(&vec![1f32; t.num_edges()], &[t.num_edges()]),
+        ),
+        member(
+            "adj_indices",
+            npy_bytes(
+                &t.col_idx.iter().map(|&c| c as i32).collect::<Vec<_>>(),
+                &[t.num_edges()],
+            ),
+        ),
         member("adj_indptr", npy_bytes(&t.row_ptr, &[n + 1])),
         member("adj_shape", npy_bytes(&[n as i64, n as i64], &[2])),
         member("attr_data", npy_bytes(&ad, &[ad.len()])),
@@ -454,12 +467,17 @@ pub(crate) fn benchmark_npz() -> Target {
 /// arrays and an adjacency defaultdict, and `test.index` with gaps in its ids (as CiteSeer's).
 pub(crate) fn planetoid() -> Target {
     let (features, classes) = (4usize, 3usize);
-    let (train, all, test_ids) = (21usize, 600usize, [605usize, 600, 608, 601, 610, 603, 602, 609, 606]);
+    let (train, all, test_ids) = (
+        21usize,
+        600usize,
+        [605usize, 600, 608, 601, 610, 603, 602, 609, 606],
+    );
     let n = 611;
     let feature_row = |v: usize| -> Vec<(usize, f32)> {
         vec![(v % features, 1.0), ((v * 7 + 1) % features, 0.5)]
     };
-    let one_hot = |v: usize| -> Vec<i32> { (0..classes).map(|c| (c == v % classes) as i32).collect() };
+    let one_hot =
+        |v: usize| -> Vec<i32> { (0..classes).map(|c| (c == v % classes) as i32).collect() };
     let x_rows = |ids: &mut dyn Iterator<Item = usize>| {
         let rows: Vec<Vec<(usize, f32)>> = ids.map(feature_row).collect();
         let (mut indptr, mut indices, mut data) = (vec![0i32], Vec::new(), Vec::new());
@@ -477,7 +495,10 @@ pub(crate) fn planetoid() -> Target {
     let files = vec![
         ("ind.tiny.x".to_string(), x_rows(&mut (0..train))),
         ("ind.tiny.allx".to_string(), x_rows(&mut (0..all))),
-        ("ind.tiny.tx".to_string(), x_rows(&mut sorted.iter().copied())),
+        (
+            "ind.tiny.tx".to_string(),
+            x_rows(&mut sorted.iter().copied()),
+        ),
         ("ind.tiny.y".to_string(), {
             let rows: Vec<i32> = (0..train).flat_map(one_hot).collect();
             array_pickle("i4", &[train, classes], &bytes_le(&rows))
@@ -494,13 +515,18 @@ pub(crate) fn planetoid() -> Target {
             array_pickle("f8", &[sorted.len(), classes], &bytes_le(&rows))
         }),
         ("ind.tiny.graph".to_string(), {
-            let adjacency: Vec<(usize, Vec<usize>)> =
-                (0..n).map(|v| (v, vec![(v + 1) % n, (v * 13 + 5) % n])).collect();
+            let adjacency: Vec<(usize, Vec<usize>)> = (0..n)
+                .map(|v| (v, vec![(v + 1) % n, (v * 13 + 5) % n]))
+                .collect();
             pickle_of(|p| p.adjacency(&adjacency))
         }),
         (
             "ind.tiny.test.index".to_string(),
-            test_ids.iter().map(|v| format!("{v}\n")).collect::<String>().into_bytes(),
+            test_ids
+                .iter()
+                .map(|v| format!("{v}\n"))
+                .collect::<String>()
+                .into_bytes(),
         ),
     ];
     Target {
@@ -561,14 +587,27 @@ impl Pickle {
     }
     /// `numpy.dtype(descr)`.
     fn dtype(&mut self, descr: &str) -> &mut Pickle {
-        self.global("numpy", "dtype").text(descr).int(0).int(1).op(&[0x87, b'R']);
-        self.op(b"(").int(3).text("<").op(b"NNN").op(&[b'J']).op(&(-1i32).to_le_bytes());
+        self.global("numpy", "dtype")
+            .text(descr)
+            .int(0)
+            .int(1)
+            .op(&[0x87, b'R']);
+        self.op(b"(")
+            .int(3)
+            .text("<")
+            .op(b"NNN")
+            .op(&[b'J'])
+            .op(&(-1i32).to_le_bytes());
         self.op(&[b'J']).op(&(-1i32).to_le_bytes()).int(0).op(b"tb")
     }
     /// A numpy array as `numpy.core.multiarray._reconstruct` pickles it.
     fn array(&mut self, descr: &str, shape: &[usize], raw: &[u8]) -> &mut Pickle {
         self.global("numpy.core.multiarray", "_reconstruct");
-        self.global("numpy", "ndarray").int(0).op(&[0x85]).text("b").op(&[0x87, b'R']);
+        self.global("numpy", "ndarray")
+            .int(0)
+            .op(&[0x85])
+            .text("b")
+            .op(&[0x87, b'R']);
         self.op(b"(").int(1).op(b"(");
         for &d in shape {
             self.int(d);
@@ -578,7 +617,8 @@ impl Pickle {
     }
     /// A `collections.defaultdict(list)` of adjacency lists.
     fn adjacency(&mut self, lists: &[(usize, Vec<usize>)]) -> &mut Pickle {
-        self.global("collections", "defaultdict").global("__builtin__", "list");
+        self.global("collections", "defaultdict")
+            .global("__builtin__", "list");
         self.op(&[0x85, b'R', b'(']);
         for (k, l) in lists {
             self.int(*k).op(b"](");
@@ -597,12 +637,19 @@ pub(crate) fn array_pickle(descr: &str, shape: &[usize], raw: &[u8]) -> Vec<u8> 
 }
 
 /// A pickled `scipy.sparse.csr_matrix` of `shape` from its arrays.
-pub(crate) fn csr_pickle(shape: [usize; 2], indptr: &[i32], indices: &[i32], data: &[f32]) -> Vec<u8> {
+pub(crate) fn csr_pickle(
+    shape: [usize; 2],
+    indptr: &[i32],
+    indices: &[i32],
+    data: &[f32],
+) -> Vec<u8> {
     pickle_of(|p| {
         p.global("scipy.sparse.csr", "csr_matrix").op(b")R}(");
         p.text("_shape").int(shape[0]).int(shape[1]).op(&[0x86]);
-        p.text("indptr").array("i4", &[indptr.len()], &bytes_le(indptr));
-        p.text("indices").array("i4", &[indices.len()], &bytes_le(indices));
+        p.text("indptr")
+            .array("i4", &[indptr.len()], &bytes_le(indptr));
+        p.text("indices")
+            .array("i4", &[indices.len()], &bytes_le(indices));
         p.text("data").array("f4", &[data.len()], &bytes_le(data));
         p.text("format").text("csr").op(b"ub")
     })
@@ -612,7 +659,8 @@ pub(crate) fn csr_pickle(shape: [usize; 2], indptr: &[i32], indices: &[i32], dat
 /// `list` (a graph pickle never shares lists, but the format can).
 pub(crate) fn shared_adjacency_pickle(keys: usize, list: &[usize]) -> Vec<u8> {
     pickle_of(|p| {
-        p.global("collections", "defaultdict").global("__builtin__", "list");
+        p.global("collections", "defaultdict")
+            .global("__builtin__", "list");
         p.op(&[0x85, b'R', b'(']);
         p.int(0).op(b"](");
         for &v in list {

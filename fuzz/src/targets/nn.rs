@@ -20,10 +20,8 @@ fn pair() -> Csr {
 /// Model files of each architecture: a GCN, a 3-layer GraphSAGE with batch normalisation, a
 /// two-head GAT with a learnt input embedding.
 pub(crate) fn model_file() -> Target {
-    let dir = std::env::temp_dir().join(format!(
-        "graphloom-fuzz-base-model-{}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("graphloom-fuzz-base-model-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("scratch folder");
     let small = ModelConfig {
         in_dim: 5,
@@ -58,15 +56,21 @@ pub(crate) fn model_file() -> Target {
         let model = Model::new(config.clone(), &pair(), 3).expect("a model");
         let file = ModelFile {
             input_embedding: embedding.then(|| {
-                graphloom_tensor::Tensor::from_vec(vec![0.25f32; 2 * config.in_dim], &[2, config.in_dim])
-                    .expect("an embedding")
+                graphloom_tensor::Tensor::from_vec(
+                    vec![0.25f32; 2 * config.in_dim],
+                    &[2, config.in_dim],
+                )
+                .expect("an embedding")
             }),
             config,
             params: model.params.clone(),
         };
         let path = dir.join(name);
         file.save(&path).expect("save a model file");
-        files.push((name.to_string(), std::fs::read(&path).expect("read it back")));
+        files.push((
+            name.to_string(),
+            std::fs::read(&path).expect("read it back"),
+        ));
     }
     let _ = std::fs::remove_dir_all(&dir);
     Target {

@@ -16,13 +16,18 @@ pub(crate) fn target() -> Target {
     let mut add = |name: &str, write: &dyn Fn(&Path) -> graphloom_io::Result<()>| {
         let path = dir.join(name);
         write(&path).expect("write a valid .npy");
-        files.push((name.to_string(), std::fs::read(&path).expect("read it back")));
+        files.push((
+            name.to_string(),
+            std::fs::read(&path).expect("read it back"),
+        ));
     };
     add("f32.npy", &|p| {
         npy::write(p, &[0.5f32, -1.0, 2.0, 3.5, 0.0, 1e-3], &[2, 3])
     });
     add("f64.npy", &|p| npy::write(p, &[1.0f64, 2.0, -3.0], &[3]));
-    add("i64.npy", &|p| npy::write(p, &[0i64, 7, -1, 1 << 40], &[4, 1]));
+    add("i64.npy", &|p| {
+        npy::write(p, &[0i64, 7, -1, 1 << 40], &[4, 1])
+    });
     add("i32.npy", &|p| npy::write(p, &[5i32, 6], &[2]));
     add("u16.npy", &|p| npy::write(p, &[1u16, 65535, 3, 4], &[2, 2]));
     add("u8.npy", &|p| npy::write(p, &[1u8, 0, 255], &[3]));

@@ -17,7 +17,9 @@ const MAX_ZEROS_PER_VALUE: usize = 4096;
 /// values; refused when it overflows or is implausibly sparse (see [`MAX_ZEROS_PER_VALUE`]),
 /// before any of it is allocated.
 pub(crate) fn dense_size(rows: usize, cols: usize, stored: usize) -> Result<usize, String> {
-    let allowed = stored.saturating_add(rows).saturating_mul(MAX_ZEROS_PER_VALUE);
+    let allowed = stored
+        .saturating_add(rows)
+        .saturating_mul(MAX_ZEROS_PER_VALUE);
     match rows.checked_mul(cols) {
         Some(size) if size <= allowed => Ok(size),
         _ => Err(format!(
@@ -32,7 +34,9 @@ pub(crate) fn dense_size(rows: usize, cols: usize, stored: usize) -> Result<usiz
 pub(crate) fn offsets_ok(indptr: &[f64], rows: usize, stored: usize) -> bool {
     indptr.len() == rows.wrapping_add(1)
         && indptr.first() == Some(&0.0)
-        && indptr.windows(2).all(|w| w[0] <= w[1] && w[1].fract() == 0.0)
+        && indptr
+            .windows(2)
+            .all(|w| w[0] <= w[1] && w[1].fract() == 0.0)
         && indptr.last() == Some(&(stored as f64))
 }
 
@@ -149,7 +153,10 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert!(err.contains("data.npz") && err.contains("features"), "{err}");
+        assert!(
+            err.contains("data.npz") && err.contains("features"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

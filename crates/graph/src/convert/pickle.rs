@@ -310,11 +310,7 @@ pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
         return Err("numpy array without state".into());
     };
     // State is (version, shape, dtype, is_fortran, raw) or, for old pickles, without version.
-    let s: &[Value] = if state.len() == 5 {
-        &state[1..]
-    } else {
-        state
-    };
+    let s: &[Value] = if state.len() == 5 { &state[1..] } else { state };
     let [Value::Tuple(shape), dtype, fortran, raw] = s else {
         return Err("unexpected numpy array state".into());
     };

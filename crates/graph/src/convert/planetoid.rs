@@ -40,7 +40,14 @@ fn read_matrix(dir: &Path, name: &str, part: &str) -> Result<pickle::Array> {
 }
 
 /// Fails naming `ind.{name}.{part}` unless `found` rows or columns are the `expected` ones.
-fn expect_dim(dir: &Path, name: &str, part: &str, what: &str, found: usize, expected: usize) -> Result<()> {
+fn expect_dim(
+    dir: &Path,
+    name: &str,
+    part: &str,
+    what: &str,
+    found: usize,
+    expected: usize,
+) -> Result<()> {
     if found != expected {
         return Err(Error::format(
             dir.join(format!("ind.{name}.{part}")),
