@@ -113,14 +113,17 @@ const WORDS64: &[u64] = &[
     0x7f80_0000_7f80_0000, // two f32 infinities
 ];
 
+/// Files by path in an input folder, with their contents.
+pub(crate) type Files = Vec<(String, Vec<u8>)>;
+
 /// A reader with the files of a valid input.
 pub(crate) struct Target {
     /// The reader's name, in messages.
     pub(crate) name: &'static str,
     /// The files of a valid input: path in the input folder and contents, before `encode`.
-    pub(crate) files: Vec<(String, Vec<u8>)>,
+    pub(crate) files: Files,
     /// Turns the files into those written to disk (compressing, archiving), or keeps them.
-    pub(crate) encode: fn(Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)>,
+    pub(crate) encode: fn(Files) -> Files,
     /// Reads the input folder as the reader does; returns the errors it gave (none when it
     /// accepted the input). It must never panic.
     pub(crate) read: fn(&Path) -> Vec<String>,
@@ -130,14 +133,14 @@ pub(crate) struct Target {
 }
 
 /// Files kept as they are.
-pub(crate) fn plain(files: Vec<(String, Vec<u8>)>) -> Vec<(String, Vec<u8>)> {
+pub(crate) fn plain(files: Files) -> Files {
     files
 }
 
 /// The files of one case and how they were damaged.
 pub(crate) struct Case {
     /// The files to write, after `encode`.
-    pub(crate) files: Vec<(String, Vec<u8>)>,
+    pub(crate) files: Files,
     /// What was done, to report a failure.
     pub(crate) what: String,
 }

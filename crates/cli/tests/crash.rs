@@ -293,9 +293,12 @@ fn killed_save_model_keeps_the_previous_model_file() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
-/// A model file's tensors and metadata (its bytes differ from save to save: the metadata's
-/// order is a hash map's).
-fn model_contents(path: &Path) -> (Vec<(String, Vec<u8>)>, BTreeMap<String, String>) {
+/// A model file's tensors (by name, as bytes) and metadata.
+type ModelContents = (Vec<(String, Vec<u8>)>, BTreeMap<String, String>);
+
+/// What a model file holds (its bytes differ from save to save: the metadata's order is a hash
+/// map's).
+fn model_contents(path: &Path) -> ModelContents {
     let bytes = std::fs::read(path).unwrap();
     let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).unwrap();
     let metadata = header.metadata().clone().unwrap_or_default();

@@ -14,9 +14,7 @@ use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part, PartitionMeta};
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 
-use crate::mutate::{plain, Target};
-
-type Files = Vec<(String, Vec<u8>)>;
+use crate::mutate::{plain, Files, Target};
 
 /// A small dataset with edge weights, the source of the valid inputs.
 fn small_dataset() -> Dataset {
@@ -574,8 +572,8 @@ impl Pickle {
     fn int(&mut self, v: usize) -> &mut Pickle {
         match v {
             0..=0xff => self.op(&[b'K', v as u8]),
-            0x100..=0xffff => self.op(&[b'M']).op(&(v as u16).to_le_bytes()),
-            0x1_0000..=0x7fff_ffff => self.op(&[b'J']).op(&(v as i32).to_le_bytes()),
+            0x100..=0xffff => self.op(b"M").op(&(v as u16).to_le_bytes()),
+            0x1_0000..=0x7fff_ffff => self.op(b"J").op(&(v as i32).to_le_bytes()),
             _ => self.op(&[0x8a, 8]).op(&(v as u64).to_le_bytes()),
         }
     }
@@ -583,7 +581,7 @@ impl Pickle {
         self.op(&[b'U', s.len() as u8]).op(s.as_bytes())
     }
     fn bytes(&mut self, b: &[u8]) -> &mut Pickle {
-        self.op(&[b'T']).op(&(b.len() as u32).to_le_bytes()).op(b)
+        self.op(b"T").op(&(b.len() as u32).to_le_bytes()).op(b)
     }
     /// `numpy.dtype(descr)`.
     fn dtype(&mut self, descr: &str) -> &mut Pickle {
@@ -596,9 +594,9 @@ impl Pickle {
             .int(3)
             .text("<")
             .op(b"NNN")
-            .op(&[b'J'])
+            .op(b"J")
             .op(&(-1i32).to_le_bytes());
-        self.op(&[b'J']).op(&(-1i32).to_le_bytes()).int(0).op(b"tb")
+        self.op(b"J").op(&(-1i32).to_le_bytes()).int(0).op(b"tb")
     }
     /// A numpy array as `numpy.core.multiarray._reconstruct` pickles it.
     fn array(&mut self, descr: &str, shape: &[usize], raw: &[u8]) -> &mut Pickle {
