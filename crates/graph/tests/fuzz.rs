@@ -264,3 +264,19 @@ fn a_planetoid_graph_sharing_one_list_between_keys_is_refused_before_it_is_expan
     });
     assert_refused(&errors, "adjacency entries in");
 }
+
+#[test]
+fn a_pickle_fetching_one_large_value_from_its_memo_many_times_stays_small() {
+    let errors = read_edited(&targets::planetoid(), "ind.tiny.graph", |b| {
+        let mut p = vec![0x80, 2, b'T'];
+        p.extend_from_slice(&(1u32 << 16).to_le_bytes());
+        p.extend(std::iter::repeat_n(b'x', 1 << 16));
+        p.extend_from_slice(b"q\x00");
+        for _ in 0..20_000 {
+            p.extend_from_slice(b"h\x00");
+        }
+        p.push(b'.');
+        *b = p;
+    });
+    assert_refused(&errors, "dict of adjacency lists expected");
+}
