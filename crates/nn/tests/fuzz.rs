@@ -92,10 +92,7 @@ fn snapshot_counters_at_the_end_of_the_integers_are_refused() {
                 .collect();
             set_metadata(b, key, &value, "18446744073709551615");
         });
-        assert_refused(
-            &errors,
-            &format!("metadata '{key}' is not a count up to 2^53"),
-        );
+        assert_refused(&errors, &format!("metadata '{key}'"));
     }
 }
 
