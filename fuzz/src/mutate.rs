@@ -208,12 +208,14 @@ pub(crate) fn check_errors(errors: &[String], dir: &Path) -> Result<(), String> 
     Ok(())
 }
 
-/// Runs one case of `target` in `dir` with the choices of a fuzzer's input: panics when the
-/// reader does, or when an error is not one line naming its file.
+/// Runs one case of `target` in `dir` (removed after it) with the choices of a fuzzer's input:
+/// panics when the reader does, or when an error is not one line naming its file.
 pub(crate) fn run_input(target: &Target, dir: &Path, input: &[u8]) {
     let case = Case::new(target, &mut Choices::Bytes(input));
     case.write(dir);
-    if let Err(e) = check_errors(&(target.read)(dir), dir) {
+    let checked = check_errors(&(target.read)(dir), dir);
+    let _ = std::fs::remove_dir_all(dir);
+    if let Err(e) = checked {
         panic!("{}: {e}", case.what);
     }
 }
