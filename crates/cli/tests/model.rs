@@ -3,22 +3,9 @@
 //! model trained on a learnt input embedding carries it.
 
 mod common;
-use common::{cora, graphloom, graphloom_ok, scratch};
+use common::{cora, graphloom, graphloom_ok, losses, scratch, summary, tensors};
 
 use graphloom_graph::npy;
-
-fn summary(path: &std::path::Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
-}
-
-fn losses(s: &serde_json::Value) -> Vec<f64> {
-    s["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|h| h["loss"].as_f64().unwrap())
-        .collect()
-}
 
 /// The share of `idx` whose predicted label is the true one.
 fn accuracy(pred: &[i64], labels: &[i64], idx: &[i64]) -> f64 {
@@ -284,18 +271,6 @@ fn a_learnt_input_embedding_travels_with_the_model() {
 }
 
 /// The tensors of a model file, by name.
-fn tensors(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    let bytes = std::fs::read(path).unwrap();
-    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let mut v: Vec<(String, Vec<u8>)> = st
-        .tensors()
-        .into_iter()
-        .map(|(name, t)| (name, t.data().to_vec()))
-        .collect();
-    v.sort();
-    v
-}
-
 /// A run stopped after 3 epochs and resumed to 6 gives the losses and the parameters of an
 /// uninterrupted 6-epoch run, bit for bit: full batch, mini-batch with a learnt input
 /// embedding, and SAR over 2 workers.

@@ -58,17 +58,33 @@ impl Meta {
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
-        // Counts a 64-bit machine can address: a larger one is a damaged meta.json.
-        if meta.num_nodes >= isize::MAX as usize / 8 || meta.num_edges >= isize::MAX as usize / 8 {
+        meta.check(&meta_path)?;
+        Ok(meta)
+    }
+
+    /// Refuses counts a 64-bit machine cannot address: a damaged `meta.json` (read from
+    /// `path`, named in the error).
+    pub(crate) fn check(&self, path: &Path) -> Result<()> {
+        if self.num_classes as u64 > MAX_CLASS as u64 + 1 {
             return Err(Error::invalid(
-                &meta_path,
+                path,
                 format!(
-                    "num_nodes = {} and num_edges = {} cannot be held in memory",
-                    meta.num_nodes, meta.num_edges
+                    "num_classes = {} is above the {} classes a model can have",
+                    self.num_classes,
+                    MAX_CLASS + 1
                 ),
             ));
         }
-        Ok(meta)
+        if self.num_nodes >= isize::MAX as usize / 8 || self.num_edges >= isize::MAX as usize / 8 {
+            return Err(Error::invalid(
+                path,
+                format!(
+                    "num_nodes = {} and num_edges = {} cannot be held in memory",
+                    self.num_nodes, self.num_edges
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -317,6 +333,29 @@ pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
 
 /// The label of a node outside the splits that has none (papers100M labels 1.4% of its nodes).
 pub const UNLABELLED: i64 = -1;
+
+/// The largest class a label may name: a model has an output column per class, counted in 32
+/// bits.
+pub(crate) const MAX_CLASS: i64 = i32::MAX as i64 - 1;
+
+/// The number of classes of `labels` read from `path` (the largest plus one, at least 1);
+/// refuses a label below -1 (a node without one) or above [`MAX_CLASS`].
+pub(crate) fn count_classes(labels: &[i64], path: &Path) -> Result<usize> {
+    if let Some(i) = labels
+        .iter()
+        .position(|&l| !(UNLABELLED..=MAX_CLASS).contains(&l))
+    {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "label of node {i} is {}: labels are classes 0..={MAX_CLASS}, or -1 for a node \
+                 without one",
+                labels[i]
+            ),
+        ));
+    }
+    Ok(labels.iter().max().map_or(1, |&m| m.max(0) as usize + 1))
+}
 
 /// The split files, in the order train, validation, test.
 pub(crate) const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.npy"];

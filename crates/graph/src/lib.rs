@@ -35,6 +35,7 @@ pub mod parts;
 pub mod sample;
 mod store_graph;
 mod summary;
+mod swap;
 
 pub use csr::{Csr, NodeId};
 pub use dataset::{random_split, Dataset, Meta, UNLABELLED};

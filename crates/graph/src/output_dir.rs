@@ -198,15 +198,11 @@ pub(crate) fn write_dir_atomic(
     let tmp = graphloom_io::temporary_path(dir);
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(|e| Error::io(&tmp, e))?;
-    let result = fill(&tmp).and_then(|()| {
-        if dir.exists() {
-            std::fs::remove_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-        }
-        std::fs::rename(&tmp, dir).map_err(|e| Error::io(dir, e))
-    });
-    if result.is_err() {
-        let _ = std::fs::remove_dir_all(&tmp);
-    }
+    // The new directory takes the old one's place in one step, so a run killed at any
+    // moment leaves the old directory or the new one whole.
+    let result = fill(&tmp).and_then(|()| crate::swap::replace_dir(&tmp, dir));
+    // On success the temporary name holds the previous directory, if there was one.
+    let _ = std::fs::remove_dir_all(&tmp);
     result
 }
 

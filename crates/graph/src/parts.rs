@@ -271,7 +271,65 @@ impl PartitionMeta {
     pub fn load(root: &Path) -> Result<PartitionMeta> {
         let meta_path = PartitionMeta::path(root);
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
-        serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))
+        let meta: PartitionMeta =
+            serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
+        meta.check(&meta_path)?;
+        Ok(meta)
+    }
+
+    /// Checks that the sizes agree: one entry per part in each list, the parts' id ranges
+    /// cover the dataset's nodes in order, the training nodes add up. A count a file cannot
+    /// hold is refused here, before anything is sized by it.
+    fn check(&self, path: &Path) -> Result<()> {
+        self.dataset.check(path)?;
+        let parts = self.parts;
+        let bad = |msg: String| Err(Error::invalid(path, msg));
+        if parts == 0 {
+            return bad("a partition into 0 parts".into());
+        }
+        for (name, len) in [
+            ("nodes", self.nodes.len()),
+            ("train_nodes", self.train_nodes.len()),
+            ("halo", self.halo.len()),
+        ] {
+            if len != parts {
+                return bad(format!("'{name}' has {len} entries for {parts} parts"));
+            }
+        }
+        if self.offsets.len() != parts + 1 || self.offsets[0] != 0 {
+            return bad(format!(
+                "'offsets' must be {} offsets from 0, not {:?}",
+                parts + 1,
+                self.offsets
+            ));
+        }
+        for p in 0..parts {
+            if self.offsets[p + 1].checked_sub(self.offsets[p]) != Some(self.nodes[p]) {
+                return bad(format!(
+                    "part {p} holds ids {}..{} but {} nodes",
+                    self.offsets[p],
+                    self.offsets[p + 1],
+                    self.nodes[p]
+                ));
+            }
+        }
+        if self.offsets[parts] != self.dataset.num_nodes {
+            return bad(format!(
+                "the parts hold {} nodes, the dataset {}",
+                self.offsets[parts], self.dataset.num_nodes
+            ));
+        }
+        let train = self
+            .train_nodes
+            .iter()
+            .try_fold(0usize, |a, &t| a.checked_add(t));
+        if train != Some(self.num_train) {
+            return bad(format!(
+                "'train_nodes' add up to {train:?}, 'num_train' is {}",
+                self.num_train
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -384,13 +442,32 @@ impl Part {
                 weight,
             });
         }
+        // One label (a class, or -1 for none) and one in-degree per local node.
+        let per_node = |name: &str, lowest: i64, bound: i64| -> Result<Vec<i64>> {
+            let path = dir.join(name);
+            let v = ints(&path)?;
+            if v.len() != n {
+                return Err(Error::invalid(
+                    &path,
+                    format!("has {} entries for {n} nodes", v.len()),
+                ));
+            }
+            if let Some(i) = v.iter().position(|&x| x < lowest || x >= bound) {
+                return Err(Error::invalid(
+                    &path,
+                    format!("entry {i} is {}, outside {lowest}..{bound}", v[i]),
+                ));
+            }
+            Ok(v)
+        };
+        let classes = i64::try_from(meta.dataset.num_classes).unwrap_or(i64::MAX);
         Ok(Part {
             index,
-            labels: ints(&dir.join("node_label.npy"))?,
+            labels: per_node("node_label.npy", crate::UNLABELLED, classes)?,
             train_idx: local("train_idx.npy")?,
             valid_idx: local("valid_idx.npy")?,
             test_idx: local("test_idx.npy")?,
-            in_degree: ints(&dir.join("in_degree.npy"))?,
+            in_degree: per_node("in_degree.npy", 0, i64::MAX)?,
             orig_ids,
             features,
             shards,

@@ -107,6 +107,15 @@ impl NpyHeader {
     }
 }
 
+/// Text of a damaged header as an error message shows it: on one line, escaped, cut short.
+fn shown(text: &str) -> String {
+    let escaped: String = text.trim().escape_debug().collect();
+    match escaped.char_indices().nth(40) {
+        Some((cut, _)) => format!("{}...", &escaped[..cut]),
+        None => escaped,
+    }
+}
+
 fn header_value<'a>(dict: &'a str, key: &str) -> Option<&'a str> {
     let at = dict.find(&format!("'{key}'"))?;
     let rest = dict[at + key.len() + 2..]
@@ -144,7 +153,13 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
         .and_then(|v| v.split('\'').next())
         .ok_or_else(|| bad("no 'descr' in header"))?;
     let dtype = NpyDType::parse(descr).ok_or_else(|| {
-        Error::format(path, format!("unsupported dtype '{descr}' (expected <f4, <f8, <u2, <i4, <i8 or |u1, little-endian)"))
+        Error::format(
+            path,
+            format!(
+                "unsupported dtype '{}' (expected <f4, <f8, <u2, <i4, <i8 or |u1, little-endian)",
+                shown(descr)
+            ),
+        )
     })?;
     let fortran =
         header_value(dict, "fortran_order").ok_or_else(|| bad("no 'fortran_order' in header"))?;
@@ -164,7 +179,7 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
         .filter(|s| !s.is_empty())
         .map(|s| {
             s.parse::<usize>()
-                .map_err(|_| bad(&format!("bad dimension '{s}'")))
+                .map_err(|_| bad(&format!("bad dimension '{}'", shown(s))))
         })
         .collect::<Result<Vec<_>>>()?;
     // The element and byte counts must fit in memory's addresses: a header that overflows is

@@ -147,8 +147,26 @@ impl ModelFile {
             attention_dropout: rate("attention_dropout")?,
             checkpoint: false,
         };
+        // Widths a damaged file names could ask for more memory than there is: the model is
+        // built (to learn its parameters' shapes) only once the file can hold its weights.
+        // (Every layer has a tensor: the count of layers is checked first, so that counting
+        // the values is quick.)
+        let fits = config.layers <= file.tensor_count()
+            && least_values(&config).is_some_and(|v| v <= file.size() / size_of::<f32>());
+        if !fits {
+            return Err(file.error(format!(
+                "metadata describes a model ({} layers of widths {}, {}, {}) whose weights do \
+                 not fit in the file's {} bytes",
+                config.layers,
+                config.in_dim,
+                config.hidden,
+                config.out_dim,
+                file.size()
+            )));
+        }
         // The parameters this configuration has, with their shapes, in the model's order.
-        let params = Model::param_shapes(&config)?
+        let params = Model::param_shapes(&config)
+            .map_err(|e| file.error(e.to_string()))?
             .into_iter()
             .map(|(name, shape)| {
                 let value = file.tensor(&name)?;
@@ -175,6 +193,28 @@ impl ModelFile {
             input_embedding,
         })
     }
+}
+
+/// The fewest parameter values a model of `c` has, counting only the weight matrix of each
+/// layer (`[input width, output width × heads]`), or `None` when the count overflows. A file
+/// holding fewer values cannot hold the model.
+fn least_values(c: &ModelConfig) -> Option<usize> {
+    let gat = c.arch == Architecture::Gat;
+    let (mut width, mut total) = (c.in_dim, 0usize);
+    for l in 0..c.layers {
+        let last = l + 1 == c.layers;
+        let out = if last { c.out_dim } else { c.hidden };
+        let heads = match (gat, last) {
+            (false, _) => 1,
+            (true, false) => c.heads.max(1),
+            (true, true) => c.out_heads.max(1),
+        };
+        let columns = out.checked_mul(heads)?;
+        total = total.checked_add(width.checked_mul(columns)?)?;
+        // GAT's hidden layers concatenate their heads; its output layer averages them.
+        width = if gat && !last { columns } else { out };
+    }
+    Some(total)
 }
 
 /// The stored copy of a parameter: f64 stays f64, every other float becomes f32.

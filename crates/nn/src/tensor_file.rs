@@ -69,6 +69,21 @@ impl TensorFile {
         })
     }
 
+    /// The file's path.
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The file's size in bytes.
+    pub(crate) fn size(&self) -> usize {
+        self.bytes.len()
+    }
+
+    /// The number of tensors in the file.
+    pub(crate) fn tensor_count(&self) -> usize {
+        SafeTensors::read_metadata(&self.bytes).map_or(0, |(_, m)| m.tensors().len())
+    }
+
     /// A format error naming the file.
     pub(crate) fn error(&self, msg: impl Into<String>) -> Error {
         file_error(&self.path, msg)

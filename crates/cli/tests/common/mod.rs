@@ -67,3 +67,34 @@ pub(crate) fn small_dataset(dir: &std::path::Path) {
         dir.to_str().unwrap(),
     ]);
 }
+
+/// The JSON summary a run wrote (`--summary-json`).
+#[allow(dead_code)]
+pub(crate) fn summary(path: &std::path::Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+/// The loss of every epoch of a summary.
+#[allow(dead_code)]
+pub(crate) fn losses(s: &serde_json::Value) -> Vec<f64> {
+    s["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["loss"].as_f64().unwrap())
+        .collect()
+}
+
+/// The tensors of a safetensors file, by name, as bytes.
+#[allow(dead_code)]
+pub(crate) fn tensors(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let bytes = std::fs::read(path).unwrap();
+    let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
+    let mut v: Vec<(String, Vec<u8>)> = st
+        .tensors()
+        .into_iter()
+        .map(|(name, t)| (name, t.data().to_vec()))
+        .collect();
+    v.sort();
+    v
+}

@@ -6,6 +6,7 @@ use std::path::Path;
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::Tensor;
 
+use crate::dataset::count_classes;
 use crate::{random_split, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
 
 /// The parts a converter has read.
@@ -52,7 +53,7 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             ));
         }
     }
-    if p.features.len() != n * p.feat_dim {
+    if Some(p.features.len()) != n.checked_mul(p.feat_dim) {
         return Err(Error::invalid(
             origin,
             format!(
@@ -79,16 +80,7 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             format!("{} labels for {n} nodes", labels.len()),
         ));
     }
-    if let Some(i) = labels.iter().position(|&l| l < UNLABELLED) {
-        return Err(Error::invalid(
-            origin,
-            format!(
-                "label of node {i} is {} (-1 marks a node without a label)",
-                labels[i]
-            ),
-        ));
-    }
-    let num_classes = labels.iter().max().map_or(1, |&m| m as usize + 1);
+    let num_classes = count_classes(&labels, origin)?;
     let [train_idx, valid_idx, test_idx] = match p.split {
         Some(s) => {
             if let Some(&bad) = s.iter().flatten().find(|&&i| i >= n) {

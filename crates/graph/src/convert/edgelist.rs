@@ -14,7 +14,7 @@ use super::stream_csr::{
     check_node_count, node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor,
     Phase, Progress,
 };
-use crate::dataset::write_splits;
+use crate::dataset::{count_classes, write_splits};
 use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{npy, random_split, Error, Meta, Result};
 
@@ -242,7 +242,7 @@ pub fn write(
         num_edges: 0,
         feat_dim,
         feat_dtype: "f32".into(),
-        num_classes: labels.iter().max().map_or(1, |&m| m as usize + 1),
+        num_classes: count_classes(&labels, input.labels.unwrap_or(input.edges))?,
         directed: !input.undirected,
     };
     write_dir_atomic(dir, OutputKind::Dataset, &input.paths(), |tmp| {

@@ -7,6 +7,7 @@ use std::io::Read;
 use std::path::Path;
 
 use super::assemble::{assemble, name_from, Parts};
+use super::features::{dense_size, offsets_ok};
 use crate::npy::{self, NpyArray};
 use crate::{Dataset, Error, Result};
 
@@ -42,12 +43,22 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
     let indptr = &get("adj_indptr")?.data;
     let indices = &get("adj_indices")?.data;
     let n = indptr.len().saturating_sub(1);
+    if !offsets_ok(indptr, n, indices.len()) {
+        return Err(Error::format(
+            path,
+            format!(
+                "adj_indptr is not {} offsets from 0 to the {} adj_indices",
+                n + 1,
+                indices.len()
+            ),
+        ));
+    }
     let (mut src, mut dst) = (
         Vec::with_capacity(indices.len()),
         Vec::with_capacity(indices.len()),
     );
     for r in 0..n {
-        for e in indptr[r] as usize..(indptr[r + 1] as usize).min(indices.len()) {
+        for e in indptr[r] as usize..indptr[r + 1] as usize {
             src.push(r as i64);
             dst.push(indices[e] as i64);
         }
@@ -67,20 +78,26 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
             Some(c) => c as usize,
             None => ai.iter().fold(0.0f64, |a, &b| a.max(b + 1.0)) as usize,
         };
-        if ap.len() != n + 1 || ai.len() != ad.len() || ap[n] as usize > ai.len() {
+        if ai.len() != ad.len() || !offsets_ok(ap, n, ai.len()) {
             return Err(Error::format(
                 path,
-                format!("attr_indptr has {} entries for {n} nodes, or attr_indices and attr_data disagree", ap.len()),
+                format!(
+                    "attr_indptr is not {} offsets from 0 to the {} attr_indices, or \
+                     attr_indices and attr_data disagree",
+                    n + 1,
+                    ai.len()
+                ),
             ));
         }
-        let mut dense = vec![0f32; n * cols];
+        let size = dense_size(n, cols, ad.len()).map_err(|msg| Error::format(path, msg))?;
+        let mut dense = vec![0f32; size];
         for r in 0..n {
             for e in ap[r] as usize..ap[r + 1] as usize {
                 let c = ai[e] as usize;
-                if c >= cols {
+                if !(ai[e] >= 0.0 && c < cols) {
                     return Err(Error::format(
                         path,
-                        format!("attr_indices[{e}] = {c} is outside 0..{cols}"),
+                        format!("attr_indices[{e}] = {} is outside 0..{cols}", ai[e]),
                     ));
                 }
                 dense[r * cols + c] += ad[e] as f32;

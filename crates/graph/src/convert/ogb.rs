@@ -13,7 +13,7 @@ use super::assemble::{assemble, name_from, Parts};
 use super::edgelist::EdgeFile;
 use super::features::{copy_features, stream_header};
 use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Progress};
-use crate::dataset::{check_split_ids, write_splits};
+use crate::dataset::{check_split_ids, count_classes, write_splits};
 use crate::output_dir::{write_dir_atomic, OutputKind};
 use crate::{Dataset, Error, Meta, Result, UNLABELLED};
 
@@ -215,6 +215,7 @@ pub fn write_npz(
         )
     })?;
     let n = labels.len();
+    let num_classes = count_classes(&labels, &label_path)?;
     let (split, split_files) = read_split(dir)?;
     for (ids, path) in split.iter().zip(&split_files) {
         if let Some(&v) = ids.iter().find(|&&v| v >= n) {
@@ -244,7 +245,7 @@ pub fn write_npz(
         num_edges: 0,
         feat_dim,
         feat_dtype: "f32".into(),
-        num_classes: labels.iter().max().map_or(1, |&m| m.max(0) as usize + 1),
+        num_classes,
         directed: !undirected,
     };
     let archive_bytes = std::fs::metadata(&data)
@@ -259,7 +260,13 @@ pub fn write_npz(
         let edge_copy = tmp.join(".edge_index.npy");
         with_member(&data, "edge_index", |r| {
             let mut f = std::fs::File::create(&edge_copy).map_err(|e| Error::io(&edge_copy, e))?;
-            std::io::copy(r, &mut f).map_err(|e| Error::io(&edge_copy, e))?;
+            std::io::copy(r, &mut f).map_err(|e| match e.kind() {
+                // The archive's bytes, not the copy, are damaged.
+                std::io::ErrorKind::InvalidData => {
+                    Error::format(&data, format!("array 'edge_index': {e}"))
+                }
+                _ => Error::io(&edge_copy, e),
+            })?;
             Ok(())
         })?;
         let edges = EdgeFile::open(&edge_copy).map_err(|e| of_member(e, &data, "edge_index"))?;

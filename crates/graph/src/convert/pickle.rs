@@ -6,28 +6,31 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use super::features::{dense_size, offsets_ok};
+
 /// A Python object built by REDUCE, NEWOBJ or BUILD, described by its class and arguments.
 #[derive(Debug, Default)]
 pub(crate) struct Object {
-    pub(crate) class: Option<(String, String)>,
-    pub(crate) args: Vec<Value>,
+    pub(crate) class: Option<(Rc<str>, Rc<str>)>,
+    pub(crate) args: Rc<[Value]>,
     pub(crate) state: Option<Value>,
     /// Items set on a dict subclass (`collections.defaultdict`).
     pub(crate) items: Vec<(Value, Value)>,
 }
 
-/// A pickled value.
+/// A pickled value. Values that hold data are shared, not copied, so fetching one from the
+/// memo (two bytes of pickle) costs no memory however large it is.
 #[derive(Clone, Debug)]
 pub(crate) enum Value {
     None,
     Bool(bool),
     Int(i64),
     Float,
-    Bytes(Vec<u8>),
-    Tuple(Vec<Value>),
+    Bytes(Rc<[u8]>),
+    Tuple(Rc<[Value]>),
     List(Rc<RefCell<Vec<Value>>>),
     Dict(Rc<RefCell<Vec<(Value, Value)>>>),
-    Global(String, String),
+    Global(Rc<str>, Rc<str>),
     Object(Rc<RefCell<Object>>),
     Mark,
 }
@@ -73,14 +76,14 @@ impl<'a> Reader<'a> {
     fn u32(&mut self) -> Result<u32, String> {
         Ok(u32::from_le_bytes(self.take(4)?.try_into().unwrap()))
     }
-    fn line(&mut self) -> Result<String, String> {
+    fn line(&mut self) -> Result<Rc<str>, String> {
         let rest = &self.data[self.pos..];
         let end = rest
             .iter()
             .position(|&b| b == b'\n')
             .ok_or("truncated pickle")?;
         self.pos += end + 1;
-        Ok(String::from_utf8_lossy(&rest[..end]).into_owned())
+        Ok(String::from_utf8_lossy(&rest[..end]).into())
     }
 }
 
@@ -141,24 +144,24 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
             }
             b'U' | 0x8c | b'C' => {
                 let n = r.u8()? as usize;
-                stack.push(Value::Bytes(r.take(n)?.to_vec()));
+                stack.push(Value::Bytes(r.take(n)?.into()));
             }
             b'T' | b'X' | b'B' => {
                 let n = r.u32()? as usize;
-                stack.push(Value::Bytes(r.take(n)?.to_vec()));
+                stack.push(Value::Bytes(r.take(n)?.into()));
             }
-            b')' => stack.push(Value::Tuple(Vec::new())),
+            b')' => stack.push(Value::Tuple(Rc::new([]))),
             0x85..=0x87 => {
                 let n = (op - 0x84) as usize;
                 if stack.len() < n {
                     return Err("pickle stack underflow".into());
                 }
                 let items = stack.split_off(stack.len() - n);
-                stack.push(Value::Tuple(items));
+                stack.push(Value::Tuple(items.into()));
             }
             b't' => {
                 let items = pop_mark(&mut stack)?;
-                stack.push(Value::Tuple(items));
+                stack.push(Value::Tuple(items.into()));
             }
             b']' => stack.push(Value::List(Rc::default())),
             b'}' => stack.push(Value::Dict(Rc::default())),
@@ -187,7 +190,7 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
             0x93 => {
                 let name = pop(&mut stack)?.as_str().ok_or("STACK_GLOBAL name")?;
                 let module = pop(&mut stack)?.as_str().ok_or("STACK_GLOBAL module")?;
-                stack.push(Value::Global(module, name));
+                stack.push(Value::Global(module.into(), name.into()));
             }
             b'q' => {
                 let k = r.u8()? as u32;
@@ -218,7 +221,7 @@ pub(crate) fn load(data: &[u8]) -> Result<Value, String> {
                 };
                 let args = match args {
                     Value::Tuple(a) => a,
-                    other => vec![other],
+                    other => Rc::new([other]),
                 };
                 let obj = Object {
                     class,
@@ -286,10 +289,14 @@ fn decode_dtype(v: &Value) -> Result<(char, usize, bool), String> {
         .and_then(Value::as_str)
         .ok_or("dtype without a name")?;
     let big_endian = matches!(&o.state, Some(Value::Tuple(s)) if s.get(1).and_then(Value::as_str).as_deref() == Some(">"));
-    let kind = descr.chars().next().ok_or("empty dtype")?;
-    let size: usize = descr[1..]
+    let mut chars = descr.chars();
+    let kind = chars.next().ok_or("empty dtype")?;
+    let size: usize = chars
+        .as_str()
         .parse()
-        .map_err(|_| format!("unsupported dtype '{descr}'"))?;
+        .ok()
+        .filter(|&s| s > 0)
+        .ok_or_else(|| format!("unsupported dtype {descr:?}"))?;
     Ok((kind, size, big_endian))
 }
 
@@ -303,17 +310,17 @@ pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
         return Err("numpy array without state".into());
     };
     // State is (version, shape, dtype, is_fortran, raw) or, for old pickles, without version.
-    let s = if state.len() == 5 {
-        &state[1..]
-    } else {
-        &state[..]
-    };
+    let s: &[Value] = if state.len() == 5 { &state[1..] } else { state };
     let [Value::Tuple(shape), dtype, fortran, raw] = s else {
         return Err("unexpected numpy array state".into());
     };
     let shape: Vec<usize> = shape
         .iter()
-        .map(|d| d.as_int().map(|d| d as usize).ok_or("bad shape"))
+        .map(|d| {
+            d.as_int()
+                .and_then(|d| usize::try_from(d).ok())
+                .ok_or("bad shape")
+        })
         .collect::<Result<_, _>>()?;
     if fortran.as_int() == Some(1) && shape.len() > 1 {
         return Err("Fortran-order arrays are not supported".into());
@@ -322,11 +329,10 @@ pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
     let Value::Bytes(raw) = raw else {
         return Err("numpy object arrays are not supported".into());
     };
-    let n: usize = shape.iter().product();
-    if raw.len() != n * size {
+    let bytes = shape.iter().try_fold(size, |a, &d| a.checked_mul(d));
+    if bytes != Some(raw.len()) {
         return Err(format!(
-            "array of shape {shape:?} needs {} bytes, has {}",
-            n * size,
+            "array of shape {shape:?} of {size}-byte {kind:?} elements does not fit its {} bytes",
             raw.len()
         ));
     }
@@ -344,7 +350,7 @@ pub(crate) fn to_array(v: &Value) -> Result<Array, String> {
                 ('i', 8) => i64::from_le_bytes(b[..].try_into().unwrap()) as f64,
                 ('u', 1) | ('b', 1) => b[0] as f64,
                 ('i', 1) => b[0] as i8 as f64,
-                _ => return Err(format!("unsupported dtype {kind}{size}")),
+                _ => return Err(format!("unsupported dtype {kind:?} of {size} bytes")),
             })
         })
         .collect::<Result<Vec<f64>, String>>()?;
@@ -361,7 +367,7 @@ pub(crate) fn to_dense(v: &Value) -> Result<Array, String> {
         .borrow()
         .class
         .as_ref()
-        .is_some_and(|(m, n)| m.starts_with("scipy.sparse") && n == "csr_matrix");
+        .is_some_and(|(m, n)| m.starts_with("scipy.sparse") && &**n == "csr_matrix");
     if !is_csr {
         return to_array(v);
     }
@@ -379,25 +385,30 @@ pub(crate) fn to_dense(v: &Value) -> Result<Array, String> {
     let Some(Value::Tuple(shape)) = get("_shape") else {
         return Err("csr_matrix without _shape".into());
     };
-    let rows = shape.first().and_then(Value::as_int).ok_or("bad _shape")? as usize;
-    let cols = shape.get(1).and_then(Value::as_int).ok_or("bad _shape")? as usize;
+    let dim = |i: usize| {
+        shape
+            .get(i)
+            .and_then(Value::as_int)
+            .and_then(|d| usize::try_from(d).ok())
+            .ok_or("bad _shape")
+    };
+    let (rows, cols) = (dim(0)?, dim(1)?);
     let indptr = to_array(get("indptr").ok_or("csr_matrix without indptr")?)?.data;
     let indices = to_array(get("indices").ok_or("csr_matrix without indices")?)?.data;
     let values = to_array(get("data").ok_or("csr_matrix without data")?)?.data;
-    if indptr.len() != rows + 1
-        || indices.len() != values.len()
-        || indptr[rows] as usize != values.len()
-    {
-        return Err("inconsistent csr_matrix arrays".into());
+    // Offsets from 0, never decreasing, ending at the number of values: then every stored
+    // value has its place. The values are indices, so they must be whole numbers.
+    if indices.len() != values.len() || !offsets_ok(&indptr, rows, values.len()) {
+        return Err("inconsistent csr_matrix arrays (indptr, indices, data)".into());
     }
-    let mut dense = vec![0.0; rows * cols];
+    let mut dense = vec![0.0; dense_size(rows, cols, values.len())?];
     for r in 0..rows {
         for e in indptr[r] as usize..indptr[r + 1] as usize {
-            let c = indices[e] as usize;
-            if c >= cols {
+            let c = indices[e];
+            if !(c >= 0.0 && c < cols as f64) {
                 return Err(format!("csr_matrix column {c} out of range 0..{cols}"));
             }
-            dense[r * cols + c] += values[e];
+            dense[r * cols + c as usize] += values[e];
         }
     }
     Ok(Array {
@@ -406,8 +417,10 @@ pub(crate) fn to_dense(v: &Value) -> Result<Array, String> {
     })
 }
 
-/// Decodes a (default)dict of int -> list of ints into adjacency pairs `(key, item)`.
-pub(crate) fn to_adjacency(v: &Value) -> Result<Vec<(i64, i64)>, String> {
+/// Decodes a (default)dict of int -> list of ints into adjacency pairs `(key, item)`; more
+/// than `max` pairs are refused (a pickle of `max` bytes holds fewer unless it shares lists
+/// between keys, which a graph's adjacency never does).
+pub(crate) fn to_adjacency(v: &Value, max: usize) -> Result<Vec<(i64, i64)>, String> {
     let items: Vec<(Value, Value)> = match v {
         Value::Dict(d) => d.borrow().clone(),
         Value::Object(o) => o.borrow().items.clone(),
@@ -420,6 +433,9 @@ pub(crate) fn to_adjacency(v: &Value) -> Result<Vec<(i64, i64)>, String> {
             return Err("adjacency value is not a list".into());
         };
         for n in l.borrow().iter() {
+            if pairs.len() == max {
+                return Err(format!("more than {max} adjacency entries in {max} bytes"));
+            }
             pairs.push((k, n.as_int().ok_or("non-integer neighbour")?));
         }
     }

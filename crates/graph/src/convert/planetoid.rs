@@ -10,24 +10,55 @@ use graphloom_tensor::Tensor;
 use super::pickle;
 use crate::{Csr, Dataset, Error, Meta, NodeId, Result};
 
-fn read_pickle(dir: &Path, name: &str, part: &str) -> Result<pickle::Value> {
+/// The unpickled file `ind.{name}.{part}` and its size in bytes.
+fn read_pickle(dir: &Path, name: &str, part: &str) -> Result<(pickle::Value, usize)> {
     let path = dir.join(format!("ind.{name}.{part}"));
     let bytes = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-    pickle::load(&bytes).map_err(|msg| Error::format(&path, msg))
+    let value = pickle::load(&bytes).map_err(|msg| Error::format(&path, msg))?;
+    Ok((value, bytes.len()))
 }
 
+/// The matrix of `ind.{name}.{part}`, every value finite.
 fn read_matrix(dir: &Path, name: &str, part: &str) -> Result<pickle::Array> {
-    let v = read_pickle(dir, name, part)?;
-    let a = pickle::to_dense(&v)
-        .map_err(|msg| Error::format(dir.join(format!("ind.{name}.{part}")), msg))?;
+    let path = dir.join(format!("ind.{name}.{part}"));
+    let (v, _) = read_pickle(dir, name, part)?;
+    let a = pickle::to_dense(&v).map_err(|msg| Error::format(&path, msg))?;
     if a.shape.len() != 2 {
         return Err(Error::format(
-            dir.join(format!("ind.{name}.{part}")),
+            &path,
             format!("expected a matrix, found shape {:?}", a.shape),
+        ));
+    }
+    if let Some(i) = a.data.iter().position(|v| !v.is_finite()) {
+        let cols = a.shape[1].max(1);
+        return Err(Error::invalid(
+            &path,
+            format!("non-finite value at row {}, column {}", i / cols, i % cols),
         ));
     }
     Ok(a)
 }
+
+/// Fails naming `ind.{name}.{part}` unless `found` rows or columns are the `expected` ones.
+fn expect_dim(
+    dir: &Path,
+    name: &str,
+    part: &str,
+    what: &str,
+    found: usize,
+    expected: usize,
+) -> Result<()> {
+    if found != expected {
+        return Err(Error::format(
+            dir.join(format!("ind.{name}.{part}")),
+            format!("{found} {what}, expected {expected}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The validation nodes of the public split: the 500 after the training nodes.
+const VALID: usize = 500;
 
 /// The index of the first largest entry of each row of a one-hot matrix (0 for a zero row, as
 /// `argmax` does).
@@ -92,6 +123,23 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
             ),
         ));
     }
+    let num_allx = allx.shape[0];
+    let (num_train, num_classes) = (y.shape[0], ally.shape[1]);
+    expect_dim(raw_dir, name, "y", "rows", num_train, x.shape[0])?;
+    expect_dim(raw_dir, name, "ally", "rows", ally.shape[0], num_allx)?;
+    expect_dim(raw_dir, name, "ty", "rows", ty.shape[0], tx.shape[0])?;
+    expect_dim(raw_dir, name, "y", "classes", y.shape[1], num_classes)?;
+    expect_dim(raw_dir, name, "ty", "classes", ty.shape[1], num_classes)?;
+    // The training rows, then the 500 validation rows, are the first of allx.
+    if num_classes == 0 || num_train + VALID > num_allx {
+        return Err(Error::format(
+            raw_dir.join(format!("ind.{name}.allx")),
+            format!(
+                "{num_allx} rows of allx for {num_train} training and {VALID} validation rows, \
+                 or no class"
+            ),
+        ));
+    }
     let mut sorted = test_index.clone();
     sorted.sort_unstable();
     let (lo, hi) = (
@@ -100,15 +148,30 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
             .ok_or_else(|| Error::format(&index_path, "no test ids"))?,
         *sorted.last().unwrap(),
     );
-    let num_allx = allx.shape[0];
     if lo < num_allx {
         return Err(Error::format(
             &index_path,
             format!("test id {lo} overlaps the {num_allx} rows of allx"),
         ));
     }
+    if let Some(w) = sorted.windows(2).find(|w| w[0] == w[1]) {
+        return Err(Error::format(
+            &index_path,
+            format!("test id {} is listed twice", w[0]),
+        ));
+    }
+    // Test ids follow allx's rows with a few gaps (CiteSeer's nodes without features): ids
+    // far beyond them are damage, and would size the tables.
+    if hi - num_allx >= 2 * sorted.len() {
+        return Err(Error::format(
+            &index_path,
+            format!(
+                "test id {hi} is far past the {num_allx} rows of allx for {} test ids",
+                sorted.len()
+            ),
+        ));
+    }
     let num_nodes = hi + 1;
-    let num_classes = ally.shape[1];
     // Rows num_allx..=hi: tx rows in sorted-id order (tx row i belongs to sorted[i]); ids
     // between them that are not test ids stay zero rows.
     let mut feats = vec![0f64; num_nodes * feat_dim];
@@ -131,8 +194,13 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
         labels[dst] = stacked_y[src];
     }
     normalize_features(&mut feats, feat_dim);
+    if feats.iter().any(|v| !v.is_finite()) {
+        return Err(Error::invalid(
+            raw_dir.join(format!("ind.{name}.allx")),
+            "the features overflow when normalised",
+        ));
+    }
     let graph = read_graph(raw_dir, name, num_nodes)?;
-    let num_train = y.shape[0];
     let features = {
         let _g = category_scope(Category::Features);
         Tensor::from_vec(
@@ -154,7 +222,7 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
         features,
         labels,
         train_idx: (0..num_train).collect(),
-        valid_idx: (num_train..num_train + 500).collect(),
+        valid_idx: (num_train..num_train + VALID).collect(),
         test_idx: test_index,
         edge_weight: None,
     })
@@ -178,8 +246,8 @@ fn normalize_features(x: &mut [f64], cols: usize) {
 
 fn read_graph(dir: &Path, name: &str, num_nodes: usize) -> Result<Csr> {
     let path = dir.join(format!("ind.{name}.graph"));
-    let v = read_pickle(dir, name, "graph")?;
-    let pairs = pickle::to_adjacency(&v).map_err(|msg| Error::format(&path, msg))?;
+    let (v, bytes) = read_pickle(dir, name, "graph")?;
+    let pairs = pickle::to_adjacency(&v, bytes).map_err(|msg| Error::format(&path, msg))?;
     let mut src = Vec::with_capacity(pairs.len());
     let mut dst = Vec::with_capacity(pairs.len());
     for (a, b) in pairs {

@@ -81,10 +81,18 @@ pub(crate) const MAX_NODE_ID: i64 = NodeId::MAX as i64 - 1;
 /// offsets 8).
 const BYTES_PER_NODE: u64 = 40;
 
-/// The largest node id of a stream plus one (0 without edges); fails on a negative id or one
-/// above [`MAX_NODE_ID`].
+/// Nodes without any edge that a graph whose node count comes from its largest id may have,
+/// besides two per edge: a larger gap is most likely a damaged id, and would size every
+/// per-node array of the conversion.
+const MAX_UNSEEN_NODES: u64 = 1 << 20;
+
+/// The largest node id of a stream plus one (0 without edges): the node count of a graph that
+/// states none. Fails on a negative id, one above [`MAX_NODE_ID`], and one so large that most
+/// of the nodes it implies would have no edge (see [`MAX_UNSEEN_NODES`]): the count must be
+/// given then.
 pub(crate) fn node_count(edges: &dyn EdgeStream, origin: &Path) -> Result<usize> {
     let max = std::sync::atomic::AtomicI64::new(-1);
+    let seen = AtomicU64::new(0);
     edges.for_each_chunk(&|chunk| {
         for &(s, d) in chunk {
             if s < 0 || d < 0 {
@@ -104,9 +112,20 @@ pub(crate) fn node_count(edges: &dyn EdgeStream, origin: &Path) -> Result<usize>
             }
             max.fetch_max(s.max(d), Ordering::Relaxed);
         }
+        seen.fetch_add(chunk.len() as u64, Ordering::Relaxed);
         Ok(())
     })?;
-    Ok((max.into_inner() + 1) as usize)
+    let (largest, edges) = (max.into_inner(), seen.into_inner());
+    if largest >= 0 && largest as u64 >= 2 * edges + MAX_UNSEEN_NODES {
+        return Err(Error::invalid(
+            origin,
+            format!(
+                "node id {largest} would make a graph of {largest}+1 nodes for {edges} edges: \
+                 give the number of nodes if that is right"
+            ),
+        ));
+    }
+    Ok((largest + 1) as usize)
 }
 
 /// Fails, before anything is allocated, when `n` nodes are more than node ids can number or

@@ -43,9 +43,13 @@ pub(crate) fn lock(
     let comm = workload.gradient_comm();
     let rank = comm.as_ref().map_or(0, |c| c.rank());
     let lock = if rank == 0 {
-        graphloom_io::lock_dir(&cfg.dir, "the snapshot folder")
+        std::fs::create_dir_all(&cfg.dir)
+            .map_err(|e| Error::from(graphloom_graph::Error::io(&cfg.dir, e)))
+            .and_then(|()| {
+                graphloom_io::lock_dir(&cfg.dir, "the snapshot folder")
+                    .map_err(|e| Error::from(graphloom_graph::Error::from(e)))
+            })
             .map(Some)
-            .map_err(|e| Error::from(graphloom_graph::Error::from(e)))
     } else {
         Ok(None)
     };
@@ -104,9 +108,11 @@ pub(crate) fn save(
     agree(if rank == 0 {
         let current = cfg.dir.join("snapshot");
         let old = cfg.dir.join("snapshot.old");
-        let _ = std::fs::remove_dir_all(&old);
         (|| {
+            // Without `snapshot`, `snapshot.old` is the last whole one (a run was killed
+            // between the two renames): it stays until the new one is in place.
             if current.exists() {
+                let _ = std::fs::remove_dir_all(&old);
                 std::fs::rename(&current, &old).map_err(|e| io(&current, e))?;
             }
             std::fs::rename(&tmp, &current).map_err(|e| io(&current, e))?;
@@ -174,6 +180,19 @@ fn write_state(
     .map(|(k, v)| (k.to_string(), v))
     .collect();
     tensor_file::write(path, &tensors, metadata)
+}
+
+/// Tensor `name` of a snapshot, refused when it holds NaN or an infinity: a run resumed from
+/// it would stop at a non-finite loss blaming its learning rate, while the snapshot's run
+/// diverged or the file is damaged.
+fn finite(file: &TensorFile, name: &str) -> Result<Tensor> {
+    let t = file.tensor(name)?;
+    if t.dtype().is_float() && t.to_vec_f64().iter().any(|v| !v.is_finite()) {
+        return Err(file.error(format!(
+            "tensor '{name}' holds NaN or an infinity: the run diverged, or the file is damaged"
+        )));
+    }
+    Ok(t)
 }
 
 /// Reads the snapshot in `cfg.dir` into `state` and the workload. Collective.
@@ -244,11 +263,12 @@ pub(crate) fn restore(
                     return Err(Error::Mismatch {
                         what: "the snapshot and this run",
                         detail: format!(
-                            "the snapshot is of another model: it has no parameter {name}"
+                            "{} is of another model: it has no parameter {name}",
+                            file.path().display()
                         ),
                     });
                 }
-                let t = file.tensor(&key)?;
+                let t = finite(&file, &key)?;
                 if t.shape() != like.shape() || t.dtype() != like.dtype() {
                     return Err(file.error(format!(
                         "parameter '{name}' is {} {:?}, the model's is {} {:?}: the snapshot \
@@ -266,14 +286,17 @@ pub(crate) fn restore(
     let values = params("param")?;
     let moments = |which: &str| -> Result<Vec<Tensor>> {
         (0..count(&format!("optimizer_{which}"))?)
-            .map(|i| file.tensor(&format!("optimizer.{which}.{i}")))
+            .map(|i| finite(&file, &format!("optimizer.{which}.{i}")))
             .collect()
     };
-    state.opt.restore(
-        count("optimizer_step")?,
-        moments("first")?,
-        moments("second")?,
-    )?;
+    state
+        .opt
+        .restore(
+            count("optimizer_step")?,
+            moments("first")?,
+            moments("second")?,
+        )
+        .map_err(|e| file.error(e.to_string()))?;
     let best: Option<(usize, crate::train::Accuracy)> =
         serde_json::from_str(file.meta("best")?).map_err(|e| file.error(e.to_string()))?;
     state.selection.best = match best {
@@ -282,7 +305,7 @@ pub(crate) fn restore(
             accuracy,
             params: params("best")?,
             input_embedding: if file.has("best.input_embedding") {
-                Some(file.tensor("best.input_embedding")?)
+                Some(finite(&file, "best.input_embedding")?)
             } else {
                 None
             },
@@ -296,5 +319,20 @@ pub(crate) fn restore(
     state.epoch = count("epoch")? as usize;
     state.step = count("step")?;
     state.stopped = file.meta("stopped")? == "true";
+    // The records are one per epoch done, the best evaluation and the evaluations since it
+    // among them.
+    let best_epoch = state.selection.best.as_ref().map_or(0, |b| b.epoch);
+    if state.records.len() != state.epoch
+        || best_epoch > state.epoch
+        || state.selection.evaluations_since_best > state.epoch
+    {
+        return Err(file.error(format!(
+            "{} records, the best at epoch {best_epoch} and {} evaluations since, for {} \
+             epochs: the counts disagree",
+            state.records.len(),
+            state.selection.evaluations_since_best,
+            state.epoch
+        )));
+    }
     workload.restore_state(&dir, count("workers")? as usize)
 }
