@@ -70,16 +70,11 @@ impl ModelInput {
             Some(path) => Some(read_ids(path)?),
             None => None,
         };
-        let layerwise = match self.inference_memory_gib {
-            Some(gib) if !(gib.is_finite() && gib > 0.0) => {
-                anyhow::bail!("--inference-memory-gib must be a positive number, not {gib}")
-            }
-            Some(gib) => Some(graphloom_nn::inference::LayerwiseConfig {
-                memory_bytes: (gib * (1u64 << 30) as f64) as usize,
-                scratch_dir: self.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
-            }),
-            None => None,
-        };
+        let layerwise = self
+            .inference_memory_gib
+            .map(|gib| graphloom_plan::layerwise_config(gib, self.scratch_dir.clone()))
+            .transpose()
+            .map_err(crate::output::plan_error)?;
         Ok(InferSettings {
             model: self.model.clone(),
             dataset: self.dataset.clone(),

@@ -99,14 +99,6 @@ pub(crate) fn check_applicable(
              or the other",
         ));
     }
-    if let Some(dir) = &s.scratch_dir {
-        if !dir.is_dir() {
-            return Err(PlanError::invalid(
-                "scratch_dir",
-                format!("{} is not a folder", dir.display()),
-            ));
-        }
-    }
     if mode == TrainMode::MiniBatch && s.features_location != Some(FeaturesLocation::Mmap) {
         given(
             s.feature_cache_gib.is_some(),
@@ -155,17 +147,12 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
             format!("{q} is more than {MAX_QUEUE_DEPTH} batches ahead"),
         ));
     }
-    for (value, setting) in [
-        (s.feature_cache_gib, "feature_cache_gib"),
-        (s.inference_memory_gib, "inference_memory_gib"),
-    ] {
-        if let Some(gib) = value {
-            if !(gib.is_finite() && gib > 0.0 && gib < MAX_GIB) {
-                return Err(PlanError::invalid(
-                    setting,
-                    format!("must be a positive number of GiB, not {gib}"),
-                ));
-            }
+    if let Some(gib) = s.feature_cache_gib {
+        if !(gib.is_finite() && gib > 0.0 && gib < MAX_GIB) {
+            return Err(PlanError::invalid(
+                "feature_cache_gib",
+                format!("must be a positive number of GiB, not {gib}"),
+            ));
         }
     }
     if let Some(lr) = s.embedding_lr {

@@ -33,6 +33,30 @@ pub struct InferSettings {
     pub layerwise: Option<LayerwiseConfig>,
 }
 
+/// Layer-wise inference within `gib` GiB of memory, its scratch files in `scratch_dir` (default:
+/// the system's temporary folder): the settings of `inference_memory_gib` and `scratch_dir`,
+/// for training's evaluation and for inference alike. Fails on a budget that is not a positive
+/// number of GiB, or a scratch folder that is not one.
+pub fn layerwise_config(gib: f64, scratch_dir: Option<PathBuf>) -> Result<LayerwiseConfig> {
+    if !(gib.is_finite() && gib > 0.0 && gib < (1u64 << 30) as f64) {
+        return Err(PlanError::invalid(
+            "inference_memory_gib",
+            format!("must be a positive number of GiB, not {gib}"),
+        ));
+    }
+    let scratch_dir = scratch_dir.unwrap_or_else(std::env::temp_dir);
+    if !scratch_dir.is_dir() {
+        return Err(PlanError::invalid(
+            "scratch_dir",
+            format!("{} is not a folder", scratch_dir.display()),
+        ));
+    }
+    Ok(LayerwiseConfig {
+        memory_bytes: (gib * (1u64 << 30) as f64) as usize,
+        scratch_dir,
+    })
+}
+
 /// Runs the saved model over the whole graph (exact full-neighbour inference, dropout off)
 /// and returns one row per node of `settings.nodes`: f32 log-probabilities or embeddings.
 pub fn infer(settings: &InferSettings) -> Result<Tensor> {
@@ -76,7 +100,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     .cast(DType::F32)
     .map_err(graphloom_nn::Error::from)?;
     Ok(match &settings.nodes {
-        Some(ids) => select_rows(&out, ids),
+        Some(ids) => select_rows(&out, ids)?,
         None => out,
     })
 }
@@ -176,16 +200,16 @@ fn saved_model(saved: &ModelFile) -> Result<Model> {
     Ok(model)
 }
 
-/// Rows `ids` of a 2-D f32 tensor, in order.
-fn select_rows(t: &Tensor, ids: &[i64]) -> Tensor {
+/// Rows `ids` (checked to be rows of `t`) of a 2-D f32 tensor, in order.
+fn select_rows(t: &Tensor, ids: &[i64]) -> Result<Tensor> {
     let (_, width) = t.dims2();
-    let data = t.as_slice::<f32>().expect("inference output is f32");
+    let data = t.as_slice::<f32>().map_err(graphloom_nn::Error::from)?;
     let rows: Vec<f32> = ids
         .iter()
         .flat_map(|&v| &data[v as usize * width..(v as usize + 1) * width])
         .copied()
         .collect();
-    Tensor::from_vec(rows, &[ids.len(), width]).expect("rows fill the shape")
+    Ok(Tensor::from_vec(rows, &[ids.len(), width]).map_err(graphloom_nn::Error::from)?)
 }
 
 /// The predicted class of each row of log-probabilities.

@@ -6,7 +6,6 @@ use std::sync::Arc;
 
 use graphloom_comm::Communicator;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
-use graphloom_nn::inference::LayerwiseConfig;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{
@@ -16,7 +15,10 @@ use graphloom_tensor::DType;
 
 use crate::full_batch::{check_features_fit, load, no_features};
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
-use crate::{run_job, Backend, FeaturesLocation, PlanError, Result, TrainMode, TrainSettings};
+use crate::{
+    layerwise_config, run_job, Backend, FeaturesLocation, PlanError, Result, TrainMode,
+    TrainSettings,
+};
 
 /// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
 /// flight for a disk that serves tens of thousands a second.
@@ -110,10 +112,10 @@ impl MiniBatchPlan {
         // their own, many reads in flight.
         batches.producer_threads = (s.features_location == Some(FeaturesLocation::Mmap))
             .then_some(MAPPED_PRODUCER_THREADS);
-        batches.layerwise = s.inference_memory_gib.map(|gib| LayerwiseConfig {
-            memory_bytes: (gib * (1u64 << 30) as f64) as usize,
-            scratch_dir: s.scratch_dir.clone().unwrap_or_else(std::env::temp_dir),
-        });
+        batches.layerwise = s
+            .inference_memory_gib
+            .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))
+            .transpose()?;
         batches.sampled_eval =
             (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| SampledEval {
                 fanouts: s.eval_fanouts.clone().unwrap_or(fanouts),

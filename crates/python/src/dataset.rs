@@ -4,15 +4,16 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use graphloom_graph::FeaturesLocation;
 use graphloom_graph::MappedDataset;
-use graphloom_store::{DlpackView, Location, StoreSpec, StoreTensor};
+use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
 
 use crate::errors::{self, invalid};
 use crate::job::Comm;
 use crate::process::check_pool;
-use crate::table::{parse_dtype, parse_layout, parse_location, Table};
+use crate::table::{parse_layout, Table};
 use crate::view::View;
 
 /// An opened dataset directory.
@@ -146,29 +147,17 @@ impl Dataset {
         location: &str,
     ) -> PyResult<Table> {
         let comm = comm.get()?;
-        let meta = &self.inner.meta;
-        let dtype = parse_dtype(&meta.feat_dtype)?;
         let layout = parse_layout(layout)?;
-        let path = self.inner.features_path();
-        // `mmap` maps the features file in place, read-only; the others copy it.
-        let location = match location {
-            "mmap" => Location::Mmap {
-                path: path.clone(),
-                writable: false,
-            },
-            other => parse_location(other, None, false)?,
-        };
-        let table = match location {
-            Location::Mmap { .. } => {
-                let spec =
-                    StoreSpec::new(&[meta.num_nodes, meta.feat_dim], dtype, layout, location);
-                py.detach(|| StoreTensor::new(comm, spec))
-            }
-            location => py.detach(|| {
-                StoreTensor::from_files(comm, &[path], &[meta.feat_dim], dtype, layout, location)
-            }),
-        }
-        .map_err(errors::raise)?;
+        // "cpu" is WholeGraph's name of host memory.
+        let name = if location == "cpu" { "host" } else { location };
+        let location = FeaturesLocation::from_name(name).ok_or_else(|| {
+            invalid(format!(
+                "location '{location}': the features are kept at host, shared or mmap"
+            ))
+        })?;
+        let table = py
+            .detach(|| self.inner.feature_table(comm, layout, location))
+            .map_err(errors::raise)?;
         Ok(Table::wrap(graphloom_store::Embedding::frozen(table)))
     }
 

@@ -131,27 +131,36 @@ pub(crate) fn write_model_file(
 }
 
 /// Log-probabilities of a saved model over a dataset directory (exact full-neighbour
-/// inference, as `graphloom predict`), for `nodes` (int64) or every node; with
-/// `inference_memory_gib`, layer by layer over the mapped dataset within that budget.
+/// inference, as `graphloom predict`), or with `layer` the output of its first `layer` layers
+/// (as `graphloom embed`), for `nodes` (int64) or every node; with `inference_memory_gib`,
+/// layer by layer over the mapped dataset within that budget, scratch files in `scratch_dir`.
 #[pyfunction]
-#[pyo3(signature = (model, dataset, nodes=None))]
+#[pyo3(signature = (model, dataset, nodes=None, layer=None, inference_memory_gib=None,
+                    scratch_dir=None))]
 pub(crate) fn predict(
     py: Python<'_>,
     model: PathBuf,
     dataset: PathBuf,
     nodes: Option<&Bound<'_, PyAny>>,
+    layer: Option<usize>,
+    inference_memory_gib: Option<f64>,
+    scratch_dir: Option<PathBuf>,
 ) -> PyResult<View> {
     check_pool()?;
     let nodes = match nodes {
         Some(ids) => Some(Held::<i64>::new(ids, "nodes")?.slice().to_vec()),
         None => None,
     };
+    let layerwise = inference_memory_gib
+        .map(|gib| graphloom_plan::layerwise_config(gib, scratch_dir))
+        .transpose()
+        .map_err(errors::raise)?;
     let settings = InferSettings {
         model,
         dataset,
         nodes,
-        output: Output::LogProbabilities,
-        layerwise: None,
+        output: layer.map_or(Output::LogProbabilities, Output::Layer),
+        layerwise,
     };
     let out = py
         .detach(|| graphloom_plan::infer(&settings))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import subprocess
 
+import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
@@ -94,3 +95,23 @@ def test_bad_model_files(tmp_path):
         glt.load_pyg(tmp_path / "junk.safetensors")
     with pytest.raises(FileNotFoundError):
         glt.load_pyg(tmp_path / "missing.safetensors")
+
+
+@pytest.mark.parametrize("arch", ["gcn", "gat"])
+def test_predict_reaches_the_inference_settings_of_the_command_line(
+    cora, cora_models, tmp_path, graphloom_cli, arch
+):
+    """Layer-wise inference within a budget (scratch files included) and embeddings of the
+    first layers, as `graphloom predict`/`embed` compute them."""
+    whole = gl.predict(cora_models[arch], cora)
+    layerwise = gl.predict(cora_models[arch], cora, inference_memory_gib=0.0001,
+                           scratch_dir=tmp_path)
+    np.testing.assert_allclose(layerwise, whole, rtol=1e-4, atol=1e-5)
+    assert list(tmp_path.iterdir()) == []  # the scratch files are gone
+    embedded = gl.predict(cora_models[arch], cora, layer=1)
+    out = tmp_path / "h.npy"
+    subprocess.run([graphloom_cli, "embed", "--model", cora_models[arch], "--dataset", cora,
+                    "--layer", "1", "--out", out], check=True, capture_output=True)
+    np.testing.assert_array_equal(embedded, np.load(out))
+    with pytest.raises(ValueError, match="^inference_memory_gib must be a positive number"):
+        gl.predict(cora_models[arch], cora, inference_memory_gib=-1.0)

@@ -9,24 +9,25 @@
 mod full_batch;
 mod records;
 mod snapshot;
+mod state;
+mod workload;
 
 pub use full_batch::{train_full_batch, FullBatch};
 pub use records::{
     correct_predictions, predicted_class, Accuracy, EpochRecord, SplitCounts, TrainReport,
 };
 pub use snapshot::SnapshotConfig;
+pub use workload::{all_reduce_gradients, Steps, Workload};
 
-use std::path::Path;
-use std::sync::Arc;
 use std::time::Instant;
 
-use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_tensor::memory::{category_scope, thread_tracker, Category};
-use graphloom_tensor::{RssReport, Tape, Tensor, Var};
+use graphloom_tensor::{RssReport, Tensor};
 
-use crate::model::{Mode, Model, ModelConfig, Param};
+use crate::model::{ModelConfig, Param};
 use crate::optim::{Optimizer, OptimizerKind};
 use crate::{Error, Result};
+use state::{Best, LoopState, Selection};
 
 /// How to train.
 #[derive(Clone, Debug)]
@@ -93,196 +94,6 @@ impl TrainConfig {
         }
         Ok(())
     }
-}
-
-/// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
-/// the same bits).
-pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Result<()> {
-    if comm.size() == 1 {
-        return Ok(());
-    }
-    for g in grads {
-        let data = match g.dtype() {
-            graphloom_tensor::DType::F64 => ReduceData::F64(g.as_mut_slice::<f64>()?),
-            _ => ReduceData::F32(g.as_mut_slice::<f32>()?),
-        };
-        comm.all_reduce(data, ReduceOp::Sum)?;
-    }
-    Ok(())
-}
-
-/// One way of training a model: the steps of an epoch and an evaluation. [`fit`] runs the
-/// loop around it.
-pub trait Workload {
-    /// The model trained (its parameters are the initial values).
-    fn model(&self) -> &Model;
-
-    /// The model, to set its initial parameters (from a saved model, say).
-    fn model_mut(&mut self) -> &mut Model;
-
-    /// Every node's row of a learnt input table, for workloads that train one (kept with the
-    /// best parameters and saved with the model). Collective.
-    fn input_embedding(&mut self) -> Result<Option<Tensor>> {
-        Ok(None)
-    }
-
-    /// The communicator over which parameter gradients are summed, when several workers train
-    /// one model.
-    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>>;
-
-    /// Runs the training steps of epoch `epoch` through `steps` and returns the epoch's loss,
-    /// the same on every worker of the job.
-    fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64>;
-
-    /// Correct predictions on the three splits with parameters `params` and dropout off,
-    /// summed over the job's workers.
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
-
-    /// What of the workload decides the bits a run computes (its data's sizes, its batching),
-    /// compared when a snapshot is resumed.
-    fn fingerprint(&self) -> String;
-
-    /// Writes the workload's own training state (a learnt input table and its optimizer
-    /// state) into the snapshot folder `dir`, one file per worker. Collective.
-    fn save_state(&mut self, _dir: &Path) -> Result<()> {
-        Ok(())
-    }
-
-    /// Reads back what [`Workload::save_state`] wrote in a job of `saved_workers`. Collective.
-    fn restore_state(&mut self, _dir: &Path, _saved_workers: usize) -> Result<()> {
-        Ok(())
-    }
-}
-
-/// What a workload needs for its training steps: the parameters on a tape, the dropout key of
-/// each step, and the update.
-pub struct Steps<'a> {
-    values: &'a mut [Tensor],
-    opt: &'a mut Optimizer,
-    comm: Option<&'a dyn Communicator>,
-    step: &'a mut u64,
-    seed: u64,
-}
-
-impl Steps<'_> {
-    /// Starts a training step: the parameters as leaves of `tape`, and the step's mode
-    /// (dropout on, keyed by the run's step counter).
-    pub fn begin(&mut self, tape: &mut Tape) -> (Vec<Var>, Mode) {
-        *self.step += 1;
-        let vars = self
-            .values
-            .iter()
-            .map(|v| tape.leaf(v.clone(), true))
-            .collect();
-        let mode = Mode {
-            training: true,
-            seed: self.seed,
-            step: *self.step,
-        };
-        (vars, mode)
-    }
-
-    /// Ends a step begun with [`Steps::begin`]: backpropagates `loss`, sums the gradients over
-    /// the workers, applies the optimizer (a parameter without a gradient gets zero) and
-    /// returns the loss, with the gradient of `input` when asked (a trainable input table's
-    /// rows).
-    pub fn finish(
-        &mut self,
-        mut tape: Tape,
-        loss: &Var,
-        vars: Vec<Var>,
-        input: Option<&Var>,
-    ) -> Result<(f64, Option<Tensor>)> {
-        let mut grads = tape.backward(loss)?;
-        let input_grad = input.and_then(|x| grads.take(x));
-        let grads: Vec<Tensor> = vars
-            .iter()
-            .zip(self.values.iter())
-            .map(|(v, p)| {
-                grads
-                    .take(v)
-                    .unwrap_or_else(|| Tensor::zeros(p.shape(), p.dtype()))
-            })
-            .collect();
-        drop(vars);
-        drop(tape);
-        self.apply(grads)?;
-        Ok((loss.value().scalar_f64()?, input_grad))
-    }
-
-    /// A step in which this worker has no training nodes: it still takes part in the gradient
-    /// sum, with zeros, and applies the summed update like every other worker.
-    pub fn skip(&mut self) -> Result<()> {
-        *self.step += 1;
-        let grads = self
-            .values
-            .iter()
-            .map(|p| Tensor::zeros(p.shape(), p.dtype()))
-            .collect();
-        self.apply(grads)
-    }
-
-    fn apply(&mut self, mut grads: Vec<Tensor>) -> Result<()> {
-        if let Some(comm) = self.comm {
-            all_reduce_gradients(comm, &mut grads)?;
-        }
-        let _g = category_scope(Category::Optimizer);
-        self.opt.step(self.values, &grads)
-    }
-}
-
-/// Model selection: keeps the parameters of the evaluation with the best validation accuracy
-/// (the first of equals) and says when patience has run out.
-#[derive(Default)]
-pub(crate) struct Selection {
-    pub(crate) best: Option<Best>,
-    pub(crate) evaluations_since_best: usize,
-}
-
-/// The best evaluation so far.
-pub(crate) struct Best {
-    pub(crate) epoch: usize,
-    pub(crate) accuracy: Accuracy,
-    pub(crate) params: Vec<Tensor>,
-    pub(crate) input_embedding: Option<Tensor>,
-}
-
-impl Selection {
-    /// Whether an evaluation with `acc` is better than the best so far.
-    fn improves(&self, acc: Accuracy) -> bool {
-        self.best.as_ref().is_none_or(|b| acc.val > b.accuracy.val)
-    }
-
-    /// Records an evaluated epoch (`best` when it improves); returns whether patience has run
-    /// out.
-    fn observe(&mut self, best: Option<Best>, patience: Option<usize>) -> bool {
-        match best {
-            Some(b) => {
-                self.best = Some(b);
-                self.evaluations_since_best = 0;
-            }
-            None => self.evaluations_since_best += 1,
-        }
-        patience.is_some_and(|p| self.evaluations_since_best >= p)
-    }
-}
-
-/// Everything the loop carries from one epoch to the next: what a snapshot holds.
-pub(crate) struct LoopState {
-    /// Epochs done.
-    pub(crate) epoch: usize,
-    /// Steps done (part of every dropout key).
-    pub(crate) step: u64,
-    /// The parameters.
-    pub(crate) values: Vec<Tensor>,
-    /// The optimizer and its state.
-    pub(crate) opt: Optimizer,
-    /// Model selection so far.
-    pub(crate) selection: Selection,
-    /// The records of the epochs done.
-    pub(crate) records: Vec<EpochRecord>,
-    /// Whether patience ran out.
-    pub(crate) stopped: bool,
 }
 
 /// Trains the model of `workload` as `tc` says, calling `on_epoch` after every epoch, and

@@ -17,8 +17,9 @@ use std::path::{Path, PathBuf};
 use graphloom_comm::CommunicatorExt;
 use graphloom_tensor::Tensor;
 
+use super::state::{Best, LoopState};
+use super::{EpochRecord, Workload};
 use crate::tensor_file::{self, TensorFile};
-use crate::train::{Best, EpochRecord, LoopState, Workload};
 use crate::{Error, Result};
 
 /// Where and how often the loop writes snapshots, and whether it starts from the last one.
