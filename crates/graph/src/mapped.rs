@@ -86,6 +86,18 @@ impl<'a> GraphData<'a> {
         CsrSource::from_arrays(self.row_ptr, self.col_idx)
     }
 
+    /// The in-neighbours of `v` (the sources of its in-edges).
+    pub fn in_neighbors(&self, v: NodeId) -> &'a [NodeId] {
+        let v = v as usize;
+        &self.col_idx[self.row_ptr[v] as usize..self.row_ptr[v + 1] as usize]
+    }
+
+    /// Whether the graph has the edge `u -> v` (`u` among `v`'s in-neighbours; rows need not
+    /// be sorted, so the row is scanned).
+    pub fn has_edge(&self, u: NodeId, v: NodeId) -> bool {
+        self.in_neighbors(v).contains(&u)
+    }
+
     /// Up to `k` nodes of the highest in-degree (ties to the lower id), in no set order: one
     /// pass over the offsets for a histogram of degrees, one to collect, in memory of the
     /// result and the histogram only.

@@ -1,0 +1,234 @@
+//! A dataset's link-prediction split, `link_split/` beside its arrays: which edges supervise
+//! training, which are held out for validation and test (removed from the graph's CSR), and
+//! the negatives that evaluation scores them against. The layout follows OGB's link datasets,
+//! so a split made by another tool trains too:
+//!
+//! | file | dtype, shape | what |
+//! |---|---|---|
+//! | `train_pos.npy` | int64 `[2, E]` | supervision edges (one direction per undirected edge, `u < v`), edges of the graph |
+//! | `valid_pos.npy`, `test_pos.npy` | int64 `[2, E]` | held-out edges, in no direction left in the graph |
+//! | `valid_neg.npy`, `test_neg.npy` | int64 `[2, E]` | pairs that are not edges, one per positive (AUC, Hits@K) |
+//! | `valid_neg_dst.npy`, `test_neg_dst.npy` | int64 `[E, K]`, optional | K negative destinations per positive (MRR) |
+//!
+//! Row 0 of a `[2, E]` array holds the sources, row 1 the destinations. The arrays are mapped,
+//! not read, so a split of billions of edges costs no memory.
+
+use std::path::{Path, PathBuf};
+
+use graphloom_io::MappedNpy;
+
+use crate::{Error, GraphData, NodeId, Result};
+
+/// The folder of a dataset's link split.
+pub const LINK_SPLIT_DIR: &str = "link_split";
+
+/// One of the split's sets of pairs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LinkSet {
+    /// Supervision edges.
+    TrainPos,
+    /// Held-out validation edges.
+    ValidPos,
+    /// Held-out test edges.
+    TestPos,
+    /// Validation negatives, one per positive.
+    ValidNeg,
+    /// Test negatives, one per positive.
+    TestNeg,
+}
+
+impl LinkSet {
+    /// Every set, in the order of the table in the module docs.
+    pub const ALL: [LinkSet; 5] = [
+        LinkSet::TrainPos,
+        LinkSet::ValidPos,
+        LinkSet::TestPos,
+        LinkSet::ValidNeg,
+        LinkSet::TestNeg,
+    ];
+
+    /// The set's file name.
+    pub fn file_name(self) -> &'static str {
+        match self {
+            LinkSet::TrainPos => "train_pos.npy",
+            LinkSet::ValidPos => "valid_pos.npy",
+            LinkSet::TestPos => "test_pos.npy",
+            LinkSet::ValidNeg => "valid_neg.npy",
+            LinkSet::TestNeg => "test_neg.npy",
+        }
+    }
+}
+
+/// The file names of the validation and test negative destinations.
+pub const NEG_DST_FILES: [&str; 2] = ["valid_neg_dst.npy", "test_neg_dst.npy"];
+
+/// Pairs of nodes `[2, E]`, mapped.
+pub struct Pairs {
+    array: MappedNpy<i64>,
+    path: PathBuf,
+}
+
+impl Pairs {
+    /// The number of pairs.
+    pub fn len(&self) -> usize {
+        self.array.shape()[1]
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The sources.
+    pub fn src(&self) -> &[i64] {
+        &self.array.as_slice()[..self.len()]
+    }
+
+    /// The destinations.
+    pub fn dst(&self) -> &[i64] {
+        &self.array.as_slice()[self.len()..]
+    }
+
+    /// Pair `i`, as node ids.
+    pub fn get(&self, i: usize) -> (NodeId, NodeId) {
+        (self.src()[i] as NodeId, self.dst()[i] as NodeId)
+    }
+
+    /// The file the pairs come from.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// `K` negative destinations per positive, `[E, K]`, mapped.
+pub struct NegDst {
+    array: MappedNpy<i64>,
+}
+
+impl NegDst {
+    /// Negatives per positive.
+    pub fn per_positive(&self) -> usize {
+        self.array.shape()[1]
+    }
+
+    /// The negatives of positive `i`.
+    pub fn of(&self, i: usize) -> &[i64] {
+        let k = self.per_positive();
+        &self.array.as_slice()[i * k..(i + 1) * k]
+    }
+}
+
+/// A dataset's link split, opened in place and checked.
+pub struct LinkSplit {
+    sets: Vec<Pairs>,
+    neg_dst: [Option<NegDst>; 2],
+}
+
+impl LinkSplit {
+    /// Whether `dir` holds a link split.
+    pub fn exists(dir: &Path) -> bool {
+        dir.join(LINK_SPLIT_DIR)
+            .join(LinkSet::TrainPos.file_name())
+            .exists()
+    }
+
+    /// Opens `dir/link_split/`, checking every file's dtype and shape, every id against the
+    /// graph's `num_nodes`, that the negatives match their positives in number, and that no
+    /// held-out positive is an edge of `graph` (the message-passing graph) in either direction.
+    /// Each error names its file.
+    pub fn open(dir: &Path, graph: GraphData<'_>) -> Result<LinkSplit> {
+        let root = dir.join(LINK_SPLIT_DIR);
+        let n = graph.num_nodes() as i64;
+        let mut sets = Vec::new();
+        for set in LinkSet::ALL {
+            let path = root.join(set.file_name());
+            let array = MappedNpy::<i64>::open(&path)?;
+            if array.shape().len() != 2 || array.shape()[0] != 2 {
+                return Err(Error::invalid(
+                    &path,
+                    format!("has shape {:?}, not [2, E]", array.shape()),
+                ));
+            }
+            if let Some(&bad) = array.as_slice().iter().find(|&&v| v < 0 || v >= n) {
+                return Err(Error::invalid(
+                    &path,
+                    format!("holds node {bad}, outside 0..{n}"),
+                ));
+            }
+            sets.push(Pairs { array, path });
+        }
+        let neg_dst = |s: usize| -> Result<Option<NegDst>> {
+            let path = root.join(NEG_DST_FILES[s]);
+            if !path.exists() {
+                return Ok(None);
+            }
+            let array = MappedNpy::<i64>::open(&path)?;
+            let positives = sets[1 + s].len();
+            if array.shape().len() != 2 || array.shape()[0] != positives {
+                return Err(Error::invalid(
+                    &path,
+                    format!(
+                        "has shape {:?}, not [{positives}, K] (one row per positive of {})",
+                        array.shape(),
+                        LinkSet::ALL[1 + s].file_name()
+                    ),
+                ));
+            }
+            if let Some(&bad) = array.as_slice().iter().find(|&&v| v < 0 || v >= n) {
+                return Err(Error::invalid(
+                    &path,
+                    format!("holds node {bad}, outside 0..{n}"),
+                ));
+            }
+            Ok(Some(NegDst { array }))
+        };
+        let split = LinkSplit {
+            neg_dst: [neg_dst(0)?, neg_dst(1)?],
+            sets,
+        };
+        for (pos, neg) in [
+            (LinkSet::ValidPos, LinkSet::ValidNeg),
+            (LinkSet::TestPos, LinkSet::TestNeg),
+        ] {
+            let (p, q) = (split.pairs(pos), split.pairs(neg));
+            if p.len() != q.len() {
+                return Err(Error::invalid(
+                    q.path(),
+                    format!(
+                        "holds {} pairs for the {} positives of {}: give one negative per positive",
+                        q.len(),
+                        p.len(),
+                        pos.file_name()
+                    ),
+                ));
+            }
+        }
+        for set in [LinkSet::ValidPos, LinkSet::TestPos] {
+            let pairs = split.pairs(set);
+            for i in 0..pairs.len() {
+                let (u, v) = pairs.get(i);
+                if graph.has_edge(u, v) || graph.has_edge(v, u) {
+                    return Err(Error::invalid(
+                        pairs.path(),
+                        format!(
+                            "pair {i} ({u}, {v}) is still an edge of the graph: a held-out \
+                             edge must be removed from csr_col_idx.npy in both directions"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(split)
+    }
+
+    /// The pairs of `set`.
+    pub fn pairs(&self, set: LinkSet) -> &Pairs {
+        &self.sets[LinkSet::ALL.iter().position(|&s| s == set).unwrap_or(0)]
+    }
+
+    /// The negative destinations of the validation (`test` false) or test positives, when the
+    /// split has them.
+    pub fn neg_dst(&self, test: bool) -> Option<&NegDst> {
+        self.neg_dst[usize::from(test)].as_ref()
+    }
+}
