@@ -528,7 +528,7 @@ fn train(
     let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
         val.lock()
             .unwrap_or_else(|e| e.into_inner())
-            .push(r.accuracy.map(|a| a.val))
+            .push(r.evaluation.map(|e| e.validation()))
     };
     let (report, hits_and_misses, stages) = if in_memory {
         let ds = MappedDataset::open(&args.dir)?;
@@ -608,7 +608,7 @@ fn train(
     extra.insert("sample_seconds".into(), json!(stages.sample));
     extra.insert("gather_seconds".into(), json!(stages.gather));
     extra.insert("compute_seconds".into(), json!(stages.compute));
-    extra.insert("test_acc".into(), json!(report.test_acc));
+    extra.insert("test_acc".into(), json!(report.test_score));
     extra.insert("series".into(), json!(series));
     Ok(())
 }

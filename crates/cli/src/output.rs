@@ -176,8 +176,8 @@ impl EpochLog {
                 }
                 epochs.inc(1);
                 let val = r
-                    .accuracy
-                    .map_or(String::new(), |a| format!(" val {:.4}", a.val));
+                    .evaluation
+                    .map_or(String::new(), |e| format!(" val {:.4}", e.validation()));
                 epochs.set_message(format!("loss {:.4}{val}", r.loss));
                 let _ = multi.println(line);
             }

@@ -116,7 +116,10 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
 fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f64)> {
     epochs
         .iter()
-        .filter_map(|e| e.accuracy.as_ref().map(|a| (e.epoch as f64, split(a))))
+        .filter_map(|e| {
+            let a = e.evaluation?.accuracy()?;
+            Some((e.epoch as f64, split(&a)))
+        })
         .collect()
 }
 

@@ -8,7 +8,7 @@ use clap::Args;
 use serde_json::json;
 
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::{Accuracy, EpochRecord, TrainReport};
+use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation, TrainReport};
 use graphloom_plan::{Choice, Common, Plan, RunOutcome, TrainSettings};
 use graphloom_tensor::memory::Category;
 
@@ -89,10 +89,18 @@ fn shown(accuracy: Option<f64>) -> String {
 
 /// One epoch's line of the log.
 fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
-    let acc = match r.accuracy {
-        Some(a) => {
+    let acc = match r.evaluation {
+        Some(Evaluation::Node(a)) => {
             let [train, val, test] = splits.values(&a).map(shown);
             format!("train {train:>6}  val {val:>6}  test {test:>6}")
+        }
+        Some(Evaluation::Link(l)) => {
+            let name = l.metric.name();
+            format!(
+                "val {name} {:.4}  test {name} {:.4}",
+                l.valid.get(l.metric),
+                l.test.get(l.metric)
+            )
         }
         None => format!("{:<34}", "(not evaluated)"),
     };
@@ -169,11 +177,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             arch.name(),
             meta.name,
             match splits.0[2] {
-                true => shown(Some(report.test_acc)),
+                true => shown(Some(report.test_score)),
                 false => "n/a (no test nodes)".into(),
             },
             report.best_epoch,
-            shown(splits.0[1].then_some(report.best_val_acc)),
+            shown(splits.0[1].then_some(report.best_val_score)),
             report.mean_epoch_seconds(),
             report.memory.total_peak as f64 / (1 << 20) as f64,
             peak_anon as f64 / (1 << 20) as f64,
@@ -276,8 +284,8 @@ fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Valu
         "dtype": s.dtype.name(),
         "checkpoint": s.checkpoint,
         "seed": s.seed,
-        "test_acc": splits.0[2].then_some(r.test_acc),
-        "best_val_acc": splits.0[1].then_some(r.best_val_acc),
+        "test_acc": splits.0[2].then_some(r.test_score),
+        "best_val_acc": splits.0[1].then_some(r.best_val_score),
         "best_epoch": r.best_epoch,
         "epochs": r.epochs.len(),
         "final_train_loss": r.epochs.last().map(|e| e.loss),
@@ -290,9 +298,9 @@ fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Valu
         "allocator_cache_bytes": graphloom_tensor::alloc::cached_bytes(),
         "history": r.epochs.iter().map(|e| json!({
             "epoch": e.epoch, "loss": e.loss,
-            "train_acc": e.accuracy.and_then(|a| splits.values(&a)[0]),
-            "val_acc": e.accuracy.and_then(|a| splits.values(&a)[1]),
-            "test_acc": e.accuracy.and_then(|a| splits.values(&a)[2]),
+            "train_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[0]),
+            "val_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[1]),
+            "test_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[2]),
             "seconds": e.seconds, "peak_bytes": e.peak_bytes,
         })).collect::<Vec<_>>(),
     })

@@ -26,7 +26,7 @@
 //! let cfg = ModelConfig { in_dim: 16, out_dim: 4, ..Default::default() };
 //! let tc = train::TrainConfig { epochs: 30, ..Default::default() };
 //! let report = train::train_full_batch(&ds, cfg, &tc, |_| {})?;
-//! assert!(report.best_val_acc > 0.5);
+//! assert!(report.best_val_score > 0.5);
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 #![deny(missing_docs)]
@@ -37,6 +37,7 @@ mod graph;
 pub mod inference;
 pub mod kernels;
 pub mod layers;
+pub mod link;
 pub mod minibatch;
 mod model;
 pub mod model_file;

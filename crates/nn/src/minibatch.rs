@@ -29,7 +29,8 @@ use crate::batches::{
 use crate::inference::{infer, infer_layerwise, InferenceInput, LayerwiseConfig, Output};
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
 use crate::train::{
-    correct_predictions, fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
+    correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig,
+    TrainReport, Workload,
 };
 use crate::{Error, Result};
 
@@ -524,7 +525,15 @@ impl Workload for MiniBatch<'_> {
         Ok(total[0] / seen.max(1) as f64)
     }
 
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
+        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+    }
+}
+
+impl MiniBatch<'_> {
+    /// Correct predictions on the three splits with parameters `params` and dropout off,
+    /// summed over the job's workers.
+    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         if self.mb.sampled_eval.is_some() {
             return self.evaluate_sampled(params);
         }

@@ -8,7 +8,7 @@ use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::train::{
-    fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
+    fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
 use graphloom_tensor::autodiff::ops;
@@ -159,7 +159,15 @@ impl Workload for Sar<'_> {
         Ok(total[0])
     }
 
-    fn evaluate(&mut self, params: &[Tensor]) -> graphloom_nn::Result<SplitCounts> {
+    fn evaluate(&mut self, params: &[Tensor]) -> graphloom_nn::Result<Evaluation> {
+        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+    }
+}
+
+impl Sar<'_> {
+    /// Correct predictions on the three splits with parameters `params` and dropout off,
+    /// summed over the job's workers.
+    fn split_counts(&mut self, params: &[Tensor]) -> graphloom_nn::Result<SplitCounts> {
         let logp = infer(
             &self.model,
             &self.x,

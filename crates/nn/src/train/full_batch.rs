@@ -7,7 +7,7 @@ use graphloom_graph::Dataset;
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{Tape, Tensor, Var};
 
-use super::{fit, EpochRecord, SplitCounts, Steps, TrainConfig, TrainReport, Workload};
+use super::{fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload};
 use crate::inference::{infer, Output};
 use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
 use crate::{Error, Result};
@@ -135,7 +135,15 @@ impl Workload for FullBatch<'_> {
         Ok(steps.finish(tape, &loss, vars, None)?.0)
     }
 
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
+        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+    }
+}
+
+impl FullBatch<'_> {
+    /// Correct predictions on the three splits with parameters `params` and dropout off,
+    /// summed over the job's workers.
+    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         let logp = self.infer(params, Output::LogProbabilities)?;
         Ok(SplitCounts::of_dataset(&logp, self.ds))
     }

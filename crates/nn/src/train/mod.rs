@@ -14,7 +14,8 @@ mod workload;
 
 pub use full_batch::{train_full_batch, FullBatch};
 pub use records::{
-    correct_predictions, predicted_class, Accuracy, EpochRecord, SplitCounts, TrainReport,
+    correct_predictions, predicted_class, Accuracy, EpochRecord, Evaluation, SplitCounts,
+    TrainReport,
 };
 pub use snapshot::SnapshotConfig;
 pub use workload::{all_reduce_gradients, Steps, Workload};
@@ -40,7 +41,7 @@ pub struct TrainConfig {
     pub weight_decay: f64,
     /// The update rule.
     pub optimizer: OptimizerKind,
-    /// Stop when the validation accuracy has not improved for this many evaluations.
+    /// Stop when the validation score has not improved for this many evaluations.
     pub patience: Option<usize>,
     /// Seed of initialisation and dropout.
     pub seed: u64,
@@ -184,27 +185,27 @@ pub fn fit(
             return Err(Error::NonFiniteLoss { epoch, loss });
         }
         let evaluate = epoch.is_multiple_of(eval_every) || epoch == tc.epochs;
-        let accuracy = if evaluate {
+        let evaluation = if evaluate {
             let _g = category_scope(Category::Activations);
-            Some(workload.evaluate(&state.values)?.accuracy())
+            Some(workload.evaluate(&state.values)?)
         } else {
             None
         };
         let record = EpochRecord {
             epoch,
             loss,
-            accuracy,
+            evaluation,
             seconds,
             peak_bytes: thread_tracker().report().total_peak,
         };
         on_epoch(&record);
         state.records.push(record);
         state.epoch = epoch;
-        if let Some(acc) = accuracy {
-            let best = if state.selection.improves(acc) {
+        if let Some(e) = evaluation {
+            let best = if state.selection.improves(&e) {
                 Some(Best {
                     epoch,
-                    accuracy: acc,
+                    evaluation: e,
                     params: state.values.clone(),
                     input_embedding: workload.input_embedding()?,
                 })
@@ -226,8 +227,9 @@ pub fn fit(
     Ok(TrainReport {
         epochs: state.records,
         best_epoch: best.epoch,
-        best_val_acc: best.accuracy.val,
-        test_acc: best.accuracy.test,
+        best: best.evaluation,
+        best_val_score: best.evaluation.validation(),
+        test_score: best.evaluation.test(),
         best_params: names
             .into_iter()
             .zip(best.params)

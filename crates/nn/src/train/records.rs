@@ -1,13 +1,51 @@
-//! What training measures: accuracies and correct-prediction counts of the splits, the record
-//! of each epoch and the report of a run.
+//! What training measures: an [`Evaluation`] (accuracies and correct-prediction counts of the
+//! splits for node classification, link metrics for link prediction), the record of each epoch
+//! and the report of a run.
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::Dataset;
 use graphloom_tensor::memory::MemoryReport;
 use graphloom_tensor::{RssReport, Tensor};
 
+use crate::link::metrics::LinkEvaluation;
 use crate::model::Param;
 use crate::Result;
+
+/// What an evaluation measured, by task.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Evaluation {
+    /// Node classification: accuracies of the three splits.
+    Node(Accuracy),
+    /// Link prediction: the metrics of the validation and test splits.
+    Link(LinkEvaluation),
+}
+
+impl Evaluation {
+    /// The score model selection maximises: the validation accuracy, or the selected link
+    /// metric on the validation split.
+    pub fn validation(&self) -> f64 {
+        match self {
+            Evaluation::Node(a) => a.val,
+            Evaluation::Link(l) => l.valid.get(l.metric),
+        }
+    }
+
+    /// The same score on the test split.
+    pub fn test(&self) -> f64 {
+        match self {
+            Evaluation::Node(a) => a.test,
+            Evaluation::Link(l) => l.test.get(l.metric),
+        }
+    }
+
+    /// The accuracies, for node classification.
+    pub fn accuracy(&self) -> Option<Accuracy> {
+        match self {
+            Evaluation::Node(a) => Some(*a),
+            Evaluation::Link(_) => None,
+        }
+    }
+}
 
 /// Accuracies of the three splits.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -101,8 +139,9 @@ pub struct EpochRecord {
     pub epoch: usize,
     /// Training loss of the epoch (mean over its steps' training nodes, with dropout).
     pub loss: f64,
-    /// Accuracies after the epoch, with dropout off; `None` on epochs that were not evaluated.
-    pub accuracy: Option<Accuracy>,
+    /// What the evaluation after the epoch measured, with dropout off; `None` on epochs that
+    /// were not evaluated.
+    pub evaluation: Option<Evaluation>,
     /// Seconds of the training steps (forward, backward, update), without evaluation.
     pub seconds: f64,
     /// The most tracked bytes held at once so far.
@@ -113,12 +152,15 @@ pub struct EpochRecord {
 pub struct TrainReport {
     /// One record per epoch run.
     pub epochs: Vec<EpochRecord>,
-    /// The epoch with the best validation accuracy (the first of equals).
+    /// The epoch of the best validation score (the first of equals).
     pub best_epoch: usize,
-    /// Its validation accuracy.
-    pub best_val_acc: f64,
-    /// Its test accuracy.
-    pub test_acc: f64,
+    /// What its evaluation measured.
+    pub best: Evaluation,
+    /// Its validation score ([`Evaluation::validation`]: the accuracy for node
+    /// classification).
+    pub best_val_score: f64,
+    /// Its test score ([`Evaluation::test`]).
+    pub test_score: f64,
     /// The parameters after the best epoch.
     pub best_params: Vec<Param>,
     /// The learnt input table after the best epoch, for workloads that train one.

@@ -62,7 +62,7 @@ pub(crate) fn lock(
 }
 
 const FORMAT: &str = "graphloom-snapshot";
-const VERSION: &str = "1";
+const VERSION: &str = "2";
 
 /// The largest epoch, step or other count a snapshot may hold.
 const MAX_COUNT: u64 = i32::MAX as u64;
@@ -170,7 +170,7 @@ fn write_state(
         ),
         (
             "best",
-            json(serde_json::json!(best.map(|b| (b.epoch, b.accuracy)))),
+            json(serde_json::json!(best.map(|b| (b.epoch, b.evaluation)))),
         ),
         (
             "records",
@@ -298,12 +298,12 @@ pub(crate) fn restore(
             moments("second")?,
         )
         .map_err(|e| file.error(e.to_string()))?;
-    let best: Option<(usize, crate::train::Accuracy)> =
+    let best: Option<(usize, super::Evaluation)> =
         serde_json::from_str(file.meta("best")?).map_err(|e| file.error(e.to_string()))?;
     state.selection.best = match best {
-        Some((epoch, accuracy)) => Some(Best {
+        Some((epoch, evaluation)) => Some(Best {
             epoch,
-            accuracy,
+            evaluation,
             params: params("best")?,
             input_embedding: if file.has("best.input_embedding") {
                 Some(finite(&file, "best.input_embedding")?)

@@ -3,10 +3,10 @@
 
 use graphloom_tensor::Tensor;
 
-use super::{Accuracy, EpochRecord};
+use super::{EpochRecord, Evaluation};
 use crate::optim::Optimizer;
 
-/// Model selection: keeps the parameters of the evaluation with the best validation accuracy
+/// Model selection: keeps the parameters of the evaluation with the best validation score
 /// (the first of equals) and says when patience has run out.
 #[derive(Default)]
 pub(crate) struct Selection {
@@ -17,15 +17,17 @@ pub(crate) struct Selection {
 /// The best evaluation so far.
 pub(crate) struct Best {
     pub(crate) epoch: usize,
-    pub(crate) accuracy: Accuracy,
+    pub(crate) evaluation: Evaluation,
     pub(crate) params: Vec<Tensor>,
     pub(crate) input_embedding: Option<Tensor>,
 }
 
 impl Selection {
     /// Whether an evaluation with `acc` is better than the best so far.
-    pub(crate) fn improves(&self, acc: Accuracy) -> bool {
-        self.best.as_ref().is_none_or(|b| acc.val > b.accuracy.val)
+    pub(crate) fn improves(&self, e: &Evaluation) -> bool {
+        self.best
+            .as_ref()
+            .is_none_or(|b| e.validation() > b.evaluation.validation())
     }
 
     /// Records an evaluated epoch (`best` when it improves); returns whether patience has run

@@ -8,7 +8,7 @@ use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{Tape, Tensor, Var};
 
-use super::SplitCounts;
+use super::Evaluation;
 use crate::model::{Mode, Model};
 use crate::optim::Optimizer;
 use crate::Result;
@@ -52,9 +52,9 @@ pub trait Workload {
     /// the same on every worker of the job.
     fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64>;
 
-    /// Correct predictions on the three splits with parameters `params` and dropout off,
-    /// summed over the job's workers.
-    fn evaluate(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
+    /// What the model measures with parameters `params` and dropout off, over the job's
+    /// workers: the accuracies of node classification, the metrics of link prediction.
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation>;
 
     /// What of the workload decides the bits a run computes (its data's sizes, its batching),
     /// compared when a snapshot is resumed.

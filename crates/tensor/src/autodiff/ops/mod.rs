@@ -6,6 +6,7 @@ mod dropout;
 mod linear;
 mod loss;
 mod norm;
+mod pairs;
 mod shape;
 
 pub use activation::{
@@ -16,4 +17,5 @@ pub use dropout::{dropout, Dropout, Probability};
 pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul};
 pub use loss::{log_softmax, nll_loss};
 pub use norm::{batch_norm, StatsSum};
+pub use pairs::{bce_with_logits, pair_product, row_sums, sigmoid};
 pub use shape::{cast, leading_rows, reshape};
