@@ -53,8 +53,8 @@ impl Op for PairProduct {
                 let gi = &gs[i * d..(i + 1) * d];
                 for j in 0..d {
                     let gij = gi[j].to_acc();
-                    acc[u * d + j] = acc[u * d + j] + gij * hs[v * d + j].to_acc();
-                    acc[v * d + j] = acc[v * d + j] + gij * hs[u * d + j].to_acc();
+                    acc[u * d + j] += gij * hs[v * d + j].to_acc();
+                    acc[v * d + j] += gij * hs[u * d + j].to_acc();
                 }
             }
             Tensor::from_vec(acc.into_iter().map(T::from_acc).collect::<Vec<T>>(), &[n, d])
