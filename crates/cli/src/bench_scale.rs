@@ -460,7 +460,7 @@ fn settings(args: &ScaleArgs, in_memory: bool) -> TrainSettings {
         layers: Some(3),
         hidden: Some(256),
         lr: Some(0.003),
-        weight_decay: 0.0,
+        weight_decay: Some(0.0),
         dropout: Some(probability(0.5)),
         input_dropout: Some(Probability::ZERO),
         epochs: args.batches.div_ceil(args.eval_every.max(1)),

@@ -7,6 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
+use graphloom_nn::link::metrics::HITS_AT;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation, TrainReport};
 use graphloom_plan::{Choice, Common, Plan, RunOutcome, TrainSettings};
@@ -150,7 +151,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     let report = outcome.report();
     if report.stopped_early && !args.quiet && outcome.root() {
         eprintln!(
-            "stopped early after epoch {}: no better validation accuracy in {} evaluations",
+            "stopped early after epoch {}: no better validation score in {} evaluations",
             report.epochs.last().map_or(0, |e| e.epoch),
             s.patience.unwrap_or(0)
         );
@@ -172,16 +173,33 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         );
     }
     if !args.json {
+        let (test, val) = match report.best {
+            Evaluation::Node(_) => (
+                match splits.0[2] {
+                    true => format!("test accuracy {}", shown(Some(report.test_score))),
+                    false => "test accuracy n/a (no test nodes)".into(),
+                },
+                shown(splits.0[1].then_some(report.best_val_score)),
+            ),
+            Evaluation::Link(l) => (
+                format!(
+                    "test {} {:.4} (auc {:.4}, hits@50 {:.4}{})",
+                    l.metric.name(),
+                    report.test_score,
+                    l.test.auc,
+                    l.test.hits[1],
+                    l.test
+                        .mrr
+                        .map_or(String::new(), |m| format!(", mrr {m:.4}"))
+                ),
+                format!("{:.4}", report.best_val_score),
+            ),
+        };
         println!(
-            "{} on {}: test accuracy {} at epoch {} (best validation {}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
+            "{} on {}: {test} at epoch {} (best validation {val}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
             arch.name(),
             meta.name,
-            match splits.0[2] {
-                true => shown(Some(report.test_score)),
-                false => "n/a (no test nodes)".into(),
-            },
             report.best_epoch,
-            shown(splits.0[1].then_some(report.best_val_score)),
             report.mean_epoch_seconds(),
             report.memory.total_peak as f64 / (1 << 20) as f64,
             peak_anon as f64 / (1 << 20) as f64,
@@ -278,14 +296,12 @@ fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Valu
         .iter()
         .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
         .collect();
-    json!({
+    let mut value = json!({
         "dataset": meta.name,
         "model": common.model.arch.name(),
         "dtype": s.dtype.name(),
         "checkpoint": s.checkpoint,
         "seed": s.seed,
-        "test_acc": splits.0[2].then_some(r.test_score),
-        "best_val_acc": splits.0[1].then_some(r.best_val_score),
         "best_epoch": r.best_epoch,
         "epochs": r.epochs.len(),
         "final_train_loss": r.epochs.last().map(|e| e.loss),
@@ -296,12 +312,55 @@ fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Valu
         "peak_bytes": peak,
         "peak_total_bytes": r.memory.total_peak,
         "allocator_cache_bytes": graphloom_tensor::alloc::cached_bytes(),
-        "history": r.epochs.iter().map(|e| json!({
-            "epoch": e.epoch, "loss": e.loss,
-            "train_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[0]),
-            "val_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[1]),
-            "test_acc": e.evaluation.and_then(|v| v.accuracy()).and_then(|a| splits.values(&a)[2]),
-            "seconds": e.seconds, "peak_bytes": e.peak_bytes,
-        })).collect::<Vec<_>>(),
-    })
+        "history": r.epochs.iter().map(|e| {
+            let mut h = json!({
+                "epoch": e.epoch, "loss": e.loss,
+                "seconds": e.seconds, "peak_bytes": e.peak_bytes,
+            });
+            if let (Some(v), Some(map)) = (e.evaluation, h.as_object_mut()) {
+                map.extend(evaluation_fields(&v, splits, "val_", "test_"));
+            }
+            h
+        }).collect::<Vec<_>>(),
+    });
+    if let Some(map) = value.as_object_mut() {
+        map.extend(evaluation_fields(&r.best, splits, "best_val_", "test_"));
+        if let Evaluation::Link(l) = r.best {
+            map.insert("task".into(), json!("link"));
+            map.insert("metric".into(), json!(l.metric.name()));
+        }
+    }
+    value
+}
+
+/// The figures of an evaluation under JSON keys: node classification's `train_acc` (in
+/// histories), `{val}acc` and `{test}acc` (null for an empty split), link prediction's
+/// `{val}auc`, `{val}hits_at_20/50/100`, `{val}mrr` and the same with `{test}`.
+fn evaluation_fields(
+    e: &Evaluation,
+    splits: Splits,
+    val: &str,
+    test: &str,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut m = serde_json::Map::new();
+    match e {
+        Evaluation::Node(a) => {
+            let [train, v, t] = splits.values(a);
+            if val == "val_" {
+                m.insert("train_acc".into(), json!(train));
+            }
+            m.insert(format!("{val}acc"), json!(v));
+            m.insert(format!("{test}acc"), json!(t));
+        }
+        Evaluation::Link(l) => {
+            for (prefix, metrics) in [(val, &l.valid), (test, &l.test)] {
+                m.insert(format!("{prefix}auc"), json!(metrics.auc));
+                for (k, h) in HITS_AT.iter().zip(metrics.hits) {
+                    m.insert(format!("{prefix}hits_at_{k}"), json!(h));
+                }
+                m.insert(format!("{prefix}mrr"), json!(metrics.mrr));
+            }
+        }
+    }
+    m
 }

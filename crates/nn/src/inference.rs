@@ -208,6 +208,12 @@ impl LayerRows {
     }
 }
 
+/// Rows `ids` of a 2-D tensor, as a tensor.
+pub(crate) fn select(t: &Tensor, ids: &[usize]) -> Result<Tensor> {
+    let (rows, width) = t.dims2();
+    select_rows(t.as_bytes(), rows, width, t.dtype(), ids)
+}
+
 /// Rows `ids` of `rows x width` values of `dtype` laid out in `bytes`, as a tensor.
 fn select_rows(
     bytes: &[u8],

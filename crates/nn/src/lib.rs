@@ -35,6 +35,7 @@ pub mod batches;
 mod error;
 mod graph;
 pub mod inference;
+mod inputs;
 pub mod kernels;
 pub mod layers;
 pub mod link;
@@ -42,6 +43,7 @@ pub mod minibatch;
 mod model;
 pub mod model_file;
 mod optim;
+pub mod task;
 mod tensor_file;
 #[cfg(test)]
 mod testutil;
@@ -50,7 +52,7 @@ pub mod train;
 pub use error::{Error, Result};
 pub use graph::{balanced_chunks, split_rows, GraphView};
 pub use model::{
-    ArchDefaults, Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param,
-    BATCH_NORM_EPS, MAX_PARAMETERS,
+    ArchDefaults, Architecture, Decoder, GraphInput, Head, LayerGraph, Mode, Model, ModelConfig,
+    NodeGraph, Param, BATCH_NORM_EPS, MAX_PARAMETERS,
 };
 pub use optim::{Optimizer, OptimizerKind};

@@ -16,8 +16,8 @@ use std::time::Instant;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{Fanouts, Sampler};
-use graphloom_graph::{GraphData, NodeId};
-use graphloom_store::{Embedding, RowSource};
+use graphloom_graph::{GraphData, LinkSet, NodeId};
+use graphloom_store::RowSource;
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
@@ -26,8 +26,13 @@ use crate::batches::{
     epoch_batches, producer_pool, rank_slice, sample_batch, BatchStream, SampledBatch,
     StreamSettings,
 };
-use crate::inference::{infer, infer_layerwise, InferenceInput, LayerwiseConfig, Output};
+use crate::inference::{
+    infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
+};
+pub use crate::inputs::Inputs;
+use crate::link::{self, pair_batches, PairBatch};
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
+use crate::task::Task;
 use crate::train::{
     correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig,
     TrainReport, Workload,
@@ -110,11 +115,31 @@ pub struct StageSeconds {
     pub compute: f64,
 }
 
-/// One prepared batch: the sampled batch with its block graphs and its seeds' labels.
+/// One prepared batch: the sampled batch with its block graphs and what its loss is over.
 struct Batch {
     sampled: SampledBatch,
     graphs: Vec<LayerGraph>,
-    labels: Arc<[i64]>,
+    targets: Targets,
+}
+
+/// What a batch's loss is over: its seeds' labels, or pairs of its seeds to score.
+enum Targets {
+    /// The class of each seed (the first rows of the last layer's output).
+    Nodes(Arc<[i64]>),
+    /// Pairs of seeds (rows of the last layer's output) and their labels (1 positive, 0
+    /// negative).
+    Pairs {
+        src: Arc<[usize]>,
+        dst: Arc<[usize]>,
+        labels: Arc<[f64]>,
+    },
+}
+
+/// What one step of a worker trains on: seed nodes, or a batch of supervision pairs and their
+/// negatives (whose ends are the seeds).
+enum StepWork<'s> {
+    Nodes(&'s [NodeId]),
+    Pairs { batch: PairBatch, exclude: bool },
 }
 
 /// Samples and gathers one batch and builds its block graphs (`None` for an empty slice of a
@@ -124,87 +149,55 @@ fn prepare(
     data: GraphData<'_>,
     features: Option<&dyn RowSource>,
     sampler: &mut Sampler,
-    seeds: &[NodeId],
+    work: StepWork<'_>,
     fanouts: &[i64],
     cfg: &ModelConfig,
     seed: u64,
     epoch: u64,
 ) -> Result<Option<Batch>> {
-    let Some(sampled) = sample_batch(
+    let pair_seeds;
+    let seeds = match &work {
+        StepWork::Nodes(seeds) => *seeds,
+        StepWork::Pairs { batch, .. } => {
+            pair_seeds = batch.nodes();
+            &pair_seeds
+        }
+    };
+    let Some(mut sampled) = sample_batch(
         data, features, cfg.dtype, sampler, seeds, fanouts, seed, epoch,
     )?
     else {
         return Ok(None);
     };
     let start = Instant::now();
+    let targets = match work {
+        StepWork::Nodes(seeds) => {
+            Targets::Nodes(seeds.iter().map(|&v| data.labels[v as usize]).collect())
+        }
+        StepWork::Pairs { batch, exclude } => {
+            if exclude {
+                batch.exclude_from(&mut sampled.blocks);
+            }
+            let (src, dst) = batch.rows_of(seeds);
+            Targets::Pairs {
+                src,
+                dst,
+                labels: batch.labels,
+            }
+        }
+    };
     let gat = cfg.arch == Architecture::Gat;
     let graphs = sampled
         .blocks
         .iter()
         .map(|b| LayerGraph::new(b, gat))
         .collect();
-    let labels = seeds.iter().map(|&v| data.labels[v as usize]).collect();
-    let mut sampled = sampled;
     sampled.gather_seconds += start.elapsed().as_secs_f64();
     Ok(Some(Batch {
         sampled,
         graphs,
-        labels,
+        targets,
     }))
-}
-
-/// Where the first layer's input rows come from.
-pub enum Inputs<'a> {
-    /// Node features (a store table in any layout and location, e.g. a memory-mapped file,
-    /// possibly behind a row cache), gathered ahead by the producer.
-    Features(&'a dyn RowSource),
-    /// A trainable node-embedding table, for graphs without features: its rows are gathered by
-    /// the compute thread at every step, and their gradients go to its sparse optimizer (the
-    /// rows' owners apply them) with learning rate `lr`.
-    Embedding {
-        /// The table: one row per node, as wide as the model's input.
-        table: &'a mut Embedding,
-        /// The sparse optimizer's learning rate.
-        lr: f32,
-    },
-}
-
-impl<'a> Inputs<'a> {
-    fn rows(&self) -> usize {
-        match self {
-            Inputs::Features(f) => f.rows(),
-            Inputs::Embedding { table, .. } => table.table().rows(),
-        }
-    }
-
-    /// The feature table the producer gathers from (none for an embedding table).
-    fn features(&self) -> Option<&'a dyn RowSource> {
-        match self {
-            Inputs::Features(f) => Some(*f),
-            Inputs::Embedding { .. } => None,
-        }
-    }
-
-    /// A batch's input rows `ids`: those the producer gathered, or the embedding table's
-    /// (gathered now, since they change every step), in `dtype`.
-    fn batch_rows(
-        &mut self,
-        gathered: Option<Tensor>,
-        ids: &[i64],
-        dtype: DType,
-    ) -> Result<Tensor> {
-        match (gathered, self) {
-            (Some(x), _) => Ok(x),
-            (None, Inputs::Embedding { table, .. }) => Ok(table.gather(ids)?.cast(dtype)?),
-            (None, Inputs::Features(f)) => Ok(f.gather(ids)?.cast(dtype)?),
-        }
-    }
-
-    /// Every node's input row, in `dtype`. Collective for an embedding table.
-    fn all_rows(&mut self, dtype: DType) -> Result<Tensor> {
-        let all: Vec<i64> = (0..self.rows() as i64).collect();
-        self.batch_rows(None, &all, dtype)
-    }
 }
 
 /// Sampled mini-batch training as a [`Workload`]: the [`crate::batches`] stream samples each
@@ -238,6 +231,8 @@ pub struct MiniBatch<'a> {
     sampler: Option<Sampler>,
     /// The producer's pool, when [`MiniBatchConfig::producer_threads`] asks for one.
     producer_pool: Option<Arc<rayon::ThreadPool>>,
+    /// What the model trains for.
+    task: Task<'a>,
 }
 
 impl<'a> MiniBatch<'a> {
@@ -309,31 +304,25 @@ impl<'a> MiniBatch<'a> {
             on_batch: None,
             sampler: None,
             producer_pool,
+            task: Task::Node,
         })
     }
 
-    /// Sets every row of the learnt input table (one row per node, from a saved model).
-    /// Collective.
-    pub fn set_input_embedding(&mut self, rows: &Tensor) -> Result<()> {
-        let Inputs::Embedding { table, .. } = &mut self.inputs else {
-            return Err(Error::Mismatch {
-                what: "an input embedding and this model",
-                detail: "the model reads node features".into(),
-            });
-        };
-        let width = table.dim();
-        if rows.shape() != [table.table().rows(), width] {
-            return Err(Error::Mismatch {
-                what: "an input embedding and the table",
-                detail: format!(
-                    "shape {:?} for a table of {} x {width}",
-                    rows.shape(),
-                    table.table().rows()
-                ),
+    /// The same workload training for `task`. Link prediction takes batches of
+    /// [`MiniBatchConfig::batch_size`] supervision pairs, whose ends (and their negatives')
+    /// are the seeds, and evaluates exactly (in one pass or layer by layer), not by sampling.
+    pub fn with_task(mut self, task: Task<'a>) -> Result<MiniBatch<'a>> {
+        task.check(&self.model.cfg)?;
+        if matches!(task, Task::Link(_)) && self.mb.sampled_eval.is_some() {
+            return Err(Error::InvalidSetting {
+                setting: "eval_fanouts",
+                reason: "link prediction evaluates every pair exactly: leave out sampled \
+                         evaluation"
+                    .into(),
             });
         }
-        table.fill_from_whole(rows.cast(DType::F32)?.as_bytes())?;
-        Ok(())
+        self.task = task;
+        Ok(self)
     }
 
     /// Calls `report(done, total)` after each step of an epoch (for a progress bar).
@@ -385,20 +374,27 @@ impl<'a> MiniBatch<'a> {
             Inputs::Embedding { table, lr } => (tape.leaf(rows, true), Some((table, *lr))),
             Inputs::Features(_) => (Var::constant(rows), None),
         };
-        let scores = self.model.forward(
+        let out = self.model.forward(
             &mut tape,
             &x,
             &vars,
             GraphInput::Blocks(&batch.graphs),
             mode,
         )?;
-        let logp = Model::log_probabilities(&mut tape, &scores)?;
-        drop(scores);
         // Normalised by the global batch: the workers' gradients sum to the gradient of the
         // global batch's mean loss.
-        let seeds: Arc<[usize]> = (0..batch.labels.len()).collect();
-        let loss = ops::nll_loss(&mut tape, &logp, seeds, batch.labels, global as f64)?;
-        drop(logp);
+        let loss = match batch.targets {
+            Targets::Nodes(labels) => {
+                let logp = Model::log_probabilities(&mut tape, &out)?;
+                let seeds: Arc<[usize]> = (0..labels.len()).collect();
+                ops::nll_loss(&mut tape, &logp, seeds, labels, global as f64)?
+            }
+            Targets::Pairs { src, dst, labels } => {
+                let s = self.model.link_scores(&mut tape, &out, &vars, src, dst)?;
+                ops::bce_with_logits(&mut tape, &s, labels, global as f64)?
+            }
+        };
+        drop(out);
         let wants_input = table.is_some().then_some(&x);
         let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
         if let Some((table, lr)) = table {
@@ -476,24 +472,49 @@ impl Workload for MiniBatch<'_> {
     fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
         let (rank, ranks) = (self.comm.rank(), self.comm.size());
         let (data, seed, epoch) = (self.data, self.seed, epoch as u64);
+        self.task.check(&self.model.cfg)?;
         let cap = self.mb.batches_per_epoch.unwrap_or(usize::MAX);
-        let mut batches =
-            epoch_batches(data.train_idx, seed, epoch, self.mb.batch_size, rank, ranks);
+        let batch_size = self.mb.batch_size;
+        // Each step's share of this worker (node ids, or indices of supervision pairs), and
+        // the number of scores of the step over every worker (its loss's normaliser).
+        let (mut batches, mut global_sizes): (Vec<Vec<usize>>, Vec<usize>) = match self.task {
+            Task::Node => {
+                let to_usize = |b: Vec<NodeId>| b.into_iter().map(|v| v as usize).collect();
+                let mine = epoch_batches(data.train_idx, seed, epoch, batch_size, rank, ranks);
+                let all = epoch_batches(data.train_idx, seed, epoch, batch_size, 0, 1);
+                (
+                    mine.into_iter().map(to_usize).collect(),
+                    all.iter().map(Vec::len).collect(),
+                )
+            }
+            Task::Link(task) => {
+                let pairs = task.split.pairs(LinkSet::TrainPos).len();
+                let (mine, sizes) = pair_batches(pairs, seed, epoch, batch_size, rank, ranks);
+                let scored = 1 + task.neg_ratio;
+                (mine, sizes.into_iter().map(|n| n * scored).collect())
+            }
+        };
         batches.truncate(cap);
-        let global_sizes: Vec<usize> =
-            epoch_batches(data.train_idx, seed, epoch, self.mb.batch_size, 0, 1)
-                .iter()
-                .take(cap)
-                .map(Vec::len)
-                .collect();
+        global_sizes.truncate(cap);
         let settings = self.stream_settings(batches.len());
-        let (fanouts, cfg) = (self.mb.fanouts.clone(), self.model.cfg.clone());
+        let (fanouts, cfg, task) = (self.mb.fanouts.clone(), self.model.cfg.clone(), self.task);
         let features = self.inputs.features();
+        let n = data.num_nodes();
         let (mut loss_sum, mut seen) = (0.0, 0usize);
         std::thread::scope(|scope| -> Result<()> {
             let make = |sampler: &mut Sampler, i: usize| {
-                let seeds: &[NodeId] = &batches[i];
-                prepare(data, features, sampler, seeds, &fanouts, &cfg, seed, epoch)
+                let node_ids: Vec<NodeId>;
+                let work = match &task {
+                    Task::Node => {
+                        node_ids = batches[i].iter().map(|&v| v as NodeId).collect();
+                        StepWork::Nodes(&node_ids)
+                    }
+                    Task::Link(t) => StepWork::Pairs {
+                        batch: PairBatch::new(t, &batches[i], n, seed, epoch),
+                        exclude: t.exclude_supervision,
+                    },
+                };
+                prepare(data, features, sampler, work, &fanouts, &cfg, seed, epoch)
             };
             let mut stream = BatchStream::scoped(scope, settings, make)?;
             let total = global_sizes.len();
@@ -526,17 +547,52 @@ impl Workload for MiniBatch<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+        match self.task {
+            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
+            Task::Link(task) => {
+                let h = self
+                    .infer_all(params, Output::Layer(self.model.num_layers()))?
+                    .into_tensor()?;
+                Ok(Evaluation::Link(link::evaluate(
+                    &self.model,
+                    &h,
+                    params,
+                    &task,
+                )?))
+            }
+        }
+    }
+}
+
+/// `output` for every node: in memory, or (layer-wise inference) in a layer's rows.
+enum AllNodes {
+    Tensor(Tensor),
+    Rows(LayerRows),
+}
+
+impl AllNodes {
+    /// Rows `ids`.
+    fn gather(&self, ids: &[usize]) -> Result<Tensor> {
+        match self {
+            AllNodes::Tensor(t) => crate::inference::select(t, ids),
+            AllNodes::Rows(r) => r.gather(ids),
+        }
+    }
+
+    /// Every row as one tensor.
+    fn into_tensor(self) -> Result<Tensor> {
+        match self {
+            AllNodes::Tensor(t) => Ok(t),
+            AllNodes::Rows(r) => r.to_tensor(),
+        }
     }
 }
 
 impl MiniBatch<'_> {
-    /// Correct predictions on the three splits with parameters `params` and dropout off,
-    /// summed over the job's workers.
-    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
-        if self.mb.sampled_eval.is_some() {
-            return self.evaluate_sampled(params);
-        }
+    /// `output` for every node by exact inference with parameters `params`: layer by layer
+    /// within the budget when asked, else one pass over the whole graph (built, with every
+    /// node's feature rows, on first use). Every worker computes every node.
+    fn infer_all(&mut self, params: &[Tensor], output: Output) -> Result<AllNodes> {
         let d = self.data;
         let dtype = self.model.cfg.dtype;
         if let Some(layerwise) = &self.mb.layerwise {
@@ -548,58 +604,47 @@ impl MiniBatch<'_> {
                     InferenceInput::Tensor(&table)
                 }
             };
-            let logp = infer_layerwise(
-                &self.model,
-                d,
-                input,
-                params,
-                Output::LogProbabilities,
-                layerwise,
-            )?;
-            // Every worker evaluates the whole graph: its counts are the job's. Only the
-            // splits' rows are read back, since every node's may not fit in memory.
-            let mut counts = SplitCounts::default();
-            for (s, ids) in [d.train_idx, d.valid_idx, d.test_idx].iter().enumerate() {
-                let labels: Vec<i64> = ids.iter().map(|&v| d.labels[v]).collect();
-                counts.correct[s] = correct_predictions(&logp.gather(ids)?, &labels);
-                counts.total[s] = ids.len() as f64;
-            }
-            return Ok(counts);
+            let rows = infer_layerwise(&self.model, d, input, params, output, layerwise)?;
+            return Ok(AllNodes::Rows(rows));
         }
-        let logp = {
-            if self.exact.is_none() {
-                // Exact evaluation needs the whole graph and, from a feature table, every
-                // node's input rows: built once.
-                let graph = NodeGraph::in_memory(self.model.cfg.arch, &d.to_csr(), None)?;
-                let fixed = match &mut self.inputs {
-                    Inputs::Features(_) => Some(Var::constant(self.inputs.all_rows(dtype)?)),
-                    Inputs::Embedding { .. } => None,
-                };
-                self.exact = Some((graph, fixed));
-            }
-            let embedded;
-            let (graph, x) = match &self.exact {
-                Some((graph, Some(x))) => (graph, x),
-                Some((graph, None)) => {
-                    embedded = Var::constant(self.inputs.all_rows(dtype)?);
-                    (graph, &embedded)
-                }
-                None => return Err(Error::NoTrainingNodes),
+        if self.exact.is_none() {
+            let graph = NodeGraph::in_memory(self.model.cfg.arch, &d.to_csr(), None)?;
+            let fixed = match &mut self.inputs {
+                Inputs::Features(_) => Some(Var::constant(self.inputs.all_rows(dtype)?)),
+                Inputs::Embedding { .. } => None,
             };
-            infer(
-                &self.model,
-                x,
-                GraphInput::Nodes(graph),
-                params,
-                Output::LogProbabilities,
-            )?
+            self.exact = Some((graph, fixed));
+        }
+        let embedded;
+        let (graph, x) = match &self.exact {
+            Some((graph, Some(x))) => (graph, x),
+            Some((graph, None)) => {
+                embedded = Var::constant(self.inputs.all_rows(dtype)?);
+                (graph, &embedded)
+            }
+            None => return Err(Error::NoTrainingNodes),
         };
-        // Every worker evaluates the whole graph: its counts are the job's.
-        Ok(SplitCounts::of(
-            &logp,
-            d.labels,
-            [d.train_idx, d.valid_idx, d.test_idx],
-        ))
+        let out = infer(&self.model, x, GraphInput::Nodes(graph), params, output)?;
+        Ok(AllNodes::Tensor(out))
+    }
+
+    /// Correct predictions on the three splits with parameters `params` and dropout off,
+    /// summed over the job's workers.
+    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+        if self.mb.sampled_eval.is_some() {
+            return self.evaluate_sampled(params);
+        }
+        let d = self.data;
+        let logp = self.infer_all(params, Output::LogProbabilities)?;
+        // Every worker evaluates the whole graph: its counts are the job's. Only the splits'
+        // rows are read back, since every node's may not fit in memory.
+        let mut counts = SplitCounts::default();
+        for (s, ids) in [d.train_idx, d.valid_idx, d.test_idx].iter().enumerate() {
+            let labels: Vec<i64> = ids.iter().map(|&v| d.labels[v]).collect();
+            counts.correct[s] = correct_predictions(&logp.gather(ids)?, &labels);
+            counts.total[s] = ids.len() as f64;
+        }
+        Ok(counts)
     }
 }
 
@@ -640,7 +685,7 @@ impl MiniBatch<'_> {
                     data,
                     features,
                     sampler,
-                    &batches[i].1,
+                    StepWork::Nodes(&batches[i].1),
                     &eval.fanouts,
                     &cfg,
                     seed,
@@ -669,7 +714,13 @@ impl MiniBatch<'_> {
                         GraphInput::Blocks(&batch.graphs),
                         Mode::inference(),
                     )?;
-                    counts.correct[split] += correct_predictions(scores.value(), &batch.labels);
+                    let Targets::Nodes(labels) = &batch.targets else {
+                        return Err(Error::InvalidSetting {
+                            setting: "evaluation",
+                            reason: "sampled evaluation classifies nodes".into(),
+                        });
+                    };
+                    counts.correct[split] += correct_predictions(scores.value(), labels);
                     Ok(())
                 });
                 if let Err(e) = step {

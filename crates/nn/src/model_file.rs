@@ -20,7 +20,10 @@
 //! | gat | `lin.weight [in, heads * out]`, `att_src [heads * out]`, `att_dst [heads * out]` (head-major), `bias [heads * out]` (concatenated hidden layers) or `[out]` (the averaged output layer) |
 //!
 //! With batch normalisation, every hidden layer also has `norm.weight [width]` and
-//! `norm.bias [width]`. A model trained on a learnt input embedding (`--embedding-dim`) holds
+//! `norm.bias [width]`. A link predictor's metadata has `task` = `link` and `decoder` (`dot`
+//! or `mlp`; node classifiers have `task` = `node`, or none in files written before link
+//! prediction), and the mlp decoder's tensors are `decoder.lin1.weight [out, out]`,
+//! `decoder.lin1.bias [out]`, `decoder.lin2.weight [out, 1]`, `decoder.lin2.bias [1]`. A model trained on a learnt input embedding (`--embedding-dim`) holds
 //! it as `input_embedding [num_nodes, in_dim]`.
 
 use std::collections::HashMap;
@@ -29,7 +32,7 @@ use std::path::Path;
 use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tensor};
 
-use crate::model::{Architecture, Model, ModelConfig, Param};
+use crate::model::{Architecture, Decoder, Head, Model, ModelConfig, Param};
 use crate::tensor_file::{self, TensorFile};
 use crate::Result;
 
@@ -71,8 +74,13 @@ impl ModelFile {
             ("dropout", c.dropout.to_string()),
             ("input_dropout", c.input_dropout.to_string()),
             ("attention_dropout", c.attention_dropout.to_string()),
+            ("task", task_name(c.head).to_string()),
         ]
         .into_iter()
+        .chain(match c.head {
+            Head::Link(d) => Some(("decoder", d.name().to_string())),
+            Head::NodeClasses => None,
+        })
         .map(|(k, v)| (k.to_string(), v))
         .collect();
         let mut tensors: Vec<(String, Tensor)> = self
@@ -146,6 +154,7 @@ impl ModelFile {
             input_dropout: rate("input_dropout")?,
             attention_dropout: rate("attention_dropout")?,
             checkpoint: false,
+            head: head(&file)?,
         };
         // Widths a damaged file names could ask for more memory than there is: the model is
         // built (to learn its parameters' shapes) only once the file can hold its weights.
@@ -227,6 +236,29 @@ fn stored(t: &Tensor) -> Result<Tensor> {
 }
 
 /// The activation of an architecture's hidden layers, as the file names it.
+/// The metadata name of a head's task.
+fn task_name(head: Head) -> &'static str {
+    match head {
+        Head::NodeClasses => "node",
+        Head::Link(_) => "link",
+    }
+}
+
+/// The head a model file's metadata names: `task` node (also when absent, as files written
+/// before link prediction are) or link with its `decoder`.
+fn head(file: &TensorFile) -> Result<Head> {
+    match file.metadata.get("task").map(String::as_str) {
+        None | Some("node") => Ok(Head::NodeClasses),
+        Some("link") => {
+            let name = file.meta("decoder")?;
+            Decoder::parse(name).map(Head::Link).ok_or_else(|| {
+                file.error(format!("metadata 'decoder' is '{name}', not dot or mlp"))
+            })
+        }
+        Some(other) => Err(file.error(format!("metadata 'task' is '{other}', not node or link"))),
+    }
+}
+
 fn hidden_activation(arch: Architecture) -> &'static str {
     if arch == Architecture::Gat {
         "elu"

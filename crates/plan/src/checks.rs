@@ -5,7 +5,7 @@
 
 use graphloom_nn::Architecture;
 
-use crate::{Backend, FeaturesLocation, PlanError, Result, TrainMode, TrainSettings};
+use crate::{Backend, FeaturesLocation, PlanError, Result, TaskName, TrainMode, TrainSettings};
 
 /// The most in-process workers a job may have: each is a thread with a share of the data, and
 /// far more threads than cores only slows a job down (an MPI job's processes are not counted
@@ -19,6 +19,8 @@ pub(crate) fn check_applicable(
     arch: Architecture,
     embedding: bool,
 ) -> Result<()> {
+    check_task(s, mode)?;
+    let link = s.task == Some(TaskName::Link);
     let given = |o: bool, setting: &'static str, hint: &'static str| -> Result<()> {
         if o {
             Err(PlanError::not_applicable(setting, mode, hint))
@@ -28,11 +30,11 @@ pub(crate) fn check_applicable(
     };
     let sampled = "it is a setting of sampled mini-batch training (`fanouts`)";
     if mode != TrainMode::MiniBatch {
-        given(s.batch_size.is_some(), "batch_size", sampled)?;
+        given(s.batch_size.is_some() && !link, "batch_size", sampled)?;
         given(s.queue_depth.is_some(), "queue_depth", sampled)?;
         given(s.features_location.is_some(), "features_location", sampled)?;
-        given(s.embedding_dim.is_some(), "embedding_dim", sampled)?;
-        given(s.embedding_lr.is_some(), "embedding_lr", sampled)?;
+        given(s.embedding_dim.is_some() && !link, "embedding_dim", sampled)?;
+        given(s.embedding_lr.is_some() && !link, "embedding_lr", sampled)?;
         given(s.batches_per_epoch.is_some(), "batches_per_epoch", sampled)?;
         given(s.eval_fanouts.is_some(), "eval_fanouts", sampled)?;
         given(s.feature_cache_gib.is_some(), "feature_cache_gib", sampled)?;
@@ -71,7 +73,7 @@ pub(crate) fn check_applicable(
             "with data-parallel workers each would normalise its own slice of a batch: train mini-batches on one worker, or full-batch",
         ));
     }
-    if mode == TrainMode::MiniBatch && !embedding {
+    if mode != TrainMode::Sar && !embedding {
         given(
             s.embedding_lr.is_some(),
             "embedding_lr",
@@ -115,6 +117,58 @@ pub(crate) fn check_applicable(
     Ok(())
 }
 
+/// Refuses the settings of link prediction in a run that classifies nodes, and link prediction
+/// where it does not run.
+fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
+    if s.task == Some(TaskName::Link) {
+        let not_here = |setting, hint| Err(PlanError::not_applicable(setting, mode, hint));
+        if mode == TrainMode::Sar {
+            return not_here(
+                "task",
+                "SAR trains node classification: give the unpartitioned dataset, with its link \
+                 split, to train link prediction full-batch or in mini-batches",
+            );
+        }
+        if s.exclude_supervision && mode != TrainMode::MiniBatch {
+            return not_here(
+                "exclude_supervision",
+                "it hides a batch's edges from its sampled blocks (`fanouts`); a full batch has \
+                 its held-out edges removed already",
+            );
+        }
+        if s.eval_fanouts.is_some() || s.eval_nodes.is_some() {
+            let setting = if s.eval_fanouts.is_some() {
+                "eval_fanouts"
+            } else {
+                "eval_nodes"
+            };
+            return Err(PlanError::invalid(
+                setting,
+                "samples the evaluation of node classification; link prediction scores every \
+                 held-out pair exactly (`inference_memory_gib` bounds its memory)",
+            ));
+        }
+        return Ok(());
+    }
+    let link = "it is a setting of link prediction (`task` link)";
+    for (given, setting) in [
+        (s.decoder.is_some(), "decoder"),
+        (s.out_dim.is_some(), "out_dim"),
+        (s.neg_ratio.is_some(), "neg_ratio"),
+        (s.exclude_supervision, "exclude_supervision"),
+        (s.metric.is_some(), "metric"),
+    ] {
+        if given {
+            return Err(PlanError::NotApplicable {
+                setting,
+                context: "node classification",
+                hint: link,
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Refuses values that cannot train: counts of zero, sizes past their bounds, fanouts that
 /// do not fit the layers.
 pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
@@ -135,6 +189,14 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(s.workers, "workers")?;
     positive(s.embedding_dim, "embedding_dim")?;
     positive(s.snapshot_every, "snapshot_every")?;
+    positive(s.out_dim, "out_dim")?;
+    positive(s.neg_ratio, "neg_ratio")?;
+    if let Some(r) = s.neg_ratio.filter(|&r| r > MAX_NEG_RATIO) {
+        return Err(PlanError::invalid(
+            "neg_ratio",
+            format!("{r} is more than {MAX_NEG_RATIO} negatives per positive"),
+        ));
+    }
     if let Some(w) = s.workers.filter(|&w| w > MAX_WORKERS) {
         return Err(PlanError::invalid(
             "workers",
@@ -177,6 +239,9 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// The most negatives a positive may draw in training.
+pub const MAX_NEG_RATIO: usize = 1 << 16;
 
 /// The most batches a mini-batch run may prepare ahead.
 pub const MAX_QUEUE_DEPTH: usize = 1024;

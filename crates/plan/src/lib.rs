@@ -27,16 +27,18 @@
 #![deny(missing_docs)]
 
 mod checks;
+mod data;
 mod error;
 mod full_batch;
 mod infer;
 mod launch;
+mod link;
 mod mini_batch;
 mod plan;
 mod sar;
 mod settings;
 
-pub use checks::{MAX_QUEUE_DEPTH, MAX_WORKERS};
+pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, InferSettings};
@@ -48,5 +50,5 @@ pub use sar::{SarOutcome, SarPlan};
 pub use settings::choice_parser;
 pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
-    TrainSettings,
+    TaskName, TrainSettings,
 };

@@ -8,12 +8,11 @@ use graphloom_comm::Communicator;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
-use graphloom_store::{
-    Embedding, HotRows, Layout, Location, RowSource, SparseOptimizer, StoreSpec, StoreTensor,
-};
+use graphloom_store::{HotRows, Layout, Location, RowSource, StoreSpec, StoreTensor};
 use graphloom_tensor::DType;
 
-use crate::full_batch::{check_features_fit, load, no_features};
+use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
+use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
 use crate::{
     layerwise_config, run_job, Backend, FeaturesLocation, PlanError, Result, TrainMode,
@@ -23,9 +22,6 @@ use crate::{
 /// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
 /// flight for a disk that serves tens of thousands a second.
 const MAPPED_PRODUCER_THREADS: usize = 32;
-
-/// The default learning rate of a learnt input embedding's LazyAdam.
-const EMBEDDING_LR: f32 = 0.01;
 
 /// The default number of seeds per batch.
 const BATCH_SIZE: usize = 1024;
@@ -46,6 +42,7 @@ pub struct MiniBatchPlan {
     /// of reading features.
     pub embedding: Option<(usize, f32)>,
     data: MiniBatchData,
+    link: Option<LinkPlan>,
 }
 
 /// A mini-batch run's dataset: mapped in place, or (the default synthetic graph) in memory.
@@ -86,6 +83,7 @@ impl MiniBatchPlan {
             .embedding_dim
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
         let data = open(s, embedding.is_some())?;
+        let link = LinkPlan::open(s, s.dataset.as_deref(), data.graph_data())?;
         let meta: &Meta = match &data {
             MiniBatchData::Loaded(ds) => &ds.meta,
             MiniBatchData::Mapped(ds) => &ds.meta,
@@ -138,6 +136,7 @@ impl MiniBatchPlan {
             features_location,
             embedding,
             data,
+            link,
         })
     }
 
@@ -174,13 +173,8 @@ impl MiniBatchPlan {
         };
         let inputs = match (self.embedding, &features) {
             (Some((dim, lr)), _) => {
-                let shape = [c.meta.num_nodes, dim];
-                let spec = StoreSpec::new(&shape, DType::F32, Layout::Distributed, Location::Host);
-                table = Embedding::trainable(
-                    StoreTensor::new(comm.clone(), spec)?,
-                    SparseOptimizer::lazy_adam(),
-                )?;
-                table.init_uniform(c.train.seed, 1.0 / (dim as f32).sqrt())?;
+                let saved = c.init.as_ref().and_then(|m| m.input_embedding.as_ref());
+                table = embedding_table(comm.clone(), c.meta.num_nodes, dim, c.train.seed, saved)?;
                 Inputs::Embedding {
                     table: &mut table,
                     lr,
@@ -189,7 +183,7 @@ impl MiniBatchPlan {
             (None, Some(rows)) => Inputs::Features(rows.as_source()),
             (None, None) => return Err(no_features()),
         };
-        let mut workload = MiniBatch::new(
+        let workload = MiniBatch::new(
             self.data.graph_data(),
             inputs,
             comm,
@@ -197,11 +191,12 @@ impl MiniBatchPlan {
             c.train.seed,
             &self.batches,
         )?;
+        let mut workload = match &self.link {
+            Some(link) => workload.with_task(link.task())?,
+            None => workload,
+        };
         workload.on_batch(on_batch);
         c.start_from_saved(&mut workload)?;
-        if let Some(rows) = c.init.as_ref().and_then(|m| m.input_embedding.as_ref()) {
-            workload.set_input_embedding(rows)?;
-        }
         let report = fit(&mut workload, &c.train, on_epoch)?;
         let stages = workload.stages();
         drop(workload);
@@ -279,7 +274,7 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
                 "mmap needs `dataset` (a directory with node_feat.npy)",
             ));
         }
-        return Ok(MiniBatchData::Loaded(load(s)?));
+        return Ok(MiniBatchData::Loaded(load(s, false)?));
     };
     let meta = Meta::read(dir)?;
     if !embedding && s.features_location != Some(FeaturesLocation::Mmap) {

@@ -6,13 +6,13 @@ use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::Meta;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{EpochRecord, SnapshotConfig, TrainConfig, TrainReport, Workload};
-use graphloom_nn::{Architecture, Model, ModelConfig};
+use graphloom_nn::{Architecture, Decoder, Head, Model, ModelConfig};
 
 use crate::checks::{check_applicable, check_values};
 use crate::full_batch::FullBatchPlan;
 use crate::mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 use crate::sar::{SarOutcome, SarPlan};
-use crate::{PlanError, Result, TrainSettings};
+use crate::{PlanError, Result, TaskName, TrainSettings};
 
 /// How a plan trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,10 +146,13 @@ impl Plan {
             .unwrap_or(ModelConfig::default().layers);
         // A saved model's learnt input embedding is the input of the run that starts from it.
         let saved_embedding = saved.as_ref().and_then(|m| m.input_embedding.as_ref());
-        if mode != TrainMode::MiniBatch && saved_embedding.is_some() {
+        let link = settings.task == Some(TaskName::Link);
+        let embedding_runs = mode == TrainMode::MiniBatch || (link && mode == TrainMode::FullBatch);
+        if !embedding_runs && saved_embedding.is_some() {
             return Err(PlanError::invalid(
                 "init_model",
-                "learnt an input embedding, which only mini-batch training (`fanouts`) continues",
+                "learnt an input embedding, which only mini-batch training (`fanouts`) and \
+                 full-batch link prediction continue",
             ));
         }
         let embedding_dim = settings
@@ -158,10 +161,20 @@ impl Plan {
         check_applicable(&settings, mode, arch, embedding_dim.is_some())?;
         check_values(&settings, layers)?;
         let train = train_config(&settings, arch)?;
+        let head = if link {
+            let saved_decoder = saved_cfg.and_then(|c| match c.head {
+                Head::Link(d) => Some(d),
+                Head::NodeClasses => None,
+            });
+            Head::Link(settings.decoder.or(saved_decoder).unwrap_or(Decoder::Dot))
+        } else {
+            Head::NodeClasses
+        };
         let planned = PlannedModel {
             arch,
             layers,
             embedding_dim,
+            head,
             saved,
         };
         Ok(match mode {
@@ -217,6 +230,7 @@ pub(crate) struct PlannedModel {
     pub(crate) arch: Architecture,
     pub(crate) layers: usize,
     pub(crate) embedding_dim: Option<usize>,
+    pub(crate) head: Head,
     pub(crate) saved: Option<ModelFile>,
 }
 
@@ -238,11 +252,21 @@ impl PlannedModel {
             .or(saved.map(|c| c.dropout))
             .unwrap_or(defaults.dropout);
         let base = ModelConfig::of(self.arch);
+        let hidden = s.hidden.or(saved.map(|c| c.hidden)).unwrap_or(base.hidden);
         let model = ModelConfig {
             arch: self.arch,
             in_dim: self.embedding_dim.unwrap_or(meta.feat_dim),
-            hidden: s.hidden.or(saved.map(|c| c.hidden)).unwrap_or(base.hidden),
-            out_dim: meta.num_classes,
+            hidden,
+            // A link predictor's last layer outputs node embeddings, a classifier's classes.
+            out_dim: match self.head {
+                Head::NodeClasses => meta.num_classes,
+                Head::Link(_) => s
+                    .out_dim
+                    .or(saved
+                        .filter(|c| c.head != Head::NodeClasses)
+                        .map(|c| c.out_dim))
+                    .unwrap_or(hidden),
+            },
             layers: self.layers,
             heads: s.heads.or(saved.map(|c| c.heads)).unwrap_or(base.heads),
             out_heads: s
@@ -264,6 +288,7 @@ impl PlannedModel {
             dtype: s.dtype.0,
             checkpoint: s.checkpoint,
             batch_norm: s.batch_norm || saved.is_some_and(|c| c.batch_norm),
+            head: self.head,
         };
         // Widths are checked, and the parameters counted, before anything is allocated.
         Model::param_shapes(&model).map_err(|e| model_error(e, &meta))?;
@@ -303,7 +328,10 @@ fn train_config(s: &TrainSettings, arch: Architecture) -> Result<TrainConfig> {
     let train = TrainConfig {
         epochs: s.epochs,
         lr: s.lr.unwrap_or(arch.defaults().lr),
-        weight_decay: s.weight_decay,
+        weight_decay: s.weight_decay.unwrap_or(match s.task {
+            Some(TaskName::Link) => graphloom_nn::link::WEIGHT_DECAY,
+            _ => TrainConfig::default().weight_decay,
+        }),
         optimizer: s.optimizer.kind(),
         patience: s.patience,
         seed: s.seed,
@@ -359,8 +387,12 @@ fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
         } else {
             String::new()
         };
+        let head = match c.head {
+            Head::NodeClasses => String::new(),
+            Head::Link(d) => format!(", {} link decoder", d.name()),
+        };
         format!(
-            "{} of {} layers, {} -> {} -> {}{heads}{}",
+            "{} of {} layers, {} -> {} -> {}{heads}{}{head}",
             c.arch.name(),
             c.layers,
             c.in_dim,

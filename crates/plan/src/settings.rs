@@ -11,8 +11,9 @@ use std::path::PathBuf;
 use graphloom_graph::convert::synthetic::EdgeModel;
 use graphloom_graph::sample::Fanouts;
 pub use graphloom_graph::FeaturesLocation;
+use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::train::TrainConfig;
-use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
+use graphloom_nn::{Architecture, Decoder, ModelConfig, OptimizerKind};
 use graphloom_sar::SarMode;
 use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::DType;
@@ -42,6 +43,41 @@ impl Choice for FeaturesLocation {
     const ALL: &'static [Self] = FeaturesLocation::ALL;
     fn name(self) -> &'static str {
         FeaturesLocation::name(self)
+    }
+}
+
+/// What a run trains its model for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskName {
+    /// Node classification (the dataset's labels and splits).
+    Node,
+    /// Link prediction (the dataset's link split, `graphloom prepare link-split`).
+    Link,
+}
+
+impl Choice for TaskName {
+    const ALL: &'static [Self] = &[TaskName::Node, TaskName::Link];
+    fn name(self) -> &'static str {
+        match self {
+            TaskName::Node => "node",
+            TaskName::Link => "link",
+        }
+    }
+}
+
+/// How a link predictor scores a pair of node embeddings.
+impl Choice for Decoder {
+    const ALL: &'static [Self] = Decoder::ALL;
+    fn name(self) -> &'static str {
+        Decoder::name(self)
+    }
+}
+
+/// The validation metric that selects a link predictor.
+impl Choice for LinkMetric {
+    const ALL: &'static [Self] = LinkMetric::ALL;
+    fn name(self) -> &'static str {
+        LinkMetric::name(self)
     }
 }
 
@@ -187,6 +223,30 @@ pub struct TrainSettings {
     /// without it, a small synthetic graph is generated in memory.
     #[cfg_attr(feature = "cli", arg(long))]
     pub dataset: Option<PathBuf>,
+    /// What to train for: node classification, or link prediction over the dataset's link
+    /// split (`graphloom prepare link-split`) [default: node].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<TaskName>()))]
+    pub task: Option<TaskName>,
+    /// Link prediction: how a pair of node embeddings is scored: their dot product, or a
+    /// two-layer perceptron on their element-wise product [default: dot].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Decoder>()))]
+    pub decoder: Option<Decoder>,
+    /// Link prediction: the width of the node embeddings, the last layer's output [default:
+    /// the --hidden value].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub out_dim: Option<usize>,
+    /// Link prediction: negatives per positive in training, each keeping the positive's source
+    /// and drawing a destination uniformly [default: 1].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub neg_ratio: Option<usize>,
+    /// Link prediction with --fanouts: hide each batch's own positive edges (both directions)
+    /// from its sampled blocks, so the model cannot read them off the graph.
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub exclude_supervision: bool,
+    /// Link prediction: the validation metric that selects the model [default: mrr when the
+    /// split has negative destinations per positive, else auc].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
+    pub metric: Option<LinkMetric>,
     /// Model [default: gcn, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Architecture>()))]
     pub model: Option<Architecture>,
@@ -215,10 +275,10 @@ pub struct TrainSettings {
     /// Learning rate [default: 0.01, gat 0.005].
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub lr: Option<f64>,
-    /// Weight decay.
-    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true,
-        default_value_t = TrainConfig::default().weight_decay))]
-    pub weight_decay: f64,
+    /// Weight decay [default: 5e-4; link prediction 0, as PyG's and OGB's link examples
+    /// train].
+    #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
+    pub weight_decay: Option<f64>,
     /// Optimizer.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<OptimizerName>(),
         default_value_t = OptimizerName::default_for_training()))]
@@ -250,7 +310,8 @@ pub struct TrainSettings {
     /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub fanouts: Option<Fanouts>,
-    /// Mini-batch: seeds per batch [default: 1024].
+    /// Mini-batch: seeds per batch; link prediction: supervision pairs per batch (full batch
+    /// too) [default: 1024; full-batch link prediction: every pair in one step].
     #[cfg_attr(feature = "cli", arg(long))]
     pub batch_size: Option<usize>,
     /// Mini-batch: batches sampled and gathered ahead of the compute [default: 4].
@@ -297,8 +358,9 @@ pub struct TrainSettings {
     /// mpirun job (needs a build with --features mpi) [default: local].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Backend>()))]
     pub comm: Option<Backend>,
-    /// Mini-batch: learn a node-embedding table of this width as the input instead of reading
-    /// features (for graphs without features), trained with LazyAdam.
+    /// Mini-batch, or full-batch link prediction: learn a node-embedding table of this width
+    /// as the input instead of reading features (for graphs without features), trained with
+    /// LazyAdam.
     #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_dim: Option<usize>,
     /// Mini-batch: learning rate of the embedding table's LazyAdam [default: 0.01].
@@ -333,6 +395,12 @@ impl Default for TrainSettings {
         let train = TrainConfig::default();
         TrainSettings {
             dataset: None,
+            task: None,
+            decoder: None,
+            out_dim: None,
+            neg_ratio: None,
+            exclude_supervision: false,
+            metric: None,
             model: None,
             layers: None,
             hidden: None,
@@ -342,7 +410,7 @@ impl Default for TrainSettings {
             input_dropout: None,
             attention_dropout: None,
             lr: None,
-            weight_decay: train.weight_decay,
+            weight_decay: None,
             optimizer: OptimizerName::default_for_training(),
             epochs: train.epochs,
             patience: None,

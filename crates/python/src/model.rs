@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use graphloom_nn::inference::Output;
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::{Architecture, Model, ModelConfig, Param};
+use graphloom_nn::{Architecture, Decoder, Head, Model, ModelConfig, Param};
 use graphloom_plan::InferSettings;
 use graphloom_store::DlpackView;
 use graphloom_tensor::autodiff::ops::Probability;
@@ -45,6 +45,13 @@ pub(crate) fn read_model_file<'py>(
     config.set_item("dropout", c.dropout.get())?;
     config.set_item("input_dropout", c.input_dropout.get())?;
     config.set_item("attention_dropout", c.attention_dropout.get())?;
+    match c.head {
+        Head::NodeClasses => config.set_item("task", "node")?,
+        Head::Link(d) => {
+            config.set_item("task", "link")?;
+            config.set_item("decoder", d.name())?;
+        }
+    }
     let params = file
         .params
         .into_iter()
@@ -92,6 +99,7 @@ pub(crate) fn write_model_file(
         dtype: DType::F32,
         checkpoint: false,
         batch_norm: item(config, "batch_norm")?.extract()?,
+        head: head(config)?,
     };
     let mut given: HashMap<String, Tensor> = HashMap::new();
     for (name, array, shape) in params {
@@ -166,6 +174,26 @@ pub(crate) fn predict(
         .detach(|| graphloom_plan::infer(&settings))
         .map_err(errors::raise)?;
     Ok(View::new(DlpackView::of_tensor(out)))
+}
+
+/// The head a model configuration dict names: `task` node (or no `task`) or link with its
+/// `decoder`.
+fn head(config: &Bound<'_, PyDict>) -> PyResult<Head> {
+    let task: Option<String> = config.get_item("task")?.map(|t| t.extract()).transpose()?;
+    match task.as_deref() {
+        None | Some("node") => Ok(Head::NodeClasses),
+        Some("link") => {
+            let name: String = item(config, "decoder")?.extract()?;
+            Decoder::parse(&name).map(Head::Link).ok_or_else(|| {
+                invalid(format!(
+                    "model configuration: decoder '{name}' is not dot or mlp"
+                ))
+            })
+        }
+        Some(other) => Err(invalid(format!(
+            "model configuration: task '{other}' is not node or link"
+        ))),
+    }
 }
 
 /// A dropout rate of a model configuration dict, checked to be a probability.

@@ -35,6 +35,24 @@ impl Block {
         &self.src_nodes[..self.num_dst]
     }
 
+    /// Drops the edges `u -> v` (original ids) for which `keep(u, v)` is false, keeping every
+    /// node: a link-prediction batch hides its own supervision edges from its blocks so.
+    pub fn retain_edges(&mut self, keep: impl Fn(NodeId, NodeId) -> bool) {
+        let (mut row_ptr, mut col_idx, mut edge_ids) = (vec![0i64], Vec::new(), Vec::new());
+        for r in 0..self.num_dst {
+            let v = self.src_nodes[r];
+            for e in self.row_ptr[r] as usize..self.row_ptr[r + 1] as usize {
+                let local = self.col_idx[e];
+                if keep(self.src_nodes[local as usize], v) {
+                    col_idx.push(local);
+                    edge_ids.push(self.edge_ids[e]);
+                }
+            }
+            row_ptr.push(col_idx.len() as i64);
+        }
+        (self.row_ptr, self.col_idx, self.edge_ids) = (row_ptr, col_idx, edge_ids);
+    }
+
     /// The block as a square CSR over its source nodes, in which only the first `num_dst`
     /// rows have edges: the shape the message-passing layers take. The extra rows are empty,
     /// so a layer computes them as nodes without in-edges and the caller keeps the first

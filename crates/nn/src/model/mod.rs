@@ -9,6 +9,7 @@
 //! ([`LayerGraph`]).
 
 mod graph_input;
+mod head;
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 pub use graph_input::{GraphInput, LayerGraph, NodeGraph};
+pub use head::{Decoder, Head};
 
 use crate::kernels::aggregate::to_tensor_error;
 use crate::kernels::sparse::SparseFeatures;
@@ -122,6 +124,9 @@ pub struct ModelConfig {
     /// Batch normalisation after every hidden convolution, before its activation, with the
     /// statistics of every node (of every worker: see [`Model::set_batch_norm_sum`]).
     pub batch_norm: bool,
+    /// What the last layer's output is for: class scores (`out_dim` classes), or node
+    /// embeddings of `out_dim` whose pairs a decoder scores.
+    pub head: Head,
 }
 
 impl ModelConfig {
@@ -147,6 +152,7 @@ impl ModelConfig {
             dtype: DType::F32,
             checkpoint: false,
             batch_norm: false,
+            head: Head::NodeClasses,
         }
     }
 }
@@ -218,6 +224,8 @@ pub struct Model {
     pub params: Vec<Param>,
     /// The range of `params` each layer takes.
     param_ranges: Vec<Range<usize>>,
+    /// The range of `params` the link decoder takes (empty for other heads).
+    decoder_params: Range<usize>,
 }
 
 /// Inputs with at most this share of non-zeros take the sparse first layer.
@@ -264,12 +272,26 @@ impl Model {
             }
             param_ranges.push(start..params.len());
         }
+        let start = params.len();
+        if let Head::Link(decoder) = cfg.head {
+            let width = cfg.out_dim;
+            let key = RngKey::new(seed, u64::MAX, layers.len() as u64);
+            let values = decoder.init_params(width, key, param_dtype)?;
+            for ((name, _), value) in decoder.param_shapes(width).into_iter().zip(values) {
+                params.push(Param {
+                    name: format!("decoder.{name}"),
+                    value,
+                });
+            }
+        }
+        let decoder_params = start..params.len();
         debug_assert_eq!(params.len(), shapes.len());
         Ok(Model {
             cfg,
             layers,
             params,
             param_ranges,
+            decoder_params,
         })
     }
 
@@ -344,6 +366,15 @@ impl Model {
                 let width = layer.output_width();
                 shapes.push((format!("layers.{l}.norm.weight"), vec![width]));
                 shapes.push((format!("layers.{l}.norm.bias"), vec![width]));
+            }
+        }
+        if let Head::Link(decoder) = cfg.head {
+            for (name, shape) in decoder.param_shapes(cfg.out_dim) {
+                total = total
+                    .checked_add(shape.iter().product())
+                    .filter(|&t| t <= MAX_PARAMETERS)
+                    .ok_or_else(too_large)?;
+                shapes.push((format!("decoder.{name}"), shape));
             }
         }
         Ok(shapes)
@@ -509,6 +540,30 @@ impl Model {
             };
         }
         Ok(h)
+    }
+
+    /// The link-prediction head: the decoder's scores (logits, `[pairs, 1]`) of the pairs
+    /// `(src[i], dst[i])` of rows of the encoder's output `h`, with parameters `params` (the
+    /// model's, as given to [`Model::forward`]).
+    pub fn link_scores(
+        &self,
+        tape: &mut Tape,
+        h: &Var,
+        params: &[Var],
+        src: Arc<[usize]>,
+        dst: Arc<[usize]>,
+    ) -> Result<Var> {
+        let Head::Link(decoder) = self.cfg.head else {
+            return Err(Error::Mismatch {
+                what: "the model's head and link scores",
+                detail: "the model classifies nodes; it has no link decoder".into(),
+            });
+        };
+        let decoder_params = params[self.decoder_params.clone()]
+            .iter()
+            .map(|p| ops::cast(tape, p, h.value().dtype()))
+            .collect::<graphloom_tensor::Result<Vec<_>>>()?;
+        head::score_pairs(tape, decoder, h, &decoder_params, src, dst)
     }
 
     /// The node-classification head: the log-softmax of the last layer's class scores.

@@ -1,25 +1,48 @@
-//! [`FullBatch`]: full-batch training on one worker, the whole graph in every step.
+//! [`FullBatch`]: full-batch training on one worker, the whole graph in every step, for node
+//! classification (one step per epoch) or link prediction (the supervision pairs in batches,
+//! the whole graph encoded for each).
 
+use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
-use graphloom_graph::Dataset;
+use graphloom_graph::{Dataset, LinkSet};
+use graphloom_store::Embedding;
 use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::{Tape, Tensor, Var};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::{fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload};
 use crate::inference::{infer, Output};
+use crate::link::{self, pair_batches, PairBatch};
 use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
+use crate::task::Task;
 use crate::{Error, Result};
 
-/// Full-batch training on one worker: every step is a forward pass over the whole graph, the
-/// loss on the training nodes, and evaluation is one forward pass with dropout off (exact
-/// full-neighbour inference).
+/// The name of a learnt input table's files in a snapshot folder.
+pub(crate) const EMBEDDING_PREFIX: &str = "input_embedding";
+
+/// Where a full-batch step reads every node's input row.
+enum FullInput<'a> {
+    /// Fixed rows (the features), in the compute dtype.
+    Rows(Var),
+    /// A trainable embedding table, read whole at every step; its rows' gradients go to its
+    /// sparse optimizer with learning rate `lr`.
+    Table { table: &'a mut Embedding, lr: f32 },
+}
+
+/// Full-batch training on one worker: every step is a forward pass over the whole graph and
+/// the loss of the task (the training nodes' labels, or a batch of supervision pairs and
+/// their negatives); evaluation is one forward pass with dropout off (exact full-neighbour
+/// inference).
 pub struct FullBatch<'a> {
     ds: &'a Dataset,
     model: Model,
     graph: NodeGraph,
-    x: Var,
+    input: FullInput<'a>,
+    task: Task<'a>,
+    /// Link prediction: supervision pairs per step (`None`: all of them).
+    batch_size: Option<usize>,
+    seed: u64,
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
 }
@@ -42,58 +65,169 @@ impl<'a> FullBatch<'a> {
     }
 
     /// The workload of model `cfg` on the graph of `ds` with input rows `x` (one per node, in
-    /// the compute dtype): the features, or a learnt input embedding.
+    /// the compute dtype): the features, or a fixed input embedding.
     pub fn with_inputs(
         ds: &'a Dataset,
         cfg: ModelConfig,
         seed: u64,
         x: Tensor,
     ) -> Result<FullBatch<'a>> {
-        if x.shape() != [ds.graph.num_nodes(), cfg.in_dim] {
-            return Err(Error::Mismatch {
-                what: "input rows and the model",
-                detail: format!(
-                    "input rows of shape {:?} for {} nodes of a model {} wide",
-                    x.shape(),
-                    ds.graph.num_nodes(),
-                    cfg.in_dim
-                ),
-            });
+        check_rows(
+            ds,
+            &cfg,
+            x.shape()[0],
+            x.shape().get(1).copied().unwrap_or(0),
+        )?;
+        let mut workload = FullBatch::on_graph(ds, cfg, seed, FullInput::Rows(Var::constant(x)))?;
+        if let FullInput::Rows(x) = &workload.input {
+            let sparse = workload.model.sparse_input(x.value());
+            workload.graph = std::mem::take(&mut workload.graph).with_sparse_input(sparse);
         }
+        Ok(workload)
+    }
+
+    /// The workload of model `cfg` on the graph of `ds` whose input is the trainable table
+    /// `table` (one row per node, as wide as the model's input; for graphs without features),
+    /// trained by its sparse optimizer with learning rate `lr`.
+    pub fn with_embedding(
+        ds: &'a Dataset,
+        cfg: ModelConfig,
+        seed: u64,
+        table: &'a mut Embedding,
+        lr: f32,
+    ) -> Result<FullBatch<'a>> {
+        check_rows(ds, &cfg, table.table().rows(), table.dim())?;
+        FullBatch::on_graph(ds, cfg, seed, FullInput::Table { table, lr })
+    }
+
+    fn on_graph(
+        ds: &'a Dataset,
+        cfg: ModelConfig,
+        seed: u64,
+        input: FullInput<'a>,
+    ) -> Result<FullBatch<'a>> {
         let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
         let model = Model::new(cfg, seed)?;
-        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, weight)?
-            .with_sparse_input(model.sparse_input(&x));
+        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, weight)?;
         Ok(FullBatch {
             ds,
             model,
             graph,
-            x: Var::constant(x),
+            input,
+            task: Task::Node,
+            batch_size: None,
+            seed,
             rows: ds.train_idx.clone().into(),
             labels: ds.train_idx.iter().map(|&i| ds.labels[i]).collect(),
         })
     }
 
+    /// The same workload training for `task`; for link prediction, `batch_size` supervision
+    /// pairs per step (`None`: all of them in one step).
+    pub fn with_task(mut self, task: Task<'a>, batch_size: Option<usize>) -> Result<FullBatch<'a>> {
+        task.check(&self.model.cfg)?;
+        if batch_size == Some(0) {
+            return Err(Error::InvalidSetting {
+                setting: "batch_size",
+                reason: "must be at least 1".into(),
+            });
+        }
+        self.task = task;
+        self.batch_size = batch_size;
+        Ok(self)
+    }
+
+    /// Every node's input rows: the fixed rows, or the table's (collective).
+    fn all_rows(&mut self) -> Result<Var> {
+        let dtype = self.model.cfg.dtype;
+        Ok(match &mut self.input {
+            FullInput::Rows(x) => x.clone(),
+            FullInput::Table { table, .. } => {
+                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
+                Var::constant(table.gather(&all)?.cast(dtype)?)
+            }
+        })
+    }
+
     /// Inference over every node with parameters `params` and dropout off.
-    pub fn infer(&self, params: &[Tensor], output: Output) -> Result<Tensor> {
+    pub fn infer(&mut self, params: &[Tensor], output: Output) -> Result<Tensor> {
+        let x = self.all_rows()?;
         infer(
             &self.model,
-            &self.x,
+            &x,
             GraphInput::Nodes(&self.graph),
             params,
             output,
         )
     }
+
+    /// One step: the forward pass over the whole graph and `loss` of its output, backward,
+    /// the update, and the table's update when the input is one. Returns the loss.
+    fn step(
+        &mut self,
+        steps: &mut Steps<'_>,
+        loss: impl FnOnce(&Model, &mut Tape, &Var, &[Var]) -> Result<Var>,
+    ) -> Result<f64> {
+        let mut tape = Tape::new();
+        let (vars, mode) = steps.begin(&mut tape);
+        let dtype = self.model.cfg.dtype;
+        let (x, table) = match &mut self.input {
+            FullInput::Rows(x) => (x.clone(), None),
+            FullInput::Table { table, lr } => {
+                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
+                let rows = table.gather(&all)?.cast(dtype)?;
+                (tape.leaf(rows, true), Some((all, &mut **table, *lr)))
+            }
+        };
+        let out = self
+            .model
+            .forward(&mut tape, &x, &vars, GraphInput::Nodes(&self.graph), mode)?;
+        let loss = loss(&self.model, &mut tape, &out, &vars)?;
+        drop(out);
+        let wants_input = table.is_some().then_some(&x);
+        let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
+        if let Some((ids, table, lr)) = table {
+            let grad = input_grad
+                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
+                .cast(DType::F32)?;
+            table.apply_gradients(&ids, &grad, lr)?;
+        }
+        Ok(loss)
+    }
+}
+
+/// Fails unless `rows x width` input rows fit the graph of `ds` and a model of `cfg`.
+fn check_rows(ds: &Dataset, cfg: &ModelConfig, rows: usize, width: usize) -> Result<()> {
+    if rows == ds.graph.num_nodes() && width == cfg.in_dim {
+        return Ok(());
+    }
+    Err(Error::Mismatch {
+        what: "input rows and the model",
+        detail: format!(
+            "input rows of shape [{rows}, {width}] for {} nodes of a model {} wide",
+            ds.graph.num_nodes(),
+            cfg.in_dim
+        ),
+    })
 }
 
 impl Workload for FullBatch<'_> {
     fn fingerprint(&self) -> String {
         let g = &self.ds.graph;
+        let input = match &self.input {
+            FullInput::Rows(_) => "features".to_string(),
+            FullInput::Table { table, lr } => {
+                format!("an input embedding {} wide (lr {lr})", table.dim())
+            }
+        };
         format!(
-            "full batch over {} nodes, {} edges, {} training nodes",
+            "full batch over {} nodes, {} edges, {} training nodes, from {input}, for {}{}",
             g.num_nodes(),
             g.num_edges(),
-            self.rows.len()
+            self.rows.len(),
+            self.task.describe(),
+            self.batch_size
+                .map_or(String::new(), |b| format!(" in batches of {b}"))
         )
     }
 
@@ -109,34 +243,88 @@ impl Workload for FullBatch<'_> {
         None
     }
 
-    fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
-        if self.rows.is_empty() {
+    fn input_embedding(&mut self) -> Result<Option<Tensor>> {
+        match &mut self.input {
+            FullInput::Table { table, .. } => {
+                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
+                Ok(Some(table.gather(&all)?))
+            }
+            FullInput::Rows(_) => Ok(None),
+        }
+    }
+
+    fn save_state(&mut self, dir: &Path) -> Result<()> {
+        if let FullInput::Table { table, .. } = &self.input {
+            table.save(&dir.join(EMBEDDING_PREFIX))?;
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, dir: &Path, saved_workers: usize) -> Result<()> {
+        if let FullInput::Table { table, .. } = &mut self.input {
+            table.restore(&dir.join(EMBEDDING_PREFIX), saved_workers)?;
+        }
+        Ok(())
+    }
+
+    fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        self.task.check(&self.model.cfg)?;
+        let Task::Link(task) = self.task else {
+            if self.rows.is_empty() {
+                return Err(Error::NoTrainingNodes);
+            }
+            let (rows, labels) = (self.rows.clone(), self.labels.clone());
+            return self.step(steps, |_, tape, scores, _| {
+                let logp = Model::log_probabilities(tape, scores)?;
+                let n = rows.len() as f64;
+                Ok(ops::nll_loss(tape, &logp, rows, labels, n)?)
+            });
+        };
+        let pairs = task.split.pairs(LinkSet::TrainPos).len();
+        if pairs == 0 {
             return Err(Error::NoTrainingNodes);
         }
-        let mut tape = Tape::new();
-        let (vars, mode) = steps.begin(&mut tape);
-        let scores = self.model.forward(
-            &mut tape,
-            &self.x,
-            &vars,
-            GraphInput::Nodes(&self.graph),
-            mode,
-        )?;
-        let logp = Model::log_probabilities(&mut tape, &scores)?;
-        drop(scores);
-        let loss = ops::nll_loss(
-            &mut tape,
-            &logp,
-            self.rows.clone(),
-            self.labels.clone(),
-            self.rows.len() as f64,
-        )?;
-        drop(logp);
-        Ok(steps.finish(tape, &loss, vars, None)?.0)
+        let (n, seed) = (self.ds.graph.num_nodes(), self.seed);
+        let (batches, _) = pair_batches(
+            pairs,
+            seed,
+            epoch as u64,
+            self.batch_size.unwrap_or(pairs),
+            0,
+            1,
+        );
+        let (mut total, mut count) = (0.0, 0usize);
+        for index in batches {
+            let batch = PairBatch::new(&task, &index, n, seed, epoch as u64);
+            let scored = batch.labels.len();
+            let (src, dst): (Arc<[usize]>, Arc<[usize]>) = (
+                batch.src.iter().map(|&v| v as usize).collect(),
+                batch.dst.iter().map(|&v| v as usize).collect(),
+            );
+            let labels = batch.labels.clone();
+            let loss = self.step(steps, |model, tape, h, vars| {
+                let s = model.link_scores(tape, h, vars, src, dst)?;
+                Ok(ops::bce_with_logits(tape, &s, labels, scored as f64)?)
+            })?;
+            total += loss * scored as f64;
+            count += scored;
+        }
+        Ok(total / count.max(1) as f64)
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+        match self.task {
+            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
+            Task::Link(task) => {
+                let h = self.infer(params, Output::Layer(self.model.num_layers()))?;
+                Ok(Evaluation::Link(link::evaluate(
+                    &self.model,
+                    &h,
+                    params,
+                    &task,
+                )?))
+            }
+        }
     }
 }
 

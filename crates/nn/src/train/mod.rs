@@ -259,11 +259,12 @@ fn trajectory_fingerprint(cfg: &ModelConfig) -> String {
         dtype,
         checkpoint: _,
         batch_norm,
+        head,
     } = cfg;
     format!(
         "{} of {layers} layers, {in_dim} -> {hidden} -> {out_dim}, heads {heads}/{out_heads}, \
          dropout {dropout}, input dropout {input_dropout}, attention dropout \
-         {attention_dropout}, {dtype}, batch norm {batch_norm}",
+         {attention_dropout}, {dtype}, batch norm {batch_norm}, head {head:?}",
         arch.name()
     )
 }

@@ -35,7 +35,7 @@ impl Op for PairProduct {
         }
         with_float!(h.dtype(), "pair_product", T => {
             let hs = h.as_slice::<T>()?;
-            let mut out = Vec::with_capacity(self.src.len() * d);
+            let mut out = crate::alloc::with_capacity(self.src.len() * d);
             for (&u, &v) in self.src.iter().zip(self.dst.iter()) {
                 let (a, b) = (&hs[u * d..(u + 1) * d], &hs[v * d..(v + 1) * d]);
                 out.extend(a.iter().zip(b).map(|(x, y)| T::from_acc(x.to_acc() * y.to_acc())));
@@ -57,7 +57,9 @@ impl Op for PairProduct {
                     acc[v * d + j] += gij * hs[u * d + j].to_acc();
                 }
             }
-            Tensor::from_vec(acc.into_iter().map(T::from_acc).collect::<Vec<T>>(), &[n, d])
+            let mut out = crate::alloc::with_capacity(n * d);
+            out.extend(acc.into_iter().map(T::from_acc));
+            Tensor::from_vec(out, &[n, d])
         })?;
         Ok(vec![Some(dh)])
     }

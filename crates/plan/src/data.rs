@@ -1,0 +1,122 @@
+//! What the plans read and make besides the model: the dataset, loaded or generated, with
+//! checks of its size against memory, and a learnt input embedding's table.
+
+use std::sync::Arc;
+
+use graphloom_comm::Communicator;
+use graphloom_graph::convert::synthetic;
+use graphloom_graph::{Dataset, Meta};
+use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::{DType, Tensor};
+
+use crate::plan::available_memory_bytes;
+use crate::{PlanError, Result, TrainMode, TrainSettings};
+
+/// The default learning rate of a learnt input embedding's LazyAdam.
+pub(crate) const EMBEDDING_LR: f32 = 0.01;
+
+/// A learnt input embedding of `nodes` rows of `dim` over the workers of `comm` (each holds
+/// its own rows), trained by LazyAdam: initialised uniformly from `seed`, or with `saved`
+/// rows (a saved model's). Collective.
+pub(crate) fn embedding_table(
+    comm: Arc<dyn Communicator>,
+    nodes: usize,
+    dim: usize,
+    seed: u64,
+    saved: Option<&Tensor>,
+) -> Result<Embedding> {
+    let spec = StoreSpec::new(
+        &[nodes, dim],
+        DType::F32,
+        Layout::Distributed,
+        Location::Host,
+    );
+    let mut table =
+        Embedding::trainable(StoreTensor::new(comm, spec)?, SparseOptimizer::lazy_adam())?;
+    table.init_uniform(seed, 1.0 / (dim as f32).sqrt())?;
+    if let Some(rows) = saved {
+        if rows.shape() != [nodes, dim] {
+            return Err(PlanError::invalid(
+                "init_model",
+                format!(
+                    "holds an input embedding of shape {:?}, the dataset needs [{nodes}, {dim}]",
+                    rows.shape()
+                ),
+            ));
+        }
+        table.fill_from_whole(
+            rows.cast(DType::F32)
+                .map_err(graphloom_nn::Error::from)?
+                .as_bytes(),
+        )?;
+    }
+    Ok(table)
+}
+
+/// The dataset of `s` loaded with its features in the compute dtype (or without them, for a
+/// run that learns its input), or the default synthetic graph generated in memory.
+pub(crate) fn load(s: &TrainSettings, without_features: bool) -> Result<Dataset> {
+    let mut ds = match &s.dataset {
+        Some(dir) if without_features => Dataset::load_without_features(dir)?,
+        Some(dir) => {
+            check_features_fit(&Meta::read(dir)?, s.dtype.0, TrainMode::FullBatch)?;
+            Dataset::load(dir)?
+        }
+        None => synthetic::generate(&default_graph(s.seed))?,
+    };
+    let _g = category_scope(Category::Features);
+    ds.features = ds
+        .features
+        .cast(s.dtype.0)
+        .map_err(graphloom_nn::Error::from)?;
+    Ok(ds)
+}
+
+/// The graph trained on when no dataset is given: 20,000 nodes of 8 classes with 64 features,
+/// generated from the run's seed in a second.
+pub(crate) fn default_graph(seed: u64) -> synthetic::SyntheticConfig {
+    synthetic::SyntheticConfig {
+        nodes: 20_000,
+        avg_degree: 10,
+        feat_dim: 64,
+        classes: 8,
+        seed,
+        ..Default::default()
+    }
+}
+
+/// Refuses to load features larger than the memory this process may use, before reading any.
+pub(crate) fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> Result<()> {
+    let bytes = (meta.num_nodes as u128) * (meta.feat_dim as u128) * dtype.size_in_bytes() as u128;
+    let available = available_memory_bytes() as u128;
+    if available == 0 || bytes <= available {
+        return Ok(());
+    }
+    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
+    let hint = match mode {
+        TrainMode::MiniBatch => "keep them on disk with `features_location` mmap",
+        _ => {
+            "sample mini-batches (`fanouts`) with `features_location` mmap, or partition the \
+              graph (graphloom partition) over an MPI job"
+        }
+    };
+    Err(PlanError::invalid(
+        "dataset",
+        format!(
+            "its node features take {:.1} GiB in {dtype}, more than the {:.1} GiB this process may use: \
+             {hint}",
+            gib(bytes),
+            gib(available)
+        ),
+    ))
+}
+
+/// The error of a dataset without node features, for a run that reads them.
+pub(crate) fn no_features() -> PlanError {
+    PlanError::invalid(
+        "dataset",
+        "the dataset has no node features: train an input embedding with `fanouts` and \
+         `embedding_dim`",
+    )
+}

@@ -1,0 +1,73 @@
+//! The plan of a link-prediction run: the dataset's link split and how training draws
+//! negatives and selects the model, shared by the full-batch and mini-batch plans.
+
+use std::path::Path;
+
+use graphloom_graph::{GraphData, LinkSplit};
+use graphloom_nn::link::metrics::LinkMetric;
+use graphloom_nn::link::LinkTask;
+use graphloom_nn::task::Task;
+
+use crate::{PlanError, Result, TaskName, TrainSettings};
+
+/// A link-prediction run's split and settings.
+pub(crate) struct LinkPlan {
+    split: LinkSplit,
+    neg_ratio: usize,
+    metric: LinkMetric,
+    exclude_supervision: bool,
+}
+
+/// Negatives per positive unless told otherwise.
+const NEG_RATIO: usize = 1;
+
+impl LinkPlan {
+    /// The link plan of `s` over the dataset in `dir` (whose graph is `graph`), `None` when
+    /// the run classifies nodes.
+    pub(crate) fn open(
+        s: &TrainSettings,
+        dir: Option<&Path>,
+        graph: GraphData<'_>,
+    ) -> Result<Option<LinkPlan>> {
+        if s.task != Some(TaskName::Link) {
+            return Ok(None);
+        }
+        let Some(dir) = dir.filter(|d| LinkSplit::exists(d)) else {
+            return Err(PlanError::invalid(
+                "task",
+                "link needs a dataset with a link split (`dataset` with link_split/train_pos.npy): \
+                 make one with graphloom prepare link-split",
+            ));
+        };
+        let split = LinkSplit::open(dir, graph)?;
+        let has_neg_dst = split.neg_dst(false).is_some();
+        let metric = match s.metric {
+            Some(LinkMetric::Mrr) if !has_neg_dst => {
+                return Err(PlanError::invalid(
+                    "metric",
+                    "mrr ranks each validation positive against its own negatives, and this \
+                     split has no valid_neg_dst.npy: choose auc or a hits@K",
+                ))
+            }
+            Some(m) => m,
+            None if has_neg_dst => LinkMetric::Mrr,
+            None => LinkMetric::Auc,
+        };
+        Ok(Some(LinkPlan {
+            split,
+            neg_ratio: s.neg_ratio.unwrap_or(NEG_RATIO),
+            metric,
+            exclude_supervision: s.exclude_supervision,
+        }))
+    }
+
+    /// The task of a workload over this plan.
+    pub(crate) fn task(&self) -> Task<'_> {
+        Task::Link(LinkTask {
+            split: &self.split,
+            neg_ratio: self.neg_ratio,
+            metric: self.metric,
+            exclude_supervision: self.exclude_supervision,
+        })
+    }
+}
