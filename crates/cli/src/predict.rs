@@ -8,7 +8,9 @@ use clap::Args;
 
 use graphloom_graph::npy;
 use graphloom_nn::inference::Output;
-use graphloom_plan::{infer, labels_of, InferSettings};
+use graphloom_plan::{infer, labels_of, score_links, InferSettings, TaskName};
+
+use crate::output::choice;
 
 /// What `predict` and `embed` both take.
 #[derive(Args)]
@@ -46,6 +48,15 @@ pub(crate) struct PredictArgs {
     /// one column per class).
     #[arg(long)]
     labels: bool,
+    /// What the model predicts: node classes, or (a model trained with --task link) the
+    /// scores of pairs of nodes given by --pairs [default: node].
+    #[arg(long, value_parser = choice::<TaskName>())]
+    task: Option<TaskName>,
+    /// With --task link: the pairs to score, an `.npy` of integer node ids, `[2, P]` (sources
+    /// then destinations, as PyG's `edge_label_index`) or `[P, 2]`; the output is each pair's
+    /// score (a logit, float32 `[P]`; its sigmoid is the predicted probability of an edge).
+    #[arg(long)]
+    pairs: Option<PathBuf>,
 }
 
 /// Arguments of `graphloom embed`.
@@ -98,6 +109,30 @@ fn read_ids(path: &Path) -> Result<Vec<i64>> {
 }
 
 pub(crate) fn predict(args: PredictArgs) -> Result<()> {
+    let link = args.task == Some(TaskName::Link);
+    match (&args.pairs, link) {
+        (Some(_), false) => anyhow::bail!("--pairs scores links: give --task link"),
+        (None, true) => anyhow::bail!("--task link scores the pairs of --pairs: give the file"),
+        (Some(_), true) if args.labels || args.input.nodes.is_some() => {
+            anyhow::bail!("--task link scores pairs: --labels and --nodes are for node classes")
+        }
+        _ => {}
+    }
+    if let Some(path) = &args.pairs {
+        graphloom_graph::check_output_file(&args.input.out, &[path.as_path()])?;
+        let (src, dst) = read_pairs(path)?;
+        let settings = args.input.settings(Output::LogProbabilities)?;
+        let scores = score_links(&settings, &src, &dst).map_err(crate::output::plan_error)?;
+        let out = &args.input.out;
+        npy::write(out, scores.as_slice::<f32>()?, scores.shape())
+            .with_context(|| format!("writing {}", out.display()))?;
+        eprintln!(
+            "wrote {} pair scores to {}",
+            scores.shape()[0],
+            out.display()
+        );
+        return Ok(());
+    }
     let logp = infer(&args.input.settings(Output::LogProbabilities)?)
         .map_err(crate::output::plan_error)?;
     let out = &args.input.out;
@@ -110,6 +145,22 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
     .with_context(|| format!("writing {}", out.display()))?;
     eprintln!("wrote {} rows to {}", logp.shape()[0], out.display());
     Ok(())
+}
+
+/// Pairs of node ids from an `.npy` of `[2, P]` (sources, then destinations) or `[P, 2]`.
+fn read_pairs(path: &Path) -> Result<(Vec<i64>, Vec<i64>)> {
+    let ids = npy::read_ints(path)?;
+    match ids.shape.as_slice() {
+        [2, p] => {
+            let (src, dst) = ids.data.split_at(*p);
+            Ok((src.to_vec(), dst.to_vec()))
+        }
+        [_, 2] => Ok(ids.data.chunks(2).map(|c| (c[0], c[1])).unzip()),
+        shape => anyhow::bail!(
+            "{}: shape {shape:?}, expected pairs of node ids as [2, P] or [P, 2]",
+            path.display()
+        ),
+    }
 }
 
 pub(crate) fn embed(args: EmbedArgs) -> Result<()> {

@@ -9,7 +9,9 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, Local};
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::Fanouts;
-use graphloom_graph::{npy, Csr, Dataset, FeaturesLocation, LinkSet, LinkSplit, MappedDataset, NodeId};
+use graphloom_graph::{
+    npy, Csr, Dataset, FeaturesLocation, LinkSet, LinkSplit, MappedDataset, NodeId,
+};
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::LinkTask;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig};
@@ -208,7 +210,10 @@ fn two_workers_take_the_steps_of_one() {
     let one = mini_batch(&dir, &cfg, &[4, 3], 37, 2, 1).remove(0);
     for (rank, got) in mini_batch(&dir, &cfg, &[4, 3], 37, 2, 2).iter().enumerate() {
         for (e, w) in got.epochs.iter().zip(&one.epochs) {
-            assert!((e.loss - w.loss).abs() <= 1e-9 * w.loss.abs(), "rank {rank}");
+            assert!(
+                (e.loss - w.loss).abs() <= 1e-9 * w.loss.abs(),
+                "rank {rank}"
+            );
         }
         assert!(close(&params(got), &params(&one), 1e-9), "rank {rank}");
     }
@@ -244,7 +249,11 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
         .with_task(task(&split), Some(64))
         .unwrap();
     let report = fit(&mut features, &tc, |_| {}).unwrap();
-    assert!(auc(&report) > 0.8, "from features: test AUC {}", auc(&report));
+    assert!(
+        auc(&report) > 0.8,
+        "from features: test AUC {}",
+        auc(&report)
+    );
     // Without features: a learnt input table, trained by its sparse optimizer.
     let dir2 = scratch("learn-embedding");
     let plain = link_dataset(&dir2, 0);
@@ -252,9 +261,11 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
     let split2 = LinkSplit::open(&dir2, plain.data()).unwrap();
     let comm: Arc<dyn Communicator> = Local::single();
     let spec = StoreSpec::new(&[300, 16], DType::F32, Layout::Distributed, Location::Host);
-    let mut table =
-        Embedding::trainable(StoreTensor::new(comm, spec).unwrap(), SparseOptimizer::lazy_adam())
-            .unwrap();
+    let mut table = Embedding::trainable(
+        StoreTensor::new(comm, spec).unwrap(),
+        SparseOptimizer::lazy_adam(),
+    )
+    .unwrap();
     table.init_uniform(2, 0.25).unwrap();
     let cfg = ModelConfig {
         arch: Architecture::Sage,
@@ -266,7 +277,11 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
         .with_task(task(&split2), None)
         .unwrap();
     let report = fit(&mut learnt, &TrainConfig { epochs: 100, ..tc }, |_| {}).unwrap();
-    assert!(auc(&report) > 0.75, "from an embedding: test AUC {}", auc(&report));
+    assert!(
+        auc(&report) > 0.75,
+        "from an embedding: test AUC {}",
+        auc(&report)
+    );
     assert!(report.best_input_embedding.is_some());
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&dir2).unwrap();

@@ -105,6 +105,48 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     })
 }
 
+/// The saved link predictor's scores (logits, `[pairs]`, f32) of the pairs `(src[i],
+/// dst[i])` of the dataset's nodes: every node's embedding by exact inference (layer by layer
+/// when `settings.layerwise` asks), scored by the model's decoder. `settings.output` and
+/// `settings.nodes` are not used.
+pub fn score_links(settings: &InferSettings, src: &[i64], dst: &[i64]) -> Result<Tensor> {
+    let saved = ModelFile::load(&settings.model)?;
+    if !matches!(saved.config.head, graphloom_nn::Head::Link(_)) {
+        return Err(PlanError::invalid(
+            "model",
+            "classifies nodes: it has no link decoder to score pairs (train one with `task` link)",
+        ));
+    }
+    if src.len() != dst.len() {
+        return Err(PlanError::invalid(
+            "pairs",
+            format!("has {} sources for {} destinations", src.len(), dst.len()),
+        ));
+    }
+    let all = InferSettings {
+        nodes: None,
+        output: Output::Layer(saved.config.layers),
+        ..settings.clone()
+    };
+    let h = infer(&all)?;
+    let n = h.shape()[0] as i64;
+    if let Some(bad) = src.iter().chain(dst).find(|&&v| v < 0 || v >= n) {
+        return Err(PlanError::invalid(
+            "pairs",
+            format!("holds node {bad}, outside 0..{n}"),
+        ));
+    }
+    let model = saved_model(&saved)?;
+    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let h = h
+        .cast(saved.config.dtype)
+        .map_err(graphloom_nn::Error::from)?;
+    let scores = graphloom_nn::link::score(&model, &h, &params, src, dst)?;
+    let scores: Vec<f32> = scores.into_iter().map(|s| s as f32).collect();
+    let count = scores.len();
+    Ok(Tensor::from_vec(scores, &[count]).map_err(graphloom_nn::Error::from)?)
+}
+
 /// Refuses a node id outside the dataset.
 fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
     if let Some(bad) = settings
@@ -126,7 +168,7 @@ fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
 fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -> Result<()> {
     let n = meta.num_nodes;
     let invalid = |reason: String| Err(PlanError::invalid("dataset", reason));
-    if meta.num_classes != cfg.out_dim {
+    if cfg.head == graphloom_nn::Head::NodeClasses && meta.num_classes != cfg.out_dim {
         return invalid(format!(
             "has {} classes, the model predicts {}",
             meta.num_classes, cfg.out_dim

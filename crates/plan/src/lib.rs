@@ -41,7 +41,7 @@ mod settings;
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
-pub use infer::{infer, labels_of, layerwise_config, InferSettings};
+pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
