@@ -41,7 +41,10 @@ fn existing_ancestor(path: &Path) -> &Path {
 /// system, so that a file of `a` can be hard-linked at `b` rather than copied.
 pub fn same_file_system(a: &Path, b: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
-    match (std::fs::metadata(a), std::fs::metadata(existing_ancestor(b))) {
+    match (
+        std::fs::metadata(a),
+        std::fs::metadata(existing_ancestor(b)),
+    ) {
         (Ok(a), Ok(b)) => a.dev() == b.dev(),
         _ => false,
     }

@@ -250,8 +250,8 @@ fn row_blocks(row_ptr: &[i64]) -> Vec<Range<usize>> {
     let mut lo = 0;
     while lo < n {
         let limit = row_ptr[lo] + BLOCK_EDGES;
-        let hi = (row_ptr.partition_point(|&p| p <= limit) - 1)
-            .clamp(lo + 1, (lo + BLOCK_ROWS).min(n));
+        let hi =
+            (row_ptr.partition_point(|&p| p <= limit) - 1).clamp(lo + 1, (lo + BLOCK_ROWS).min(n));
         blocks.push(lo..hi);
         lo = hi;
     }
@@ -805,8 +805,7 @@ pub fn write(
         key: RngKey::new(cfg.seed, 0, KEY_PURPOSE),
         blocks,
     };
-    let (candidates, [valid, test], thresholds) =
-        thresholds(&splitter, cfg, &origin, progress)?;
+    let (candidates, [valid, test], thresholds) = thresholds(&splitter, cfg, &origin, progress)?;
     let needed = bytes_needed(&ds, out, valid + test, cfg);
     crate::disk::check_free_space(out, needed, "the link split")?;
     let mut summary = LinkSplitSummary {

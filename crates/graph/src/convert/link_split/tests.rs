@@ -201,7 +201,9 @@ fn check_split(input: &Path, out: &Path, cfg: &LinkSplitConfig, summary: &LinkSp
         assert_eq!(dst.shape, [positives.len(), cfg.neg_dst]);
         for (i, &(u, _)) in positives.iter().enumerate() {
             let row = &dst.data[i * cfg.neg_dst..(i + 1) * cfg.neg_dst];
-            assert!(row.iter().all(|&w| w as NodeId != u && !joined(u, w as NodeId)));
+            assert!(row
+                .iter()
+                .all(|&w| w as NodeId != u && !joined(u, w as NodeId)));
         }
     }
     assert_eq!(split.neg_dst(true).is_some(), cfg.neg_dst > 0);
@@ -210,8 +212,18 @@ fn check_split(input: &Path, out: &Path, cfg: &LinkSplitConfig, summary: &LinkSp
     assert_eq!(after.train_idx, before.train_idx);
     assert_eq!(after.meta.feat_dim, before.meta.feat_dim);
     assert_eq!(
-        after.features.cast(DType::F32).unwrap().as_slice::<f32>().unwrap(),
-        before.features.cast(DType::F32).unwrap().as_slice::<f32>().unwrap()
+        after
+            .features
+            .cast(DType::F32)
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap(),
+        before
+            .features
+            .cast(DType::F32)
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap()
     );
 }
 
@@ -252,7 +264,9 @@ fn an_undirected_split_has_exact_counts_and_no_held_out_edge_left() {
 fn a_directed_split_with_reciprocal_edges_unsorted_rows_and_weights_keeps_them_paired() {
     let root = scratch("directed");
     let input = root.join("in");
-    dataset(directed_graph(300), true, true).save(&input).unwrap();
+    dataset(directed_graph(300), true, true)
+        .save(&input)
+        .unwrap();
     let cfg = LinkSplitConfig {
         valid: 0.1,
         test: 0.2,
@@ -342,7 +356,9 @@ fn shares_outside_the_unit_interval_or_holding_out_everything_are_refused() {
             test,
             ..Default::default()
         };
-        let err = run(&input, &cfg, &root.join("out")).unwrap_err().to_string();
+        let err = run(&input, &cfg, &root.join("out"))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with(name), "{err}");
         assert!(!root.join("out").exists());
     }
@@ -353,9 +369,21 @@ fn shares_outside_the_unit_interval_or_holding_out_everything_are_refused() {
 fn a_graph_without_edges_or_with_too_few_is_a_clear_error() {
     let root = scratch("few");
     let cases: [(&str, Csr, &str); 3] = [
-        ("none", Csr::from_edges(5, &[], &[]), "holds no edge between two"),
-        ("loops", Csr::from_edges(5, &[1, 2], &[1, 2]), "holds no edge between two"),
-        ("few", Csr::from_edges(5, &[0, 1, 2], &[1, 2, 3]), "too few to hold out"),
+        (
+            "none",
+            Csr::from_edges(5, &[], &[]),
+            "holds no edge between two",
+        ),
+        (
+            "loops",
+            Csr::from_edges(5, &[1, 2], &[1, 2]),
+            "holds no edge between two",
+        ),
+        (
+            "few",
+            Csr::from_edges(5, &[0, 1, 2], &[1, 2, 3]),
+            "too few to hold out",
+        ),
     ];
     for (name, graph, why) in cases {
         let input = root.join(name);
@@ -363,7 +391,10 @@ fn a_graph_without_edges_or_with_too_few_is_a_clear_error() {
         let err = run(&input, &LinkSplitConfig::default(), &root.join("out"))
             .unwrap_err()
             .to_string();
-        assert!(err.contains("csr_col_idx.npy") && err.contains(why), "{err}");
+        assert!(
+            err.contains("csr_col_idx.npy") && err.contains(why),
+            "{err}"
+        );
         assert!(!root.join("out").exists());
     }
     std::fs::remove_dir_all(&root).unwrap();
@@ -390,7 +421,9 @@ fn a_graph_too_dense_for_negatives_is_a_clear_error() {
         test: 0.1,
         ..Default::default()
     };
-    let err = run(&input, &cfg, &root.join("out")).unwrap_err().to_string();
+    let err = run(&input, &cfg, &root.join("out"))
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("too dense"), "{err}");
     assert!(!root.join("out").exists());
     std::fs::remove_dir_all(&root).unwrap();
@@ -424,7 +457,10 @@ fn an_output_in_the_dataset_is_refused_and_the_dataset_kept() {
             .to_string();
         assert!(err.contains("input"), "{err}");
     }
-    assert_eq!(std::fs::read(input.join("csr_col_idx.npy")).unwrap(), before);
+    assert_eq!(
+        std::fs::read(input.join("csr_col_idx.npy")).unwrap(),
+        before
+    );
     assert!(!input.join(LINK_SPLIT_DIR).exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
