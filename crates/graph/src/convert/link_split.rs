@@ -148,6 +148,9 @@ const COPIED_FILES: [&str; 4] = [
     "test_idx.npy",
 ];
 
+/// A pair of nodes `(source, destination)`.
+type Pair = (NodeId, NodeId);
+
 /// A candidate's key: its hash, then the pair `(min, max)`, so keys of distinct pairs differ.
 type Key = (u64, NodeId, NodeId);
 
@@ -459,7 +462,7 @@ impl PairWriter {
         })
     }
 
-    fn push(&mut self, pairs: &[(NodeId, NodeId)]) -> Result<()> {
+    fn push(&mut self, pairs: &[Pair]) -> Result<()> {
         for (row, (tmp, out)) in self.rows.iter_mut().enumerate() {
             let bytes: Vec<u8> = pairs
                 .iter()
@@ -523,9 +526,9 @@ struct BlockOut {
     lengths: Vec<i64>,
     cols: Vec<NodeId>,
     weights: Vec<f32>,
-    train: Vec<(NodeId, NodeId)>,
+    train: Vec<Pair>,
     /// Validation, then test positives.
-    held: [Vec<(NodeId, NodeId)>; 2],
+    held: [Vec<Pair>; 2],
 }
 
 /// Pass 3: writes the graph without the held-out edges (with their weights) into `dir`, and
@@ -640,7 +643,7 @@ struct Negatives<'a> {
 
 impl Negatives<'_> {
     /// Negative pair `i`: two distinct nodes not joined by an edge.
-    fn pair(&self, i: u64) -> Result<(NodeId, NodeId)> {
+    fn pair(&self, i: u64) -> Result<Pair> {
         let n = self.edges.graph.num_nodes();
         let row = self.pairs.row(i);
         for draw in 0..MAX_DRAWS {
@@ -716,7 +719,7 @@ fn write_negatives(
                 &[count, k],
             )?),
         };
-        let work = |b: usize| -> Result<(Vec<(NodeId, NodeId)>, Vec<i64>)> {
+        let work = |b: usize| -> Result<(Vec<Pair>, Vec<i64>)> {
             let range = b * NEGATIVE_BLOCK..((b + 1) * NEGATIVE_BLOCK).min(count);
             let mut pairs = Vec::with_capacity(range.len());
             let mut destinations = Vec::with_capacity(range.len() * cfg.neg_dst);
