@@ -13,6 +13,7 @@ mod partition;
 mod plot;
 mod predict;
 mod prepare;
+mod prepare_link;
 mod train;
 
 use clap::{Parser, Subcommand};

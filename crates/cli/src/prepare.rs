@@ -84,6 +84,9 @@ enum Source {
     /// A stochastic block model or R-MAT graph with class-dependent features (learnable
     /// labels), of any size: written in bounded memory, with a progress bar per phase.
     Synthetic(SyntheticArgs),
+    /// A dataset's edges split for link prediction: a copy without the held-out edges, and
+    /// link_split/ (train_pos, valid/test_pos, valid/test_neg, valid/test_neg_dst).
+    LinkSplit(crate::prepare_link::LinkSplitArgs),
 }
 
 /// Options shared by the converters of sources without a published split.
@@ -188,6 +191,7 @@ impl Source {
                 )
             }
             Source::Synthetic(s) => (&s.out, Vec::new()),
+            Source::LinkSplit(a) => a.out_and_inputs(),
         }
     }
 }
@@ -201,6 +205,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     // in memory, then saved.
     type Convert = Box<dyn FnOnce() -> graphloom_graph::Result<graphloom_graph::Dataset>>;
     let (convert, out): (Convert, PathBuf) = match args.source {
+        Source::LinkSplit(a) => return crate::prepare_link::run(a, json, start),
         Source::Synthetic(s) => {
             let cfg = s.config()?;
             return streamed(&s.out, json, start, |buffer, progress| {

@@ -8,16 +8,7 @@ use crate::{Error, Result};
 /// Bytes available to this user on the file system holding `path` (or its nearest existing
 /// ancestor).
 pub fn free_bytes(path: &Path) -> Result<u64> {
-    let mut at = path;
-    while !at.exists() {
-        match at.parent() {
-            Some(p) if !p.as_os_str().is_empty() => at = p,
-            _ => {
-                at = Path::new(".");
-                break;
-            }
-        }
-    }
+    let at = existing_ancestor(path);
     let c_path = std::ffi::CString::new(at.as_os_str().as_encoded_bytes())
         .map_err(|_| Error::invalid(at, "the path holds a NUL byte"))?;
     let mut stat = std::mem::MaybeUninit::<libc::statvfs>::uninit();
@@ -31,6 +22,32 @@ pub fn free_bytes(path: &Path) -> Result<u64> {
     // The field types differ between platforms.
     #[allow(clippy::unnecessary_cast)]
     Ok(stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
+/// `path`, or its nearest ancestor that exists (the current folder at worst): where a file
+/// about to be written will live.
+fn existing_ancestor(path: &Path) -> &Path {
+    let mut at = path;
+    while !at.exists() {
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => return Path::new("."),
+        }
+    }
+    at
+}
+
+/// Whether `a` and what is written at `b` (or its nearest existing ancestor) lie on one file
+/// system, so that a file of `a` can be hard-linked at `b` rather than copied.
+pub fn same_file_system(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (
+        std::fs::metadata(a),
+        std::fs::metadata(existing_ancestor(b)),
+    ) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev(),
+        _ => false,
+    }
 }
 
 /// Fails unless the file system of `path` has `needed` bytes free for `what`.

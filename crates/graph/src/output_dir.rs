@@ -53,8 +53,8 @@ impl OutputKind {
     }
 }
 
-/// The files of a dataset directory.
-const DATASET_FILES: [&str; 9] = [
+/// The entries of a dataset directory (`link_split` is the folder of a link-prediction split).
+const DATASET_FILES: [&str; 10] = [
     "meta.json",
     "csr_row_ptr.npy",
     "csr_col_idx.npy",
@@ -64,6 +64,7 @@ const DATASET_FILES: [&str; 9] = [
     "valid_idx.npy",
     "test_idx.npy",
     "edge_weight.npy",
+    crate::link_split::LINK_SPLIT_DIR,
 ];
 
 fn is_number(s: &str) -> bool {

@@ -1,8 +1,10 @@
-//! Converters from the formats datasets are published in to the dataset directory.
+//! Converters from the formats datasets are published in to the dataset directory, and the
+//! link-prediction split of a dataset directory.
 
 mod assemble;
 pub mod edgelist;
 mod features;
+pub mod link_split;
 pub mod npz;
 pub mod ogb;
 mod pickle;

@@ -1,0 +1,158 @@
+//! `graphloom prepare link-split`: Cora split for link prediction as the README shows it, its
+//! output checked against the original graph, and bad options refused in one line.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use graphloom_graph::link_split::{LinkSet, LINK_SPLIT_DIR, NEG_DST_FILES};
+use graphloom_graph::{npy, LinkSplit, MappedDataset};
+
+mod common;
+use common::{cora, graphloom, graphloom_ok, scratch};
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// The edges `s -> d` of a dataset directory.
+fn edges(dir: &Path) -> HashSet<(i64, i64)> {
+    let row_ptr = npy::read_ints(&dir.join("csr_row_ptr.npy")).unwrap().data;
+    let col_idx = npy::read_ints(&dir.join("csr_col_idx.npy")).unwrap().data;
+    let mut out = HashSet::new();
+    for v in 0..row_ptr.len() - 1 {
+        for &s in &col_idx[row_ptr[v] as usize..row_ptr[v + 1] as usize] {
+            out.insert((s, v as i64));
+        }
+    }
+    out
+}
+
+/// The pairs of a `[2, E]` file of a split.
+fn pairs(dir: &Path, set: LinkSet) -> Vec<(i64, i64)> {
+    let a = npy::read::<i64>(&dir.join(LINK_SPLIT_DIR).join(set.file_name())).unwrap();
+    let e = a.shape[1];
+    (0..e).map(|i| (a.data[i], a.data[e + i])).collect()
+}
+
+#[test]
+fn cora_split_for_link_prediction_leaves_no_held_out_edge_in_the_graph() {
+    let root = scratch("link-split-cora");
+    let cora = cora(&root);
+    let out = root.join("cora-link");
+    let run = graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&cora),
+        "--valid",
+        "0.05",
+        "--test",
+        "0.1",
+        "--seed",
+        "1",
+        "--neg-dst",
+        "50",
+        "--out",
+        s(&out),
+        "--json",
+    ]);
+    let stdout = String::from_utf8(run.stdout).unwrap();
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+    let before = edges(&cora);
+    let after = edges(&out);
+    // Cora is undirected and simple: a candidate per pair, both directions in the graph.
+    let candidates = before.len() as u64 / 2;
+    let count = |share: f64| (share * candidates as f64).round() as u64;
+    assert_eq!(report["candidates"], candidates);
+    assert_eq!(report["valid"], count(0.05));
+    assert_eq!(report["test"], count(0.1));
+    assert_eq!(
+        report["train"],
+        candidates - count(0.05) - count(0.1),
+        "{report}"
+    );
+    assert_eq!(report["num_edges"], after.len());
+    assert_eq!(report["link_split"], s(&out.join(LINK_SPLIT_DIR)));
+    for set in [LinkSet::ValidPos, LinkSet::TestPos] {
+        for (u, v) in pairs(&out, set) {
+            assert!(before.contains(&(u, v)));
+            assert!(!after.contains(&(u, v)) && !after.contains(&(v, u)));
+        }
+    }
+    for (u, v) in pairs(&out, LinkSet::TrainPos) {
+        assert!(u < v && after.contains(&(u, v)));
+    }
+    for set in [LinkSet::ValidNeg, LinkSet::TestNeg] {
+        for (u, v) in pairs(&out, set) {
+            assert!(u != v && !before.contains(&(u, v)));
+        }
+    }
+    let neg_dst = npy::read::<i64>(&out.join(LINK_SPLIT_DIR).join(NEG_DST_FILES[1])).unwrap();
+    assert_eq!(neg_dst.shape, [count(0.1) as usize, 50]);
+    // The split opens as training reads it, and the dataset as every command does.
+    let ds = MappedDataset::open(&out).unwrap();
+    LinkSplit::open(&out, ds.data()).unwrap();
+    graphloom_ok(&["info", s(&out)]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// Checks that `out` is a one-line error (exit 1, no panic) holding `expect`.
+fn refused(out: &std::process::Output, expect: &str) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains(expect), "{expect:?} not in: {stderr}");
+}
+
+#[test]
+fn bad_link_split_options_are_one_line_errors_that_write_nothing() {
+    let root = scratch("link-split-bad");
+    let cora = cora(&root);
+    let out = root.join("out");
+    let split = |extra: &[&str], out: &Path| {
+        let mut args = vec![
+            "prepare",
+            "link-split",
+            "--dataset",
+            s(&cora),
+            "--out",
+            s(out),
+        ];
+        args.extend_from_slice(extra);
+        graphloom(&args)
+    };
+    refused(
+        &split(&["--valid", "1.5"], &out),
+        "--valid: 1.5 is not a share",
+    );
+    refused(
+        &split(&["--test", "-0.2"], &out),
+        "--test: -0.2 is not a share",
+    );
+    refused(
+        &split(&["--valid", "0.6", "--test", "0.4"], &out),
+        "holds out every edge",
+    );
+    assert!(!out.exists());
+    refused(&split(&[], &cora), "is an input of this run");
+    refused(
+        &split(&[], &cora.join("split")),
+        "lies inside an input folder",
+    );
+    assert!(!cora.join("split").exists() && !cora.join(LINK_SPLIT_DIR).exists());
+    let missing = root.join("missing");
+    refused(
+        &graphloom(&[
+            "prepare",
+            "link-split",
+            "--dataset",
+            s(&missing),
+            "--out",
+            s(&out),
+        ]),
+        "does not exist",
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
