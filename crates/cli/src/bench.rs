@@ -19,6 +19,9 @@ enum Which {
     /// SAR full-batch training on N workers: peak memory per worker, epoch time and traffic
     /// for the sar, sa and osa modes.
     Sar(crate::bench_sar::SarArgs),
+    /// Link-prediction training (GraphSAGE over sampled blocks, batches of positive edges and
+    /// uniform negatives) against DGL's and PyG's link loaders on the same split.
+    Link(crate::bench_link::LinkArgs),
     /// Neighbour-sampling throughput against DGL's and PyG's samplers on the same graphs.
     Sample(crate::bench_sample::SampleArgs),
     /// Out of core: GraphSAGE on a graph of ogbn-papers100M's shape (111M nodes, 1.6B edges,
@@ -30,6 +33,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
     match args.which {
         Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
         Which::Gather(a) => crate::bench_gather::run(a),
+        Which::Link(a) => crate::bench_link::run(a),
         Which::Sample(a) => crate::bench_sample::run(a),
         Which::Sar(a) => crate::bench_sar::run(a),
         Which::Scale(a) => crate::bench_scale::run(a),

@@ -156,3 +156,127 @@ fn bad_link_split_options_are_one_line_errors_that_write_nothing() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// Cora with its features, split, trained for links full-batch and in sampled mini-batches:
+/// the summary has the link metrics, the saved model scores pairs with `predict`, and options
+/// of the other task are one-line errors.
+#[test]
+fn cora_trains_and_predicts_links() {
+    let root = scratch("link-train");
+    let cora = cora(&root);
+    let split = root.join("cora-link");
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&cora),
+        "--out",
+        s(&split),
+    ]);
+    let model = root.join("link.safetensors");
+    let out = graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&split),
+        "--task",
+        "link",
+        "--epochs",
+        "60",
+        "--eval-every",
+        "20",
+        "--metric",
+        "auc",
+        "--json",
+        "--save-model",
+        s(&model),
+    ]);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(summary["task"], "link");
+    let auc = summary["test_auc"].as_f64().unwrap();
+    assert!(auc > 0.8, "test AUC {auc}");
+    for key in [
+        "test_hits_at_20",
+        "test_hits_at_50",
+        "test_hits_at_100",
+        "test_mrr",
+        "best_val_auc",
+    ] {
+        assert!(summary[key].as_f64().is_some(), "{key}: {summary}");
+    }
+    assert!(summary["history"][19]["val_auc"].as_f64().is_some());
+    let sampled = graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&split),
+        "--task",
+        "link",
+        "--epochs",
+        "2",
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "512",
+        "--exclude-supervision",
+        "--json",
+    ]);
+    let sampled: serde_json::Value = serde_json::from_slice(&sampled.stdout).unwrap();
+    assert!(sampled["test_auc"].as_f64().is_some(), "{sampled}");
+    // The model scores the held-out pairs: a positive's score is mostly above a negative's.
+    let test = pairs(&split, LinkSet::TestPos);
+    let flat: Vec<i64> = test
+        .iter()
+        .map(|p| p.0)
+        .chain(test.iter().map(|p| p.1))
+        .collect();
+    let pairs_file = root.join("pairs.npy");
+    npy::write(&pairs_file, &flat, &[2, test.len()]).unwrap();
+    let scores_file = root.join("scores.npy");
+    graphloom_ok(&[
+        "predict",
+        "--model",
+        s(&model),
+        "--dataset",
+        s(&split),
+        "--task",
+        "link",
+        "--pairs",
+        s(&pairs_file),
+        "--out",
+        s(&scores_file),
+    ]);
+    let scores = npy::read::<f32>(&scores_file).unwrap();
+    assert_eq!(scores.shape, vec![test.len()]);
+    assert!(scores.data.iter().all(|s| s.is_finite()));
+    for (args, expect) in [
+        (
+            vec!["train", "--dataset", s(&split), "--decoder", "mlp"],
+            "--decoder does not apply",
+        ),
+        (
+            vec![
+                "predict",
+                "--model",
+                s(&model),
+                "--dataset",
+                s(&split),
+                "--out",
+                s(&scores_file),
+                "--pairs",
+                s(&pairs_file),
+            ],
+            "--pairs scores links: give --task link",
+        ),
+        (
+            vec!["train", "--dataset", s(&cora), "--task", "link"],
+            "--task link needs a dataset with a link split",
+        ),
+    ] {
+        let out = graphloom(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && stderr.contains(expect) && stderr.lines().count() == 1,
+            "{stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

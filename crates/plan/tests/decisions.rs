@@ -246,3 +246,84 @@ fn a_saved_model_gives_its_shape_and_rates_and_must_fit_the_run() {
     .unwrap();
     assert!(flag(&e).starts_with("--init-model holds a sage"), "{e}");
 }
+
+#[test]
+fn link_prediction_has_its_defaults_and_refuses_what_does_not_apply() {
+    use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
+    use graphloom_nn::{Decoder, Head};
+    use graphloom_plan::TaskName;
+    let (plain, parts) = datasets("link");
+    let split = plain.parent().unwrap().join("split");
+    link_split::write(&plain, &LinkSplitConfig::default(), &split, &|_, _, _| {}).unwrap();
+    let link = |s: TrainSettings| TrainSettings {
+        task: Some(TaskName::Link),
+        ..s
+    };
+    let plan = Plan::new(link(settings(&split))).unwrap();
+    let c = plan.common();
+    assert_eq!(c.model.head, Head::Link(Decoder::Dot));
+    // The embeddings are as wide as the hidden layers; no weight decay, as PyG's and OGB's
+    // link examples train.
+    assert_eq!(
+        (c.model.out_dim, c.train.weight_decay),
+        (c.model.hidden, 0.0)
+    );
+    let cases: Vec<(TrainSettings, &str)> = vec![
+        (
+            TrainSettings {
+                decoder: Some(Decoder::Mlp),
+                ..settings(&split)
+            },
+            "--decoder does not apply to node classification",
+        ),
+        (
+            link(settings(&plain)),
+            "--task link needs a dataset with a link split",
+        ),
+        (
+            link(settings(&parts)),
+            "--task does not apply to SAR training",
+        ),
+        (
+            link(TrainSettings {
+                exclude_supervision: true,
+                ..settings(&split)
+            }),
+            "--exclude-supervision does not apply to full-batch training",
+        ),
+        (
+            link(TrainSettings {
+                fanouts: fanouts(&[2, 2]),
+                eval_nodes: Some(10),
+                ..settings(&split)
+            }),
+            "--eval-nodes samples the evaluation of node classification",
+        ),
+        (
+            link(TrainSettings {
+                neg_ratio: Some(0),
+                ..settings(&split)
+            }),
+            "--neg-ratio must be at least 1",
+        ),
+    ];
+    for (s, expect) in cases {
+        let e = Plan::new(s).err().unwrap();
+        assert!(flag(&e).contains(expect), "{} vs {expect}", flag(&e));
+    }
+    // Without negative destinations per positive there is no MRR to select by: AUC is the
+    // default, and asking for MRR is refused.
+    let no_neg_dst = plain.parent().unwrap().join("split-no-neg-dst");
+    let cfg = LinkSplitConfig {
+        neg_dst: 0,
+        ..LinkSplitConfig::default()
+    };
+    link_split::write(&plain, &cfg, &no_neg_dst, &|_, _, _| {}).unwrap();
+    let e = Plan::new(link(TrainSettings {
+        metric: Some(graphloom_nn::link::metrics::LinkMetric::Mrr),
+        ..settings(&no_neg_dst)
+    }))
+    .err()
+    .unwrap();
+    assert!(flag(&e).contains("--metric mrr ranks"), "{e}");
+}
