@@ -10,14 +10,15 @@
 //! | `valid_neg.npy`, `test_neg.npy` | int64 `[2, E]` | pairs that are not edges, one per positive (AUC, Hits@K) |
 //! | `valid_neg_dst.npy`, `test_neg_dst.npy` | int64 `[E, K]`, optional | K negative destinations per positive (MRR) |
 //!
-//! Row 0 of a `[2, E]` array holds the sources, row 1 the destinations. The arrays are mapped,
-//! not read, so a split of billions of edges costs no memory.
+//! Row 0 of a `[2, E]` array holds the sources, row 1 the destinations. Int64 arrays in C
+//! order are mapped, not read, so a split of billions of edges costs no memory; others (int32,
+//! or a transposed NumPy view saved as is, which is in Fortran order) are read into memory.
 
 use std::path::{Path, PathBuf};
 
 use graphloom_io::MappedNpy;
 
-use crate::{Error, GraphData, NodeId, Result};
+use crate::{npy, Error, GraphData, NodeId, Result};
 
 /// The folder of a dataset's link split.
 pub const LINK_SPLIT_DIR: &str = "link_split";
@@ -62,9 +63,39 @@ impl LinkSet {
 /// The file names of the validation and test negative destinations.
 pub const NEG_DST_FILES: [&str; 2] = ["valid_neg_dst.npy", "test_neg_dst.npy"];
 
-/// Pairs of nodes `[2, E]`, mapped.
+/// A 2-D int64 array: mapped from its file, or read into memory.
+enum Matrix {
+    Mapped(MappedNpy<i64>),
+    Read(npy::NpyArray<i64>),
+}
+
+impl Matrix {
+    /// Opens `path`: mapped when it is int64 in C order, else read and converted.
+    fn open(path: &Path) -> Result<Matrix> {
+        match MappedNpy::<i64>::open(path) {
+            Ok(m) => Ok(Matrix::Mapped(m)),
+            Err(_) => Ok(Matrix::Read(npy::read_int_matrix(path)?)),
+        }
+    }
+
+    fn shape(&self) -> &[usize] {
+        match self {
+            Matrix::Mapped(m) => m.shape(),
+            Matrix::Read(a) => &a.shape,
+        }
+    }
+
+    fn as_slice(&self) -> &[i64] {
+        match self {
+            Matrix::Mapped(m) => m.as_slice(),
+            Matrix::Read(a) => &a.data,
+        }
+    }
+}
+
+/// Pairs of nodes `[2, E]`.
 pub struct Pairs {
-    array: MappedNpy<i64>,
+    array: Matrix,
     path: PathBuf,
 }
 
@@ -100,9 +131,9 @@ impl Pairs {
     }
 }
 
-/// `K` negative destinations per positive, `[E, K]`, mapped.
+/// `K` negative destinations per positive, `[E, K]`.
 pub struct NegDst {
-    array: MappedNpy<i64>,
+    array: Matrix,
 }
 
 impl NegDst {
@@ -142,7 +173,7 @@ impl LinkSplit {
         let mut sets = Vec::new();
         for set in LinkSet::ALL {
             let path = root.join(set.file_name());
-            let array = MappedNpy::<i64>::open(&path)?;
+            let array = Matrix::open(&path)?;
             if array.shape().len() != 2 || array.shape()[0] != 2 {
                 return Err(Error::invalid(
                     &path,
@@ -162,7 +193,7 @@ impl LinkSplit {
             if !path.exists() {
                 return Ok(None);
             }
-            let array = MappedNpy::<i64>::open(&path)?;
+            let array = Matrix::open(&path)?;
             let positives = sets[1 + s].len();
             if array.shape().len() != 2 || array.shape()[0] != positives {
                 return Err(Error::invalid(

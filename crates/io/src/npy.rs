@@ -125,8 +125,21 @@ fn header_value<'a>(dict: &'a str, key: &str) -> Option<&'a str> {
     Some(rest)
 }
 
-/// Parses the header from the first bytes of a `.npy` file.
+/// Parses the header from the first bytes of a `.npy` file, which must be in C order (the
+/// order every reader here maps and streams; NumPy writes it unless given a transposed view).
 pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
+    let (header, fortran) = parse_header_and_order(bytes, path)?;
+    if fortran {
+        return Err(Error::format(
+            path,
+            "Fortran-order arrays are not supported; save with np.ascontiguousarray",
+        ));
+    }
+    Ok(header)
+}
+
+/// The header, and whether the array is in Fortran (column-major) order.
+fn parse_header_and_order(bytes: &[u8], path: &Path) -> Result<(NpyHeader, bool)> {
     let bad = |msg: &str| Error::format(path, format!("not a valid .npy file: {msg}"));
     if bytes.len() < 10 || &bytes[..6] != b"\x93NUMPY" {
         return Err(bad("missing the \\x93NUMPY magic"));
@@ -161,14 +174,9 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
             ),
         )
     })?;
-    let fortran =
-        header_value(dict, "fortran_order").ok_or_else(|| bad("no 'fortran_order' in header"))?;
-    if fortran.starts_with("True") {
-        return Err(Error::format(
-            path,
-            "Fortran-order arrays are not supported; save with np.ascontiguousarray",
-        ));
-    }
+    let fortran = header_value(dict, "fortran_order")
+        .ok_or_else(|| bad("no 'fortran_order' in header"))?
+        .starts_with("True");
     let shape_text = header_value(dict, "shape")
         .and_then(|v| v.strip_prefix('('))
         .and_then(|v| v.split(')').next())
@@ -194,11 +202,14 @@ pub fn parse_header(bytes: &[u8], path: &Path) -> Result<NpyHeader> {
             dtype.descr()
         )));
     }
-    Ok(NpyHeader {
-        dtype,
-        shape,
-        data_offset: start + len,
-    })
+    Ok((
+        NpyHeader {
+            dtype,
+            shape,
+            data_offset: start + len,
+        },
+        fortran,
+    ))
 }
 
 /// Reads the header of a `.npy` file and checks the file holds all the data it announces.
@@ -286,18 +297,56 @@ pub fn decode_f64(bytes: &[u8], path: &Path) -> Result<NpyArray<f64>> {
     })
 }
 
-/// Reads an integer `.npy` file of any integer dtype (i32, i64, u8, u16) as i64.
-pub fn read_ints(path: &Path) -> Result<NpyArray<i64>> {
-    match read_header(path)?.dtype {
-        NpyDType::I64 => read::<i64>(path),
-        NpyDType::I32 => widen(read::<i32>(path)?, |v| v as i64),
-        NpyDType::U8 => widen(read::<u8>(path)?, |v| v as i64),
-        NpyDType::U16 => widen(read::<u16>(path)?, |v| v as i64),
+/// Reads a 2-D integer `.npy` file of any integer dtype as i64 in C order, whichever order it
+/// was saved in: a transposed NumPy view (`edges.T`, saved as is) is Fortran-ordered, and its
+/// elements are put back in row order here, in memory.
+pub fn read_int_matrix(path: &Path) -> Result<NpyArray<i64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let (header, fortran) = parse_header_and_order(&bytes, path)?;
+    if header.shape.len() != 2 {
+        return Err(Error::format(
+            path,
+            format!("shape {:?}, expected a 2-D array", header.shape),
+        ));
+    }
+    if !fortran {
+        return read_ints(path);
+    }
+    // Decode the column-major body as the C-order transpose it is, then transpose back.
+    let (rows, cols) = (header.shape[0], header.shape[1]);
+    let mut transposed = header_bytes(header.dtype, &[cols, rows], 0);
+    transposed.extend_from_slice(&bytes[header.data_offset..]);
+    let t = decode_ints(&transposed, path)?;
+    let mut data = vec![0i64; rows * cols];
+    for r in 0..rows {
+        for c in 0..cols {
+            data[r * cols + c] = t.data[c * rows + r];
+        }
+    }
+    Ok(NpyArray {
+        shape: vec![rows, cols],
+        data,
+    })
+}
+
+/// Decodes a whole `.npy` file of any integer dtype as i64.
+fn decode_ints(bytes: &[u8], path: &Path) -> Result<NpyArray<i64>> {
+    match parse_header(bytes, path)?.dtype {
+        NpyDType::I64 => decode::<i64>(bytes, path),
+        NpyDType::I32 => widen(decode::<i32>(bytes, path)?, |v| v as i64),
+        NpyDType::U8 => widen(decode::<u8>(bytes, path)?, |v| v as i64),
+        NpyDType::U16 => widen(decode::<u16>(bytes, path)?, |v| v as i64),
         other => Err(Error::format(
             path,
             format!("dtype is {}, expected an integer dtype", other.descr()),
         )),
     }
+}
+
+/// Reads an integer `.npy` file of any integer dtype (i32, i64, u8, u16) as i64.
+pub fn read_ints(path: &Path) -> Result<NpyArray<i64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    decode_ints(&bytes, path)
 }
 
 fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
@@ -350,6 +399,30 @@ pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fortran_ordered_matrix_is_read_in_row_order() {
+        // NumPy saves `np.array([[1, 2, 3], [4, 5, 6]]).T` (shape (3, 2)) column-major: its
+        // body is 1 2 3 4 5 6, and its rows are (1, 4), (2, 5), (3, 6).
+        let mut bytes = header_bytes(NpyDType::I32, &[3, 2], 0);
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes[at..at + 5].copy_from_slice(b"True ");
+        for v in 1i32..=6 {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let path =
+            std::env::temp_dir().join(format!("graphloom-fortran-{}.npy", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        let m = read_int_matrix(&path).unwrap();
+        assert_eq!(
+            (m.shape.clone(), m.data.clone()),
+            (vec![3, 2], vec![1, 4, 2, 5, 3, 6])
+        );
+        // Readers that map or stream the file still refuse it, saying how to save it.
+        let e = read_ints(&path).unwrap_err().to_string();
+        assert!(e.contains("np.ascontiguousarray"), "{e}");
+        std::fs::remove_file(&path).unwrap();
+    }
 
     #[test]
     fn round_trip_and_truncation_is_detected() {
