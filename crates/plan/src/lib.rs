@@ -35,6 +35,7 @@ mod mini_batch;
 mod plan;
 mod sar;
 mod settings;
+mod suggest;
 
 pub use checks::{MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
@@ -45,8 +46,11 @@ pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
 pub use sar::{SarOutcome, SarPlan};
 #[cfg(feature = "cli")]
+pub use suggest::ChoiceParser;
+#[cfg(feature = "cli")]
 pub use settings::choice_parser;
 pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
     TrainSettings,
 };
+pub use suggest::{suggest, suggest_choice};

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _graphloom
 from ._arrays import dtype_name, from_view, ids_array, int_list, rows_bytes
-from .comm import Communicator, handle, track
+from .comm import Communicator, TorchCommunicator, handle, track
 
 __all__ = [
     "Embedding",
@@ -27,8 +27,10 @@ class Embedding:
     Creation, ``scatter``, ``save``, ``load``, ``apply_gradients`` and every gather of a
     distributed table are collective: every rank calls them in the same order."""
 
-    def __init__(self, table: _graphloom.Table) -> None:
+    def __init__(self, table: _graphloom.Table, comm: Communicator | None = None) -> None:
         self._table = table
+        # The job's view of the ranks, when it is not the table's own (a torchrun job's).
+        self._comm = comm
         track(self)
 
     @property
@@ -101,6 +103,10 @@ class Embedding:
         if hasattr(grads, "detach"):
             grads = grads.detach().to("cpu").contiguous().float().numpy()
         grads = np.ascontiguousarray(grads, dtype=np.float32)
+        if isinstance(self._comm, TorchCommunicator) and self._comm.size > 1:
+            # Every process holds the whole table: each applies every rank's gradients.
+            ids = self._comm.all_gather_rows(ids)
+            grads = self._comm.all_gather_rows(grads.reshape(len(grads), -1))
         self._table.apply_gradients(ids, grads, float(lr))
 
     def save(self, prefix: str | os.PathLike) -> None:
@@ -156,6 +162,7 @@ def create_embedding(
     weight_decay: float = 0.0,
     init_scale: float | None = None,
     seed: int = 0,
+    optimizer_params: dict[str, float] | None = None,
 ) -> Embedding:
     """Creates a table of ``shape`` over the ranks of ``comm`` (collective).
 
@@ -164,7 +171,9 @@ def create_embedding(
     mmap (the file ``path``, created when missing and ``writable``). Rows start at zero.
     ``optimizer``: sgd, lazy_adam, adagrad or rmsprop makes a trainable float32 table whose
     rows start uniform in ``[-init_scale, init_scale)`` (default ``1/sqrt(columns)``), drawn
-    from ``seed`` so that any number of ranks gives the same table."""
+    from ``seed`` so that any number of ranks gives the same table; ``optimizer_params`` sets
+    its hyper-parameters by WholeGraph's names (``beta1``, ``beta2``, ``epsilon``, ``adam_w``,
+    ``alpha``)."""
     dims = int_list(shape, "shape")
     scale = 0.0
     if optimizer is not None:
@@ -181,8 +190,9 @@ def create_embedding(
         weight_decay,
         float(scale),
         seed,
+        [(str(k), float(v)) for k, v in (optimizer_params or {}).items()],
     )
-    return Embedding(table)
+    return Embedding(table, comm)
 
 
 def create_embedding_from_filelist(
@@ -216,7 +226,7 @@ def create_embedding_from_filelist(
         optimizer,
         weight_decay,
     )
-    return Embedding(table)
+    return Embedding(table, comm)
 
 
 def load_embedding(
@@ -243,4 +253,4 @@ def load_embedding(
         optimizer,
         os.fspath(path) if path is not None else None,
     )
-    return Embedding(table)
+    return Embedding(table, comm)

@@ -107,6 +107,45 @@ impl SparseOptimizer {
         self
     }
 
+    /// The same optimizer with its hyper-parameter `name` (WholeGraph's names: `weight_decay`
+    /// for all; `beta1`, `beta2`, `epsilon` and `adam_w` (decoupled weight decay when above
+    /// 0.5) for LazyAdam; `epsilon` for AdaGrad; `alpha` and `epsilon` for RMSProp) set to
+    /// `value`.
+    pub fn with_param(mut self, name: &str, value: f32) -> Result<SparseOptimizer> {
+        let slot = match (&mut self, name) {
+            (_, "weight_decay") => return Ok(self.with_weight_decay(value)),
+            (SparseOptimizer::LazyAdam { beta1, .. }, "beta1") => beta1,
+            (SparseOptimizer::LazyAdam { beta2, .. }, "beta2") => beta2,
+            (SparseOptimizer::LazyAdam { decoupled, .. }, "adam_w") => {
+                *decoupled = value > 0.5;
+                return Ok(self);
+            }
+            (SparseOptimizer::LazyAdam { epsilon, .. }, "epsilon")
+            | (SparseOptimizer::AdaGrad { epsilon, .. }, "epsilon")
+            | (SparseOptimizer::RmsProp { epsilon, .. }, "epsilon") => epsilon,
+            (SparseOptimizer::RmsProp { alpha, .. }, "alpha") => alpha,
+            _ => {
+                let known = match self {
+                    SparseOptimizer::Sgd { .. } => "weight_decay",
+                    SparseOptimizer::LazyAdam { .. } => {
+                        "weight_decay, epsilon, beta1, beta2, adam_w"
+                    }
+                    SparseOptimizer::AdaGrad { .. } => "weight_decay, epsilon",
+                    SparseOptimizer::RmsProp { .. } => "weight_decay, epsilon, alpha",
+                };
+                return Err(StoreError::Invalid(format!(
+                    "'{name}' is not a parameter of {} ({known})",
+                    self.name()
+                )));
+            }
+        };
+        if !value.is_finite() {
+            return Err(StoreError::Invalid(format!("{name} = {value} is not finite")));
+        }
+        *slot = value;
+        Ok(self)
+    }
+
     /// The name [`SparseOptimizer::parse`] reads.
     pub fn name(&self) -> &'static str {
         match self {
