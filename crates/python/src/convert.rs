@@ -76,7 +76,18 @@ pub(crate) fn write_arrays(
         edge_weight: weights.as_ref().map(|w| w.slice()),
     };
     let buffer = graphloom_graph::convert::default_buffer_bytes();
+    let arrays = ["edge_index", "x", "y", "edge_weight"];
     py.detach(|| arrays::write(&input, &path, buffer, &|_, _, _| {}))
         .map(|meta| meta.num_edges)
-        .map_err(errors::raise)
+        .map_err(|e| match &e {
+            // A value of the caller's arrays: an invalid argument, named as the Data names it.
+            graphloom_graph::Error::Invalid { path, .. }
+                if path.to_str().is_some_and(|p| {
+                    arrays.contains(&p) || split_names.iter().any(|n| n == p)
+                }) =>
+            {
+                invalid(e.to_string())
+            }
+            _ => errors::raise(e),
+        })
 }

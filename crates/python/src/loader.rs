@@ -425,14 +425,19 @@ impl Loader {
     fn start(&self, seed: Option<u64>) -> PyResult<u64> {
         let mut state = self.lock_state();
         Loader::stop(&mut state)?;
-        let epoch = state.epoch;
+        let number = state.epoch;
         state.epoch += 1;
         let settings = self.settings.clone();
         let sampler = state
             .sampler
             .take()
             .unwrap_or_else(|| Sampler::new(settings.dataset.meta.num_nodes));
-        let seed = seed.unwrap_or(settings.seed);
+        // A seed drawn for this epoch alone (from torch's generator) decides it whole, as
+        // PyG's: the same draw gives the same batches, whichever epoch it is.
+        let (seed, epoch) = match seed {
+            Some(drawn) => (drawn, 0),
+            None => (settings.seed, number),
+        };
         let seeds = batches(&settings, seed, epoch);
         let stream = StreamSettings {
             batches: seeds.len(),
@@ -445,7 +450,7 @@ impl Loader {
         })
         .map_err(errors::raise)?;
         state.running = Some(running);
-        Ok(epoch)
+        Ok(number)
     }
 
     fn next(&self) -> PyResult<Option<BatchData>> {

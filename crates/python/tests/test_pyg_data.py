@@ -46,7 +46,7 @@ def test_from_pyg_keeps_nodes_edges_and_splits(cora_data, ds, tmp_path):
     # A second write to a folder of the user's is refused, the folder kept.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    with pytest.raises(ValueError):
+    with pytest.raises(gl.GraphLoomError, match="mine: holds files"):
         gl.Dataset.from_pyg(cora_data, tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 

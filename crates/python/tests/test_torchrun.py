@@ -36,8 +36,9 @@ def test_init_reads_torchruns_ranks_and_loaders_take_their_slice(cora):
         node = gl.get_local_node_communicator()
         ds = gl.Dataset.open({str(cora)!r})
         loader = gl.NeighborLoader(ds, [2], ds.train_idx, batch_size=10)
+        batch = next(iter(loader))
         print(comm.backend, comm.rank, comm.size, node.rank, node.size,
-              next(iter(loader)).n_id[:5].tolist())
+              batch.n_id[:batch.batch_size].tolist())
     """)
     env = clean_env(RANK="3", WORLD_SIZE="4", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,

@@ -78,7 +78,7 @@ def test_the_sdist_holds_every_crate_it_builds_from(built):
     with tarfile.open(sdist) as archive:
         names = {Path(*Path(n).parts[1:]).as_posix() for n in archive.getnames()}
     for needed in ("pyproject.toml", "Cargo.lock", "crates/python/Cargo.toml",
-                   "crates/python/python/graphloom/__init__.py", "crates/graph/src/lib.rs",
+                   "python/graphloom/__init__.py", "crates/graph/src/lib.rs",
                    "crates/nn/src/lib.rs", "crates/plan/src/lib.rs", "crates/store/src/lib.rs"):
         assert any(n.endswith(needed) for n in names), needed
 

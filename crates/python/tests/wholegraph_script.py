@@ -27,6 +27,7 @@ def main():
     parser.add_argument("--embedding-dim", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.05)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -65,12 +66,13 @@ def main():
     train_idx = torch.from_numpy(np.load(os.path.join(args.root, "train_idx.npy")))
     test_idx = torch.from_numpy(np.load(os.path.join(args.root, "test_idx.npy")))
     head = torch.nn.Linear(args.feat_dim + args.embedding_dim, args.classes)
-    optimizer = torch.optim.Adam(head.parameters(), lr=0.01)
+    optimizer = torch.optim.Adam(head.parameters(), lr=args.lr)
 
     def forward(ids):
         x = node_feat.gather(ids, force_dtype=torch.float32)
         return head(torch.cat([x, emb_module(ids)], dim=1))
 
+    losses = []
     for _ in range(args.epochs):
         emb_module.train()
         order = train_idx[torch.randperm(len(train_idx))]
@@ -79,7 +81,8 @@ def main():
             loss = F.cross_entropy(forward(batch), labels[batch])
             loss.backward()
             optimizer.step()
-            wm_optimizer.step(0.01)
+            wm_optimizer.step(args.lr)
+            losses.append(loss.item())
 
     emb_module.eval()
     with torch.no_grad():
@@ -104,6 +107,7 @@ def main():
         report = {
             "ranks": global_comm.get_size(),
             "test_accuracy": accuracy,
+            "losses": [losses[0], losses[-1]],
             "local": [list(local_tensor.shape), local_offset],
             "chunks": [[list(c.shape) for c in chunks], chunk_offsets],
             "global": [list(whole.shape), whole_offset, bool(torch.equal(whole, ids))],
