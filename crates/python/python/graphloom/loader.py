@@ -55,6 +55,12 @@ _IGNORED = ("persistent_workers", "prefetch_factor", "timeout", "worker_init_fn"
             "directed", "transform_sampler_output", "temporal_strategy", "in_order")
 
 
+# The fields a batch is made with; a Data's attributes of the same names are not sliced over
+# them.
+_BATCH_FIELDS = ("x", "edge_index", "n_id", "e_id", "input_id", "batch_size",
+                 "num_sampled_nodes", "num_sampled_edges", "blocks", "num_nodes")
+
+
 def _input_ids(input_nodes: Any, num_nodes: int) -> np.ndarray:
     """PyG's ``input_nodes`` (node ids or a boolean mask over the nodes) as int64 ids."""
     if isinstance(input_nodes, (int, np.integer)) and not isinstance(input_nodes, bool):
@@ -202,6 +208,14 @@ class NeighborLoader:
                              f"{num_workers!r}")
         comm = get_global_communicator()
         self.dataset = dataset
+        # A Data without x or y makes batches without them, as PyG's loader does.
+        self._has_x = features is not None or dataset.feat_dim > 0
+        if not self._has_x:
+            # Rows of no columns, gathered for nothing.
+            from .embedding import create_embedding
+
+            features = create_embedding(comm, "continuous", "host", "float32",
+                                        (dataset.num_nodes, 0))
         self.features = features if features is not None else dataset.features
         self.batch_size = int(batch_size)
         self.transform = transform
@@ -243,19 +257,22 @@ class NeighborLoader:
         n_id, e_id = from_view(batch.n_id), from_view(batch.e_id)
         fields = {}
         if self._edge_order is not None:
-            # Back to the Data's own edge order, and its other attributes sliced to the batch.
+            # Back to the Data's own edge order, and its attributes but x (y of any shape or
+            # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
             e_id = self._edge_order[e_id]
             for key in self.data.keys():
-                if key in ("x", "y", "edge_index", "num_nodes"):
+                if key in _BATCH_FIELDS:
                     continue
                 value = self.data[key]
                 if self.data.is_node_attr(key):
                     fields[key] = value[n_id]
                 elif self.data.is_edge_attr(key):
                     fields[key] = value[e_id]
+        else:
+            fields["y"] = from_view(batch.y)
+        if self._has_x:
+            fields["x"] = from_view(batch.x)
         out = self._data_class(
-            x=from_view(batch.x),
-            y=from_view(batch.y),
             edge_index=from_view(batch.edge_index),
             n_id=n_id,
             e_id=e_id,

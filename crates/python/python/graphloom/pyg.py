@@ -117,9 +117,11 @@ def from_pyg(
     val_mask: Any = None,
     test_mask: Any = None,
     edge_weight: Any = None,
+    graph_only: bool = False,
 ) -> Dataset:
     """Writes ``data`` as the dataset directory ``path`` and opens it; see
-    :meth:`graphloom.Dataset.from_pyg`."""
+    :meth:`graphloom.Dataset.from_pyg`. ``graph_only`` writes the edges and features alone
+    (no labels, empty splits), for a loader that takes the rest from the ``Data``."""
     if not hasattr(data, "edge_index") or getattr(data, "edge_index", None) is None:
         if hasattr(data, "node_types"):
             raise TypeError("from_pyg: HeteroData is not supported; give a homogeneous Data "
@@ -136,13 +138,13 @@ def from_pyg(
     edge_index = np.ascontiguousarray(edge_index, dtype=np.int64)
     x = getattr(data, "x", None)
     features, x_dtype = _features(x) if x is not None else (None, "f32")
-    y = getattr(data, "y", None)
+    y = None if graph_only else getattr(data, "y", None)
     labels = _labels(y, num_nodes) if y is not None else None
     given = {"train": train_mask, "valid": val_mask, "test": test_mask}
     splits, names = [], []
     for split, keys in _SPLITS:
         value, what = given[split], f"{keys[0]}"
-        if value is None:
+        if value is None and not graph_only:
             key = next((k for k in keys if getattr(data, k, None) is not None), None)
             if key is not None:
                 value, what = getattr(data, key), key
@@ -150,6 +152,8 @@ def from_pyg(
                       else np.zeros(0, np.int64))
         names.append(what)
     weight = edge_weight if edge_weight is not None else getattr(data, "edge_weight", None)
+    if graph_only:
+        weight = None
     if weight is not None:
         weight = np.ascontiguousarray(_cpu_numpy(weight, "edge_weight").reshape(-1),
                                       dtype=np.float32)
@@ -180,7 +184,7 @@ def dataset_of(data: Any) -> Dataset:
     key = id(data)
     if key not in _converted:
         folder = tempfile.mkdtemp(prefix="graphloom-pyg-")
-        ds = from_pyg(data, os.path.join(folder, "data"))
+        ds = from_pyg(data, os.path.join(folder, "data"), graph_only=True)
         _converted[key] = ds
 
         def forget(key: int = key, folder: str = folder) -> None:

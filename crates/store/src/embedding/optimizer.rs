@@ -242,3 +242,32 @@ impl SparseOptimizer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wholegraph_parameters_set_their_fields_and_others_are_refused() {
+        let adam = SparseOptimizer::lazy_adam()
+            .with_param("beta1", 0.8)
+            .and_then(|o| o.with_param("adam_w", 1.0))
+            .and_then(|o| o.with_param("weight_decay", 0.1))
+            .unwrap();
+        assert_eq!(
+            adam,
+            SparseOptimizer::LazyAdam {
+                beta1: 0.8,
+                beta2: 0.999,
+                epsilon: 1e-8,
+                weight_decay: 0.1,
+                decoupled: true,
+            }
+        );
+        let rms = SparseOptimizer::rmsprop().with_param("alpha", 0.9).unwrap();
+        assert!(matches!(rms, SparseOptimizer::RmsProp { alpha, .. } if alpha == 0.9));
+        let err = SparseOptimizer::sgd().with_param("beta1", 0.9).unwrap_err();
+        assert!(err.to_string().contains("'beta1' is not a parameter of sgd"), "{err}");
+        assert!(SparseOptimizer::adagrad().with_param("epsilon", f32::NAN).is_err());
+    }
+}
