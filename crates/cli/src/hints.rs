@@ -104,7 +104,10 @@ mod tests {
     #[test]
     fn other_unexpected_words_get_no_tip() {
         assert_eq!(list_tip(&words("graphloom train --epochs 3 4"), "4"), None);
-        assert_eq!(list_tip(&words("graphloom train --fanouts 25 x"), "x"), None);
+        assert_eq!(
+            list_tip(&words("graphloom train --fanouts 25 x"), "x"),
+            None
+        );
         let args = words("graphloom train --epochs 10 --fanouts 25 10");
         assert_eq!(
             list_tip(&args, "10").as_deref(),

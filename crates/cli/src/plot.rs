@@ -189,7 +189,9 @@ fn legend_strip(strip: &Area, width: u32, entries: &[(String, RGBColor, u32)]) -
     let font = TextStyle::from(("sans-serif", LABEL_FONT).into_font());
     let (mut x, mut y) = (60i32, 8i32);
     for (label, color, stroke) in entries {
-        let (w, _) = strip.estimate_text_size(label, &font).map_err(|e| anyhow!("{e}"))?;
+        let (w, _) = strip
+            .estimate_text_size(label, &font)
+            .map_err(|e| anyhow!("{e}"))?;
         let entry = 24 + w as i32 + 18;
         if x + entry > width as i32 && x > 60 {
             (x, y) = (60, y + 22);
@@ -397,18 +399,31 @@ mod tests {
         };
         training_curves(&marked, "t", &epochs, marks).unwrap();
         let count = |path: &Path, c: RGBColor| {
-            pixels(path).0.iter().filter(|p| **p == [c.0, c.1, c.2]).count()
+            pixels(path)
+                .0
+                .iter()
+                .filter(|p| **p == [c.0, c.1, c.2])
+                .count()
         };
         assert_eq!(count(&plain, BEST) + count(&plain, STOP), 0);
-        assert!(count(&marked, BEST) > 300, "the best epoch is marked on every panel");
-        assert!(count(&marked, STOP) > 300, "the early stop is marked on every panel");
+        assert!(
+            count(&marked, BEST) > 300,
+            "the best epoch is marked on every panel"
+        );
+        assert!(
+            count(&marked, STOP) > 300,
+            "the early stop is marked on every panel"
+        );
         // Every legend is in the strip under its panel: the curves' colours above it are the
         // curves', and the strip holds the legend's samples.
         let (px, width) = pixels(&marked);
         let height = px.len() / width;
         let strip_top = height - LEGEND_STRIP as usize;
         let in_strip = |c: RGBColor| {
-            px[strip_top * width..].iter().filter(|p| **p == [c.0, c.1, c.2]).count()
+            px[strip_top * width..]
+                .iter()
+                .filter(|p| **p == [c.0, c.1, c.2])
+                .count()
         };
         for c in [RED, BLUE, GREEN, MAGENTA, BEST, STOP] {
             assert!(in_strip(c) > 0, "a legend sample of {c:?} under the panels");

@@ -309,9 +309,10 @@ fn streamed(
     write: impl FnOnce(usize, Progress<'_>) -> graphloom_graph::Result<graphloom_graph::Meta>,
 ) -> Result<()> {
     let progress = crate::output::PhaseProgress::new();
-    let meta = write(graphloom_graph::convert::default_buffer_bytes(), &|phase, done, total| {
-        progress.update(phase.name(), done, total)
-    })?;
+    let meta = write(
+        graphloom_graph::convert::default_buffer_bytes(),
+        &|phase, done, total| progress.update(phase.name(), done, total),
+    )?;
     progress.finish();
     report(&meta, graphloom_graph::split_sizes(out)?, out, json, start);
     Ok(())

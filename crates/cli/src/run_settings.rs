@@ -9,10 +9,10 @@ use graphloom_plan::{Choice, Common};
 /// Adds `dataset_path` (null for the generated graph) and `hyperparameters` to a summary.
 pub(crate) fn add_run_settings(summary: &mut Value, common: &Common) {
     let (s, model, train) = (&common.settings, &common.model, &common.train);
-    summary["dataset_path"] = json!(s
-        .dataset
-        .as_ref()
-        .map(|d| std::path::absolute(d).unwrap_or_else(|_| d.clone()).display().to_string()));
+    summary["dataset_path"] = json!(s.dataset.as_ref().map(|d| std::path::absolute(d)
+        .unwrap_or_else(|_| d.clone())
+        .display()
+        .to_string()));
     let mut h = json!({
         "model": model.arch.name(),
         "layers": model.layers,

@@ -262,8 +262,14 @@ fn into_report(outcome: RunOutcome) -> TrainReport {
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
     let marks = crate::plot::Marks {
-        best_epoch: report.epochs.iter().any(|e| e.accuracy.is_some()).then_some(report.best_epoch),
-        early_stop: report.stopped_early.then(|| report.epochs.last().map_or(0, |e| e.epoch)),
+        best_epoch: report
+            .epochs
+            .iter()
+            .any(|e| e.accuracy.is_some())
+            .then_some(report.best_epoch),
+        early_stop: report
+            .stopped_early
+            .then(|| report.epochs.last().map_or(0, |e| e.epoch)),
     };
     crate::plot::training_curves(path, title, &report.epochs, marks)
         .with_context(|| format!("drawing {}", path.display()))

@@ -79,9 +79,11 @@ fn planetoid_reads_pyg_layouts_and_any_case_of_the_name() {
             out.to_str().unwrap(),
         ]);
         let meta: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap())
-                .unwrap();
-        assert_eq!((meta["name"].as_str(), meta["num_nodes"].as_u64()), (Some("cora"), Some(2708)));
+            serde_json::from_str(&std::fs::read_to_string(out.join("meta.json")).unwrap()).unwrap();
+        assert_eq!(
+            (meta["name"].as_str(), meta["num_nodes"].as_u64()),
+            (Some("cora"), Some(2708))
+        );
     }
     // Another dataset's name says which one is there.
     let out = graphloom(&[
@@ -95,7 +97,10 @@ fn planetoid_reads_pyg_layouts_and_any_case_of_the_name() {
         dir.join("pubmed").to_str().unwrap(),
     ]);
     let err = stderr(&out);
-    assert!(!out.status.success() && err.contains("--name cora"), "{err}");
+    assert!(
+        !out.status.success() && err.contains("--name cora"),
+        "{err}"
+    );
     assert!(!dir.join("pubmed").exists());
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -135,7 +140,11 @@ fn edgelist_takes_the_users_split() {
     std::fs::write(&edges, "0 1\n1 2\n2 3\n3 4\n4 5\n5 0\n").unwrap();
     let labels = dir.join("labels.npy");
     write_ids(&labels, &[0, 1, 0, 1, -1, 1]);
-    let (train, valid, test) = (dir.join("train.npy"), dir.join("valid.npy"), dir.join("test.txt"));
+    let (train, valid, test) = (
+        dir.join("train.npy"),
+        dir.join("valid.npy"),
+        dir.join("test.txt"),
+    );
     write_ids(&train, &[3, 0]);
     write_ids(&valid, &[1]);
     std::fs::write(&test, "2\n5\n").unwrap();
@@ -170,7 +179,11 @@ fn edgelist_takes_the_users_split() {
         test.to_str().unwrap(),
     ]);
     assert!(ok.status.success(), "{}", stderr(&ok));
-    let read = |name: &str| graphloom_graph::npy::read_ints(&out.join(name)).unwrap().data;
+    let read = |name: &str| {
+        graphloom_graph::npy::read_ints(&out.join(name))
+            .unwrap()
+            .data
+    };
     assert_eq!(read("train_idx.npy"), [3, 0]);
     assert_eq!(read("valid_idx.npy"), [1]);
     assert_eq!(read("test_idx.npy"), [2, 5]);

@@ -46,11 +46,11 @@ pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
 pub use sar::{SarOutcome, SarPlan};
 #[cfg(feature = "cli")]
-pub use suggest::ChoiceParser;
-#[cfg(feature = "cli")]
 pub use settings::choice_parser;
 pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
     TrainSettings,
 };
+#[cfg(feature = "cli")]
+pub use suggest::ChoiceParser;
 pub use suggest::{suggest, suggest_choice};

@@ -92,11 +92,17 @@ impl<T: Choice + Clone> clap::builder::TypedValueParser for ChoiceParser<T> {
         let mut err = clap::Error::new(ErrorKind::InvalidValue).with_cmd(cmd);
         let arg = arg.map_or_else(|| "...".to_string(), |a| a.to_string());
         err.insert(ContextKind::InvalidArg, ContextValue::String(arg));
-        err.insert(ContextKind::InvalidValue, ContextValue::String(given.to_string()));
+        err.insert(
+            ContextKind::InvalidValue,
+            ContextValue::String(given.to_string()),
+        );
         let names = T::ALL.iter().map(|v| v.name().to_string()).collect();
         err.insert(ContextKind::ValidValue, ContextValue::Strings(names));
         if let Some(name) = suggest_choice::<T>(&given) {
-            err.insert(ContextKind::SuggestedValue, ContextValue::String(name.into()));
+            err.insert(
+                ContextKind::SuggestedValue,
+                ContextValue::String(name.into()),
+            );
         }
         Err(err)
     }
@@ -105,7 +111,9 @@ impl<T: Choice + Clone> clap::builder::TypedValueParser for ChoiceParser<T> {
         &self,
     ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
         Some(Box::new(
-            T::ALL.iter().map(|v| clap::builder::PossibleValue::new(v.name())),
+            T::ALL
+                .iter()
+                .map(|v| clap::builder::PossibleValue::new(v.name())),
         ))
     }
 }

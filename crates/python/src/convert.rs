@@ -82,9 +82,9 @@ pub(crate) fn write_arrays(
         .map_err(|e| match &e {
             // A value of the caller's arrays: an invalid argument, named as the Data names it.
             graphloom_graph::Error::Invalid { path, .. }
-                if path.to_str().is_some_and(|p| {
-                    arrays.contains(&p) || split_names.iter().any(|n| n == p)
-                }) =>
+                if path
+                    .to_str()
+                    .is_some_and(|p| arrays.contains(&p) || split_names.iter().any(|n| n == p)) =>
             {
                 invalid(e.to_string())
             }

@@ -323,7 +323,9 @@ impl Loader {
         let pool = match workers {
             0 => None,
             w if w > MAX_WORKERS => {
-                return Err(invalid(format!("num_workers {w}: at most {MAX_WORKERS} threads")))
+                return Err(invalid(format!(
+                    "num_workers {w}: at most {MAX_WORKERS} threads"
+                )))
             }
             w => Some(producer_pool(w).map_err(errors::raise)?),
         };

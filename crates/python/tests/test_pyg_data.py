@@ -212,3 +212,16 @@ def test_a_data_without_features_or_classes_loads_as_pyg_does():
     for batch in gl.NeighborLoader(data, [2], batch_size=3):
         assert "x" not in batch
         assert torch.equal(batch.y, data.y[batch.n_id])
+
+
+def test_opening_a_pyg_download_names_the_command_that_converts_it(tmp_path):
+    raw = tmp_path / "Planetoid" / "Cora" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "ind.cora.x").write_bytes(b"")
+    with pytest.raises(gl.GraphLoomError, match="graphloom prepare planetoid --raw .* --name cora"):
+        gl.Dataset.open(tmp_path / "Planetoid")
+    processed = tmp_path / "Reddit" / "processed"
+    processed.mkdir(parents=True)
+    (processed / "data.pt").write_bytes(b"")
+    with pytest.raises(gl.GraphLoomError, match=r"graphloom.Dataset.from_pyg"):
+        gl.Dataset.open(tmp_path / "Reddit")

@@ -63,7 +63,7 @@ def torchrun(processes: int, cora: Path, out: Path) -> list[float]:
     line = [ln for ln in result.stdout.splitlines() if ln.startswith("{")][-1]
     report = json.loads(line)
     assert report["ranks"] == processes
-    return report["losses"]
+    return report["losses"] + [report["test_acc"]]
 
 
 def test_two_processes_train_like_one(cora, tmp_path):
@@ -73,4 +73,5 @@ def test_two_processes_train_like_one(cora, tmp_path):
     a, b = torch.load(tmp_path / "one.pt"), torch.load(tmp_path / "two.pt")
     for name in a:
         assert torch.allclose(a[name], b[name], atol=1e-5), name
-    assert one[-1] < one[0], "training lowered the loss"
+    assert one[-2] < one[0], "training lowered the loss"
+    assert one[-1] > 0.3, "test accuracy above chance (1/7) after 3 epochs"

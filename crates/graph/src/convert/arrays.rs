@@ -93,7 +93,10 @@ pub fn write(
     }
     let labels: Vec<i64> = match input.labels {
         Some(l) if l.len() != n => {
-            return Err(Error::invalid("y", format!("{} labels for {n} nodes", l.len())))
+            return Err(Error::invalid(
+                "y",
+                format!("{} labels for {n} nodes", l.len()),
+            ))
         }
         Some(l) => l.to_vec(),
         None => vec![0; n],
@@ -119,9 +122,10 @@ pub fn write(
         .map(|(ids, name)| {
             ids.iter()
                 .map(|&v| {
-                    usize::try_from(v).ok().filter(|&v| v < n).ok_or_else(|| {
-                        Error::invalid(name, format!("node {v} is not in 0..{n}"))
-                    })
+                    usize::try_from(v)
+                        .ok()
+                        .filter(|&v| v < n)
+                        .ok_or_else(|| Error::invalid(name, format!("node {v} is not in 0..{n}")))
                 })
                 .collect()
         })
@@ -140,14 +144,22 @@ pub fn write(
         num_classes: count_classes(&labels, Path::new("y"))?,
         directed: true,
     };
-    let needed = 12 * num_edges as u64 + 8 * (n as u64 + 1) + 8 * n as u64 * 2 + 4 * (n * feat_dim) as u64;
+    let needed =
+        12 * num_edges as u64 + 8 * (n as u64 + 1) + 8 * n as u64 * 2 + 4 * (n * feat_dim) as u64;
     crate::disk::check_free_space(dir, needed, "the dataset")?;
     write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| {
         let options = CsrOptions {
             simple: false,
             buffer_bytes,
         };
-        write_csr(tmp, n, &EdgeIndex(input.edge_index), origin, &options, progress)?;
+        write_csr(
+            tmp,
+            n,
+            &EdgeIndex(input.edge_index),
+            origin,
+            &options,
+            progress,
+        )?;
         meta.directed = !place_weights(tmp, input, progress)?;
         if let Some((rows, dim)) = input.features {
             write_features(&tmp.join("node_feat.npy"), rows, n, dim, progress)?;
@@ -324,7 +336,10 @@ mod tests {
         assert_eq!(ds.graph.col_idx, vec![0, 1, 2, 2, 0]);
         // Duplicate edges take their weights in the order given.
         assert_eq!(ds.edge_weight.unwrap(), vec![5.0, 2.0, 1.0, 3.0, 4.0]);
-        assert_eq!((ds.train_idx, ds.valid_idx, ds.test_idx), (vec![0], vec![1], vec![2]));
+        assert_eq!(
+            (ds.train_idx, ds.valid_idx, ds.test_idx),
+            (vec![0], vec![1], vec![2])
+        );
         std::fs::remove_dir_all(&dir).unwrap();
         // Every edge with its reverse: undirected.
         let meta = write(&input(&[0, 1, 1, 0], None), &dir, 1 << 20, &|_, _, _| {}).unwrap();
@@ -338,9 +353,18 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
         let err = write(&input(&[0, 7], None), &dir, 1 << 20, &|_, _, _| {}).unwrap_err();
         assert!(err.to_string().starts_with("edge_index: "), "{err}");
-        let err = write(&input(&[0, 1], Some(&[1.0, 2.0])), &dir, 1 << 20, &|_, _, _| {})
-            .unwrap_err();
-        assert!(err.to_string().starts_with("edge_weight: 2 weights for 1 edges"), "{err}");
+        let err = write(
+            &input(&[0, 1], Some(&[1.0, 2.0])),
+            &dir,
+            1 << 20,
+            &|_, _, _| {},
+        )
+        .unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("edge_weight: 2 weights for 1 edges"),
+            "{err}"
+        );
         let mut bad_split = input(&[0, 1], None);
         bad_split.splits = [&[0], &[0], &[]];
         let err = write(&bad_split, &dir, 1 << 20, &|_, _, _| {}).unwrap_err();

@@ -98,7 +98,8 @@ mod tests {
     use super::*;
 
     fn scratch(name: &str) -> PathBuf {
-        let d = std::env::temp_dir().join(format!("graphloom-layout-{name}-{}", std::process::id()));
+        let d =
+            std::env::temp_dir().join(format!("graphloom-layout-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&d);
         std::fs::create_dir_all(&d).unwrap();
         d
@@ -109,19 +110,28 @@ mod tests {
         let root = scratch("pyg");
         std::fs::create_dir_all(root.join("Cora/raw")).unwrap();
         std::fs::write(root.join("Cora/raw/ind.cora.x"), b"").unwrap();
-        assert_eq!(planetoid_sets(&root), vec![(root.join("Cora/raw"), "cora".into())]);
+        assert_eq!(
+            planetoid_sets(&root),
+            vec![(root.join("Cora/raw"), "cora".into())]
+        );
         assert_eq!(
             planetoid_sets(&root.join("Cora")),
             vec![(root.join("Cora/raw"), "cora".into())]
         );
         let hint = conversion_hint(&root).unwrap();
-        assert!(hint.contains("prepare planetoid") && hint.contains("--name cora"), "{hint}");
+        assert!(
+            hint.contains("prepare planetoid") && hint.contains("--name cora"),
+            "{hint}"
+        );
 
         let ogb = scratch("ogb");
         std::fs::create_dir_all(ogb.join("ogbn_arxiv/raw")).unwrap();
         std::fs::create_dir_all(ogb.join("ogbn_arxiv/split/time")).unwrap();
         let hint = conversion_hint(&ogb).unwrap();
-        assert!(hint.contains("prepare ogb --raw") && hint.contains("ogbn_arxiv"), "{hint}");
+        assert!(
+            hint.contains("prepare ogb --raw") && hint.contains("ogbn_arxiv"),
+            "{hint}"
+        );
 
         let processed = scratch("processed");
         std::fs::create_dir_all(processed.join("processed")).unwrap();

@@ -28,7 +28,14 @@ pub enum SplitSource<'a> {
 /// The names an archive's array of each split may have, in the order they are looked for.
 const NPZ_NAMES: [&[&str]; 3] = [
     &["train_idx", "train", "train_mask"],
-    &["valid_idx", "val_idx", "valid", "val", "valid_mask", "val_mask"],
+    &[
+        "valid_idx",
+        "val_idx",
+        "valid",
+        "val",
+        "valid_mask",
+        "val_mask",
+    ],
     &["test_idx", "test", "test_mask"],
 ];
 
@@ -70,8 +77,8 @@ impl<'a> SplitSource<'a> {
 fn ids_of_npy(bytes: &[u8], origin: &Path, n: usize) -> Result<Vec<usize>> {
     let header = npy::parse_header(bytes, origin)?;
     // The reader takes bool for uint8: the header's text tells them apart.
-    let is_bool = String::from_utf8_lossy(&bytes[..header.data_offset.min(bytes.len())])
-        .contains("'|b1'");
+    let is_bool =
+        String::from_utf8_lossy(&bytes[..header.data_offset.min(bytes.len())]).contains("'|b1'");
     if header.shape.len() != 1 {
         return Err(Error::format(
             origin,
@@ -216,7 +223,38 @@ mod tests {
         let splits = source.read(&[0; 6]).unwrap();
         assert_eq!(splits, [vec![4, 0, 2], vec![1], vec![3, 5]]);
         let only_train = SplitSource::Files([Some(&train), None, None]);
-        assert_eq!(only_train.read(&[0; 6]).unwrap(), [vec![4, 0, 2], vec![], vec![]]);
+        assert_eq!(
+            only_train.read(&[0; 6]).unwrap(),
+            [vec![4, 0, 2], vec![], vec![]]
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_npz_of_pyg_masks_is_read() {
+        use std::io::Write;
+        let d = dir("npz");
+        let member = |name: &str, write: &dyn Fn(&Path)| -> Vec<u8> {
+            let p = d.join(name);
+            write(&p);
+            std::fs::read(&p).unwrap()
+        };
+        let path = d.join("split.npz");
+        let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
+        let options = zip::write::SimpleFileOptions::default()
+            .compression_method(zip::CompressionMethod::Stored);
+        let arrays: [(&str, Vec<u8>); 3] = [
+            ("train_mask", member("t.npy", &|p| write_bool_mask(p, &[true, false, true]))),
+            ("val_mask", member("v.npy", &|p| write_bool_mask(p, &[false, true, false]))),
+            ("test_idx", member("s.npy", &|p| npy::write(p, &[0i64; 0], &[0]).unwrap())),
+        ];
+        for (name, bytes) in arrays {
+            zip.start_file(format!("{name}.npy"), options).unwrap();
+            zip.write_all(&bytes).unwrap();
+        }
+        zip.finish().unwrap();
+        let splits = SplitSource::Npz(&path).read(&[0; 3]).unwrap();
+        assert_eq!(splits, [vec![0, 2], vec![1], vec![]]);
         std::fs::remove_dir_all(&d).unwrap();
     }
 
@@ -235,7 +273,10 @@ mod tests {
             .read(&[0; 2])
             .unwrap_err()
             .to_string();
-        assert!(err.contains("train.npy") && err.contains("node 2 is not in 0..2"), "{err}");
+        assert!(
+            err.contains("train.npy") && err.contains("node 2 is not in 0..2"),
+            "{err}"
+        );
         std::fs::remove_dir_all(&d).unwrap();
     }
 }

@@ -140,7 +140,9 @@ impl SparseOptimizer {
             }
         };
         if !value.is_finite() {
-            return Err(StoreError::Invalid(format!("{name} = {value} is not finite")));
+            return Err(StoreError::Invalid(format!(
+                "{name} = {value} is not finite"
+            )));
         }
         *slot = value;
         Ok(self)
@@ -267,7 +269,13 @@ mod tests {
         let rms = SparseOptimizer::rmsprop().with_param("alpha", 0.9).unwrap();
         assert!(matches!(rms, SparseOptimizer::RmsProp { alpha, .. } if alpha == 0.9));
         let err = SparseOptimizer::sgd().with_param("beta1", 0.9).unwrap_err();
-        assert!(err.to_string().contains("'beta1' is not a parameter of sgd"), "{err}");
-        assert!(SparseOptimizer::adagrad().with_param("epsilon", f32::NAN).is_err());
+        assert!(
+            err.to_string()
+                .contains("'beta1' is not a parameter of sgd"),
+            "{err}"
+        );
+        assert!(SparseOptimizer::adagrad()
+            .with_param("epsilon", f32::NAN)
+            .is_err());
     }
 }
