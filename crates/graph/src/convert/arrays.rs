@@ -73,7 +73,7 @@ pub fn write(
 ) -> Result<Meta> {
     let n = input.num_nodes;
     let origin = Path::new("edge_index");
-    if input.edge_index.len() % 2 != 0 {
+    if !input.edge_index.len().is_multiple_of(2) {
         return Err(Error::invalid(origin, "expected shape [2, E]"));
     }
     let num_edges = input.edge_index.len() / 2;

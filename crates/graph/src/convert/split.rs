@@ -244,9 +244,18 @@ mod tests {
         let options = zip::write::SimpleFileOptions::default()
             .compression_method(zip::CompressionMethod::Stored);
         let arrays: [(&str, Vec<u8>); 3] = [
-            ("train_mask", member("t.npy", &|p| write_bool_mask(p, &[true, false, true]))),
-            ("val_mask", member("v.npy", &|p| write_bool_mask(p, &[false, true, false]))),
-            ("test_idx", member("s.npy", &|p| npy::write(p, &[0i64; 0], &[0]).unwrap())),
+            (
+                "train_mask",
+                member("t.npy", &|p| write_bool_mask(p, &[true, false, true])),
+            ),
+            (
+                "val_mask",
+                member("v.npy", &|p| write_bool_mask(p, &[false, true, false])),
+            ),
+            (
+                "test_idx",
+                member("s.npy", &|p| npy::write(p, &[0i64; 0], &[0]).unwrap()),
+            ),
         ];
         for (name, bytes) in arrays {
             zip.start_file(format!("{name}.npy"), options).unwrap();
