@@ -86,15 +86,22 @@ def test_both_optimizer_spellings_train_rows(comm):
         wgth.create_wholememory_optimizer("momentum", {})
 
 
+def run_script(launcher: list, root: Path, feat_dim: int, classes: int, out: Path) -> dict:
+    out.mkdir()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
+    result = subprocess.run(
+        launcher + [str(SCRIPT), "--root", str(root), "--feat-dim", str(feat_dim),
+                    "--classes", str(classes), "--out", str(out)],
+        capture_output=True, text=True, timeout=300, env=dict(env, OMP_NUM_THREADS="1"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads([ln for ln in result.stdout.splitlines() if ln.startswith("{")][-1])
+
+
 def test_a_wholegraph_script_runs_with_its_import_and_location_changed(ds_files, tmp_path):
     root, feat_dim, classes = ds_files
-    out = subprocess.run(
-        [sys.executable, str(SCRIPT), "--root", str(root), "--feat-dim", str(feat_dim),
-         "--classes", str(classes), "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=300,
-    )
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout.strip().splitlines()[-1])
+    report = run_script([sys.executable], root, feat_dim, classes, tmp_path / "one")
     assert report["ranks"] == 1
     # A linear head on Cora's features and learnt node embeddings: well above chance (1/7).
     assert report["test_accuracy"] > 0.3, report
@@ -105,6 +112,14 @@ def test_a_wholegraph_script_runs_with_its_import_and_location_changed(ds_files,
     assert report["reloaded"]
     text = SCRIPT.read_text()
     assert "import graphloom.wholegraph as wgth  # was: import pylibwholegraph.torch as wgth" in text
+    # Under torchrun, as WholeGraph's scripts are launched: every process holds the tables,
+    # and the same training gives the same results.
+    two = run_script([sys.executable, "-m", "torch.distributed.run", "--standalone",
+                      "--nproc_per_node", "2"], root, feat_dim, classes, tmp_path / "two")
+    assert two.pop("ranks") == 2 and report.pop("ranks") == 1
+    assert two.pop("losses") == pytest.approx(report.pop("losses"), rel=1e-4)
+    assert two.pop("test_accuracy") == pytest.approx(report.pop("test_accuracy"), abs=0.01)
+    assert two == report
 
 
 @pytest.fixture(scope="module")

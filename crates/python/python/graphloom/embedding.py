@@ -113,8 +113,25 @@ class Embedding:
         """Writes this rank's rows (and a trainable table's optimizer state) under ``prefix``,
         one file per rank: ``{prefix}_part_{rank}_of_{ranks}`` for a frozen table (load it with
         :func:`create_embedding_from_filelist`), ``{prefix}_table_part_...`` and the state's
-        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`)."""
-        self._table.save(os.fspath(prefix))
+        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`).
+        In a torchrun job, where every process holds the whole table, rank 0 writes it as one
+        part."""
+        if self.replicated:
+            if self._comm.rank == 0:
+                self._table.save(os.fspath(prefix))
+            self._comm.barrier()
+        else:
+            self._table.save(os.fspath(prefix))
+
+    @property
+    def replicated(self) -> bool:
+        """Whether every process of the job holds the whole table (a torchrun job's)."""
+        return isinstance(self._comm, TorchCommunicator) and self._comm.size > 1
+
+    @property
+    def parts(self) -> int:
+        """The number of part files :meth:`save` writes: the ranks the rows are spread over."""
+        return self._table.ranks
 
     def load(self, prefix: str | os.PathLike, saved_ranks: int) -> None:
         """Refills a trainable table and its optimizer state from :meth:`save`'s files of a

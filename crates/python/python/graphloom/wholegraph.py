@@ -370,8 +370,9 @@ class WholeMemoryTensor:
         local.copy_(torch.from_numpy(rows.copy()).view(local.dtype))
 
     def from_file_prefix(self, file_prefix: str, part_count: int | None = None) -> None:
-        """:meth:`from_filelist` of the ``part_count`` files of ``file_prefix``."""
-        count = part_count if part_count is not None else self._wm_comm.get_size()
+        """:meth:`from_filelist` of the ``part_count`` files of ``file_prefix`` (default: as
+        many as this table is saved in)."""
+        count = part_count if part_count is not None else self.embedding.parts
         self.from_filelist(get_part_file_list(file_prefix, count))
 
     def local_to_file(self, filename: str) -> None:
@@ -381,9 +382,15 @@ class WholeMemoryTensor:
             f.write(local.contiguous().view(torch.uint8).numpy().tobytes())
 
     def to_file_prefix(self, file_prefix: str) -> None:
-        """Writes this rank's rows as part ``rank`` of ``size`` of ``file_prefix``."""
-        comm = self._wm_comm
-        self.local_to_file(get_part_file_name(file_prefix, comm.get_rank(), comm.get_size()))
+        """Writes this rank's rows as its part of ``file_prefix`` (collective; in a torchrun
+        job, where every process holds the whole table, rank 0 writes it as one part)."""
+        comm = self.embedding_comm()
+        if self.embedding.replicated:
+            if comm.rank == 0:
+                self.local_to_file(get_part_file_name(file_prefix, 0, 1))
+        else:
+            self.local_to_file(get_part_file_name(file_prefix, comm.rank, comm.size))
+        comm.barrier()
 
 
 def _check_partition(partition: Sequence[int] | None, rows: int,
@@ -655,7 +662,7 @@ class WholeMemoryEmbedding:
              part_count: int | None = None) -> None:
         """Reads what :meth:`save` wrote, from a job of ``part_count`` ranks (default this
         one's)."""
-        count = part_count if part_count is not None else self.embedding_tensor.get_comm().get_size()
+        count = part_count if part_count is not None else self.embedding_tensor.embedding.parts
         if self.need_grad():
             if ignore_embedding:
                 raise NotImplementedError("ignore_embedding: rows and states load together")
@@ -732,5 +739,6 @@ class WholeMemoryEmbeddingModule(torch.nn.Module):
 
     def forward(self, indice: torch.Tensor, force_dtype: torch.dtype | None = None
                 ) -> torch.Tensor:
+        """Rows ``indice``, as ``force_dtype`` when given."""
         return _LookupFn.apply(indice, self.wm_embedding.dummy_input, self.wm_embedding,
                                self.training, force_dtype)
