@@ -220,6 +220,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     if args.json || args.summary_json.is_some() {
         let mut value = summary(common, report, splits);
+        crate::run_settings::add_run_settings(&mut value, common);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
         if let (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) = (&plan, &outcome) {
@@ -286,7 +287,17 @@ fn into_report(outcome: RunOutcome) -> TrainReport {
 }
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
-    crate::plot::training_curves(path, title, &report.epochs)
+    let marks = crate::plot::Marks {
+        best_epoch: report
+            .epochs
+            .iter()
+            .any(|e| e.evaluation.is_some())
+            .then_some(report.best_epoch),
+        early_stop: report
+            .stopped_early
+            .then(|| report.epochs.last().map_or(0, |e| e.epoch)),
+    };
+    crate::plot::training_curves(path, title, &report.epochs, marks)
         .with_context(|| format!("drawing {}", path.display()))
 }
 
