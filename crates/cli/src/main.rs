@@ -3,6 +3,7 @@
 mod bench;
 mod bench_fullbatch;
 mod bench_gather;
+mod bench_host;
 mod bench_link;
 mod bench_peers;
 mod bench_sample;

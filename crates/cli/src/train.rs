@@ -207,14 +207,16 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         );
     }
     if args.profile {
+        // Forward calls without a backward (evaluation, inputs that need no gradient) are
+        // apart, so forward and backward compare over the same calls.
         eprintln!(
-            "{:<16} {:>8} {:>12} {:>12}",
-            "op", "calls", "forward s", "backward s"
+            "{:<16} {:>8} {:>12} {:>12} {:>14} {:>12}",
+            "op", "calls", "forward s", "backward s", "no-grad calls", "no-grad s"
         );
         for (name, t) in graphloom_tensor::autodiff::profile::take() {
             eprintln!(
-                "{name:<16} {:>8} {:>12.3} {:>12.3}",
-                t.calls, t.forward_seconds, t.backward_seconds
+                "{name:<16} {:>8} {:>12.3} {:>12.3} {:>14} {:>12.3}",
+                t.calls, t.forward_seconds, t.backward_seconds, t.no_grad_calls, t.no_grad_seconds
             );
         }
     }
