@@ -137,6 +137,16 @@ pub struct NegDst {
 }
 
 impl NegDst {
+    /// The positives they are the negatives of.
+    pub fn len(&self) -> usize {
+        self.array.shape()[0]
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
     /// Negatives per positive.
     pub fn per_positive(&self) -> usize {
         self.array.shape()[1]

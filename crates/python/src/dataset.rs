@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use graphloom_graph::FeaturesLocation;
 use graphloom_graph::MappedDataset;
+use graphloom_graph::{LinkSet, LinkSplit};
 use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
@@ -138,6 +139,40 @@ impl Dataset {
 
     /// The features as a table (collective): `mmap` maps `node_feat.npy` read-only; `host` and
     /// `shared` copy it into memory, each rank its own rows.
+    /// The dataset's link split (`link_split/`), checked against the graph: each file's
+    /// name without `.npy` and its array (`[2, E]` pairs, `[E, K]` negative destinations).
+    fn link_split(&self, py: Python<'_>) -> PyResult<Vec<(String, View)>> {
+        let dir = self.inner.dir();
+        if !LinkSplit::exists(dir) {
+            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+                "dataset {}: no link split (make one with `graphloom prepare link-split`)",
+                dir.display()
+            )));
+        }
+        py.detach(|| {
+            let split = LinkSplit::open(dir, self.inner.data()).map_err(errors::raise)?;
+            let mut out = Vec::new();
+            for set in LinkSet::ALL {
+                let pairs = split.pairs(set);
+                let values = [pairs.src(), pairs.dst()].concat();
+                let tensor = Tensor::from_vec(values, &[2, pairs.len()]).expect("length matches");
+                out.push((
+                    stem(set.file_name()),
+                    View::new(DlpackView::of_tensor(tensor)),
+                ));
+            }
+            for (test, set) in [(false, "valid_neg_dst"), (true, "test_neg_dst")] {
+                if let Some(neg) = split.neg_dst(test) {
+                    let (rows, k) = (neg.len(), neg.per_positive());
+                    let values: Vec<i64> = (0..rows).flat_map(|i| neg.of(i).to_vec()).collect();
+                    let tensor = Tensor::from_vec(values, &[rows, k]).expect("length matches");
+                    out.push((set.to_string(), View::new(DlpackView::of_tensor(tensor))));
+                }
+            }
+            Ok(out)
+        })
+    }
+
     #[pyo3(signature = (comm, layout="continuous", location="mmap"))]
     fn feature_table(
         &self,
@@ -168,4 +203,9 @@ impl Dataset {
             m.name, m.num_nodes, m.num_edges, m.feat_dim, m.num_classes
         )
     }
+}
+
+/// A file name without its `.npy`.
+fn stem(file: &str) -> String {
+    file.trim_end_matches(".npy").to_string()
 }

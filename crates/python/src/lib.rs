@@ -2,8 +2,11 @@
 //!
 //! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
 //! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
-//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), [`loader`] (the neighbour loader's producer
-//! thread), [`model`] (model files and inference through the plan) and [`view`] (DLPack
+//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), the
+//! loaders ([`loader`], whose batches are [`node_loader`]'s seeds or [`link_loader`]'s pairs
+//! with the sampled [`neighbourhood`] of their nodes, made on the [`epochs`] of a producer
+//! thread), [`metrics`] (link prediction's),
+//! [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
 //! exceptions. The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
@@ -14,10 +17,15 @@
 mod buffers;
 mod convert;
 mod dataset;
+mod epochs;
 mod errors;
 mod job;
+mod link_loader;
 mod loader;
+mod metrics;
 mod model;
+mod neighbourhood;
+mod node_loader;
 mod process;
 mod table;
 mod view;
@@ -42,7 +50,14 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_function(wrap_pyfunction!(convert::write_arrays, m)?)?;
     m.add_class::<loader::Loader>()?;
-    m.add_class::<loader::Batch>()?;
+    m.add_function(wrap_pyfunction!(node_loader::neighbor_loader, m)?)?;
+    m.add_class::<node_loader::Batch>()?;
+    m.add_function(wrap_pyfunction!(link_loader::link_neighbor_loader, m)?)?;
+    m.add_class::<link_loader::LinkBatch>()?;
+    m.add_class::<neighbourhood::Neighbourhood>()?;
+    m.add_function(wrap_pyfunction!(metrics::auc, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::hits_at_k, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics::mrr, m)?)?;
     m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::predict, m)?)?;

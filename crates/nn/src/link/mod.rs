@@ -120,10 +120,23 @@ impl PairBatch {
         epoch: u64,
     ) -> PairBatch {
         let pos = task.split.pairs(LinkSet::TrainPos);
-        let (mut src, mut dst): (Vec<NodeId>, Vec<NodeId>) =
-            index.iter().map(|&i| pos.get(i)).unzip();
+        let (src, dst): (Vec<NodeId>, Vec<NodeId>) = index.iter().map(|&i| pos.get(i)).unzip();
+        PairBatch::of_positives(src, dst, index, num_nodes, task.neg_ratio, seed, epoch)
+    }
+
+    /// The positives `(src[i], dst[i])`, whose indices in their list of supervision pairs are
+    /// `index[i]`, and `ratio` negatives per positive ([`negatives`]).
+    pub fn of_positives(
+        mut src: Vec<NodeId>,
+        mut dst: Vec<NodeId>,
+        index: &[usize],
+        num_nodes: usize,
+        ratio: usize,
+        seed: u64,
+        epoch: u64,
+    ) -> PairBatch {
         let positives = src.iter().zip(&dst).map(|(&u, &v)| (u, v)).collect();
-        let (ns, nd) = negatives(&src, index, num_nodes, task.neg_ratio, seed, epoch);
+        let (ns, nd) = negatives(&src, index, num_nodes, ratio, seed, epoch);
         let labels = std::iter::repeat_n(1.0, src.len())
             .chain(std::iter::repeat_n(0.0, ns.len()))
             .collect();

@@ -21,6 +21,10 @@ Datasets and PyG::
 ``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too. Under torchrun, ``gl.init()``
 reads the job's ranks and loaders take their slice of every batch.
 
+Link prediction: ``gl.LinkNeighborLoader`` (PyG's signature, binary and triplet negatives) over
+``ds.link_split()`` (``graphloom prepare link-split``), scored with :mod:`~graphloom.metrics`
+(AUC, Hits@K, MRR as OGB computes them).
+
 Models: ``graphloom.torch.load_pyg`` and ``graphloom.torch.save_for_graphloom``.
 WholeGraph's spelling of the store: ``import graphloom.wholegraph as wgth``. (``graphloom.torch``
 and ``graphloom.wholegraph`` are imported on first use, so ``import graphloom`` does not import
@@ -53,7 +57,9 @@ from .comm import (
 )
 from .dataset import Dataset
 from .embedding import Embedding, create_embedding, create_embedding_from_filelist, load_embedding
+from .link import LinkNeighborLoader
 from .loader import Batch, NeighborLoader
+from . import metrics
 from .model import predict
 
 __all__ = [
@@ -72,6 +78,8 @@ __all__ = [
     "load_embedding",
     "Dataset",
     "NeighborLoader",
+    "LinkNeighborLoader",
+    "metrics",
     "Batch",
     "predict",
     "mpi_available",

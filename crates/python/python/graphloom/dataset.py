@@ -20,6 +20,7 @@ class Dataset:
     def __init__(self, inner: _graphloom.Dataset) -> None:
         self._inner = inner
         self._features: Embedding | None = None
+        self._link_split: dict[str, Any] | None = None
 
     @staticmethod
     def open(path: str | os.PathLike) -> "Dataset":
@@ -122,6 +123,22 @@ class Dataset:
         """The whole graph as PyG's ``edge_index``: int64 ``(2, num_edges)``, sources in row 0,
         destinations in row 1."""
         return from_view(self._inner.edge_index())
+
+    @property
+    def has_link_split(self) -> bool:
+        """Whether the directory holds a link split (``link_split/``)."""
+        return os.path.exists(os.path.join(self.path, "link_split", "train_pos.npy"))
+
+    def link_split(self) -> dict[str, Any]:
+        """The dataset's link split (``graphloom prepare link-split``, or one written by another
+        tool in the README's format), checked against the graph once: ``train_pos``,
+        ``valid_pos``, ``test_pos``, ``valid_neg``, ``test_neg`` as int64 ``(2, E)`` pairs and,
+        when present, ``valid_neg_dst`` and ``test_neg_dst`` as int64 ``(E, K)`` negative
+        destinations. Raises ``FileNotFoundError`` without one."""
+        if self._link_split is None:
+            self._link_split = {name: from_view(view)
+                                for name, view in self._inner.link_split()}
+        return dict(self._link_split)
 
     @property
     def features(self) -> Embedding:

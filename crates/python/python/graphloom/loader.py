@@ -83,6 +83,30 @@ def _input_ids(input_nodes: Any, num_nodes: int) -> np.ndarray:
     return ids_array(input_nodes, "input_nodes")
 
 
+def _check_options(loader: str, options: dict[str, Any]) -> None:
+    """Refuses PyG options GraphLoom does not have (unless at their default) and unknown
+    keywords; ignores torch DataLoader options that mean nothing here."""
+    for name, value in options.items():
+        if name in _REFUSED:
+            default, why = _REFUSED[name]
+            if value != default:
+                raise ValueError(f"{name}={value!r} is not supported: {why}")
+        elif name not in _IGNORED:
+            raise TypeError(f"{loader} got an unexpected keyword argument {name!r}")
+
+
+def _fanouts(num_neighbors: Any, fanouts: Any, loader: str) -> list[int]:
+    """``num_neighbors`` or its other name ``fanouts``, checked."""
+    if num_neighbors is not None and fanouts is not None:
+        raise TypeError("give num_neighbors or fanouts (the same argument), not both")
+    fanouts = num_neighbors if num_neighbors is not None else fanouts
+    if fanouts is None:
+        raise TypeError(f"{loader} needs num_neighbors (e.g. [25, 10])")
+    if isinstance(fanouts, dict):
+        raise TypeError("num_neighbors: a dict is for HeteroData; give a list of ints")
+    return int_list(fanouts, "num_neighbors")
+
+
 def _draw_seed(generator: Any) -> int:
     """A seed from torch's generator (``generator``, else the default one), as torch's own
     ``DataLoader`` draws its base seed: ``torch.manual_seed`` decides the batches. 0 without
@@ -93,7 +117,144 @@ def _draw_seed(generator: Any) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-class NeighborLoader:
+class _Source:
+    """What the node and link loaders share: the dataset a ``Data`` or :class:`Dataset` is,
+    the table input rows come from, and the conversion of a sampled neighbourhood into PyG's
+    ``Data``."""
+
+    def __init__(self, data: Any, features: Embedding | None, batch_size: Any,
+                 num_workers: Any) -> None:
+        from . import pyg
+
+        if pyg.is_pyg_data(data):
+            dataset = pyg.dataset_of(data)
+            self.edge_order = pyg.csr_order(data)
+            self.default_nodes = np.arange(dataset.num_nodes, dtype=np.int64)
+        elif isinstance(data, Dataset):
+            dataset, self.edge_order, self.default_nodes = data, None, None
+        else:
+            raise TypeError(
+                f"data: expected a graphloom.Dataset or a torch_geometric.data.Data, got "
+                f"{type(data).__name__}"
+            )
+        if features is not None and not isinstance(features, Embedding):
+            raise TypeError(
+                f"features: expected a graphloom.Embedding (a store table), got "
+                f"{type(features).__name__}"
+            )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size: expected an int, got {batch_size!r}")
+        if not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ValueError(f"num_workers: expected a count of threads (0 or more), got "
+                             f"{num_workers!r}")
+        self.data, self.dataset = data, dataset
+        self.batch_size = int(batch_size)
+        # A Data without x or y makes batches without them, as PyG's loader does.
+        self.has_x = features is not None or dataset.feat_dim > 0
+        if not self.has_x:
+            # Rows of no columns, gathered for nothing.
+            from .embedding import create_embedding
+
+            features = create_embedding(get_global_communicator(), "continuous", "host",
+                                        "float32", (dataset.num_nodes, 0))
+        self.features = features if features is not None else dataset.features
+        try:
+            from torch_geometric.data import Data
+        except ImportError:
+            Data = Batch
+        self.data_class = Data
+
+    def data_of(self, sampled: Any, **extra: Any) -> Any:
+        """A sampled neighbourhood (the extension's) as PyG's ``Data``, with ``extra``
+        fields."""
+        n_id, e_id = from_view(sampled.n_id), from_view(sampled.e_id)
+        fields = {}
+        if self.edge_order is not None:
+            # Back to the Data's own edge order, and its attributes but x (y of any shape or
+            # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
+            e_id = self.edge_order[e_id]
+            for key in self.data.keys():
+                if key in _BATCH_FIELDS or key in extra:
+                    continue
+                value = self.data[key]
+                if self.data.is_node_attr(key):
+                    fields[key] = value[n_id]
+                elif self.data.is_edge_attr(key):
+                    fields[key] = value[e_id]
+        else:
+            fields["y"] = from_view(sampled.y)
+        if self.has_x:
+            fields["x"] = from_view(sampled.x)
+        return self.data_class(
+            edge_index=from_view(sampled.edge_index),
+            n_id=n_id,
+            e_id=e_id,
+            num_sampled_nodes=sampled.num_sampled_nodes,
+            num_sampled_edges=sampled.num_sampled_edges,
+            blocks=[(from_view(e), s, d) for e, s, d in sampled.blocks],
+            **fields,
+            **extra,
+        )
+
+
+class _SampledLoader:
+    """What the node and link loaders share: their source (:class:`_Source`), options, and
+    iterations: one epoch at a time on the extension's producer, each drawing its seed from
+    torch's generator unless the loader has a seed of its own."""
+
+    _inner: Any
+
+    def _setup(self, data: Any, features: Embedding | None, batch_size: Any, num_workers: Any,
+               transform: Callable[[Any], Any] | None, pin_memory: bool, seed: int | None,
+               generator: Any) -> None:
+        self._source = _Source(data, features, batch_size, num_workers)
+        self.data, self.dataset = data, self._source.dataset
+        self.features = self._source.features
+        self.batch_size = self._source.batch_size
+        self.transform = transform
+        self.pin_memory = bool(pin_memory)
+        self._seed = seed
+        self._generator = generator
+        # Iterators of one loader share its producer: starting one ends the one before.
+        self._started = 0
+
+    def _finish(self, batch: Any) -> Any:
+        """``batch`` pinned when asked, then transformed."""
+        if self.pin_memory:
+            batch = _pinned(batch)
+        return self.transform(batch) if self.transform is not None else batch
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __iter__(self) -> Iterator[Any]:
+        name = type(self).__name__
+        self._started += 1
+        mine = self._started
+        seed = None if self._seed is not None else _draw_seed(self._generator)
+        self._inner.start_epoch(seed)
+        try:
+            while (batch := self._inner.next_batch()) is not None:
+                yield self._batch(batch)
+                if self._started != mine:
+                    raise RuntimeError(
+                        f"{name}: another iteration of this loader started (one epoch runs at "
+                        "a time; make a second loader to iterate two at once)"
+                    )
+        finally:
+            if self._started == mine:
+                self._inner.stop_running()
+
+    def time_rust_epoch(self) -> dict[str, float]:
+        """Runs one epoch with the consumer in Rust (each batch received and dropped), the
+        loader's speed without Python: ``{"batches": n, "seconds": s}``. It advances the
+        epoch counter like an iteration."""
+        self._started += 1
+        batches, seconds = self._inner.drain()
+        return {"batches": batches, "seconds": seconds}
+
+
+class NeighborLoader(_SampledLoader):
     """Mini-batches of sampled neighbourhoods, made by GraphLoom's sampler and gathers on a
     thread of their own, ahead of the consumer, with PyG's ``NeighborLoader`` signature::
 
@@ -168,68 +329,20 @@ class NeighborLoader:
         pin_memory: bool = False,
         **pyg_options: Any,
     ) -> None:
-        from . import pyg
-
-        for name, value in pyg_options.items():
-            if name in _REFUSED:
-                default, why = _REFUSED[name]
-                if value != default:
-                    raise ValueError(f"{name}={value!r} is not supported: {why}")
-            elif name not in _IGNORED:
-                raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
-        if num_neighbors is not None and fanouts is not None:
-            raise TypeError("give num_neighbors or fanouts (the same argument), not both")
-        fanouts = num_neighbors if num_neighbors is not None else fanouts
-        if fanouts is None:
-            raise TypeError("NeighborLoader needs num_neighbors (e.g. [25, 10])")
-        if isinstance(fanouts, dict):
-            raise TypeError("num_neighbors: a dict is for HeteroData; give a list of ints")
-        self.data = data
-        if pyg.is_pyg_data(data):
-            dataset = pyg.dataset_of(data)
-            self._edge_order = pyg.csr_order(data)
-            default_nodes = np.arange(dataset.num_nodes, dtype=np.int64)
-        elif isinstance(data, Dataset):
-            dataset, self._edge_order, default_nodes = data, None, None
-        else:
-            raise TypeError(
-                f"data: expected a graphloom.Dataset or a torch_geometric.data.Data, got "
-                f"{type(data).__name__}"
-            )
-        if features is not None and not isinstance(features, Embedding):
-            raise TypeError(
-                f"features: expected a graphloom.Embedding (a store table), got "
-                f"{type(features).__name__}"
-            )
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
-            raise TypeError(f"batch_size: expected an int, got {batch_size!r}")
-        if not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
-            raise ValueError(f"num_workers: expected a count of threads (0 or more), got "
-                             f"{num_workers!r}")
-        comm = get_global_communicator()
-        self.dataset = dataset
-        # A Data without x or y makes batches without them, as PyG's loader does.
-        self._has_x = features is not None or dataset.feat_dim > 0
-        if not self._has_x:
-            # Rows of no columns, gathered for nothing.
-            from .embedding import create_embedding
-
-            features = create_embedding(comm, "continuous", "host", "float32",
-                                        (dataset.num_nodes, 0))
-        self.features = features if features is not None else dataset.features
-        self.batch_size = int(batch_size)
-        self.transform = transform
-        self.pin_memory = bool(pin_memory)
-        self._seed = seed
-        self._generator = generator
+        _check_options("NeighborLoader", pyg_options)
+        fanouts = _fanouts(num_neighbors, fanouts, "NeighborLoader")
+        self._setup(data, features, batch_size, num_workers, transform, pin_memory, seed,
+                    generator)
+        dataset = self.dataset
         if input_nodes is None:
-            nodes = default_nodes
+            nodes = self._source.default_nodes
         else:
             nodes = _input_ids(input_nodes, dataset.num_nodes)
-        self._inner = _graphloom.Loader(
+        comm = get_global_communicator()
+        self._inner = _graphloom.neighbor_loader(
             dataset._inner,
             self.features._table,
-            int_list(fanouts, "num_neighbors"),
+            fanouts,
             self.batch_size,
             bool(shuffle),
             0 if seed is None else int(seed),
@@ -241,76 +354,12 @@ class NeighborLoader:
             comm.size if ranks is None else ranks,
             int(num_workers),
         )
-        # Iterators of one loader share its producer: starting one ends the one before.
-        self._epochs_started = 0
-        try:
-            from torch_geometric.data import Data
-        except ImportError:
-            Data = Batch
-        self._data_class = Data
-
-    def __len__(self) -> int:
-        return len(self._inner)
 
     def _batch(self, batch: Any) -> Any:
         """The extension's batch as PyG's ``Data``."""
-        n_id, e_id = from_view(batch.n_id), from_view(batch.e_id)
-        fields = {}
-        if self._edge_order is not None:
-            # Back to the Data's own edge order, and its attributes but x (y of any shape or
-            # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
-            e_id = self._edge_order[e_id]
-            for key in self.data.keys():
-                if key in _BATCH_FIELDS:
-                    continue
-                value = self.data[key]
-                if self.data.is_node_attr(key):
-                    fields[key] = value[n_id]
-                elif self.data.is_edge_attr(key):
-                    fields[key] = value[e_id]
-        else:
-            fields["y"] = from_view(batch.y)
-        if self._has_x:
-            fields["x"] = from_view(batch.x)
-        out = self._data_class(
-            edge_index=from_view(batch.edge_index),
-            n_id=n_id,
-            e_id=e_id,
-            input_id=from_view(batch.input_id),
-            batch_size=batch.batch_size,
-            num_sampled_nodes=batch.num_sampled_nodes,
-            num_sampled_edges=batch.num_sampled_edges,
-            blocks=[(from_view(e), s, d) for e, s, d in batch.blocks],
-            **fields,
-        )
-        if self.pin_memory:
-            out = _pinned(out)
-        return self.transform(out) if self.transform is not None else out
-
-    def __iter__(self) -> Iterator[Any]:
-        self._epochs_started += 1
-        mine = self._epochs_started
-        seed = None if self._seed is not None else _draw_seed(self._generator)
-        self._inner.start_epoch(seed)
-        try:
-            while (batch := self._inner.next_batch()) is not None:
-                yield self._batch(batch)
-                if self._epochs_started != mine:
-                    raise RuntimeError(
-                        "NeighborLoader: another iteration of this loader started (one epoch "
-                        "runs at a time; make a second loader to iterate two at once)"
-                    )
-        finally:
-            if self._epochs_started == mine:
-                self._inner.stop_running()
-
-    def time_rust_epoch(self) -> dict[str, float]:
-        """Runs one epoch with the consumer in Rust (each batch received and dropped), the
-        loader's speed without Python: ``{"batches": n, "seconds": s}``. It advances the
-        epoch counter like an iteration."""
-        self._epochs_started += 1
-        batches, seconds = self._inner.drain()
-        return {"batches": batches, "seconds": seconds}
+        return self._finish(self._source.data_of(batch.sampled,
+                                                 input_id=from_view(batch.input_id),
+                                                 batch_size=batch.batch_size))
 
 
 def _pinned(batch: Any) -> Any:

@@ -60,6 +60,14 @@ unsafe impl<T> Send for RowsPtr<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for RowsPtr<T> {}
 
+impl<T> RowsPtr<T> {
+    /// The pointer. A closure that calls this captures the whole `RowsPtr` (which is `Send`),
+    /// where one that read the field would capture the bare pointer (which is not).
+    fn get(&self) -> *mut T {
+        self.0
+    }
+}
+
 /// `dst = lhs * rhs`, or `dst += lhs * rhs` when `accumulate`, for f32 or f64, `dst`
 /// row-major `[m, n]`.
 ///
@@ -92,7 +100,6 @@ unsafe fn gemm_into<T: Real>(
     (0..m.div_ceil(ROWS_PER_TASK))
         .into_par_iter()
         .for_each(|task| {
-            let out = out;
             let (first, last) = (task * ROWS_PER_TASK, ((task + 1) * ROWS_PER_TASK).min(m));
             let rows = Operand {
                 data: &lhs.data[first * lhs.cols..last * lhs.cols],
@@ -104,7 +111,7 @@ unsafe fn gemm_into<T: Real>(
             // m * n elements the caller promised; `rows` is the left operand's same rows.
             unsafe {
                 gemm_one(
-                    out.0.add(first * n),
+                    out.get().add(first * n),
                     rows,
                     rhs,
                     accumulate,
