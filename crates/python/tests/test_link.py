@@ -100,9 +100,11 @@ def test_triplet_batches_and_labels_given_by_the_user(cora_link: Path):
     assert batch.dst_neg_index.shape == (128,)
     assert np.array_equal(n_id[batch.src_index.numpy()], train[0, :128])
     assert np.array_equal(n_id[batch.dst_pos_index.numpy()], train[1, :128])
-    loader = gl.LinkNeighborLoader(ds, [5], edge_label_index=train, batch_size=128, seed=0,
-                                   neg_sampling=dict(mode="triplet", amount=3))
-    assert next(iter(loader)).dst_neg_index.shape == (128, 3)
+    for spelling in (dict(neg_sampling=dict(mode="triplet", amount=3)),
+                     dict(neg_sampling="triplet", neg_ratio=3)):
+        loader = gl.LinkNeighborLoader(ds, [5], edge_label_index=train, batch_size=128, seed=0,
+                                       **spelling)
+        assert next(iter(loader)).dst_neg_index.shape == (128, 3)
     labels = torch.arange(train.shape[1]) % 3
     loader = gl.LinkNeighborLoader(ds, [5], edge_label_index=torch.from_numpy(train),
                                    edge_label=labels, neg_sampling="binary", batch_size=64)

@@ -17,9 +17,16 @@ from .loader import _check_options, _fanouts, _SampledLoader
 __all__ = ["LinkNeighborLoader"]
 
 
-def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any) -> tuple[str, int]:
+def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any,
+                       neg_ratio: Any) -> tuple[str, int]:
     """PyG's ``neg_sampling`` (None, "binary", "triplet", a dict with ``mode`` and
-    ``amount``, or a ``torch_geometric.sampler.NegativeSampling``) as (mode, amount)."""
+    ``amount``, or a ``torch_geometric.sampler.NegativeSampling``) as (mode, amount);
+    ``neg_ratio`` is the amount of a mode given by name (the command line's ``--neg-ratio``)."""
+    if neg_ratio is not None:
+        if not isinstance(neg_sampling, str):
+            raise ValueError("neg_ratio: give it with neg_sampling='binary' or 'triplet' (a "
+                             "dict or NegativeSampling carries its own amount)")
+        neg_sampling = {"mode": neg_sampling, "amount": neg_ratio}
     if neg_sampling is None and neg_sampling_ratio is not None:
         # PyG's older spelling: binary negatives at this ratio.
         neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
@@ -94,7 +101,8 @@ class LinkNeighborLoader(_SampledLoader):
     ``amount`` negatives per positive, ``edge_label`` 1 and 0; a given ``edge_label`` is
     shifted by one, as PyG does, so 0 stays the negatives'), ``"triplet"`` (``src_index``,
     ``dst_pos_index`` and ``dst_neg_index`` of ``amount`` columns, squeezed when 1), or a
-    ``dict``/``NegativeSampling`` with ``mode`` and ``amount`` (a whole number here).
+    ``dict``/``NegativeSampling`` with ``mode`` and ``amount`` (a whole number here);
+    ``neg_ratio=k`` with a mode's name is the same as ``amount`` k.
     Negatives keep their positive's source and take a destination drawn uniformly over the
     nodes from the seed, the epoch and the pair (DGL's and the command line's negatives), so
     they are the same for any number of ranks; a drawn negative may happen to be an edge, as
@@ -121,6 +129,7 @@ class LinkNeighborLoader(_SampledLoader):
         drop_last: bool = False,
         neg_sampling: Any = None,
         neg_sampling_ratio: float | None = None,
+        neg_ratio: int | None = None,
         exclude_supervision: bool = False,
         fanouts: Sequence[int] | None = None,
         seed: int | None = None,
@@ -140,7 +149,7 @@ class LinkNeighborLoader(_SampledLoader):
         self._setup(data, features, batch_size, num_workers, transform, pin_memory, seed,
                     generator)
         dataset = self.dataset
-        self.mode, self.amount = _negative_sampling(neg_sampling, neg_sampling_ratio)
+        self.mode, self.amount = _negative_sampling(neg_sampling, neg_sampling_ratio, neg_ratio)
         if edge_label_index is None:
             edge_label_index = self._default_pairs(data, dataset)
         self.edge_label_index = _pairs(edge_label_index, dataset.num_nodes)
