@@ -1,8 +1,9 @@
 //! `graphloom bench scale`: training on a graph of ogbn-papers100M's shape whose features do
 //! not fit in memory, against the same run with its features in memory.
 //!
-//! The dataset (an R-MAT graph with the class signal of `prepare synthetic`) is prepared once
-//! and kept. Each phase runs in a process of its own (this binary, with `--phase`), so its
+//! The dataset (by default a power-law graph stored in both directions, `--shape realistic`;
+//! or the first bench's directed R-MAT graph, `--shape rmat-directed`; either with the class
+//! signal of `prepare synthetic`) is prepared once and kept. Each phase runs in a process of its own (this binary, with `--phase`), so its
 //! peak memory is its own: peak anonymous memory (`RssAnon`, sampled every 100 ms, since the
 //! kernel's `VmHWM` counts the page cache of mapped files too) is reported beside peak
 //! file-backed resident memory, which the kernel reclaims at will.
@@ -40,9 +41,16 @@ pub(crate) struct ScaleArgs {
     /// Nodes (ogbn-papers100M's count).
     #[arg(long, default_value_t = 111_059_956)]
     nodes: usize,
-    /// Directed edges (ogbn-papers100M's count).
+    /// Edges (ogbn-papers100M's count): with `--shape realistic`, pairs stored in both
+    /// directions (to the nearest whole average degree), with rmat-directed, directed edges.
     #[arg(long, default_value_t = 1_615_685_872)]
     edges: usize,
+    /// The graph's shape: realistic (ogbn-papers100M as it is trained: every edge stored in
+    /// both directions, power-law degrees of a citation graph, `prepare synthetic
+    /// --edge-model powerlaw`) or rmat-directed (the first bench's directed R-MAT graph, whose
+    /// extreme hubs flatter a cache of the hottest rows).
+    #[arg(long, value_enum, default_value_t = Shape::Realistic)]
+    shape: Shape,
     /// Train, validation and test nodes (ogbn-papers100M's); all other nodes are unlabelled.
     #[arg(long, value_delimiter = ',', default_value = "1207179,125265,214338")]
     split: Vec<usize>,
@@ -83,6 +91,24 @@ pub(crate) struct ScaleArgs {
     /// Run one phase in this process and print its JSON object (used by the bench itself).
     #[arg(long, hide = true)]
     phase: Option<Phase>,
+}
+
+/// The shape of the bench's graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Shape {
+    /// Undirected power-law (Chung-Lu) graph.
+    Realistic,
+    /// Directed R-MAT graph.
+    RmatDirected,
+}
+
+impl Shape {
+    fn name(self) -> &'static str {
+        match self {
+            Shape::Realistic => "realistic",
+            Shape::RmatDirected => "rmat-directed",
+        }
+    }
 }
 
 /// A phase of the bench.
@@ -206,7 +232,7 @@ fn dataset_matches(args: &ScaleArgs) -> Result<bool> {
     }
     let meta = Meta::read(&args.dir)?;
     Ok(meta.num_nodes == args.nodes
-        && meta.num_edges == args.edges
+        && meta.num_edges == csr_entries(args)
         && meta.feat_dim == args.feat_dim
         && meta.num_classes == args.classes
         && meta.feat_dtype == "bf16")
@@ -228,6 +254,8 @@ fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
         &args.nodes.to_string(),
         "--edges",
         &args.edges.to_string(),
+        "--shape",
+        args.shape.name(),
         "--split",
         &args
             .split
@@ -381,21 +409,39 @@ fn run_phase(args: &ScaleArgs, phase: Phase) -> Result<Value> {
     Ok(value)
 }
 
+/// The average degree of the realistic shape: `--edges` pairs over the nodes, both ways.
+fn average_degree(args: &ScaleArgs) -> usize {
+    ((2 * args.edges) as f64 / args.nodes.max(1) as f64).round() as usize
+}
+
+/// The CSR entries of the bench's graph.
+fn csr_entries(args: &ScaleArgs) -> usize {
+    match args.shape {
+        Shape::Realistic => 2 * (args.nodes * average_degree(args) / 2),
+        Shape::RmatDirected => args.edges,
+    }
+}
+
 /// The synthetic configuration of the bench's dataset.
 fn config(args: &ScaleArgs) -> Result<SyntheticConfig> {
     let &[train, valid, test] = args.split.as_slice() else {
         bail!("--split takes three counts: train,valid,test");
     };
+    let (edges, edge_model) = match args.shape {
+        Shape::Realistic => (None, EdgeModel::PowerLaw),
+        Shape::RmatDirected => (Some(args.edges), EdgeModel::Rmat),
+    };
     Ok(SyntheticConfig {
         nodes: args.nodes,
-        edges: Some(args.edges),
+        avg_degree: average_degree(args),
+        edges,
         feat_dim: args.feat_dim,
         classes: args.classes,
         homophily: 0.5,
         signal: args.signal,
         feat_dtype: DType::BF16,
         seed: 0,
-        edge_model: EdgeModel::Rmat,
+        edge_model,
         split: SplitSizes::Counts(train, valid, test),
         ..Default::default()
     })
@@ -406,8 +452,9 @@ fn config(args: &ScaleArgs) -> Result<SyntheticConfig> {
 fn prepare(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
     if std::env::var_os("GRAPHLOOM_BENCH_SCALE_REUSE").is_none() {
         let progress = crate::output::PhaseProgress::new();
-        // 1.75 GiB of edges per pass (four passes over the default 1.6 billion edges) keeps
-        // the phase well under 4 GiB of anonymous memory with the offsets (0.9 GB).
+        // 1.75 GiB of edges per pass (four passes over 1.6 billion edges, eight over the
+        // realistic shape's 3.2 billion CSR entries) keeps the phase well under 4 GiB of
+        // anonymous memory with the offsets (0.9 GB).
         synthetic::write(&config(args)?, &args.dir, 7 << 28, &|phase, done, total| {
             progress.update(phase.name(), done, total)
         })?;
@@ -416,6 +463,14 @@ fn prepare(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Resu
     let check = Instant::now();
     MappedDataset::open(&args.dir)?;
     extra.insert("check_seconds".into(), json!(check.elapsed().as_secs_f64()));
+    extra.insert("shape".into(), json!(args.shape.name()));
+    if let Some(d) = graphloom_graph::DatasetSummary::read(&args.dir)?.degrees {
+        extra.insert(
+            "isolated_share".into(),
+            json!(d.isolated as f64 / args.nodes.max(1) as f64),
+        );
+        extra.insert("top_1_percent_share".into(), json!(d.top_percent_share));
+    }
     let disk: u64 = std::fs::read_dir(&args.dir)?
         .flatten()
         .filter_map(|e| e.metadata().ok())

@@ -47,6 +47,8 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
                 "p99": d.p99,
                 "max": d.max,
                 "isolated": d.isolated,
+                "isolated_share": d.isolated as f64 / m.num_nodes.max(1) as f64,
+                "top_1_percent_share": d.top_percent_share,
             })),
             "bytes": {
                 "graph": graph_bytes,
@@ -86,8 +88,15 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
     println!("split      train {train}, valid {valid}, test {test}");
     match info.degrees {
         Some(d) => println!(
-            "in-degree  mean {:.2}, median {}, p99 {}, max {}, isolated {}",
-            d.mean, d.median, d.p99, d.max, d.isolated
+            "in-degree  mean {:.2}, median {}, p99 {}, max {}, isolated {} ({:.1}%); the top 1% \
+             of nodes hold {:.1}% of the edges",
+            d.mean,
+            d.median,
+            d.p99,
+            d.max,
+            d.isolated,
+            100.0 * d.isolated as f64 / m.num_nodes.max(1) as f64,
+            100.0 * d.top_percent_share
         ),
         None => println!("in-degree  (no nodes)"),
     }

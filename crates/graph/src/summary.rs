@@ -22,6 +22,9 @@ pub struct DegreeStats {
     pub max: u64,
     /// Nodes without in-edges.
     pub isolated: u64,
+    /// The share of the edges whose destination is among the 1% of nodes (at least one) of
+    /// the highest in-degrees: how much a cache of the hottest rows can catch.
+    pub top_percent_share: f64,
 }
 
 /// What a dataset directory holds, without loading it.
@@ -194,7 +197,19 @@ fn degree_stats(path: &Path, meta: &Meta) -> Result<Option<DegreeStats>> {
         }
         *counts.keys().next_back().expect("n > 0")
     };
+    // The in-edges of the top 1% of nodes, from the highest degree down.
+    let mut top_left = n.div_ceil(100) as u64;
+    let mut top_edges = 0u64;
+    for (&d, &c) in counts.iter().rev() {
+        let take = c.min(top_left);
+        top_edges += d * take;
+        top_left -= take;
+        if top_left == 0 {
+            break;
+        }
+    }
     Ok(Some(DegreeStats {
+        top_percent_share: top_edges as f64 / meta.num_edges.max(1) as f64,
         mean: meta.num_edges as f64 / n as f64,
         median: at(n / 2),
         p99: at((n * 99 / 100).min(n - 1)),

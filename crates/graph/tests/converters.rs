@@ -267,6 +267,117 @@ fn rmat_graphs_have_power_law_hubs_and_sbm_graphs_do_not() {
     assert!(max_over_mean(EdgeModel::Rmat) > 20.0);
 }
 
+/// The share of the expected degree mass held by the top 1% of ranks of the power-law model,
+/// from the continuous distribution in f64 (an independent reference of the generator's
+/// inverse-transform draws), and the expected share of isolated nodes.
+fn power_law_expectations(n: usize, avg_degree: f64) -> (f64, f64) {
+    let alpha = 1.0 / 1.2;
+    let offset = (n as f64 * 1e-3).max(1.0);
+    let cdf = |x: f64| (x + offset).powf(1.0 - alpha);
+    let total = cdf(n as f64) - cdf(0.0);
+    let top = (n as f64 / 100.0).ceil();
+    let share = (cdf(top) - cdf(0.0)) / total;
+    let isolated = (0..n)
+        .map(|r| {
+            let p = (cdf(r as f64 + 1.0) - cdf(r as f64)) / total;
+            (-(avg_degree * n as f64) * p).exp()
+        })
+        .sum::<f64>()
+        / n as f64;
+    (share, isolated)
+}
+
+#[test]
+fn power_law_graphs_have_the_shape_of_a_citation_graph() {
+    use graphloom_graph::convert::synthetic::{generate, EdgeModel, SyntheticConfig};
+    let (n, avg) = (100_000, 29);
+    let ds = generate(&SyntheticConfig {
+        nodes: n,
+        avg_degree: avg,
+        feat_dim: 1,
+        classes: 10,
+        homophily: 0.5,
+        edge_model: EdgeModel::PowerLaw,
+        ..Default::default()
+    })
+    .unwrap();
+    ds.graph.check().unwrap();
+    let (src, dst) = ds.graph.edges();
+    assert!(src.iter().zip(&dst).all(|(s, d)| s != d), "a self-loop");
+    let mut degrees = ds.graph.in_degrees();
+    // Undirected: every pair is stored both ways, so in-degrees are degrees.
+    let mut reversed: Vec<(u32, u32)> = dst.iter().zip(&src).map(|(&a, &b)| (a, b)).collect();
+    let mut forward: Vec<(u32, u32)> = src.iter().zip(&dst).map(|(&a, &b)| (a, b)).collect();
+    reversed.sort_unstable();
+    forward.sort_unstable();
+    assert_eq!(reversed, forward, "every edge is stored in both directions");
+    // Hubs are spread over the ids, not clustered at the low ones.
+    let mut by_degree: Vec<usize> = (0..n).collect();
+    by_degree.sort_by_key(|&v| std::cmp::Reverse(degrees[v]));
+    let hubs = &by_degree[..n / 100];
+    let mean_id = hubs.iter().sum::<usize>() as f64 / hubs.len() as f64;
+    assert!(
+        (mean_id / n as f64 - 0.5).abs() < 0.1,
+        "hubs at mean id {mean_id}"
+    );
+    degrees.sort_unstable_by(|a, b| b.cmp(a));
+    let edges = degrees.iter().map(|&d| d as u64).sum::<u64>() as f64;
+    let share = degrees[..n / 100].iter().map(|&d| d as u64).sum::<u64>() as f64 / edges;
+    let isolated = degrees.iter().filter(|&&d| d == 0).count() as f64 / n as f64;
+    let (drawn_share, expected_isolated) = power_law_expectations(n, avg as f64);
+    // Homophily moves a pair's source to a node near it in id, which is a node drawn at
+    // random in rank: a share `moved` of the sources leave their drawn node, and each edge is
+    // one source and one destination of the undirected pairs.
+    let moved = 0.5 * (1.0 - 1.0 / 10.0);
+    let expected_share = drawn_share * (1.0 - moved / 2.0) + 0.01 * moved / 2.0;
+    assert!((0.10..=0.30).contains(&share), "top 1% share {share}");
+    assert!(isolated <= 0.05, "isolated share {isolated}");
+    // The sampled top share is the expected one up to the draws' noise and the hubs' order.
+    assert!(
+        (share - expected_share).abs() < 0.03,
+        "{share} vs {expected_share}"
+    );
+    assert!(
+        isolated <= expected_isolated + 0.01,
+        "{isolated} vs {expected_isolated}"
+    );
+    // Homophily: about half the pairs are moved into one class, a tenth of the rest join one.
+    let same = src
+        .iter()
+        .zip(&dst)
+        .filter(|(s, d)| *s % 10 == *d % 10)
+        .count() as f64;
+    let same = same / src.len() as f64;
+    assert!((same - 0.55).abs() < 0.02, "same-class share {same}");
+}
+
+#[test]
+fn the_summary_counts_the_top_percent_of_in_degrees() {
+    use graphloom_graph::convert::synthetic::{write, EdgeModel, SyntheticConfig};
+    use graphloom_graph::{Dataset, DatasetSummary};
+    let dir = std::env::temp_dir().join(format!("graphloom-summary-top-{}", std::process::id()));
+    let cfg = SyntheticConfig {
+        nodes: 5000,
+        avg_degree: 12,
+        feat_dim: 1,
+        edge_model: EdgeModel::PowerLaw,
+        ..Default::default()
+    };
+    write(&cfg, &dir, 1 << 20, &|_, _, _| ()).unwrap();
+    let stats = DatasetSummary::read(&dir).unwrap().degrees.unwrap();
+    let ds = Dataset::load(&dir).unwrap();
+    let mut degrees = ds.graph.in_degrees();
+    degrees.sort_unstable_by(|a, b| b.cmp(a));
+    let top: u64 = degrees[..50].iter().map(|&d| d as u64).sum();
+    let naive = top as f64 / ds.graph.num_edges() as f64;
+    assert!((stats.top_percent_share - naive).abs() < 1e-12);
+    assert_eq!(
+        stats.isolated as usize,
+        degrees.iter().filter(|&&d| d == 0).count()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn streamed_synthetic_datasets_equal_the_ones_generated_in_memory() {
     use graphloom_graph::convert::synthetic::{

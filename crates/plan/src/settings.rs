@@ -175,11 +175,12 @@ impl Choice for StorageDType {
 
 /// How the synthetic generator draws edges.
 impl Choice for EdgeModel {
-    const ALL: &'static [Self] = &[EdgeModel::Sbm, EdgeModel::Rmat];
+    const ALL: &'static [Self] = &[EdgeModel::Sbm, EdgeModel::Rmat, EdgeModel::PowerLaw];
     fn name(self) -> &'static str {
         match self {
             EdgeModel::Sbm => "sbm",
             EdgeModel::Rmat => "rmat",
+            EdgeModel::PowerLaw => "powerlaw",
         }
     }
 }
