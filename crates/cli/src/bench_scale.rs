@@ -443,7 +443,6 @@ fn config(args: &ScaleArgs) -> Result<SyntheticConfig> {
         seed: 0,
         edge_model,
         split: SplitSizes::Counts(train, valid, test),
-        ..Default::default()
     })
 }
 
