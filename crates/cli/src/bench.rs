@@ -12,6 +12,9 @@ pub(crate) struct BenchArgs {
 
 #[derive(Subcommand)]
 enum Which {
+    /// Which rows a feature cache should keep: the static cache of the highest in-degrees
+    /// against SIEVE, on the rows sampled batches gather, for both shapes of `bench scale`.
+    Cache(crate::bench_cache::CacheArgs),
     /// Full-batch epochs of GCN, GraphSAGE and GAT against DGL and PyG on the same dataset.
     Fullbatch(crate::bench_fullbatch::FullbatchArgs),
     /// Random row gathers from the store, for every layout and location, against memcpy.
@@ -31,6 +34,7 @@ enum Which {
 
 pub(crate) fn run(args: BenchArgs) -> Result<()> {
     match args.which {
+        Which::Cache(a) => crate::bench_cache::run(a),
         Which::Fullbatch(a) => crate::bench_fullbatch::run(a),
         Which::Gather(a) => crate::bench_gather::run(a),
         Which::Link(a) => crate::bench_link::run(a),

@@ -1,6 +1,7 @@
 //! The `graphloom` command: prepare datasets, inspect them, train GNNs and benchmark.
 
 mod bench;
+mod bench_cache;
 mod bench_fullbatch;
 mod bench_gather;
 mod bench_host;

@@ -22,6 +22,7 @@ mod layout;
 mod memory;
 mod routing;
 mod row_source;
+mod sieve;
 mod tensor;
 
 pub use dlpack::DlpackView;
@@ -35,4 +36,5 @@ pub use files::{npy_dtype, part_path, part_paths, RowFiles};
 pub use hot_rows::HotRows;
 pub use layout::{check_support, Layout, Location, RowPartition, Topology};
 pub use row_source::RowSource;
+pub use sieve::{Access, Sieve};
 pub use tensor::{GatherStats, StoreSpec, StoreTensor};
