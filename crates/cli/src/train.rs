@@ -62,6 +62,29 @@ impl TrainArgs {
     }
 }
 
+/// Fails, before any training, when an output file cannot be written, would replace a file
+/// the run reads (the dataset's, the initial model, the snapshots) or another output.
+fn check_outputs(args: &TrainArgs) -> Result<()> {
+    let s = &args.settings;
+    let inputs: Vec<&Path> = [&s.dataset, &s.init_model, &s.snapshot_dir, &s.scratch_dir]
+        .into_iter()
+        .flatten()
+        .map(PathBuf::as_path)
+        .collect();
+    let outputs: Vec<&PathBuf> = args.outputs().collect();
+    for (k, path) in outputs.iter().enumerate() {
+        graphloom_graph::check_output_file(path, &inputs)?;
+        if outputs[..k].contains(path) {
+            anyhow::bail!(
+                "{} is given for two outputs: each needs a file of its own",
+                path.display()
+            );
+        }
+        output::check_writable(path)?;
+    }
+    Ok(())
+}
+
 /// Which of the train, validation and test splits hold nodes: an empty split has no accuracy
 /// (shown as n/a, null in JSON), not one of 0.
 #[derive(Clone, Copy)]
@@ -125,9 +148,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             .build_global()
             .ok();
     }
-    for path in args.outputs() {
-        output::check_writable(path)?;
-    }
+    check_outputs(&args)?;
     let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;
     let common = plan.common();

@@ -414,3 +414,40 @@ fn hand_edited_snapshot_counters_are_refused() {
     assert!(train("4", true).status.success());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn train_outputs_never_replace_what_the_run_reads() {
+    let root = scratch("train-outputs");
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let features = std::fs::read(ds.join("node_feat.npy")).unwrap();
+    for flag in ["--save-model", "--summary-json", "--plot"] {
+        for target in [ds.join("node_feat.npy"), ds.clone()] {
+            let out = graphloom(&[
+                "train",
+                "--dataset",
+                s(&ds),
+                "--epochs",
+                "1",
+                flag,
+                s(&target),
+            ]);
+            refused(&out, &["of this run", "write elsewhere"]);
+        }
+    }
+    assert_eq!(std::fs::read(ds.join("node_feat.npy")).unwrap(), features);
+    let twice = root.join("out.json");
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        s(&ds),
+        "--epochs",
+        "1",
+        "--summary-json",
+        s(&twice),
+        "--plot",
+        s(&twice),
+    ]);
+    refused(&out, &["two outputs"]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
