@@ -270,6 +270,28 @@ fn cora_trains_and_predicts_links() {
             vec!["train", "--dataset", s(&cora), "--task", "link"],
             "--task link needs a dataset with a link split",
         ),
+        (
+            vec![
+                "predict",
+                "--model",
+                s(&model),
+                "--dataset",
+                s(&split),
+                "--out",
+                s(&root.join("classes.npy")),
+            ],
+            "is a link predictor",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                s(&split),
+                "--init-model",
+                s(&model),
+            ],
+            "give --task link to continue training it",
+        ),
     ] {
         let out = graphloom(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);

@@ -68,6 +68,14 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         ));
     }
     let cfg = saved.config.clone();
+    if matches!(cfg.head, graphloom_nn::Head::Link(_))
+        && settings.output == graphloom_nn::inference::Output::LogProbabilities
+    {
+        return Err(PlanError::invalid(
+            "model",
+            "is a link predictor (trained with `task` link): it has no classes; score pairs with              `task` link and `pairs`, or take its node embeddings with `embed`",
+        ));
+    }
     if let Some(layerwise) = &settings.layerwise {
         return infer_mapped(settings, &saved, layerwise);
     }

@@ -381,6 +381,21 @@ fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
 
 /// Refuses to start from a saved model whose parameters do not fit the model of this run.
 fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
+    match (saved.head, model.head) {
+        (Head::Link(_), Head::NodeClasses) => {
+            return Err(PlanError::invalid(
+                "init_model",
+                "is a link predictor: give `task` link to continue training it",
+            ))
+        }
+        (Head::NodeClasses, Head::Link(_)) => {
+            return Err(PlanError::invalid(
+                "init_model",
+                "classifies nodes: a link predictor starts from a model trained with `task` link",
+            ))
+        }
+        _ => {}
+    }
     let shape = |c: &ModelConfig| {
         let heads = if c.arch == Architecture::Gat {
             format!(", {} heads, {} output heads", c.heads, c.out_heads)
