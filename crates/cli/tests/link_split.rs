@@ -283,13 +283,7 @@ fn cora_trains_and_predicts_links() {
             "is a link predictor",
         ),
         (
-            vec![
-                "train",
-                "--dataset",
-                s(&split),
-                "--init-model",
-                s(&model),
-            ],
+            vec!["train", "--dataset", s(&split), "--init-model", s(&model)],
             "give --task link to continue training it",
         ),
     ] {

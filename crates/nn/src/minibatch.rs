@@ -30,7 +30,7 @@ use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
 };
 pub use crate::inputs::Inputs;
-use crate::link::{self, pair_batches, PairBatch};
+use crate::link::{self, exclude_pairs, pair_batches, supervision_pairs, PairBatch};
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
 use crate::task::Task;
 use crate::train::{
@@ -139,7 +139,11 @@ enum Targets {
 /// negatives (whose ends are the seeds).
 enum StepWork<'s> {
     Nodes(&'s [NodeId]),
-    Pairs { batch: PairBatch, exclude: bool },
+    Pairs {
+        batch: PairBatch,
+        /// The edges hidden from the blocks: the global batch's positives, when excluded.
+        hidden: Option<Vec<(NodeId, NodeId)>>,
+    },
 }
 
 /// Samples and gathers one batch and builds its block graphs (`None` for an empty slice of a
@@ -174,9 +178,9 @@ fn prepare(
         StepWork::Nodes(seeds) => {
             Targets::Nodes(seeds.iter().map(|&v| data.labels[v as usize]).collect())
         }
-        StepWork::Pairs { batch, exclude } => {
-            if exclude {
-                batch.exclude_from(&mut sampled.blocks);
+        StepWork::Pairs { batch, hidden } => {
+            if let Some(hidden) = hidden {
+                exclude_pairs(&mut sampled.blocks, &hidden);
             }
             let (src, dst) = batch.rows_of(seeds);
             Targets::Pairs {
@@ -477,6 +481,8 @@ impl Workload for MiniBatch<'_> {
         let batch_size = self.mb.batch_size;
         // Each step's share of this worker (node ids, or indices of supervision pairs), and
         // the number of scores of the step over every worker (its loss's normaliser).
+        // Link prediction hiding supervision edges: each step's global batch of pairs.
+        let mut global_pairs: Vec<Vec<usize>> = Vec::new();
         let (mut batches, mut global_sizes): (Vec<Vec<usize>>, Vec<usize>) = match self.task {
             Task::Node => {
                 let to_usize = |b: Vec<NodeId>| b.into_iter().map(|v| v as usize).collect();
@@ -490,6 +496,9 @@ impl Workload for MiniBatch<'_> {
             Task::Link(task) => {
                 let pairs = task.split.pairs(LinkSet::TrainPos).len();
                 let (mine, sizes) = pair_batches(pairs, seed, epoch, batch_size, rank, ranks);
+                if task.exclude_supervision {
+                    global_pairs = pair_batches(pairs, seed, epoch, batch_size, 0, 1).0;
+                }
                 let scored = 1 + task.neg_ratio;
                 (mine, sizes.into_iter().map(|n| n * scored).collect())
             }
@@ -511,7 +520,9 @@ impl Workload for MiniBatch<'_> {
                     }
                     Task::Link(t) => StepWork::Pairs {
                         batch: PairBatch::new(t, &batches[i], n, seed, epoch),
-                        exclude: t.exclude_supervision,
+                        hidden: t
+                            .exclude_supervision
+                            .then(|| supervision_pairs(t.split, &global_pairs[i])),
                     },
                 };
                 prepare(data, features, sampler, work, &fanouts, &cfg, seed, epoch)

@@ -129,12 +129,12 @@ fn sgd(epochs: usize) -> TrainConfig {
     }
 }
 
-fn task(split: &LinkSplit) -> Task<'_> {
+fn task(split: &LinkSplit, exclude_supervision: bool) -> Task<'_> {
     Task::Link(LinkTask {
         split,
         neg_ratio: 2,
         metric: LinkMetric::Auc,
-        exclude_supervision: false,
+        exclude_supervision,
     })
 }
 
@@ -162,6 +162,7 @@ fn mini_batch(
     batch: usize,
     epochs: usize,
     workers: usize,
+    exclude: bool,
 ) -> Vec<TrainReport> {
     let ds = MappedDataset::open(dir).unwrap();
     let split = LinkSplit::open(dir, ds.data()).unwrap();
@@ -170,7 +171,7 @@ fn mini_batch(
         let mut mb = MiniBatchConfig::new(Fanouts::new(fanouts.to_vec()).unwrap(), batch);
         mb.queue_depth = 2;
         let workload = MiniBatch::new(ds.data(), Inputs::Features(&f), comm, cfg.clone(), 3, &mb)?;
-        let mut workload = workload.with_task(task(&split))?;
+        let mut workload = workload.with_task(task(&split, exclude))?;
         fit(&mut workload, &sgd(epochs), |_| {})
     })
     .into_iter()
@@ -189,10 +190,10 @@ fn blocks_over_all_neighbours_take_the_step_of_the_whole_graph() {
         let cfg = config(arch, 8);
         let mut whole = FullBatch::new(&ds, cfg.clone(), 3)
             .unwrap()
-            .with_task(task(&split), None)
+            .with_task(task(&split, false), None)
             .unwrap();
         let want = fit(&mut whole, &sgd(1), |_| {}).unwrap();
-        let got = mini_batch(&dir, &cfg, &[-1, -1], pairs, 1, 1).remove(0);
+        let got = mini_batch(&dir, &cfg, &[-1, -1], pairs, 1, 1, false).remove(0);
         let (a, b) = (got.epochs[0].loss, want.epochs[0].loss);
         assert!((a - b).abs() <= 1e-9 * b.abs(), "{arch:?}: loss {a} vs {b}");
         // One SGD step from the same parameters: equal parameters are equal gradients.
@@ -206,16 +207,22 @@ fn two_workers_take_the_steps_of_one() {
     let dir = scratch("workers");
     link_dataset(&dir, 8);
     let cfg = config(Architecture::Sage, 8);
-    // Batches of 37 pairs: the last global batch has too few to give every worker one.
-    let one = mini_batch(&dir, &cfg, &[4, 3], 37, 2, 1).remove(0);
-    for (rank, got) in mini_batch(&dir, &cfg, &[4, 3], 37, 2, 2).iter().enumerate() {
-        for (e, w) in got.epochs.iter().zip(&one.epochs) {
-            assert!(
-                (e.loss - w.loss).abs() <= 1e-9 * w.loss.abs(),
-                "rank {rank}"
-            );
+    // Batches of 37 pairs: the last global batch has too few to give every worker one. With
+    // exclusion, every worker hides the whole global batch's positives.
+    for exclude in [false, true] {
+        let one = mini_batch(&dir, &cfg, &[4, 3], 37, 2, 1, exclude).remove(0);
+        let two = mini_batch(&dir, &cfg, &[4, 3], 37, 2, 2, exclude);
+        for (rank, got) in two.iter().enumerate() {
+            for (e, w) in got.epochs.iter().zip(&one.epochs) {
+                assert!(
+                    (e.loss - w.loss).abs() <= 1e-9 * w.loss.abs(),
+                    "rank {rank}, exclude {exclude}: {} vs {}",
+                    e.loss,
+                    w.loss
+                );
+            }
+            assert!(close(&params(got), &params(&one), 1e-9), "rank {rank}");
         }
-        assert!(close(&params(got), &params(&one), 1e-9), "rank {rank}");
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -246,7 +253,7 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
     };
     let mut features = FullBatch::new(&ds, cfg.clone(), 1)
         .unwrap()
-        .with_task(task(&split), Some(64))
+        .with_task(task(&split, false), Some(64))
         .unwrap();
     let report = fit(&mut features, &tc, |_| {}).unwrap();
     assert!(
@@ -274,7 +281,7 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
     };
     let mut learnt = FullBatch::with_embedding(&plain, cfg, 1, &mut table, 0.05)
         .unwrap()
-        .with_task(task(&split2), None)
+        .with_task(task(&split2, false), None)
         .unwrap();
     let report = fit(&mut learnt, &TrainConfig { epochs: 100, ..tc }, |_| {}).unwrap();
     assert!(

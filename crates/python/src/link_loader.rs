@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use graphloom_graph::sample::Sampler;
 use graphloom_graph::NodeId;
-use graphloom_nn::link::{pair_batches, PairBatch};
+use graphloom_nn::link::{exclude_pairs, pair_batches, PairBatch};
 use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
@@ -72,11 +72,13 @@ fn to_i64(rows: &[usize]) -> Vec<i64> {
     rows.iter().map(|&r| r as i64).collect()
 }
 
-/// The batch of the supervision pairs `index` with the draws of (`seed`, `epoch`).
+/// The batch of the supervision pairs `index` (this rank's slice of the global batch
+/// `global`) with the draws of (`seed`, `epoch`).
 fn build(
     s: &Settings,
     sampler: &mut Sampler,
     index: &[usize],
+    global: &[usize],
     seed: u64,
     epoch: u64,
 ) -> PyResult<BatchData> {
@@ -88,7 +90,11 @@ fn build(
     let seeds = pairs.nodes();
     let sampled = s.source.sample(sampler, &seeds, seed, epoch, |blocks| {
         if s.exclude {
-            pairs.exclude_from(blocks);
+            // Every rank hides the whole global batch's positives: any rank count samples the
+            // same neighbourhoods.
+            let hidden: Vec<(NodeId, NodeId)> =
+                global.iter().map(|&i| (s.src[i], s.dst[i])).collect();
+            exclude_pairs(blocks, &hidden);
         }
     })?;
     // The seeds are the first rows of the neighbourhood, in order.
@@ -218,7 +224,7 @@ impl Batches for Settings {
     fn plan(self: Arc<Self>, drawn: Option<u64>, number: u64) -> EpochPlan<Made> {
         let b = &self.batching;
         let (seed, epoch) = b.seed_and_epoch(drawn, number);
-        let index = b.slices(
+        let global = b.global(
             || pair_batches(b.items, seed, epoch, b.batch_size, 0, 1).0,
             || {
                 (0..b.items)
@@ -228,10 +234,12 @@ impl Batches for Settings {
                     .collect()
             },
         );
+        let index = b.rank_slices(&global);
         EpochPlan {
             batches: index.len(),
             make: Box::new(move |sampler, i| {
-                Ok(Box::new(build(&self, sampler, &index[i], seed, epoch)?) as Made)
+                let batch = build(&self, sampler, &index[i], &global[i], seed, epoch)?;
+                Ok(Box::new(batch) as Made)
             }),
         }
     }

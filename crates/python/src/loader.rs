@@ -119,9 +119,9 @@ impl Batching {
         }
     }
 
-    /// This rank's slice of each global batch: `shuffled()` when the loader shuffles, else
-    /// `in_order()`; a short last batch left out when asked.
-    pub(crate) fn slices<T: Clone>(
+    /// The epoch's global batches: `shuffled()` when the loader shuffles, else `in_order()`;
+    /// a short last batch left out when asked.
+    pub(crate) fn global<T>(
         &self,
         shuffled: impl FnOnce() -> Vec<Vec<T>>,
         in_order: impl FnOnce() -> Vec<Vec<T>>,
@@ -130,6 +130,11 @@ impl Batching {
         if self.drop_last && global.last().is_some_and(|b| b.len() < self.batch_size) {
             global.pop();
         }
+        global
+    }
+
+    /// This rank's slice of each of the `global` batches.
+    pub(crate) fn rank_slices<T: Clone>(&self, global: &[Vec<T>]) -> Vec<Vec<T>> {
         global
             .iter()
             .map(|b| rank_slice(b, self.rank, self.ranks).to_vec())

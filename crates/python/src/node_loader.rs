@@ -145,7 +145,7 @@ impl Batches for Settings {
     fn plan(self: Arc<Self>, drawn: Option<u64>, number: u64) -> EpochPlan<Made> {
         let b = &self.batching;
         let (seed, epoch) = b.seed_and_epoch(drawn, number);
-        let seeds = b.slices(
+        let global = b.global(
             || epoch_batches(&self.input_nodes, seed, epoch, b.batch_size, 0, 1),
             || {
                 self.input_nodes
@@ -154,6 +154,7 @@ impl Batches for Settings {
                     .collect()
             },
         );
+        let seeds = b.rank_slices(&global);
         EpochPlan {
             batches: seeds.len(),
             make: Box::new(move |sampler, i| {

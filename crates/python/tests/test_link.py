@@ -88,6 +88,16 @@ def test_excluded_supervision_edges_leave_the_neighbourhood(cora_link: Path):
     # unless excluded.
     assert found[False] == train.shape[1]
     assert found[True] == 0
+    # A rank hides its whole global batch's positives, not only its slice's.
+    common = dict(edge_label_index=train, batch_size=200, exclude_supervision=True, seed=1)
+    whole = gl.LinkNeighborLoader(ds, [-1], **common)
+    half = gl.LinkNeighborLoader(ds, [-1], rank=0, ranks=2, **common)
+    for w, h in zip(whole, half):
+        n_id = h.n_id.numpy()
+        src, dst = n_id[h.edge_index.numpy()]
+        edges = set(zip(src.tolist(), dst.tolist()))
+        for u, v in train[:, w.input_id.numpy()].T.tolist():
+            assert (u, v) not in edges and (v, u) not in edges
 
 
 def test_triplet_batches_and_labels_given_by_the_user(cora_link: Path):

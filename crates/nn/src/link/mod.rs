@@ -106,8 +106,6 @@ pub struct PairBatch {
     pub dst: Vec<NodeId>,
     /// 1 for a positive, 0 for a negative.
     pub labels: Arc<[f64]>,
-    /// The positives' own pairs, both ways, which a batch may hide from its blocks.
-    positives: Vec<(NodeId, NodeId)>,
 }
 
 impl PairBatch {
@@ -119,8 +117,7 @@ impl PairBatch {
         seed: u64,
         epoch: u64,
     ) -> PairBatch {
-        let pos = task.split.pairs(LinkSet::TrainPos);
-        let (src, dst): (Vec<NodeId>, Vec<NodeId>) = index.iter().map(|&i| pos.get(i)).unzip();
+        let (src, dst) = supervision_pairs(task.split, index).into_iter().unzip();
         PairBatch::of_positives(src, dst, index, num_nodes, task.neg_ratio, seed, epoch)
     }
 
@@ -135,19 +132,13 @@ impl PairBatch {
         seed: u64,
         epoch: u64,
     ) -> PairBatch {
-        let positives = src.iter().zip(&dst).map(|(&u, &v)| (u, v)).collect();
         let (ns, nd) = negatives(&src, index, num_nodes, ratio, seed, epoch);
         let labels = std::iter::repeat_n(1.0, src.len())
             .chain(std::iter::repeat_n(0.0, ns.len()))
             .collect();
         src.extend(ns);
         dst.extend(nd);
-        PairBatch {
-            src,
-            dst,
-            labels,
-            positives,
-        }
+        PairBatch { src, dst, labels }
     }
 
     /// The distinct nodes of the pairs, sorted: a sampled batch's seeds.
@@ -165,17 +156,22 @@ impl PairBatch {
         let map = |ends: &[NodeId]| ends.iter().map(|v| position[v]).collect();
         (map(&self.src), map(&self.dst))
     }
+}
 
-    /// Removes the batch's positive edges, in both directions, from `blocks`.
-    pub fn exclude_from(&self, blocks: &mut [Block]) {
-        let hidden: std::collections::HashSet<(NodeId, NodeId)> = self
-            .positives
-            .iter()
-            .flat_map(|&(u, v)| [(u, v), (v, u)])
-            .collect();
-        for block in blocks {
-            block.retain_edges(|u, v| !hidden.contains(&(u, v)));
-        }
+/// The supervision pairs `index` (indices into `train_pos.npy`).
+pub fn supervision_pairs(split: &LinkSplit, index: &[usize]) -> Vec<(NodeId, NodeId)> {
+    let pos = split.pairs(LinkSet::TrainPos);
+    index.iter().map(|&i| pos.get(i)).collect()
+}
+
+/// Removes the edges `pairs`, in both directions, from `blocks`: a step hides the positives of
+/// its whole global batch (not only of a worker's slice of it), so any worker count samples
+/// the same blocks.
+pub fn exclude_pairs(blocks: &mut [Block], pairs: &[(NodeId, NodeId)]) {
+    let hidden: std::collections::HashSet<(NodeId, NodeId)> =
+        pairs.iter().flat_map(|&(u, v)| [(u, v), (v, u)]).collect();
+    for block in blocks {
+        block.retain_edges(|u, v| !hidden.contains(&(u, v)));
     }
 }
 
