@@ -227,6 +227,26 @@ impl LinkSplit {
             neg_dst: [neg_dst(0)?, neg_dst(1)?],
             sets,
         };
+        if let [Some(_), None] | [None, Some(_)] = &split.neg_dst {
+            let (have, missing) = match split.neg_dst[0] {
+                Some(_) => (NEG_DST_FILES[0], NEG_DST_FILES[1]),
+                None => (NEG_DST_FILES[1], NEG_DST_FILES[0]),
+            };
+            return Err(Error::invalid(
+                &root.join(missing),
+                format!(
+                    "is missing while {have} is there: MRR needs the negative destinations of                      both held-out splits (or of neither)"
+                ),
+            ));
+        }
+        for set in [LinkSet::ValidPos, LinkSet::TestPos] {
+            if split.pairs(set).is_empty() {
+                return Err(Error::invalid(
+                    split.pairs(set).path(),
+                    "holds no pairs: model selection and the test metrics need held-out edges",
+                ));
+            }
+        }
         for (pos, neg) in [
             (LinkSet::ValidPos, LinkSet::ValidNeg),
             (LinkSet::TestPos, LinkSet::TestNeg),
@@ -244,6 +264,7 @@ impl LinkSplit {
                 ));
             }
         }
+        split.check_disjoint(graph)?;
         for set in [LinkSet::ValidPos, LinkSet::TestPos] {
             let pairs = split.pairs(set);
             for i in 0..pairs.len() {
@@ -260,6 +281,87 @@ impl LinkSplit {
             }
         }
         Ok(split)
+    }
+
+    /// Checks that the sets do not leak into one another: no held-out positive is a
+    /// supervision pair or a positive of the other held-out split, no negative is an edge of
+    /// the graph or a held-out positive, and no supervision pair is a self-loop (pairs compared
+    /// in either direction).
+    fn check_disjoint(&self, graph: GraphData<'_>) -> Result<()> {
+        let key = |(u, v): (NodeId, NodeId)| (u64::from(u.min(v)) << 32) | u64::from(u.max(v));
+        let keys = |set: LinkSet| -> Vec<u64> {
+            let pairs = self.pairs(set);
+            let mut keys: Vec<u64> = (0..pairs.len()).map(|i| key(pairs.get(i))).collect();
+            keys.sort_unstable();
+            keys
+        };
+        let (valid, test) = (keys(LinkSet::ValidPos), keys(LinkSet::TestPos));
+        let held_out = |k: u64| {
+            if valid.binary_search(&k).is_ok() {
+                Some(LinkSet::ValidPos)
+            } else if test.binary_search(&k).is_ok() {
+                Some(LinkSet::TestPos)
+            } else {
+                None
+            }
+        };
+        let fail = |pairs: &Pairs, i: usize, why: String| {
+            let (u, v) = pairs.get(i);
+            Err(Error::invalid(
+                pairs.path(),
+                format!("pair {i} ({u}, {v}) {why}"),
+            ))
+        };
+        let train = self.pairs(LinkSet::TrainPos);
+        for i in 0..train.len() {
+            let (u, v) = train.get(i);
+            if u == v {
+                return fail(
+                    train,
+                    i,
+                    "is a self-loop: supervision pairs join two nodes".into(),
+                );
+            }
+            if let Some(set) = held_out(key((u, v))) {
+                return fail(
+                    train,
+                    i,
+                    format!(
+                        "is a held-out positive of {}: it leaks into training",
+                        set.file_name()
+                    ),
+                );
+            }
+        }
+        let test_pos = self.pairs(LinkSet::TestPos);
+        for i in 0..test_pos.len() {
+            if valid.binary_search(&key(test_pos.get(i))).is_ok() {
+                return fail(
+                    test_pos,
+                    i,
+                    format!("is a positive of {} too", LinkSet::ValidPos.file_name()),
+                );
+            }
+        }
+        for set in [LinkSet::ValidNeg, LinkSet::TestNeg] {
+            let negatives = self.pairs(set);
+            for i in 0..negatives.len() {
+                let (u, v) = negatives.get(i);
+                let why = if graph.has_edge(u, v) || graph.has_edge(v, u) {
+                    "is an edge of the graph".to_string()
+                } else if let Some(positive) = held_out(key((u, v))) {
+                    format!("is a held-out positive of {}", positive.file_name())
+                } else {
+                    continue;
+                };
+                return fail(
+                    negatives,
+                    i,
+                    format!("{why}: a negative must not be an edge"),
+                );
+            }
+        }
+        Ok(())
     }
 
     /// The pairs of `set`.

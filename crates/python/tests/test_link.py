@@ -173,6 +173,8 @@ def test_bad_arguments_are_clear_errors(cora_link: Path):
         gl.LinkNeighborLoader(ds, [5], edge_label=torch.ones(3))
     with pytest.raises(TypeError, match="unexpected keyword"):
         gl.LinkNeighborLoader(ds, [5], num_negatives=3)
+    with pytest.raises(ValueError, match="not both"):
+        gl.LinkNeighborLoader(ds, [5], neg_sampling="binary", neg_ratio=2, neg_sampling_ratio=3)
 
 
 def naive_auc(pos, neg):
@@ -198,6 +200,8 @@ def test_metrics_match_naive_references():
     assert gl.metrics.mrr(pos, neg_rows) == pytest.approx(reference, abs=1e-12)
     with pytest.raises(ValueError, match="NaN"):
         gl.metrics.auc([np.nan], [0.0])
+    with pytest.raises(ValueError, match="no scores"):
+        gl.metrics.auc(pos, [])
     with pytest.raises(ValueError, match="row of negatives"):
         gl.metrics.mrr(pos, neg_rows[:10])
 

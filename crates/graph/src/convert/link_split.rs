@@ -51,13 +51,16 @@ impl Default for LinkSplitConfig {
 }
 
 impl LinkSplitConfig {
-    /// Refuses shares outside `[0, 1)` and shares that hold out every edge.
+    /// Refuses shares outside `(0, 1)` (model selection and the test metrics need held-out
+    /// edges) and shares that hold out every edge.
     fn check(&self) -> Result<()> {
         for (name, share) in [("--valid", self.valid), ("--test", self.test)] {
-            if !(0.0..1.0).contains(&share) {
+            if !(share > 0.0 && share < 1.0) {
                 return Err(Error::argument(
                     name,
-                    format!("{share} is not a share of the edges: give a value in [0, 1)"),
+                    format!(
+                        "{share} is not a share of the edges to hold out: give a value in (0, 1)"
+                    ),
                 ));
             }
         }
@@ -809,6 +812,17 @@ pub fn write(
         blocks,
     };
     let (candidates, [valid, test], thresholds) = thresholds(&splitter, cfg, &origin, progress)?;
+    if cfg.neg_dst >= graph.num_nodes() {
+        return Err(Error::argument(
+            "--neg-dst",
+            format!(
+                "{} negative destinations per held-out edge, but the graph has {} nodes: give \
+                 fewer than the nodes",
+                cfg.neg_dst,
+                graph.num_nodes()
+            ),
+        ));
+    }
     let needed = bytes_needed(&ds, out, valid + test, cfg);
     crate::disk::check_free_space(out, needed, "the link split")?;
     let mut summary = LinkSplitSummary {

@@ -23,6 +23,8 @@ def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any,
     ``amount``, or a ``torch_geometric.sampler.NegativeSampling``) as (mode, amount);
     ``neg_ratio`` is the amount of a mode given by name (the command line's ``--neg-ratio``)."""
     if neg_ratio is not None:
+        if neg_sampling_ratio is not None:
+            raise ValueError("give neg_ratio or neg_sampling_ratio, not both")
         if not isinstance(neg_sampling, str):
             raise ValueError("neg_ratio: give it with neg_sampling='binary' or 'triplet' (a "
                              "dict or NegativeSampling carries its own amount)")

@@ -20,13 +20,14 @@ def _scores(values: Any, what: str) -> np.ndarray:
     array = np.ascontiguousarray(values, dtype=np.float64)
     if np.isnan(array).any():
         raise ValueError(f"{what}: a score is NaN")
+    if array.size == 0:
+        raise ValueError(f"{what}: no scores (a metric of no pairs is undefined)")
     return array
 
 
 def auc(pos: Any, neg: Any) -> float:
     """The area under the ROC curve of positive scores ``pos`` against negative scores
-    ``neg``: the chance a positive scores above a negative, ties counting one half (0.5 when
-    either is empty)."""
+    ``neg``: the chance a positive scores above a negative, ties counting one half."""
     return _graphloom.auc(_scores(pos, "pos").reshape(-1), _scores(neg, "neg").reshape(-1))
 
 

@@ -419,12 +419,19 @@ fn a_graph_too_dense_for_negatives_is_a_clear_error() {
     let cfg = LinkSplitConfig {
         valid: 0.1,
         test: 0.1,
+        neg_dst: 3,
         ..Default::default()
     };
     let err = run(&input, &cfg, &root.join("out"))
         .unwrap_err()
         .to_string();
     assert!(err.contains("too dense"), "{err}");
+    // More negative destinations than nodes are refused before any pass.
+    let cfg = LinkSplitConfig { neg_dst: 6, ..cfg };
+    let err = run(&input, &cfg, &root.join("out"))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("fewer than the nodes"), "{err}");
     assert!(!root.join("out").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
@@ -478,5 +485,88 @@ fn features_that_cannot_be_linked_are_copied_in_chunks() {
     assert_eq!(std::fs::read(root.join("b")).unwrap(), bytes);
     let n = bytes.len() as u64;
     assert_eq!(*last.lock().unwrap(), (n, n));
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn a_split_whose_sets_leak_into_one_another_is_refused_naming_the_file() {
+    let root = scratch("leaks");
+    let input = root.join("in");
+    generate(&SyntheticConfig {
+        nodes: 300,
+        avg_degree: 8,
+        feat_dim: 2,
+        ..Default::default()
+    })
+    .unwrap()
+    .save(&input)
+    .unwrap();
+    let out = root.join("out");
+    let cfg = LinkSplitConfig {
+        neg_dst: 5,
+        ..Default::default()
+    };
+    run(&input, &cfg, &out).unwrap();
+    let dir = out.join(LINK_SPLIT_DIR);
+    let read = |name: &str| npy::read::<i64>(&dir.join(name)).unwrap().data;
+    let write = |name: &str, flat: &[i64]| {
+        npy::write(&dir.join(name), flat, &[2, flat.len() / 2]).unwrap();
+    };
+    let open_error = || {
+        let ds = Dataset::load(&out).unwrap();
+        match LinkSplit::open(&out, ds.data()) {
+            Ok(_) => String::from("opened"),
+            Err(e) => e.to_string(),
+        }
+    };
+    assert_eq!(open_error(), "opened");
+    let (train, valid, valid_neg) = (
+        read("train_pos.npy"),
+        read("valid_pos.npy"),
+        read("valid_neg.npy"),
+    );
+    // Pairs as [2, E]: sources, then destinations.
+    let with_pair = |flat: &[i64], (u, v): (i64, i64)| {
+        let e = flat.len() / 2;
+        let mut out = flat[..e].to_vec();
+        out.push(u);
+        out.extend_from_slice(&flat[e..]);
+        out.push(v);
+        out
+    };
+    let first = |flat: &[i64]| (flat[0], flat[flat.len() / 2]);
+    let cases: [(&str, Vec<i64>, &str); 3] = [
+        // A validation edge, reversed, among the supervision pairs.
+        (
+            "train_pos.npy",
+            with_pair(&train, (first(&valid).1, first(&valid).0)),
+            "leaks into training",
+        ),
+        ("train_pos.npy", with_pair(&train, (7, 7)), "self-loop"),
+        // A supervision edge (an edge of the graph) as a validation negative.
+        (
+            "valid_neg.npy",
+            {
+                let mut flat = valid_neg.clone();
+                let e = flat.len() / 2;
+                (flat[0], flat[e]) = first(&train);
+                flat
+            },
+            "is an edge of the graph",
+        ),
+    ];
+    for (file, flat, expect) in cases {
+        let original = read(file);
+        write(file, &flat);
+        let err = open_error();
+        assert!(err.contains(file) && err.contains(expect), "{err}");
+        write(file, &original);
+    }
+    std::fs::remove_file(dir.join("test_neg_dst.npy")).unwrap();
+    let err = open_error();
+    assert!(
+        err.contains("test_neg_dst.npy") && err.contains("is missing"),
+        "{err}"
+    );
     std::fs::remove_dir_all(&root).unwrap();
 }
