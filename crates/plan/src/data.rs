@@ -112,11 +112,17 @@ pub(crate) fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> 
     ))
 }
 
-/// The error of a dataset without node features, for a run that reads them.
-pub(crate) fn no_features() -> PlanError {
+/// The error of a dataset without node features, for a run that reads them; the input
+/// embedding that replaces them is learnt in sampled training, and in full batch too for link
+/// prediction (`full_batch_embedding`).
+pub(crate) fn no_features(full_batch_embedding: bool) -> PlanError {
+    let how = if full_batch_embedding {
+        "`embedding_dim` (full batch or sampled)"
+    } else {
+        "`embedding_dim` and `fanouts`"
+    };
     PlanError::invalid(
         "dataset",
-        "the dataset has no node features: train an input embedding with `fanouts` and \
-         `embedding_dim`",
+        format!("the dataset has no node features: train an input embedding with {how}"),
     )
 }

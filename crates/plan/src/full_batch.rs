@@ -7,7 +7,7 @@ use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainConfig, TrainReport}
 use crate::data::{embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel};
-use crate::{Result, TrainSettings};
+use crate::{Result, TaskName, TrainSettings};
 
 /// A full-batch run: the dataset in memory, features cast to the compute dtype (or, for link
 /// prediction on a graph without features, a learnt input embedding).
@@ -33,7 +33,7 @@ impl FullBatchPlan {
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
         let dataset = load(s, embedding.is_some())?;
         if embedding.is_none() && dataset.meta.feat_dim == 0 {
-            return Err(no_features());
+            return Err(no_features(s.task == Some(TaskName::Link)));
         }
         let link = LinkPlan::open(s, s.dataset.as_deref(), dataset.data())?;
         let common = model.common(settings, train, dataset.meta.clone())?;

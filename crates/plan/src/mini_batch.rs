@@ -181,7 +181,7 @@ impl MiniBatchPlan {
                 }
             }
             (None, Some(rows)) => Inputs::Features(rows.as_source()),
-            (None, None) => return Err(no_features()),
+            (None, None) => return Err(no_features(false)),
         };
         let workload = MiniBatch::new(
             self.data.graph_data(),
@@ -284,7 +284,7 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
     let ds = MappedDataset::open(dir)?;
     ds.advise_random();
     if !embedding && ds.meta.feat_dim == 0 {
-        return Err(no_features());
+        return Err(no_features(false));
     }
     Ok(MiniBatchData::Mapped(ds))
 }
