@@ -37,6 +37,18 @@ pub(crate) fn add_run_settings(summary: &mut Value, common: &Common) {
     if let Some(f) = &s.fanouts {
         h["fanouts"] = json!(f.as_slice());
     }
+    if let graphloom_nn::Head::Link(decoder) = model.head {
+        h["decoder"] = json!(decoder.name());
+        h["out_dim"] = json!(model.out_dim);
+        h["neg_ratio"] = json!(s.neg_ratio.unwrap_or(graphloom_plan::NEG_RATIO));
+        h["exclude_supervision"] = json!(s.exclude_supervision);
+    }
+    if let Some(dim) = s.embedding_dim {
+        h["embedding_dim"] = json!(dim);
+    }
+    if let Some(size) = s.batch_size {
+        h["batch_size"] = json!(size);
+    }
     if let Some(path) = &s.init_model {
         h["init_model"] = json!(path.display().to_string());
     }

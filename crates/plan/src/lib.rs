@@ -40,6 +40,7 @@ mod settings;
 mod suggest;
 
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
+pub use link::NEG_RATIO;
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};

@@ -19,7 +19,7 @@ pub(crate) struct LinkPlan {
 }
 
 /// Negatives per positive unless told otherwise.
-const NEG_RATIO: usize = 1;
+pub const NEG_RATIO: usize = 1;
 
 impl LinkPlan {
     /// The link plan of `s` over the dataset in `dir` (whose graph is `graph`), `None` when
