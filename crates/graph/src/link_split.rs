@@ -233,7 +233,7 @@ impl LinkSplit {
                 None => (NEG_DST_FILES[1], NEG_DST_FILES[0]),
             };
             return Err(Error::invalid(
-                &root.join(missing),
+                root.join(missing),
                 format!(
                     "is missing while {have} is there: MRR needs the negative destinations of                      both held-out splits (or of neither)"
                 ),
