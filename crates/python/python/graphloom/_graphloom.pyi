@@ -137,8 +137,9 @@ class Dataset:
     def labels(self) -> View: ...
     def edge_index(self) -> View: ...
     def feature_table(self, comm: Comm, layout: str = "continuous", location: str = "mmap") -> Table: ...
+    def link_split(self) -> list[tuple[str, View]]: ...
 
-class Batch:
+class Neighbourhood:
     @property
     def x(self) -> View: ...
     @property
@@ -148,11 +149,7 @@ class Batch:
     @property
     def edge_index(self) -> View: ...
     @property
-    def batch_size(self) -> int: ...
-    @property
     def blocks(self) -> list[tuple[View, int, int]]: ...
-    @property
-    def input_id(self) -> View: ...
     @property
     def e_id(self) -> View: ...
     @property
@@ -160,28 +157,69 @@ class Batch:
     @property
     def num_sampled_edges(self) -> list[int]: ...
 
+class Batch:
+    @property
+    def sampled(self) -> Neighbourhood: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def input_id(self) -> View: ...
+
+class LinkBatch:
+    @property
+    def sampled(self) -> Neighbourhood: ...
+    @property
+    def input_id(self) -> View: ...
+    @property
+    def edge_label_index(self) -> View | None: ...
+    @property
+    def edge_label(self) -> View | None: ...
+    @property
+    def triplet(self) -> tuple[View, View, View] | None: ...
+
 class Loader:
-    def __init__(
-        self,
-        dataset: Dataset,
-        table: Table,
-        fanouts: list[int],
-        batch_size: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        input_nodes: Any = None,
-        drop_last: bool = False,
-        queue_depth: int = 4,
-        x_dtype: str = "f32",
-        rank: int = 0,
-        ranks: int = 1,
-        workers: int = 0,
-    ) -> None: ...
     def __len__(self) -> int: ...
     def start_epoch(self, seed: int | None = None) -> int: ...
-    def next_batch(self) -> Batch | None: ...
+    def next_batch(self) -> Batch | LinkBatch | None: ...
     def drain(self) -> tuple[int, float]: ...
     def stop_running(self) -> None: ...
+
+def neighbor_loader(
+    dataset: Dataset,
+    table: Table,
+    fanouts: list[int],
+    batch_size: int,
+    shuffle: bool = True,
+    seed: int = 0,
+    input_nodes: Any = None,
+    drop_last: bool = False,
+    queue_depth: int = 4,
+    x_dtype: str = "f32",
+    rank: int = 0,
+    ranks: int = 1,
+    workers: int = 0,
+) -> Loader: ...
+def link_neighbor_loader(
+    dataset: Dataset,
+    table: Table,
+    fanouts: list[int],
+    edge_label_index: Any,
+    batch_size: int,
+    neg_sampling: str = "none",
+    amount: int = 1,
+    exclude: bool = False,
+    shuffle: bool = True,
+    seed: int = 0,
+    drop_last: bool = False,
+    queue_depth: int = 4,
+    x_dtype: str = "f32",
+    rank: int = 0,
+    ranks: int = 1,
+    workers: int = 0,
+) -> Loader: ...
+def auc(pos: Any, neg: Any) -> float: ...
+def hits_at_k(pos: Any, neg: Any, k: int) -> float: ...
+def mrr(pos: Any, neg: Any, per_positive: int) -> float: ...
 
 def write_arrays(
     path: str,
