@@ -2,17 +2,25 @@
 # Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE
 # (full batch), and GraphSAGE in sampled mini-batches (fanouts 25,10, batch size 32).
 # Usage: bench/cora_accuracy.sh [SEEDS]   (run from the repository root)
+# GRAPHLOOM=path/to/graphloom runs that binary instead of building this checkout's (to compare
+# two builds on the same data).
 set -euo pipefail
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
 seeds=${1:-10}
-cargo build --release -q
-bin=target/release/graphloom
-[ -f data/cora/meta.json ] || $bin prepare planetoid --raw testdata/planetoid --name cora --out data/cora
+if [ -n "${GRAPHLOOM:-}" ]; then
+  bin=$GRAPHLOOM
+else
+  cargo build --release -q
+  bin=${CARGO_TARGET_DIR:-target}/release/graphloom
+fi
+[ -f data/cora/meta.json ] || $bin prepare planetoid --raw "${PLANETOID_RAW:-testdata/planetoid}" --name cora --out data/cora
 run() {
   local name=$1; shift
   local sum=0 accs=()
   for s in $(seq 0 $((seeds - 1))); do
-    $bin train --dataset data/cora --quiet --seed "$s" --summary-json /tmp/cora-acc.json "$@" >/dev/null
-    accs+=("$(python3 -c 'import json; print(json.load(open("/tmp/cora-acc.json"))["test_acc"])')")
+    $bin train --dataset data/cora --quiet --seed "$s" --summary-json "$summary" "$@" >/dev/null
+    accs+=("$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["test_acc"])' "$summary")")
   done
   python3 - "$name" "${accs[@]}" <<'PY'
 import statistics, sys

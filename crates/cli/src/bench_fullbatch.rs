@@ -131,11 +131,10 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
             // Ratios are the peer's figure over GraphLoom's: above 1, GraphLoom is faster/smaller.
             let (tr, mr) = (t / our_t, m / our_m);
             if args.json {
-                println!(
-                    "{}",
-                    json!({"system": system, "model": model, "mean_epoch_seconds": t, "peak_rss_bytes": *m as u64,
-                    "time_ratio_vs_graphloom": tr, "memory_ratio_vs_graphloom": mr})
-                );
+                let record = json!({"system": system, "model": model, "mean_epoch_seconds": t,
+                    "peak_rss_bytes": *m as u64, "time_ratio_vs_graphloom": tr,
+                    "memory_ratio_vs_graphloom": mr});
+                crate::bench_host::print_record(&record, args.threads);
             } else {
                 println!(
                     "{:<6} {:<10} {:>14.3} {:>16.1} {:>12.2} {:>12.2}",

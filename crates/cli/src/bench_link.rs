@@ -115,11 +115,11 @@ pub(crate) fn run(args: LinkArgs) -> Result<()> {
         .as_ref()
         .map_or(Value::Null, |d| json!(rate(&ours) / rate(d)));
     ours["repeats"] = json!(runs[0].1.len());
-    report(args.json, &ours);
+    report(&args, &ours);
     for (_, records) in &runs[1..] {
         if let Some(mut peer) = median(records) {
             peer["repeats"] = json!(records.len());
-            report(args.json, &peer);
+            report(&args, &peer);
         }
     }
     Ok(())
@@ -315,9 +315,9 @@ fn sampling(args: &LinkArgs, dataset: &Path) -> Result<(usize, f64)> {
     Ok((edges, seconds.max(f64::MIN_POSITIVE)))
 }
 
-fn report(json_out: bool, record: &Value) {
-    if json_out {
-        println!("{record}");
+fn report(args: &LinkArgs, record: &Value) {
+    if args.json {
+        crate::bench_host::print_record(record, args.threads);
         return;
     }
     let vs = record["vs_dgl"]

@@ -133,9 +133,9 @@ fn sampling_epoch(
     Ok((edges, start.elapsed().as_secs_f64()))
 }
 
-fn report(json_out: bool, record: &Value, ours: Option<f64>) {
-    if json_out {
-        println!("{record}");
+fn report(args: &SampleArgs, record: &Value, ours: Option<f64>) {
+    if args.json {
+        crate::bench_host::print_record(record, args.threads);
         return;
     }
     let eps = record["sampled_edges_per_second"]
@@ -215,7 +215,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                 Value::Null
             };
             report(
-                args.json,
+                &args,
                 &json!({
                     "system": "graphloom",
                     "graph": graph,
@@ -264,7 +264,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                     .get("train_epoch_seconds")
                     .cloned()
                     .unwrap_or(Value::Null);
-                report(args.json, &peer, Some(ours));
+                report(&args, &peer, Some(ours));
             }
         }
     }

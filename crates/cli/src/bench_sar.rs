@@ -211,21 +211,17 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
             let run = run_one(&args, model, mode, workers)
                 .with_context(|| format!("{model} {mode} on {workers} workers"))?;
             if args.json {
-                bar.suspend(|| {
-                    println!(
-                        "{}",
-                        json!({
-                            "mode": run.mode,
-                            "model": run.model,
-                            "workers": run.workers,
-                            "comm": args.comm,
-                            "peak_bytes_per_worker": run.peak_bytes,
-                            "peak_rss_bytes": run.peak_rss_bytes,
-                            "epoch_seconds": run.epoch_seconds,
-                            "bytes_sent_per_worker": run.bytes_sent,
-                        })
-                    )
+                let record = json!({
+                    "mode": run.mode,
+                    "model": run.model,
+                    "workers": run.workers,
+                    "comm": args.comm,
+                    "peak_bytes_per_worker": run.peak_bytes,
+                    "peak_rss_bytes": run.peak_rss_bytes,
+                    "epoch_seconds": run.epoch_seconds,
+                    "bytes_sent_per_worker": run.bytes_sent,
                 });
+                bar.suspend(|| crate::bench_host::print_record(&record, args.threads));
             }
             runs.push(run);
             bar.inc(1);

@@ -276,7 +276,7 @@ fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
 
 fn emit(args: &ScaleArgs, row: &Value) {
     if args.json {
-        crate::output::print_json(row);
+        crate::bench_host::print_record(row, None);
     }
 }
 

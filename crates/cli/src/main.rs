@@ -3,11 +3,13 @@
 mod bench;
 mod bench_fullbatch;
 mod bench_gather;
+mod bench_host;
 mod bench_link;
 mod bench_peers;
 mod bench_sample;
 mod bench_sar;
 mod bench_scale;
+mod hints;
 mod info;
 mod output;
 mod partition;
@@ -15,6 +17,7 @@ mod plot;
 mod predict;
 mod prepare;
 mod prepare_link;
+mod run_settings;
 mod train;
 
 use clap::{Parser, Subcommand};
@@ -51,7 +54,8 @@ fn main() {
     // instead of panicking on the failed write.
     // SAFETY: setting a signal's disposition to the default has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| hints::with_tips(e, &args).exit());
     let result = match cli.command {
         Command::Prepare(a) => prepare::run(a),
         Command::Info(a) => info::run(a),

@@ -46,12 +46,38 @@ fn register_font() {
     });
 }
 
-/// Draws loss, accuracies and peak memory per epoch into a 1200 x 400 PNG with three panels.
-pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) -> Result<()> {
-    png(path, (1200, 420), title, |root| {
+/// Epochs to mark on the training curves.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Marks {
+    /// The epoch of the best validation accuracy (the saved model's).
+    pub(crate) best_epoch: Option<usize>,
+    /// The last epoch, when patience ran out before the epochs did.
+    pub(crate) early_stop: Option<usize>,
+}
+
+/// The colour of the best epoch's mark, used by nothing else.
+const BEST: RGBColor = RGBColor(255, 140, 0);
+/// The colour of the early stop's mark, used by nothing else.
+const STOP: RGBColor = RGBColor(148, 0, 211);
+/// Pixels under each panel for its legend, so that no legend covers a curve.
+const LEGEND_STRIP: u32 = 64;
+/// The size of tick labels and legends.
+const LABEL_FONT: u32 = 14;
+
+/// Draws loss, accuracies and peak memory per epoch into three panels of a 1200 x 480 PNG,
+/// with the best epoch and an early stop marked by vertical lines on each, and each panel's
+/// legend below it.
+pub(crate) fn training_curves(
+    path: &Path,
+    title: &str,
+    epochs: &[EpochRecord],
+    marks: Marks,
+) -> Result<()> {
+    png(path, (1200, 480), title, |root| {
         let panels = root.split_evenly((1, 3));
-        let n = epochs.len().max(2) as f64;
-        let xs: Vec<f64> = epochs.iter().map(|e| e.epoch as f64).collect();
+        let xs: Vec<i64> = epochs.iter().map(|e| e.epoch as i64).collect();
+        let first = xs.first().copied().unwrap_or(1);
+        let last = xs.last().copied().unwrap_or(1).max(first + 1);
         let max_loss = epochs.iter().map(|e| e.loss).fold(0.0, f64::max).max(1e-9) * 1.05;
         let mib: Vec<f64> = epochs
             .iter()
@@ -65,7 +91,7 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
                 vec![(
                     "loss",
                     xs.iter()
-                        .cloned()
+                        .map(|&x| x as f64)
                         .zip(epochs.iter().map(|e| e.loss))
                         .collect(),
                     RED,
@@ -83,30 +109,60 @@ pub(crate) fn training_curves(path: &Path, title: &str, epochs: &[EpochRecord]) 
             (
                 "peak tracked memory (MiB)",
                 max_mib,
-                vec![("peak", xs.iter().cloned().zip(mib).collect(), MAGENTA)],
+                vec![(
+                    "peak",
+                    xs.iter().map(|&x| x as f64).zip(mib).collect(),
+                    MAGENTA,
+                )],
             ),
         ];
+        let mut marked: Vec<(String, i64, RGBColor)> = Vec::new();
+        if let Some(b) = marks.best_epoch {
+            marked.push((format!("best epoch {b}"), b as i64, BEST));
+        }
+        if let Some(s) = marks.early_stop {
+            marked.push((format!("early stop after epoch {s}"), s as i64, STOP));
+        }
         for (area, (caption, ymax, lines)) in panels.iter().zip(series) {
-            let mut chart = ChartBuilder::on(area)
+            let (height, width) = (area.dim_in_pixel().1, area.dim_in_pixel().0);
+            let (plot, strip) = area.split_vertically(height.saturating_sub(LEGEND_STRIP));
+            let mut chart = ChartBuilder::on(&plot)
                 .caption(caption, ("sans-serif", 16))
                 .margin(10)
-                .x_label_area_size(30)
-                .y_label_area_size(50)
-                .build_cartesian_2d(1.0..n, 0.0..ymax)
+                .x_label_area_size(40)
+                .y_label_area_size(56)
+                // One epoch of room on the right: a mark on the last epoch stays in view.
+                .build_cartesian_2d(first..last + 1, 0.0..ymax)
                 .map_err(|e| anyhow!("{e}"))?;
+            let y_format = tick_format(ymax);
             chart
                 .configure_mesh()
                 .x_desc("epoch")
+                .x_labels(((last - first + 1) as usize).min(8))
+                .y_labels(6)
+                .y_label_formatter(&y_format)
+                .label_style(("sans-serif", LABEL_FONT))
+                .light_line_style(WHITE.mix(0.0))
                 .draw()
                 .map_err(|e| anyhow!("{e}"))?;
+            let mut entries: Vec<(String, RGBColor, u32)> = Vec::new();
             for (label, ys, color) in lines {
+                let points: Vec<(i64, f64)> = ys.into_iter().map(|(x, y)| (x as i64, y)).collect();
                 chart
-                    .draw_series(LineSeries::new(ys, color.stroke_width(2)))
-                    .map_err(|e| anyhow!("{e}"))?
-                    .label(label)
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 15, y)], color));
+                    .draw_series(LineSeries::new(points, color.stroke_width(2)))
+                    .map_err(|e| anyhow!("{e}"))?;
+                entries.push((label.to_string(), color, 2));
             }
-            legend(&mut chart)?;
+            for (label, x, color) in &marked {
+                chart
+                    .draw_series(LineSeries::new(
+                        [(*x, 0.0), (*x, ymax)],
+                        color.stroke_width(2),
+                    ))
+                    .map_err(|e| anyhow!("{e}"))?;
+                entries.push((label.clone(), *color, 2));
+            }
+            legend_strip(&strip, width, &entries)?;
         }
         Ok(())
     })
@@ -121,6 +177,40 @@ fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f6
             Some((e.epoch as f64, split(&a)))
         })
         .collect()
+}
+
+/// Tick labels for an axis from 0 to `max` in about five steps: as many decimals as a step
+/// needs, and no more.
+fn tick_format(max: f64) -> impl Fn(&f64) -> String {
+    let step = (max / 5.0).max(1e-9);
+    let decimals = (-step.log10()).ceil().clamp(0.0, 4.0) as usize;
+    move |v| format!("{v:.decimals$}")
+}
+
+/// Draws legend entries (a line of the colour, then the label) in rows across a strip.
+fn legend_strip(strip: &Area, width: u32, entries: &[(String, RGBColor, u32)]) -> Result<()> {
+    let font = TextStyle::from(("sans-serif", LABEL_FONT).into_font());
+    let (mut x, mut y) = (60i32, 8i32);
+    for (label, color, stroke) in entries {
+        let (w, _) = strip
+            .estimate_text_size(label, &font)
+            .map_err(|e| anyhow!("{e}"))?;
+        let entry = 24 + w as i32 + 18;
+        if x + entry > width as i32 && x > 60 {
+            (x, y) = (60, y + 22);
+        }
+        strip
+            .draw(&PathElement::new(
+                vec![(x, y + 8), (x + 18, y + 8)],
+                color.stroke_width(*stroke + 1),
+            ))
+            .map_err(|e| anyhow!("{e}"))?;
+        strip
+            .draw(&Text::new(label.clone(), (x + 24, y), font.clone()))
+            .map_err(|e| anyhow!("{e}"))?;
+        x += entry;
+    }
+    Ok(())
 }
 
 /// Draws the legend of a chart's labelled series in a framed box.
@@ -263,4 +353,85 @@ pub(crate) fn seeds_over_time(path: &Path, runs: &[(&str, Vec<(f64, f64)>)]) -> 
             legend(&mut chart)
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graphloom_nn::train::Evaluation;
+
+    fn records(n: usize) -> Vec<EpochRecord> {
+        (1..=n)
+            .map(|epoch| EpochRecord {
+                epoch,
+                loss: 2.0 / epoch as f64,
+                evaluation: Some(Evaluation::Node(Accuracy {
+                    train: 0.5 + 0.04 * epoch as f64,
+                    val: 0.4 + 0.03 * epoch as f64,
+                    test: 0.4 + 0.02 * epoch as f64,
+                })),
+                seconds: 0.1,
+                peak_bytes: 3 << 20,
+            })
+            .collect()
+    }
+
+    /// The RGB pixels of a PNG and its width.
+    fn pixels(path: &Path) -> (Vec<[u8; 3]>, usize) {
+        let decoder = png::Decoder::new(std::fs::File::open(path).unwrap());
+        let mut reader = decoder.read_info().unwrap();
+        let mut buf = vec![0; reader.output_buffer_size()];
+        let info = reader.next_frame(&mut buf).unwrap();
+        let channels = info.color_type.samples();
+        let px = buf[..info.buffer_size()]
+            .chunks(channels)
+            .map(|c| [c[0], c[1], c[2]])
+            .collect();
+        (px, info.width as usize)
+    }
+
+    #[test]
+    fn the_best_epoch_and_an_early_stop_are_marked_and_legends_sit_below_the_curves() {
+        let dir = std::env::temp_dir().join(format!("graphloom-plot-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (plain, marked) = (dir.join("plain.png"), dir.join("marked.png"));
+        let epochs = records(9);
+        training_curves(&plain, "t", &epochs, Marks::default()).unwrap();
+        let marks = Marks {
+            best_epoch: Some(6),
+            early_stop: Some(9),
+        };
+        training_curves(&marked, "t", &epochs, marks).unwrap();
+        let count = |path: &Path, c: RGBColor| {
+            pixels(path)
+                .0
+                .iter()
+                .filter(|p| **p == [c.0, c.1, c.2])
+                .count()
+        };
+        assert_eq!(count(&plain, BEST) + count(&plain, STOP), 0);
+        assert!(
+            count(&marked, BEST) > 300,
+            "the best epoch is marked on every panel"
+        );
+        assert!(
+            count(&marked, STOP) > 300,
+            "the early stop is marked on every panel"
+        );
+        // Every legend is in the strip under its panel: the curves' colours above it are the
+        // curves', and the strip holds the legend's samples.
+        let (px, width) = pixels(&marked);
+        let height = px.len() / width;
+        let strip_top = height - LEGEND_STRIP as usize;
+        let in_strip = |c: RGBColor| {
+            px[strip_top * width..]
+                .iter()
+                .filter(|p| **p == [c.0, c.1, c.2])
+                .count()
+        };
+        for c in [RED, BLUE, GREEN, MAGENTA, BEST, STOP] {
+            assert!(in_strip(c) > 0, "a legend sample of {c:?} under the panels");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use graphloom_graph::convert::synthetic::EdgeModel;
-use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, synthetic, Progress};
+use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, split, synthetic, Progress};
 use graphloom_plan::StorageDType;
 
 use crate::output::choice;
@@ -24,10 +24,11 @@ pub(crate) struct PrepareArgs {
 enum Source {
     /// Raw Planetoid files (ind.NAME.x, tx, allx, y, ty, ally, graph, test.index), public split.
     Planetoid {
-        /// Folder holding the raw files.
+        /// Folder holding the raw files, or a PyG dataset folder (Cora/, holding raw/), or the
+        /// root given to PyG's Planetoid(root, name).
         #[arg(long)]
         raw: PathBuf,
-        /// Dataset name as in the file names: cora, citeseer, pubmed.
+        /// Dataset name, in any case: cora, citeseer, pubmed.
         #[arg(long)]
         name: String,
         /// Output dataset directory.
@@ -63,6 +64,8 @@ enum Source {
         num_nodes: Option<usize>,
         #[command(flatten)]
         graph: GraphOptions,
+        #[command(flatten)]
+        split: SplitArgs,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -98,6 +101,40 @@ struct GraphOptions {
     /// Seed of the 60/20/20 split.
     #[arg(long, default_value_t = 0)]
     seed: u64,
+}
+
+/// The user's own split, instead of the seeded 60/20/20 one.
+#[derive(Args)]
+struct SplitArgs {
+    /// Training nodes: a .npy of ids or a boolean mask, or a text file of one id per line
+    /// (.gz too); without --valid-idx or --test-idx those splits are empty.
+    #[arg(long)]
+    train_idx: Option<PathBuf>,
+    /// Validation nodes, as --train-idx.
+    #[arg(long, requires = "train_idx")]
+    valid_idx: Option<PathBuf>,
+    /// Test nodes, as --train-idx.
+    #[arg(long, requires = "train_idx")]
+    test_idx: Option<PathBuf>,
+    /// All three splits in one .npz: arrays train_idx, valid_idx and test_idx (ids or boolean
+    /// masks; PyG's train_mask, val_mask and test_mask are read too).
+    #[arg(long, conflicts_with_all = ["train_idx", "valid_idx", "test_idx"])]
+    split: Option<PathBuf>,
+}
+
+impl SplitArgs {
+    /// The split to read, when one was given.
+    fn source(&self) -> Option<split::SplitSource<'_>> {
+        match (&self.split, &self.train_idx) {
+            (Some(npz), _) => Some(split::SplitSource::Npz(npz)),
+            (None, Some(train)) => Some(split::SplitSource::Files([
+                Some(train),
+                self.valid_idx.as_deref(),
+                self.test_idx.as_deref(),
+            ])),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Options of the synthetic generator.
@@ -181,14 +218,15 @@ impl Source {
                 edges,
                 features,
                 labels,
+                split,
                 out,
                 ..
             } => {
                 let files = [Some(edges), features.as_ref(), labels.as_ref()];
-                (
-                    out,
-                    files.into_iter().flatten().map(|p| p.as_path()).collect(),
-                )
+                let mut inputs: Vec<&Path> =
+                    files.into_iter().flatten().map(|p| p.as_path()).collect();
+                inputs.extend(split.source().iter().flat_map(|s| s.paths()));
+                (out, inputs)
             }
             Source::Synthetic(s) => (&s.out, Vec::new()),
             Source::LinkSplit(a) => a.out_and_inputs(),
@@ -218,6 +256,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             labels,
             num_nodes,
             graph,
+            split,
             out,
         } => {
             let input = edgelist::EdgeListInput {
@@ -227,6 +266,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
                 num_nodes,
                 undirected: !graph.directed,
                 seed: graph.seed,
+                split: split.source(),
             };
             return streamed(&out, json, start, |buffer, progress| {
                 edgelist::write(&input, &out, buffer, progress)
@@ -247,6 +287,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             out,
         } => (Box::new(move || ogb::convert(&raw, undirected)), out),
         Source::Planetoid { raw, name, out } => {
+            let (raw, name) = planetoid::locate(&raw, &name)?;
             (Box::new(move || planetoid::convert(&raw, &name)), out)
         }
         Source::Npz { file, graph, out } => (
@@ -273,20 +314,13 @@ fn streamed(
     write: impl FnOnce(usize, Progress<'_>) -> graphloom_graph::Result<graphloom_graph::Meta>,
 ) -> Result<()> {
     let progress = crate::output::PhaseProgress::new();
-    let meta = write(buffer_bytes(), &|phase, done, total| {
-        progress.update(phase.name(), done, total)
-    })?;
+    let meta = write(
+        graphloom_graph::convert::default_buffer_bytes(),
+        &|phase, done, total| progress.update(phase.name(), done, total),
+    )?;
     progress.finish();
     report(&meta, graphloom_graph::split_sizes(out)?, out, json, start);
     Ok(())
-}
-
-/// The edge buffer of the streaming writers: a quarter of the memory this process may use now,
-/// between 64 MiB and 2 GiB (more passes over the edges with less).
-fn buffer_bytes() -> usize {
-    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
-    let available = usable_memory_bytes(MemoryMeasure::Available).map_or(1 << 30, |b| b as usize);
-    (available / 4).clamp(64 << 20, 2 << 30)
 }
 
 /// Prints what was written: one line, or one JSON object.

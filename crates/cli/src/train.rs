@@ -207,19 +207,22 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         );
     }
     if args.profile {
+        // Forward calls without a backward (evaluation, inputs that need no gradient) are
+        // apart, so forward and backward compare over the same calls.
         eprintln!(
-            "{:<16} {:>8} {:>12} {:>12}",
-            "op", "calls", "forward s", "backward s"
+            "{:<16} {:>8} {:>12} {:>12} {:>14} {:>12}",
+            "op", "calls", "forward s", "backward s", "no-grad calls", "no-grad s"
         );
         for (name, t) in graphloom_tensor::autodiff::profile::take() {
             eprintln!(
-                "{name:<16} {:>8} {:>12.3} {:>12.3}",
-                t.calls, t.forward_seconds, t.backward_seconds
+                "{name:<16} {:>8} {:>12.3} {:>12.3} {:>14} {:>12.3}",
+                t.calls, t.forward_seconds, t.backward_seconds, t.no_grad_calls, t.no_grad_seconds
             );
         }
     }
     if args.json || args.summary_json.is_some() {
         let mut value = summary(common, report, splits);
+        crate::run_settings::add_run_settings(&mut value, common);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
         if let (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) = (&plan, &outcome) {
@@ -286,7 +289,17 @@ fn into_report(outcome: RunOutcome) -> TrainReport {
 }
 
 fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
-    crate::plot::training_curves(path, title, &report.epochs)
+    let marks = crate::plot::Marks {
+        best_epoch: report
+            .epochs
+            .iter()
+            .any(|e| e.evaluation.is_some())
+            .then_some(report.best_epoch),
+        early_stop: report
+            .stopped_early
+            .then(|| report.epochs.last().map_or(0, |e| e.epoch)),
+    };
+    crate::plot::training_curves(path, title, &report.epochs, marks)
         .with_context(|| format!("drawing {}", path.display()))
 }
 

@@ -46,6 +46,11 @@ impl Meta {
         if !meta_path.exists() {
             let reason = if crate::parts::PartitionMeta::is_partitioned(dir) {
                 "is a partitioned dataset: give the folder it was partitioned from"
+            } else if let Some(hint) = crate::convert::layouts::conversion_hint(dir) {
+                return Err(Error::invalid(
+                    dir,
+                    format!("is not a dataset directory (it has no meta.json); {hint}"),
+                ));
             } else if dir.is_dir() {
                 "is not a dataset directory (it has no meta.json): make one with graphloom prepare"
             } else if dir.exists() {

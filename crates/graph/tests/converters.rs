@@ -31,6 +31,7 @@ fn edge_list(
         num_nodes,
         undirected,
         seed: 0,
+        split: None,
     };
     edgelist::write(&input, out, buffer, &|_, _, _| {})?;
     graphloom_graph::Dataset::load(out)

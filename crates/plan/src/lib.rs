@@ -37,6 +37,7 @@ mod mini_batch;
 mod plan;
 mod sar;
 mod settings;
+mod suggest;
 
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
@@ -52,3 +53,6 @@ pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
     TaskName, TrainSettings,
 };
+#[cfg(feature = "cli")]
+pub use suggest::ChoiceParser;
+pub use suggest::{suggest, suggest_choice};

@@ -204,12 +204,10 @@ macro_rules! display_by_name {
 display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
 
 /// A command-line parser of a [`Choice`]: its names are the possible values, which `--help`
-/// and the error for any other value list.
+/// and the error for any other value list (with the closest name as a tip).
 #[cfg(feature = "cli")]
-pub fn choice_parser<T: Choice + Clone>() -> impl clap::builder::TypedValueParser<Value = T> {
-    use clap::builder::TypedValueParser;
-    clap::builder::PossibleValuesParser::new(T::ALL.iter().map(|v| v.name()))
-        .try_map(|name: String| T::from_name(&name).ok_or_else(|| format!("no value named {name}")))
+pub fn choice_parser<T: Choice + Clone>() -> crate::suggest::ChoiceParser<T> {
+    crate::suggest::ChoiceParser::new()
 }
 
 /// A training run as the user asked for it. `None` means "the default for this mode and

@@ -18,8 +18,9 @@ import graphloom.torch as glt
 
 
 def train_one(ds: gl.Dataset, seed: int, epochs: int) -> tuple[float, torch.nn.Module]:
-    torch.manual_seed(seed)
-    loader = gl.NeighborLoader(ds, [25, 10], batch_size=32, shuffle=True, seed=seed)
+    torch.manual_seed(seed)  # decides the model's initial weights and the loader's batches
+    loader = gl.NeighborLoader(ds, num_neighbors=[25, 10], input_nodes=ds.train_idx,
+                               batch_size=32, shuffle=True)
     model = GraphSAGE(ds.feat_dim, hidden_channels=64, num_layers=2,
                       out_channels=ds.num_classes, dropout=0.5)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)

@@ -2,7 +2,7 @@
 //!
 //! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
 //! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
-//! [`dataset`] (a mapped dataset directory), [`loader`] (the neighbour loader's producer
+//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), [`loader`] (the neighbour loader's producer
 //! thread), [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
@@ -12,6 +12,7 @@
 #![deny(missing_docs)]
 
 mod buffers;
+mod convert;
 mod dataset;
 mod errors;
 mod job;
@@ -29,6 +30,9 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("GraphLoomError", py.get_type::<errors::GraphLoomError>())?;
     m.add("mpi_available", cfg!(feature = "mpi"))?;
+    // The workspace's version: the command line's `--version` and the package's metadata
+    // are the same one.
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_class::<job::Comm>()?;
     m.add_function(wrap_pyfunction!(job::init, m)?)?;
     m.add_function(wrap_pyfunction!(job::finalize, m)?)?;
@@ -36,6 +40,7 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<table::Table>()?;
     m.add_class::<view::View>()?;
     m.add_class::<dataset::Dataset>()?;
+    m.add_function(wrap_pyfunction!(convert::write_arrays, m)?)?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::Batch>()?;
     m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;

@@ -9,7 +9,9 @@ use std::time::Instant;
 
 use graphloom_graph::sample::{Block, Fanouts, Sampler};
 use graphloom_graph::{MappedDataset, NodeId};
-use graphloom_nn::batches::{epoch_batches, rank_slice, sample_batch, BatchStream, StreamSettings};
+use graphloom_nn::batches::{
+    epoch_batches, producer_pool, rank_slice, sample_batch, BatchStream, StreamSettings,
+};
 use graphloom_store::{DlpackView, Layout};
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;
@@ -27,6 +29,9 @@ const MAX_QUEUE_DEPTH: usize = 1024;
 /// The most ranks a loader's batches are sliced for.
 const MAX_RANKS: usize = 1 << 20;
 
+/// The most threads of a loader's own pool.
+const MAX_WORKERS: usize = 1024;
+
 /// What every batch of a loader is made with.
 struct Settings {
     dataset: Arc<MappedDataset>,
@@ -34,6 +39,8 @@ struct Settings {
     fanouts: Fanouts,
     batch_size: usize,
     input_nodes: Vec<usize>,
+    /// `(node, its position in input_nodes)`, sorted by node: a batch's `input_id`.
+    positions: Vec<(NodeId, u32)>,
     shuffle: bool,
     drop_last: bool,
     seed: u64,
@@ -50,15 +57,21 @@ struct BatchData {
     edge_index: Tensor,
     batch_size: usize,
     blocks: Vec<(Tensor, usize, usize)>,
+    /// PyG's fields: each seed's position in `input_nodes`, each edge's id in the dataset's
+    /// CSR, and the nodes and edges each hop added (the seeds first).
+    input_id: Tensor,
+    e_id: Tensor,
+    num_sampled_nodes: Vec<usize>,
+    num_sampled_edges: Vec<usize>,
 }
 
 /// One epoch in flight: the batch stream, which hands the sampler back when finished.
 type Epoch = BatchStream<'static, BatchData, PyErr>;
 
-/// The seeds of each batch of `epoch` for this rank.
-fn batches(s: &Settings, epoch: u64) -> Vec<Vec<NodeId>> {
+/// The seeds of each batch of `epoch` for this rank (in an order drawn from `seed`).
+fn batches(s: &Settings, seed: u64, epoch: u64) -> Vec<Vec<NodeId>> {
     let mut global: Vec<Vec<NodeId>> = if s.shuffle {
-        epoch_batches(&s.input_nodes, s.seed, epoch, s.batch_size, 0, 1)
+        epoch_batches(&s.input_nodes, seed, epoch, s.batch_size, 0, 1)
     } else {
         s.input_nodes
             .chunks(s.batch_size)
@@ -106,12 +119,18 @@ fn gather(s: &Settings, ids: &[i64]) -> PyResult<Tensor> {
         .map_err(errors::raise)
 }
 
-/// Samples around `seeds` and builds the batch (an empty one for an empty slice of a global
-/// batch).
-fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> PyResult<BatchData> {
+/// Samples around `seeds` with the draws of (`seed`, `epoch`) and builds the batch (an empty
+/// one for an empty slice of a global batch).
+fn build(
+    s: &Settings,
+    sampler: &mut Sampler,
+    seeds: &[NodeId],
+    seed: u64,
+    epoch: u64,
+) -> PyResult<BatchData> {
     let data = s.dataset.data();
     let sampled = sample_batch(
-        data, None, s.x_dtype, sampler, seeds, &s.fanouts, s.seed, epoch,
+        data, None, s.x_dtype, sampler, seeds, &s.fanouts, seed, epoch,
     )
     .map_err(errors::raise)?;
     let Some(sampled) = sampled else {
@@ -123,6 +142,10 @@ fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> P
             edge_index: empty(),
             batch_size: 0,
             blocks: (0..s.fanouts.len()).map(|_| (empty(), 0, 0)).collect(),
+            input_id: i64_tensor(Vec::new(), &[0]),
+            e_id: i64_tensor(Vec::new(), &[0]),
+            num_sampled_nodes: vec![0; s.fanouts.len() + 1],
+            num_sampled_edges: vec![0; s.fanouts.len()],
         });
     };
     let (blocks, n_id) = (sampled.blocks, sampled.input_ids);
@@ -133,20 +156,26 @@ fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> P
     // reached it. Hop h (blocks from the seeds outwards) redraws every earlier node too, so it
     // contributes only the rows that are new since hop h - 1: the tail of its edges, which
     // are in row order.
-    let (mut src, mut dst) = (Vec::new(), Vec::new());
+    let (mut src, mut dst, mut e_id) = (Vec::new(), Vec::new(), Vec::new());
     let mut first_row = 0;
+    let mut num_sampled_nodes = vec![seeds.len()];
+    let mut num_sampled_edges = Vec::with_capacity(blocks.len());
     for (block, (s_b, d_b)) in blocks.iter().zip(&per_hop).rev() {
         let from = block.row_ptr[first_row] as usize;
         src.extend_from_slice(&s_b[from..]);
         dst.extend_from_slice(&d_b[from..]);
+        e_id.extend_from_slice(&block.edge_ids[from..]);
+        num_sampled_edges.push(s_b.len() - from);
+        num_sampled_nodes.push(block.src_nodes.len() - block.num_dst);
         first_row = block.num_dst;
     }
+    let input_id = input_positions(s, seeds);
     let per_block = blocks
         .iter()
         .zip(per_hop)
         .map(|(b, (s_b, d_b))| (stacked(s_b, d_b), b.src_nodes.len(), b.num_dst))
         .collect();
-    let n = n_id.len();
+    let (n, edges) = (n_id.len(), e_id.len());
     Ok(BatchData {
         x,
         y: i64_tensor(y, &[n]),
@@ -154,7 +183,22 @@ fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> P
         edge_index: stacked(src, dst),
         batch_size: seeds.len(),
         blocks: per_block,
+        input_id: i64_tensor(input_id, &[seeds.len()]),
+        e_id: i64_tensor(e_id, &[edges]),
+        num_sampled_nodes,
+        num_sampled_edges,
     })
+}
+
+/// Each seed's position in the loader's `input_nodes` (PyG's `input_id`).
+fn input_positions(s: &Settings, seeds: &[NodeId]) -> Vec<i64> {
+    seeds
+        .iter()
+        .map(|&v| {
+            let at = s.positions.partition_point(|&(u, _)| u < v);
+            i64::from(s.positions[at].1)
+        })
+        .collect()
 }
 
 /// The neighbour loader's producer and queue.
@@ -162,6 +206,8 @@ fn build(s: &Settings, sampler: &mut Sampler, seeds: &[NodeId], epoch: u64) -> P
 pub(crate) struct Loader {
     settings: Arc<Settings>,
     queue_depth: usize,
+    /// The producer's own thread pool (`None`: the global one).
+    pool: Option<Arc<rayon::ThreadPool>>,
     state: Mutex<LoaderState>,
     owner: Owner,
 }
@@ -197,7 +243,7 @@ impl Loader {
     #[new]
     #[pyo3(signature = (dataset, table, fanouts, batch_size, shuffle=true, seed=0,
                         input_nodes=None, drop_last=false, queue_depth=4, x_dtype="f32",
-                        rank=0, ranks=1))]
+                        rank=0, ranks=1, workers=0))]
     fn new(
         py: Python<'_>,
         dataset: &Dataset,
@@ -212,6 +258,7 @@ impl Loader {
         x_dtype: &str,
         rank: usize,
         ranks: usize,
+        workers: usize,
     ) -> PyResult<Loader> {
         let meta = &dataset.inner.meta;
         let fanouts = Fanouts::new(fanouts).map_err(errors::raise)?;
@@ -272,6 +319,22 @@ impl Loader {
                 "queue_depth {queue_depth}: batches made ahead, 1 to {MAX_QUEUE_DEPTH}"
             )));
         }
+        // Threads of the producer's own for its sampling and gathering loops.
+        let pool = match workers {
+            0 => None,
+            w if w > MAX_WORKERS => {
+                return Err(invalid(format!(
+                    "num_workers {w}: at most {MAX_WORKERS} threads"
+                )))
+            }
+            w => Some(producer_pool(w).map_err(errors::raise)?),
+        };
+        let mut positions: Vec<(NodeId, u32)> = input_nodes
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| (v as NodeId, i as u32))
+            .collect();
+        positions.sort_unstable();
         Ok(Loader {
             settings: Arc::new(Settings {
                 dataset: dataset.inner.clone(),
@@ -279,6 +342,7 @@ impl Loader {
                 fanouts,
                 batch_size,
                 input_nodes,
+                positions,
                 shuffle,
                 drop_last,
                 seed,
@@ -287,6 +351,7 @@ impl Loader {
                 ranks,
             }),
             queue_depth,
+            pool,
             state: Mutex::new(LoaderState {
                 epoch: 0,
                 running: None,
@@ -306,10 +371,12 @@ impl Loader {
         full + usize::from(rest > 0 && !s.drop_last)
     }
 
-    /// Starts the next epoch's producer (stopping one still running) and returns its number.
-    fn start_epoch(&self, py: Python<'_>) -> PyResult<u64> {
+    /// Starts the next epoch's producer (stopping one still running) and returns its number;
+    /// its order and draws come from `seed` (default: the loader's).
+    #[pyo3(signature = (seed=None))]
+    fn start_epoch(&self, py: Python<'_>, seed: Option<u64>) -> PyResult<u64> {
         self.owner.check("this NeighborLoader")?;
-        py.detach(|| self.start())
+        py.detach(|| self.start(seed))
     }
 
     /// The next batch of the running epoch, or None at its end.
@@ -324,7 +391,7 @@ impl Loader {
         self.owner.check("this NeighborLoader")?;
         py.detach(|| {
             let start = Instant::now();
-            self.start()?;
+            self.start(None)?;
             let mut count = 0;
             while self.next()?.is_some() {
                 count += 1;
@@ -357,29 +424,35 @@ impl Loader {
         })
     }
 
-    fn start(&self) -> PyResult<u64> {
+    fn start(&self, seed: Option<u64>) -> PyResult<u64> {
         let mut state = self.lock_state();
         Loader::stop(&mut state)?;
-        let epoch = state.epoch;
+        let number = state.epoch;
         state.epoch += 1;
         let settings = self.settings.clone();
         let sampler = state
             .sampler
             .take()
             .unwrap_or_else(|| Sampler::new(settings.dataset.meta.num_nodes));
-        let seeds = batches(&settings, epoch);
+        // A seed drawn for this epoch alone (from torch's generator) decides it whole, as
+        // PyG's: the same draw gives the same batches, whichever epoch it is.
+        let (seed, epoch) = match seed {
+            Some(drawn) => (drawn, 0),
+            None => (settings.seed, number),
+        };
+        let seeds = batches(&settings, seed, epoch);
         let stream = StreamSettings {
             batches: seeds.len(),
             depth: self.queue_depth,
             sampler,
-            pool: None,
+            pool: self.pool.clone(),
         };
         let running = BatchStream::spawn(stream, move |sampler, i| {
-            build(&settings, sampler, &seeds[i], epoch)
+            build(&settings, sampler, &seeds[i], seed, epoch)
         })
         .map_err(errors::raise)?;
         state.running = Some(running);
-        Ok(epoch)
+        Ok(number)
     }
 
     fn next(&self) -> PyResult<Option<BatchData>> {
@@ -409,6 +482,10 @@ pub(crate) struct Batch {
     edge_index: View,
     batch_size: usize,
     blocks: Vec<(DlpackView, usize, usize)>,
+    input_id: View,
+    e_id: View,
+    num_sampled_nodes: Vec<usize>,
+    num_sampled_edges: Vec<usize>,
 }
 
 impl Batch {
@@ -424,6 +501,10 @@ impl Batch {
                 .into_iter()
                 .map(|(e, s, d)| (DlpackView::of_tensor(e), s, d))
                 .collect(),
+            input_id: View::new(DlpackView::of_tensor(b.input_id)),
+            e_id: View::new(DlpackView::of_tensor(b.e_id)),
+            num_sampled_nodes: b.num_sampled_nodes,
+            num_sampled_edges: b.num_sampled_edges,
         }
     }
 }
@@ -467,5 +548,29 @@ impl Batch {
             .iter()
             .map(|(e, s, d)| (View::new(e.clone()), *s, *d))
             .collect()
+    }
+
+    /// Each seed's position in the loader's input nodes.
+    #[getter]
+    fn input_id(&self) -> View {
+        self.input_id.clone_view()
+    }
+
+    /// Each edge of `edge_index`: its position in the dataset's CSR (`csr_col_idx.npy`).
+    #[getter]
+    fn e_id(&self) -> View {
+        self.e_id.clone_view()
+    }
+
+    /// Nodes each hop added, the seeds first (`len(fanouts) + 1` counts).
+    #[getter]
+    fn num_sampled_nodes(&self) -> Vec<usize> {
+        self.num_sampled_nodes.clone()
+    }
+
+    /// Edges each hop added to `edge_index`, in its order (`len(fanouts)` counts).
+    #[getter]
+    fn num_sampled_edges(&self) -> Vec<usize> {
+        self.num_sampled_edges.clone()
     }
 }

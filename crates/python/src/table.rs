@@ -88,17 +88,23 @@ fn check_pair(comm: &Arc<dyn Communicator>, layout: Layout, location: &Location)
     check_support(layout, location, topology).map_err(errors::raise)
 }
 
+/// `table`, trainable with the sparse optimizer `optimizer` (with `weight_decay` and the
+/// hyper-parameters `params`, by WholeGraph's names) when one is named.
 fn with_optimizer(
     table: StoreTensor,
     optimizer: Option<&str>,
     weight_decay: f32,
+    params: &[(String, f32)],
 ) -> PyResult<Embedding> {
     match optimizer {
         None => Ok(Embedding::frozen(table)),
         Some(name) => {
-            let optimizer = SparseOptimizer::parse(name)
+            let mut optimizer = SparseOptimizer::parse(name)
                 .map_err(errors::raise)?
                 .with_weight_decay(weight_decay);
+            for (param, value) in params {
+                optimizer = optimizer.with_param(param, *value).map_err(errors::raise)?;
+            }
             Embedding::trainable(table, optimizer).map_err(errors::raise)
         }
     }
@@ -154,7 +160,8 @@ impl Table {
     /// its rows then drawn uniformly in `[-init_scale, init_scale)` from `seed`.
     #[staticmethod]
     #[pyo3(signature = (comm, shape, dtype, layout, location, path=None, writable=true,
-                        optimizer=None, weight_decay=0.0, init_scale=0.0, seed=0))]
+                        optimizer=None, weight_decay=0.0, init_scale=0.0, seed=0,
+                        optimizer_params=Vec::new()))]
     fn create(
         py: Python<'_>,
         comm: &Comm,
@@ -168,6 +175,7 @@ impl Table {
         weight_decay: f32,
         init_scale: f32,
         seed: u64,
+        optimizer_params: Vec<(String, f32)>,
     ) -> PyResult<Table> {
         let comm = comm.get()?;
         let (dtype, layout) = (parse_dtype(dtype)?, parse_layout(layout)?);
@@ -194,7 +202,7 @@ impl Table {
         let spec = StoreSpec::new(&shape, dtype, layout, location);
         let embedding = py.detach(|| -> PyResult<Embedding> {
             let table = StoreTensor::new(comm, spec).map_err(errors::raise)?;
-            let mut embedding = with_optimizer(table, optimizer, weight_decay)?;
+            let mut embedding = with_optimizer(table, optimizer, weight_decay, &optimizer_params)?;
             if embedding.optimizer().is_some() && init_scale != 0.0 {
                 embedding
                     .init_uniform(seed, init_scale)
@@ -209,7 +217,7 @@ impl Table {
     /// concatenated, or `.npy` arrays; each rank reads only its own rows.
     #[staticmethod]
     #[pyo3(signature = (comm, files, row_shape, dtype, layout, location, path=None,
-                        optimizer=None, weight_decay=0.0))]
+                        optimizer=None, weight_decay=0.0, optimizer_params=Vec::new()))]
     fn from_files(
         py: Python<'_>,
         comm: &Comm,
@@ -221,6 +229,7 @@ impl Table {
         path: Option<PathBuf>,
         optimizer: Option<&str>,
         weight_decay: f32,
+        optimizer_params: Vec<(String, f32)>,
     ) -> PyResult<Table> {
         let comm = comm.get()?;
         let (dtype, layout) = (parse_dtype(dtype)?, parse_layout(layout)?);
@@ -237,7 +246,7 @@ impl Table {
         let embedding = py.detach(|| -> PyResult<Embedding> {
             let table = StoreTensor::from_files(comm, &files, &row_shape, dtype, layout, location)
                 .map_err(errors::raise)?;
-            with_optimizer(table, optimizer, weight_decay)
+            with_optimizer(table, optimizer, weight_decay, &optimizer_params)
         })?;
         Ok(Table::wrap(embedding))
     }

@@ -70,7 +70,7 @@ def test_batches_are_pyg_data_over_real_edges(ds, graph):
 
 def test_epochs_are_reproducible_and_differ(ds):
     def orders(seed):
-        loader = gl.NeighborLoader(ds, [5], batch_size=64, seed=seed)
+        loader = gl.NeighborLoader(ds, [5], batch_size=64, shuffle=True, seed=seed)
         return [[b.n_id[: b.batch_size].tolist() for b in loader] for _ in range(2)]
 
     first = orders(7)

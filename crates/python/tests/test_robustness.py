@@ -60,15 +60,15 @@ def test_sizes_too_large_to_address_are_refused(comm, shape):
 def test_loader_arguments_are_checked_up_front(cora):
     ds = gl.Dataset.open(cora)
     with pytest.raises(ValueError, match="appears twice"):
-        gl.NeighborLoader(ds, [5], 4, input_nodes=[1, 2, 1])
+        gl.NeighborLoader(ds, [5], batch_size=4, input_nodes=[1, 2, 1])
     with pytest.raises(ValueError, match="x_dtype"):
-        gl.NeighborLoader(ds, [5], 4, x_dtype="int64")
+        gl.NeighborLoader(ds, [5], batch_size=4, x_dtype="int64")
     with pytest.raises(ValueError, match="queue_depth"):
-        gl.NeighborLoader(ds, [5], 4, queue_depth=2**62)
-    with pytest.raises(TypeError, match="fanouts"):
-        gl.NeighborLoader(ds, "5", 4)
+        gl.NeighborLoader(ds, [5], batch_size=4, queue_depth=2**62)
+    with pytest.raises(TypeError, match="num_neighbors"):
+        gl.NeighborLoader(ds, "5", batch_size=4)
     with pytest.raises(TypeError, match="graphloom.Embedding"):
-        gl.NeighborLoader(ds, [5], 4, features=torch.zeros(3))
+        gl.NeighborLoader(ds, [5], batch_size=4, features=torch.zeros(3))
 
 
 def test_a_second_iteration_ends_the_first_loudly(cora):

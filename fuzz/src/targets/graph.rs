@@ -202,6 +202,7 @@ pub(crate) fn edgelist_text() -> Target {
                 num_nodes: None,
                 undirected: true,
                 seed: 0,
+                split: None,
             };
             write_edgelist(&input, dir)
         },
@@ -238,6 +239,7 @@ pub(crate) fn edgelist_npy() -> Target {
                 num_nodes: None,
                 undirected: false,
                 seed: 0,
+                split: None,
             };
             write_edgelist(&input, dir)
         },

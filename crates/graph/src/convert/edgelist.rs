@@ -10,6 +10,7 @@ use graphloom_io::MappedNpy;
 use rayon::prelude::*;
 
 use super::features::copy_features;
+use super::split::SplitSource;
 use super::stream_csr::{
     check_node_count, node_count, write_csr, BothDirections, CsrOptions, EdgeStream, EdgeVisitor,
     Phase, Progress,
@@ -104,8 +105,8 @@ impl EdgeFile {
     }
 }
 
-/// Pairs `k` of a mapped array, in chunks, in parallel.
-fn array_chunks<T: Copy + Into<i64> + Sync>(
+/// Pairs `k` of an `[E, 2]` (`rows`) or `[2, E]` array, in chunks, in parallel.
+pub(crate) fn array_chunks<T: Copy + Into<i64> + Sync>(
     ids: &[T],
     rows: bool,
     visit: EdgeVisitor<'_>,
@@ -159,15 +160,20 @@ pub struct EdgeListInput<'a> {
     pub undirected: bool,
     /// Seed of the 60/20/20 split.
     pub seed: u64,
+    /// The user's split instead of the seeded one (nodes in none are left out of every
+    /// split, and may then have the label -1).
+    pub split: Option<SplitSource<'a>>,
 }
 
 impl EdgeListInput<'_> {
     /// The files read.
     fn paths(&self) -> Vec<&Path> {
-        [Some(self.edges), self.features, self.labels]
+        let mut paths: Vec<&Path> = [Some(self.edges), self.features, self.labels]
             .into_iter()
             .flatten()
-            .collect()
+            .collect();
+        paths.extend(self.split.iter().flat_map(|s| s.paths()));
+        paths
     }
 }
 
@@ -217,7 +223,8 @@ pub fn write(
                     format!("{} labels for {n} nodes", l.len()),
                 ));
             }
-            if let Some(i) = l.iter().position(|&c| c < 0) {
+            // Without the user's split every node is in one, so every node needs a label.
+            if let Some(i) = l.iter().position(|&c| c < 0 && input.split.is_none()) {
                 return Err(Error::invalid(p, format!("label of node {i} is {}", l[i])));
             }
             l
@@ -264,7 +271,13 @@ pub fn write(
             )?;
         }
         npy::write(&tmp.join("node_label.npy"), &labels, &[n])?;
-        let (train, valid, test) = random_split(n, 0.6, 0.2, 0.2, input.seed);
+        let [train, valid, test] = match &input.split {
+            Some(split) => split.read(&labels)?,
+            None => {
+                let (train, valid, test) = random_split(n, 0.6, 0.2, 0.2, input.seed);
+                [train, valid, test]
+            }
+        };
         write_splits(tmp, [&train, &valid, &test])?;
         progress(Phase::Labels, n as u64, n as u64);
         meta.write(tmp)

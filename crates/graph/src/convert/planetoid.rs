@@ -2,7 +2,7 @@
 //! with the public split and the feature normalisation of PyG's `Planetoid` dataset and its
 //! `NormalizeFeatures` transform.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::Tensor;
@@ -76,6 +76,39 @@ fn argmax_rows(m: &pickle::Array) -> Vec<i64> {
             best as i64
         })
         .collect()
+}
+
+/// The folder under `dir` holding the raw files of the Planetoid dataset `name` (in any case:
+/// `Cora` finds `ind.cora.x`), and the name as the files spell it. `dir` may be that folder,
+/// a PyG dataset folder (`Cora/`, holding `raw/`) or the `root` of PyG's `Planetoid(root,
+/// name)` (holding `Cora/raw/`).
+pub fn locate(dir: &Path, name: &str) -> Result<(PathBuf, String)> {
+    let sets = super::layouts::planetoid_sets(dir);
+    let wanted = name.to_lowercase();
+    if let Some(found) = sets.iter().find(|(_, n)| n.to_lowercase() == wanted) {
+        return Ok(found.clone());
+    }
+    if !dir.is_dir() {
+        return Err(Error::invalid(
+            dir,
+            "is not a folder: give the folder of the raw Planetoid files (ind.NAME.x, ...)",
+        ));
+    }
+    let mut others: Vec<&str> = sets.iter().map(|(_, n)| n.as_str()).collect();
+    others.dedup();
+    let msg = if others.is_empty() {
+        format!(
+            "no ind.{wanted}.x here, in raw/ or in */raw/ (PyG's Planetoid(root) layout): give \
+             the folder of the raw Planetoid files"
+        )
+    } else {
+        format!(
+            "no raw files of {name} here, in raw/ or in */raw/; found those of {} (--name {})",
+            others.join(", "),
+            others[0]
+        )
+    };
+    Err(Error::invalid(dir, msg))
 }
 
 /// Reads `ind.{name}.*` from `raw_dir` and builds the dataset with the public split: the nodes

@@ -216,6 +216,17 @@ impl WeightedSum {
             cut.dedup();
             (&gv.by_dst, cut)
         };
+        if chunks.first() != Some(&0) || chunks.last() != Some(&rows) {
+            // The output is written row range by row range: they must cover it.
+            return Err(Error::Mismatch {
+                what: "an aggregation's row ranges and its graph",
+                detail: format!(
+                    "ranges {:?}..{:?} for {rows} rows",
+                    chunks.first(),
+                    chunks.last()
+                ),
+            });
+        }
         let chunks = &chunks;
         // Forward: row v gathers from its in-edges; the scale of the row is dst_scale and the
         // neighbour's is src_scale. Backward swaps the two roles.
@@ -227,8 +238,11 @@ impl WeightedSum {
         let edge_of = |i: usize| if backward { gv.src_edge[i] } else { i };
         Ok(with_float!(x.dtype(), "aggregate", T => {
             let xs = x.as_slice::<T>()?;
-            let mut out = graphloom_tensor::alloc::zeros::<T>(rows * cols);
-            par_row_ranges(&mut out, cols, chunks, |first, block| {
+            // Every output row is written below (the row ranges cover all of them), so the
+            // buffer is not zeroed first: a zeroing pass would cost as much memory traffic as
+            // writing the output.
+            let mut out = graphloom_tensor::alloc::with_capacity::<T>(rows * cols);
+            par_row_ranges(&mut out.spare_capacity_mut()[..rows * cols], cols, chunks, |first, block| {
                 let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; cols];
                 for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
                     let v = first + r;
@@ -256,17 +270,20 @@ impl WeightedSum {
                             let sw = <<T as Float>::Acc as Real>::from_f64(s[v]);
                             let own = &xs[v * cols..(v + 1) * cols];
                             for ((o, &a), &xv) in orow.iter_mut().zip(&acc).zip(own) {
-                                *o = T::from_acc(rs * a + sw * xv.to_acc());
+                                o.write(T::from_acc(rs * a + sw * xv.to_acc()));
                             }
                         }
                         None => {
                             for (o, &a) in orow.iter_mut().zip(&acc) {
-                                *o = T::from_acc(rs * a);
+                                o.write(T::from_acc(rs * a));
                             }
                         }
                     }
                 }
             });
+            // SAFETY: the row ranges cover rows 0..rows and every column of each row was
+            // written above.
+            unsafe { out.set_len(rows * cols) };
             Tensor::from_vec(out, &[rows, cols])
         })?)
     }

@@ -235,7 +235,9 @@ impl ConvLayer {
                     .aggregation
                     .as_ref()
                     .ok_or_else(|| missing("an aggregation"))?;
-                let h = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
+                let h = self
+                    .aggregate_linear(tape, agg, x, &p[0], &input)?
+                    .product(tape, &p[0])?;
                 (h, &p[1])
             }
             ConvKind::Sage => {
@@ -243,13 +245,22 @@ impl ConvLayer {
                     .aggregation
                     .as_ref()
                     .ok_or_else(|| missing("an aggregation"))?;
-                let neigh = self.aggregate_linear(tape, agg, x, &p[0], &input)?;
-                let h = if input.sparse.is_some() {
-                    let root = self.project(tape, x, &p[2], &input)?;
-                    ops::add(tape, &neigh, &root)?
-                } else {
-                    let x_dst = ConvLayer::kept(graph, tape, x)?;
-                    ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
+                let h = match self.aggregate_linear(tape, agg, x, &p[0], &input)? {
+                    // Both products in one buffer: `(A X) W_l + X_dst W_r`.
+                    Linear::Aggregated(ax) if input.sparse.is_none() => {
+                        let x_dst = ConvLayer::kept(graph, tape, x)?;
+                        ops::matmul_pair(tape, &ax, &p[0], &x_dst, &p[2])?
+                    }
+                    linear => {
+                        let neigh = linear.product(tape, &p[0])?;
+                        if input.sparse.is_some() {
+                            let root = self.project(tape, x, &p[2], &input)?;
+                            ops::add(tape, &neigh, &root)?
+                        } else {
+                            let x_dst = ConvLayer::kept(graph, tape, x)?;
+                            ops::add_matmul(tape, &neigh, &x_dst, &p[2])?
+                        }
+                    }
                 };
                 (h, &p[1])
             }
@@ -297,7 +308,8 @@ impl ConvLayer {
     /// `A X W` for a linear aggregation `A`, in the order of fewer operations: `A (X W)` when
     /// the layer narrows, `(A X) W` otherwise, except on a sampled block, whose aggregation
     /// outputs only its destinations: projecting all of its sources first then costs more than
-    /// aggregating wider rows, unless the block is nearly square.
+    /// aggregating wider rows, unless the block is nearly square. In the second order it
+    /// returns `A X`, whose product with `W` the caller takes, alone or with another.
     fn aggregate_linear(
         &self,
         tape: &mut Tape,
@@ -305,7 +317,7 @@ impl ConvLayer {
         x: &Var,
         w: &Var,
         input: &LayerInput,
-    ) -> Result<Var> {
+    ) -> Result<Linear> {
         let project_first = match agg.block_shape() {
             // A sparse input is read only through its product with a weight.
             Some(_) if input.sparse.is_some() => true,
@@ -323,10 +335,27 @@ impl ConvLayer {
         if project_first {
             // The aggregation returns only the kept rows.
             let xw = self.project(tape, x, w, input)?;
-            agg.apply(tape, &xw)
+            Ok(Linear::Product(agg.apply(tape, &xw)?))
         } else {
-            let ax = agg.apply(tape, x)?;
-            Ok(ops::matmul(tape, &ax, w)?)
+            Ok(Linear::Aggregated(agg.apply(tape, x)?))
+        }
+    }
+}
+
+/// What [`ConvLayer::aggregate_linear`] computed of `A X W`.
+enum Linear {
+    /// All of it, `A (X W)`.
+    Product(Var),
+    /// `A X`, still to be multiplied by `W`.
+    Aggregated(Var),
+}
+
+impl Linear {
+    /// `A X W`, given `W`.
+    fn product(self, tape: &mut Tape, w: &Var) -> Result<Var> {
+        match self {
+            Linear::Product(h) => Ok(h),
+            Linear::Aggregated(ax) => Ok(ops::matmul(tape, &ax, w)?),
         }
     }
 }

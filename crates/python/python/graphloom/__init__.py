@@ -13,13 +13,18 @@ The store follows WholeGraph's verbs (``pylibwholegraph.torch``)::
 
 Datasets and PyG::
 
-    ds = gl.Dataset.open("data/cora")
-    loader = gl.NeighborLoader(ds, [25, 10], batch_size=32)
+    ds = gl.Dataset.open("data/cora")           # or gl.Dataset.from_pyg(data, "data/cora")
+    loader = gl.NeighborLoader(ds, num_neighbors=[25, 10], batch_size=32, shuffle=True)
     for batch in loader:                        # torch_geometric.data.Data
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
 
-Models: ``graphloom.torch.load_pyg`` and ``graphloom.torch.save_for_graphloom``
-(``graphloom.torch`` is imported on first use, so ``import graphloom`` does not import torch).
+``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too. Under torchrun, ``gl.init()``
+reads the job's ranks and loaders take their slice of every batch.
+
+Models: ``graphloom.torch.load_pyg`` and ``graphloom.torch.save_for_graphloom``.
+WholeGraph's spelling of the store: ``import graphloom.wholegraph as wgth``. (``graphloom.torch``
+and ``graphloom.wholegraph`` are imported on first use, so ``import graphloom`` does not import
+torch.)
 
 The modules mirror the Rust crates: :mod:`~graphloom.comm` (the job), :mod:`~graphloom.embedding`
 (store tables), :mod:`~graphloom.dataset`, :mod:`~graphloom.loader`, :mod:`~graphloom.model`
@@ -38,6 +43,7 @@ from . import _graphloom
 from ._graphloom import GraphLoomError
 from .comm import (
     Communicator,
+    TorchCommunicator,
     all_reduce,
     finalize,
     get_global_communicator,
@@ -53,6 +59,7 @@ from .model import predict
 __all__ = [
     "GraphLoomError",
     "Communicator",
+    "TorchCommunicator",
     "init",
     "finalize",
     "is_initialized",
@@ -68,13 +75,17 @@ __all__ = [
     "Batch",
     "predict",
     "mpi_available",
+    "__version__",
 ]
+
+#: The package's version: the workspace's, which ``graphloom --version`` prints too.
+__version__: str = _graphloom.__version__
 
 #: Whether this build can run the ranks of an mpirun job.
 mpi_available: bool = _graphloom.mpi_available
 
 # Submodules imported when first reached as attributes (PEP 562), for what needs torch.
-_LAZY_SUBMODULES = ("torch",)
+_LAZY_SUBMODULES = ("torch", "wholegraph", "pyg")
 
 
 def __getattr__(name: str) -> Any:

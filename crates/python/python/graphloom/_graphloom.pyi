@@ -8,6 +8,7 @@ class GraphLoomError(RuntimeError):
     file GraphLoom cannot read, a closed job, a handle used in a forked child."""
 
 mpi_available: bool
+__version__: str
 
 class Comm:
     @property
@@ -58,6 +59,7 @@ class Table:
         weight_decay: float = 0.0,
         init_scale: float = 0.0,
         seed: int = 0,
+        optimizer_params: list[tuple[str, float]] = ...,
     ) -> Table: ...
     @staticmethod
     def from_files(
@@ -70,6 +72,7 @@ class Table:
         path: str | None = None,
         optimizer: str | None = None,
         weight_decay: float = 0.0,
+        optimizer_params: list[tuple[str, float]] = ...,
     ) -> Table: ...
     @staticmethod
     def load_trainable(
@@ -148,6 +151,14 @@ class Batch:
     def batch_size(self) -> int: ...
     @property
     def blocks(self) -> list[tuple[View, int, int]]: ...
+    @property
+    def input_id(self) -> View: ...
+    @property
+    def e_id(self) -> View: ...
+    @property
+    def num_sampled_nodes(self) -> list[int]: ...
+    @property
+    def num_sampled_edges(self) -> list[int]: ...
 
 class Loader:
     def __init__(
@@ -164,13 +175,26 @@ class Loader:
         x_dtype: str = "f32",
         rank: int = 0,
         ranks: int = 1,
+        workers: int = 0,
     ) -> None: ...
     def __len__(self) -> int: ...
-    def start_epoch(self) -> int: ...
+    def start_epoch(self, seed: int | None = None) -> int: ...
     def next_batch(self) -> Batch | None: ...
     def drain(self) -> tuple[int, float]: ...
     def stop_running(self) -> None: ...
 
+def write_arrays(
+    path: str,
+    name: str,
+    num_nodes: int,
+    edge_index: Any,
+    x: Any,
+    x_dtype: str,
+    y: Any,
+    splits: list[Any],
+    split_names: list[str],
+    edge_weight: Any,
+) -> int: ...
 def read_model_file(path: str) -> tuple[dict[str, Any], list[tuple[str, View]], View | None]: ...
 def write_model_file(path: str, config: dict[str, Any], params: list[tuple[str, Any, list[int]]]) -> None: ...
 def predict(

@@ -1,8 +1,11 @@
-"""The job and its communicators: one process by default, or the ranks of an mpirun job."""
+"""The job and its communicators: one process by default, the ranks of an mpirun job, or the
+processes of a torchrun (torch.distributed) job."""
 
 from __future__ import annotations
 
 import atexit
+import os
+import sys
 import weakref
 from typing import Any
 
@@ -11,6 +14,7 @@ from ._arrays import dense_array
 
 __all__ = [
     "Communicator",
+    "TorchCommunicator",
     "init",
     "finalize",
     "is_initialized",
@@ -76,6 +80,128 @@ class Communicator:
         return repr(self._inner)
 
 
+class TorchCommunicator(Communicator):
+    """The processes of a torchrun job (or any job of torch.distributed): ranks and sizes
+    from torch.distributed's process group when one is initialised, else from torchrun's
+    ``RANK``/``WORLD_SIZE`` (``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` for the ranks of one
+    machine); collectives run through torch.distributed. Tables made over it are held whole
+    by every process (the store's own transport is MPI: for tables spread over the ranks,
+    launch with mpirun), and a trainable table's gradients are gathered from every rank at
+    each step, so its copies stay the same."""
+
+    def __init__(self, inner: _graphloom.Comm, rank: int, size: int, node: bool) -> None:
+        super().__init__(inner)
+        self._rank, self._size, self._node = rank, size, node
+
+    @property
+    def rank(self) -> int:
+        """This process's rank."""
+        return self._rank
+
+    @property
+    def size(self) -> int:
+        """The number of ranks."""
+        return self._size
+
+    @property
+    def backend(self) -> str:
+        """``torch``."""
+        return "torch"
+
+    def _group(self) -> Any:
+        """torch.distributed, with a process group over this communicator's ranks."""
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "this torchrun job has no process group: call torch.distributed."
+                "init_process_group('gloo') (or 'nccl') before graphloom's collectives"
+            )
+        if self._node and self._size != dist.get_world_size():
+            raise NotImplementedError(
+                "collectives over the ranks of one machine of a job on several machines: "
+                "use the global communicator"
+            )
+        return dist
+
+    def barrier(self) -> None:
+        """Waits for every rank."""
+        if self._size > 1:
+            self._group().barrier()
+
+    def all_reduce(self, tensor: Any, op: str = "sum") -> Any:
+        """Reduces a dense CPU tensor (torch or numpy) in place over the ranks with
+        torch.distributed's all_reduce, and returns it."""
+        array, _ = dense_array(tensor, "all_reduce")
+        ops = ("sum", "max", "min")
+        if op not in ops:
+            raise ValueError(f"all_reduce: op '{op}' is not sum, max or min")
+        if self._size > 1:
+            import torch
+
+            dist = self._group()
+            reduce_op = {"sum": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX,
+                         "min": dist.ReduceOp.MIN}[op]
+            dist.all_reduce(torch.from_numpy(array), op=reduce_op)
+        return tensor
+
+    def all_gather_rows(self, array: Any) -> Any:
+        """Every rank's ``array`` (numpy, same trailing shape and dtype on every rank),
+        concatenated in rank order."""
+        import numpy as np
+        import torch
+
+        if self._size == 1:
+            return array
+        dist = self._group()
+        counts = torch.zeros(self._size, dtype=torch.int64)
+        counts[self._rank] = len(array)
+        dist.all_reduce(counts)
+        longest = int(counts.max())
+        padded = np.zeros((longest,) + array.shape[1:], dtype=array.dtype)
+        padded[: len(array)] = array
+        parts = [torch.empty_like(torch.from_numpy(padded)) for _ in range(self._size)]
+        dist.all_gather(parts, torch.from_numpy(padded))
+        return np.concatenate([p.numpy()[: int(c)] for p, c in zip(parts, counts)])
+
+    def __repr__(self) -> str:
+        return f"Comm(rank={self._rank}, size={self._size}, backend=torch)"
+
+
+def torch_world() -> tuple[int, int, int, int] | None:
+    """``(rank, size, local_rank, local_size)`` of a torch.distributed job: from its process
+    group when one is initialised, else from the variables torchrun sets; None outside one."""
+    env = os.environ
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        rank, size = dist.get_rank(), dist.get_world_size()
+    elif "RANK" in env and "WORLD_SIZE" in env:
+        try:
+            rank, size = int(env["RANK"]), int(env["WORLD_SIZE"])
+        except ValueError:
+            raise ValueError(
+                f"RANK={env['RANK']!r} and WORLD_SIZE={env['WORLD_SIZE']!r} are not ranks"
+            ) from None
+    else:
+        return None
+    try:
+        local_rank = int(env.get("LOCAL_RANK", rank))
+        local_size = int(env.get("LOCAL_WORLD_SIZE", size))
+    except ValueError:
+        raise ValueError(
+            f"LOCAL_RANK={env.get('LOCAL_RANK')!r} and LOCAL_WORLD_SIZE="
+            f"{env.get('LOCAL_WORLD_SIZE')!r} are not ranks"
+        ) from None
+    if not (0 <= rank < size and 0 <= local_rank < local_size <= size):
+        raise ValueError(f"rank {rank} of {size} (local rank {local_rank} of {local_size}) "
+                         "is not a rank of the job")
+    return rank, size, local_rank, local_size
+
+
+def _launched_by_mpirun() -> bool:
+    return "OMPI_COMM_WORLD_SIZE" in os.environ or "PMI_SIZE" in os.environ
+
+
 def handle(comm: Any) -> _graphloom.Comm:
     """The extension's communicator behind `comm`, refusing anything else."""
     if not isinstance(comm, Communicator):
@@ -89,11 +215,27 @@ def handle(comm: Any) -> _graphloom.Comm:
 def init(backend: str = "auto") -> Communicator:
     """Starts the job once per process and returns the global communicator.
 
-    ``backend``: ``auto`` (the ranks of an mpirun job when launched by one, else one rank),
-    ``local`` or ``mpi``. The job ends at exit, or with :func:`finalize`."""
+    ``backend``: ``auto`` (the ranks of an mpirun job when launched by one, else those of a
+    torchrun job (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``, or an
+    initialised torch.distributed process group), else one rank), ``local``, ``mpi`` or
+    ``torch`` (see :class:`TorchCommunicator`). The job ends at exit, or with
+    :func:`finalize`."""
     global _global_comm, _node_comm
-    world, node = _graphloom.init(backend)
-    _global_comm, _node_comm = Communicator(world), Communicator(node)
+    if backend not in ("auto", "local", "mpi", "torch"):
+        raise ValueError(f"init: backend '{backend}' is not auto, local, mpi or torch")
+    world = torch_world() if backend == "torch" or (
+        backend == "auto" and not _launched_by_mpirun()) else None
+    if backend == "torch" and world is None:
+        raise ValueError("init: backend 'torch' outside a torchrun job (no RANK and WORLD_SIZE, "
+                         "no torch.distributed process group)")
+    if world is None:
+        inner_world, inner_node = _graphloom.init(backend)
+        _global_comm, _node_comm = Communicator(inner_world), Communicator(inner_node)
+    else:
+        rank, size, local_rank, local_size = world
+        inner_world, inner_node = _graphloom.init("local")
+        _global_comm = TorchCommunicator(inner_world, rank, size, node=False)
+        _node_comm = TorchCommunicator(inner_node, local_rank, local_size, node=True)
     return _global_comm
 
 

@@ -26,6 +26,43 @@ class Dataset:
         """Opens the directory at ``path``."""
         return Dataset(_graphloom.Dataset.open(os.fspath(path)))
 
+    @staticmethod
+    def from_pyg(
+        data: Any,
+        path: str | os.PathLike,
+        *,
+        name: str | None = None,
+        train_mask: Any = None,
+        val_mask: Any = None,
+        test_mask: Any = None,
+        split_idx: dict[str, Any] | None = None,
+        edge_weight: Any = None,
+    ) -> "Dataset":
+        """Writes a PyG ``torch_geometric.data.Data`` as the dataset directory ``path`` (which
+        must not hold anything of the user's) and opens it.
+
+        Written: ``x`` (float32 or float64 as float32, bfloat16 as bfloat16), ``y`` (one
+        class per node, ``[N]`` or ``[N, 1]``; -1 for a node without one), ``edge_index``
+        (kept as given: ``edge_index[0]`` sends to ``edge_index[1]``, duplicates and self-loops
+        included) and ``edge_weight``. The splits are ``train_mask``, ``val_mask`` and
+        ``test_mask`` (each a boolean mask or node ids; by default the ``Data``'s masks, or its
+        ``train_idx``/``val_idx``/``test_idx``), or OGB's ``split_idx`` (``dataset.
+        get_idx_split()``: ``{"train", "valid", "test"}``); a split found nowhere is empty.
+        Node ids are kept. The CSR is built in bounded passes over ``edge_index`` and the
+        features are copied a chunk at a time, so the writer holds little beyond the
+        ``Data``'s own tensors. ``name`` defaults to the folder's name."""
+        from .pyg import from_pyg
+
+        if split_idx is not None:
+            unknown = set(split_idx) - {"train", "valid", "test"}
+            if unknown:
+                raise ValueError(f"split_idx: keys {sorted(unknown)}; expected train, valid, test")
+            if any(m is not None for m in (train_mask, val_mask, test_mask)):
+                raise TypeError("give split_idx or the masks, not both")
+            train_mask, val_mask, test_mask = (split_idx.get(k) for k in ("train", "valid", "test"))
+        return from_pyg(data, path, name=name, train_mask=train_mask, val_mask=val_mask,
+                        test_mask=test_mask, edge_weight=edge_weight)
+
     @property
     def name(self) -> str:
         """The dataset's name."""
@@ -103,7 +140,8 @@ class Dataset:
         """The node features as a new table (collective): ``mmap`` maps the file read-only;
         ``host`` and ``shared`` copy it into memory."""
         comm = comm or get_global_communicator()
-        return Embedding(self._inner.feature_table(handle(comm), layout, location_name(location)))
+        table = self._inner.feature_table(handle(comm), layout, location_name(location))
+        return Embedding(table, comm)
 
     def __repr__(self) -> str:
         return repr(self._inner)

@@ -9,7 +9,7 @@ import numpy as np
 
 from . import _graphloom
 from ._arrays import dtype_name, from_view, ids_array, int_list, rows_bytes
-from .comm import Communicator, handle, track
+from .comm import Communicator, TorchCommunicator, handle, track
 
 __all__ = [
     "Embedding",
@@ -27,8 +27,10 @@ class Embedding:
     Creation, ``scatter``, ``save``, ``load``, ``apply_gradients`` and every gather of a
     distributed table are collective: every rank calls them in the same order."""
 
-    def __init__(self, table: _graphloom.Table) -> None:
+    def __init__(self, table: _graphloom.Table, comm: Communicator | None = None) -> None:
         self._table = table
+        # The job's view of the ranks, when it is not the table's own (a torchrun job's).
+        self._comm = comm
         track(self)
 
     @property
@@ -101,14 +103,35 @@ class Embedding:
         if hasattr(grads, "detach"):
             grads = grads.detach().to("cpu").contiguous().float().numpy()
         grads = np.ascontiguousarray(grads, dtype=np.float32)
+        if isinstance(self._comm, TorchCommunicator) and self._comm.size > 1:
+            # Every process holds the whole table: each applies every rank's gradients.
+            ids = self._comm.all_gather_rows(ids)
+            grads = self._comm.all_gather_rows(grads.reshape(len(grads), -1))
         self._table.apply_gradients(ids, grads, float(lr))
 
     def save(self, prefix: str | os.PathLike) -> None:
         """Writes this rank's rows (and a trainable table's optimizer state) under ``prefix``,
         one file per rank: ``{prefix}_part_{rank}_of_{ranks}`` for a frozen table (load it with
         :func:`create_embedding_from_filelist`), ``{prefix}_table_part_...`` and the state's
-        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`)."""
-        self._table.save(os.fspath(prefix))
+        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`).
+        In a torchrun job, where every process holds the whole table, rank 0 writes it as one
+        part."""
+        if self.replicated:
+            if self._comm.rank == 0:
+                self._table.save(os.fspath(prefix))
+            self._comm.barrier()
+        else:
+            self._table.save(os.fspath(prefix))
+
+    @property
+    def replicated(self) -> bool:
+        """Whether every process of the job holds the whole table (a torchrun job's)."""
+        return isinstance(self._comm, TorchCommunicator) and self._comm.size > 1
+
+    @property
+    def parts(self) -> int:
+        """The number of part files :meth:`save` writes: the ranks the rows are spread over."""
+        return self._table.ranks
 
     def load(self, prefix: str | os.PathLike, saved_ranks: int) -> None:
         """Refills a trainable table and its optimizer state from :meth:`save`'s files of a
@@ -156,6 +179,7 @@ def create_embedding(
     weight_decay: float = 0.0,
     init_scale: float | None = None,
     seed: int = 0,
+    optimizer_params: dict[str, float] | None = None,
 ) -> Embedding:
     """Creates a table of ``shape`` over the ranks of ``comm`` (collective).
 
@@ -164,7 +188,9 @@ def create_embedding(
     mmap (the file ``path``, created when missing and ``writable``). Rows start at zero.
     ``optimizer``: sgd, lazy_adam, adagrad or rmsprop makes a trainable float32 table whose
     rows start uniform in ``[-init_scale, init_scale)`` (default ``1/sqrt(columns)``), drawn
-    from ``seed`` so that any number of ranks gives the same table."""
+    from ``seed`` so that any number of ranks gives the same table; ``optimizer_params`` sets
+    its hyper-parameters by WholeGraph's names (``beta1``, ``beta2``, ``epsilon``, ``adam_w``,
+    ``alpha``)."""
     dims = int_list(shape, "shape")
     scale = 0.0
     if optimizer is not None:
@@ -181,8 +207,9 @@ def create_embedding(
         weight_decay,
         float(scale),
         seed,
+        [(str(k), float(v)) for k, v in (optimizer_params or {}).items()],
     )
-    return Embedding(table)
+    return Embedding(table, comm)
 
 
 def create_embedding_from_filelist(
@@ -216,7 +243,7 @@ def create_embedding_from_filelist(
         optimizer,
         weight_decay,
     )
-    return Embedding(table)
+    return Embedding(table, comm)
 
 
 def load_embedding(
@@ -243,4 +270,4 @@ def load_embedding(
         optimizer,
         os.fspath(path) if path is not None else None,
     )
-    return Embedding(table)
+    return Embedding(table, comm)

@@ -1,11 +1,14 @@
-"""The neighbour loader: mini-batches of sampled neighbourhoods, as PyG ``Data``."""
+"""The neighbour loader: mini-batches of sampled neighbourhoods, as PyG ``Data``, with PyG's
+``NeighborLoader`` signature."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
 
 from . import _graphloom
-from ._arrays import dtype_name, from_view, ids_array, int_list
+from ._arrays import dtype_name, from_view, ids_array, int_list, is_torch, loaded_torch, torch_or_none
 from .comm import get_global_communicator
 from .dataset import Dataset
 from .embedding import Embedding
@@ -31,31 +34,113 @@ class Batch:
         return f"Batch({fields})"
 
 
+# PyG options GraphLoom does not have, with what to do instead.
+_REFUSED = {
+    "replace": (False, "GraphLoom samples without replacement"),
+    "disjoint": (False, "each batch is one subgraph over all its seeds"),
+    "input_time": (None, "temporal sampling is not supported"),
+    "time_attr": (None, "temporal sampling is not supported"),
+    "weight_attr": (None, "weighted sampling is not supported by the loader"),
+    "subgraph_type": ("directional", "the batch holds the sampled (directed) edges only"),
+    "neighbor_sampler": (None, "the sampler is GraphLoom's"),
+    "collate_fn": (None, "batches are built by GraphLoom; use transform="),
+    "sampler": (None, "use input_nodes= and shuffle="),
+    "batch_sampler": (None, "use input_nodes=, batch_size= and shuffle="),
+}
+
+# torch DataLoader options that mean nothing here: batches come from GraphLoom's producer
+# thread, not from worker processes.
+_IGNORED = ("persistent_workers", "prefetch_factor", "timeout", "worker_init_fn",
+            "multiprocessing_context", "filter_per_worker", "pin_memory_device", "is_sorted",
+            "directed", "transform_sampler_output", "temporal_strategy", "in_order")
+
+
+# The fields a batch is made with; a Data's attributes of the same names are not sliced over
+# them.
+_BATCH_FIELDS = ("x", "edge_index", "n_id", "e_id", "input_id", "batch_size",
+                 "num_sampled_nodes", "num_sampled_edges", "blocks", "num_nodes")
+
+
+def _input_ids(input_nodes: Any, num_nodes: int) -> np.ndarray:
+    """PyG's ``input_nodes`` (node ids or a boolean mask over the nodes) as int64 ids."""
+    if isinstance(input_nodes, (int, np.integer)) and not isinstance(input_nodes, bool):
+        raise TypeError(
+            f"input_nodes: got the number {input_nodes}; the third argument is PyG's "
+            "input_nodes (node ids or a boolean mask): write batch_size= by name"
+        )
+    if isinstance(input_nodes, tuple):
+        raise TypeError("input_nodes: (node_type, ids) is for HeteroData, which the loader "
+                        "does not sample")
+    torch = loaded_torch()
+    is_mask = (is_torch(input_nodes) and input_nodes.dtype == torch.bool) or (
+        isinstance(input_nodes, np.ndarray) and input_nodes.dtype == np.bool_)
+    if is_mask:
+        mask = input_nodes.detach().cpu().numpy() if is_torch(input_nodes) else input_nodes
+        if mask.shape != (num_nodes,):
+            raise ValueError(f"input_nodes: a mask of shape {tuple(mask.shape)} for "
+                             f"{num_nodes} nodes")
+        return np.flatnonzero(mask).astype(np.int64)
+    return ids_array(input_nodes, "input_nodes")
+
+
+def _draw_seed(generator: Any) -> int:
+    """A seed from torch's generator (``generator``, else the default one), as torch's own
+    ``DataLoader`` draws its base seed: ``torch.manual_seed`` decides the batches. 0 without
+    torch."""
+    torch = torch_or_none()
+    if torch is None:
+        return 0
+    return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
+
+
 class NeighborLoader:
     """Mini-batches of sampled neighbourhoods, made by GraphLoom's sampler and gathers on a
-    thread of their own, ahead of the consumer.
+    thread of their own, ahead of the consumer, with PyG's ``NeighborLoader`` signature::
 
-    Each batch is a ``torch_geometric.data.Data`` (a :class:`Batch` without PyG) with ``x``
-    (input rows), ``y`` (labels), ``n_id`` (original node ids, the ``batch_size`` seeds first),
-    ``batch_size``, ``edge_index`` (int64 ``(2, E)`` over positions in ``n_id``) and
-    ``blocks``.
+        loader = NeighborLoader(data, num_neighbors=[25, 10], input_nodes=data.train_mask,
+                                batch_size=32, shuffle=True)
 
-    ``fanouts`` are written from the seeds outwards (``[25, 10]``: 25 neighbours of each seed,
-    then 10 of each of those; -1 takes all). GraphLoom samples DGL-style: hop ``h`` draws a
-    fresh neighbour set for every node reached so far. ``edge_index`` is PyG's view of that:
-    each node's in-edges come from the hop that first reached it (the seeds' from hop 1, the
-    nodes new at hop 1 from hop 2, ...), so every node is sampled once, as PyG's own loader
-    does. ``blocks`` is DGL's view: per layer, input layer first, a tuple ``(edge_index,
-    num_src, num_dst)`` over the same local ids, each layer's destinations being the first
-    ``num_dst`` nodes.
+    ``data`` is a :class:`Dataset` or a PyG ``Data`` (written once to a temporary dataset
+    directory: for graphs larger than memory, write it with :meth:`Dataset.from_pyg` and open
+    that). Each batch is a ``torch_geometric.data.Data`` (a :class:`Batch` without PyG) with
+    PyG's fields: ``x`` (input rows), ``y`` (labels), ``n_id`` (original node ids, the
+    ``batch_size`` seeds first), ``batch_size``, ``edge_index`` (int64 ``(2, E)`` over positions
+    in ``n_id``), ``e_id`` (each edge's id: a column of the ``Data``'s ``edge_index``, or a
+    position in a :class:`Dataset`'s CSR), ``input_id`` (each seed's position in
+    ``input_nodes``), ``num_sampled_nodes`` and ``num_sampled_edges`` (per hop, for
+    ``torch_geometric.utils.trim_to_layer``), and ``blocks``. From a ``Data``, its other node
+    and edge attributes (masks, ``edge_attr``, ...) come sliced to the batch as well.
 
-    Seeds are ``input_nodes`` (distinct; default the training split), in an order drawn from
-    ``(seed, epoch)`` when ``shuffle``, else in the given order; ``drop_last`` drops a last
-    batch shorter than ``batch_size``. Input rows come from ``features`` (a store table of
-    ``num_nodes`` rows, continuous or chunked; default :attr:`Dataset.features`), cast to
-    ``x_dtype`` (float32, float64 or bfloat16). The producer runs up to ``queue_depth``
-    batches ahead. Under mpirun each rank takes its slice of every global batch of
-    ``batch_size`` seeds (``rank``/``ranks`` default to the global communicator's).
+    ``num_neighbors`` (also spelt ``fanouts``) are written from the seeds outwards (``[25,
+    10]``: 25 neighbours of each seed, then 10 of each of those; -1 takes all), drawn uniformly
+    without replacement. GraphLoom samples DGL-style: hop ``h`` draws a fresh neighbour set for
+    every node reached so far. ``edge_index`` is PyG's view of that: each node's in-edges come
+    from the hop that first reached it, so every node is sampled once, as PyG's own loader
+    does, and edges are in hop order. ``blocks`` is DGL's view: per layer, input layer first, a
+    tuple ``(edge_index, num_src, num_dst)`` over the same local ids, each layer's
+    destinations being the first ``num_dst`` nodes.
+
+    Seeds are ``input_nodes``: node ids or a boolean mask; by default every node of a ``Data``
+    (as PyG) and the training split of a :class:`Dataset`. ``shuffle`` puts them in an order
+    drawn anew each epoch, else they come in the given order; ``drop_last`` drops a last batch
+    shorter than ``batch_size``. The order and the neighbour draws come from ``seed`` and the
+    epoch; without ``seed``, each epoch draws one from torch's generator (``generator=``, else
+    the default one), so ``torch.manual_seed`` decides the batches as it does PyG's.
+
+    Input rows come from ``features`` (a store table of ``num_nodes`` rows, continuous or
+    chunked; default :attr:`Dataset.features`), cast to ``x_dtype`` (float32, float64 or
+    bfloat16); ``transform`` is applied to each batch. The producer makes up to
+    ``queue_depth`` batches ahead on one thread whose sampling and gathering loops run on
+    ``num_workers`` threads of its own (0: the process's thread pool, shared with the
+    consumer's kernels); no worker processes are started. ``pin_memory`` pins each batch's
+    tensors for copies to a GPU when CUDA is available, and does nothing on a CPU-only
+    machine.
+
+    In a job of several ranks (torchrun, mpirun), each rank takes its slice of every global
+    batch of ``batch_size`` seeds (``rank``/``ranks`` default to the global communicator's):
+    the slices of a step are that step's batch on one process, and every rank runs the same
+    number of steps. Every draw is keyed by node, so a node's sampled neighbourhood is the
+    same whichever rank samples it.
 
     One epoch runs at a time: starting a second iteration (or :meth:`time_rust_epoch`) ends
     the first, which then raises if resumed. Tables and loaders may be shared between Python
@@ -63,45 +148,98 @@ class NeighborLoader:
 
     def __init__(
         self,
-        dataset: Dataset,
-        fanouts: Sequence[int],
-        batch_size: int,
-        shuffle: bool = True,
-        seed: int = 0,
-        *,
+        data: Any,
+        num_neighbors: Sequence[int] | None = None,
         input_nodes: Any = None,
-        features: Embedding | None = None,
+        *,
+        batch_size: int = 1,
+        shuffle: bool = False,
         drop_last: bool = False,
+        fanouts: Sequence[int] | None = None,
+        seed: int | None = None,
+        generator: Any = None,
+        features: Embedding | None = None,
         queue_depth: int = 4,
         x_dtype: Any = "float32",
         rank: int | None = None,
         ranks: int | None = None,
+        transform: Callable[[Any], Any] | None = None,
+        num_workers: int = 0,
+        pin_memory: bool = False,
+        **pyg_options: Any,
     ) -> None:
-        if not isinstance(dataset, Dataset):
-            raise TypeError(f"dataset: expected a graphloom.Dataset, got {type(dataset).__name__}")
+        from . import pyg
+
+        for name, value in pyg_options.items():
+            if name in _REFUSED:
+                default, why = _REFUSED[name]
+                if value != default:
+                    raise ValueError(f"{name}={value!r} is not supported: {why}")
+            elif name not in _IGNORED:
+                raise TypeError(f"NeighborLoader got an unexpected keyword argument {name!r}")
+        if num_neighbors is not None and fanouts is not None:
+            raise TypeError("give num_neighbors or fanouts (the same argument), not both")
+        fanouts = num_neighbors if num_neighbors is not None else fanouts
+        if fanouts is None:
+            raise TypeError("NeighborLoader needs num_neighbors (e.g. [25, 10])")
+        if isinstance(fanouts, dict):
+            raise TypeError("num_neighbors: a dict is for HeteroData; give a list of ints")
+        self.data = data
+        if pyg.is_pyg_data(data):
+            dataset = pyg.dataset_of(data)
+            self._edge_order = pyg.csr_order(data)
+            default_nodes = np.arange(dataset.num_nodes, dtype=np.int64)
+        elif isinstance(data, Dataset):
+            dataset, self._edge_order, default_nodes = data, None, None
+        else:
+            raise TypeError(
+                f"data: expected a graphloom.Dataset or a torch_geometric.data.Data, got "
+                f"{type(data).__name__}"
+            )
         if features is not None and not isinstance(features, Embedding):
             raise TypeError(
                 f"features: expected a graphloom.Embedding (a store table), got "
                 f"{type(features).__name__}"
             )
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)):
+            raise TypeError(f"batch_size: expected an int, got {batch_size!r}")
+        if not isinstance(num_workers, (int, np.integer)) or num_workers < 0:
+            raise ValueError(f"num_workers: expected a count of threads (0 or more), got "
+                             f"{num_workers!r}")
         comm = get_global_communicator()
         self.dataset = dataset
+        # A Data without x or y makes batches without them, as PyG's loader does.
+        self._has_x = features is not None or dataset.feat_dim > 0
+        if not self._has_x:
+            # Rows of no columns, gathered for nothing.
+            from .embedding import create_embedding
+
+            features = create_embedding(comm, "continuous", "host", "float32",
+                                        (dataset.num_nodes, 0))
         self.features = features if features is not None else dataset.features
         self.batch_size = int(batch_size)
-        nodes = ids_array(input_nodes, "input_nodes") if input_nodes is not None else None
+        self.transform = transform
+        self.pin_memory = bool(pin_memory)
+        self._seed = seed
+        self._generator = generator
+        if input_nodes is None:
+            nodes = default_nodes
+        else:
+            nodes = _input_ids(input_nodes, dataset.num_nodes)
         self._inner = _graphloom.Loader(
             dataset._inner,
             self.features._table,
-            int_list(fanouts, "fanouts"),
+            int_list(fanouts, "num_neighbors"),
             self.batch_size,
-            shuffle,
-            seed,
+            bool(shuffle),
+            0 if seed is None else int(seed),
             nodes,
             drop_last,
             queue_depth,
             dtype_name(x_dtype),
             comm.rank if rank is None else rank,
             comm.size if ranks is None else ranks,
+            int(num_workers),
         )
         # Iterators of one loader share its producer: starting one ends the one before.
         self._epochs_started = 0
@@ -114,20 +252,49 @@ class NeighborLoader:
     def __len__(self) -> int:
         return len(self._inner)
 
+    def _batch(self, batch: Any) -> Any:
+        """The extension's batch as PyG's ``Data``."""
+        n_id, e_id = from_view(batch.n_id), from_view(batch.e_id)
+        fields = {}
+        if self._edge_order is not None:
+            # Back to the Data's own edge order, and its attributes but x (y of any shape or
+            # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
+            e_id = self._edge_order[e_id]
+            for key in self.data.keys():
+                if key in _BATCH_FIELDS:
+                    continue
+                value = self.data[key]
+                if self.data.is_node_attr(key):
+                    fields[key] = value[n_id]
+                elif self.data.is_edge_attr(key):
+                    fields[key] = value[e_id]
+        else:
+            fields["y"] = from_view(batch.y)
+        if self._has_x:
+            fields["x"] = from_view(batch.x)
+        out = self._data_class(
+            edge_index=from_view(batch.edge_index),
+            n_id=n_id,
+            e_id=e_id,
+            input_id=from_view(batch.input_id),
+            batch_size=batch.batch_size,
+            num_sampled_nodes=batch.num_sampled_nodes,
+            num_sampled_edges=batch.num_sampled_edges,
+            blocks=[(from_view(e), s, d) for e, s, d in batch.blocks],
+            **fields,
+        )
+        if self.pin_memory:
+            out = _pinned(out)
+        return self.transform(out) if self.transform is not None else out
+
     def __iter__(self) -> Iterator[Any]:
         self._epochs_started += 1
         mine = self._epochs_started
-        self._inner.start_epoch()
+        seed = None if self._seed is not None else _draw_seed(self._generator)
+        self._inner.start_epoch(seed)
         try:
             while (batch := self._inner.next_batch()) is not None:
-                yield self._data_class(
-                    x=from_view(batch.x),
-                    y=from_view(batch.y),
-                    n_id=from_view(batch.n_id),
-                    edge_index=from_view(batch.edge_index),
-                    batch_size=batch.batch_size,
-                    blocks=[(from_view(e), s, d) for e, s, d in batch.blocks],
-                )
+                yield self._batch(batch)
                 if self._epochs_started != mine:
                     raise RuntimeError(
                         "NeighborLoader: another iteration of this loader started (one epoch "
@@ -144,3 +311,16 @@ class NeighborLoader:
         self._epochs_started += 1
         batches, seconds = self._inner.drain()
         return {"batches": batches, "seconds": seconds}
+
+
+def _pinned(batch: Any) -> Any:
+    """``batch`` with its tensors in pinned memory when CUDA is available (else as it is)."""
+    torch = loaded_torch()
+    if torch is None or not torch.cuda.is_available():
+        return batch
+    keys = list(vars(batch)) if isinstance(batch, Batch) else list(batch.keys())
+    for key in keys:
+        value = getattr(batch, key)
+        if isinstance(value, torch.Tensor):
+            setattr(batch, key, value.pin_memory())
+    return batch

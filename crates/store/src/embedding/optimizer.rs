@@ -107,6 +107,47 @@ impl SparseOptimizer {
         self
     }
 
+    /// The same optimizer with its hyper-parameter `name` (WholeGraph's names: `weight_decay`
+    /// for all; `beta1`, `beta2`, `epsilon` and `adam_w` (decoupled weight decay when above
+    /// 0.5) for LazyAdam; `epsilon` for AdaGrad; `alpha` and `epsilon` for RMSProp) set to
+    /// `value`.
+    pub fn with_param(mut self, name: &str, value: f32) -> Result<SparseOptimizer> {
+        let slot = match (&mut self, name) {
+            (_, "weight_decay") => return Ok(self.with_weight_decay(value)),
+            (SparseOptimizer::LazyAdam { beta1, .. }, "beta1") => beta1,
+            (SparseOptimizer::LazyAdam { beta2, .. }, "beta2") => beta2,
+            (SparseOptimizer::LazyAdam { decoupled, .. }, "adam_w") => {
+                *decoupled = value > 0.5;
+                return Ok(self);
+            }
+            (SparseOptimizer::LazyAdam { epsilon, .. }, "epsilon")
+            | (SparseOptimizer::AdaGrad { epsilon, .. }, "epsilon")
+            | (SparseOptimizer::RmsProp { epsilon, .. }, "epsilon") => epsilon,
+            (SparseOptimizer::RmsProp { alpha, .. }, "alpha") => alpha,
+            _ => {
+                let known = match self {
+                    SparseOptimizer::Sgd { .. } => "weight_decay",
+                    SparseOptimizer::LazyAdam { .. } => {
+                        "weight_decay, epsilon, beta1, beta2, adam_w"
+                    }
+                    SparseOptimizer::AdaGrad { .. } => "weight_decay, epsilon",
+                    SparseOptimizer::RmsProp { .. } => "weight_decay, epsilon, alpha",
+                };
+                return Err(StoreError::Invalid(format!(
+                    "'{name}' is not a parameter of {} ({known})",
+                    self.name()
+                )));
+            }
+        };
+        if !value.is_finite() {
+            return Err(StoreError::Invalid(format!(
+                "{name} = {value} is not finite"
+            )));
+        }
+        *slot = value;
+        Ok(self)
+    }
+
     /// The name [`SparseOptimizer::parse`] reads.
     pub fn name(&self) -> &'static str {
         match self {
@@ -201,5 +242,40 @@ impl SparseOptimizer {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wholegraph_parameters_set_their_fields_and_others_are_refused() {
+        let adam = SparseOptimizer::lazy_adam()
+            .with_param("beta1", 0.8)
+            .and_then(|o| o.with_param("adam_w", 1.0))
+            .and_then(|o| o.with_param("weight_decay", 0.1))
+            .unwrap();
+        assert_eq!(
+            adam,
+            SparseOptimizer::LazyAdam {
+                beta1: 0.8,
+                beta2: 0.999,
+                epsilon: 1e-8,
+                weight_decay: 0.1,
+                decoupled: true,
+            }
+        );
+        let rms = SparseOptimizer::rmsprop().with_param("alpha", 0.9).unwrap();
+        assert!(matches!(rms, SparseOptimizer::RmsProp { alpha, .. } if alpha == 0.9));
+        let err = SparseOptimizer::sgd().with_param("beta1", 0.9).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("'beta1' is not a parameter of sgd"),
+            "{err}"
+        );
+        assert!(SparseOptimizer::adagrad()
+            .with_param("epsilon", f32::NAN)
+            .is_err());
     }
 }

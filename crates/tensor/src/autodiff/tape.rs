@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 
+use super::profile::Pass;
 use crate::memory::{category_scope, Category};
 use crate::{Error, Result, Tensor};
 
@@ -153,10 +154,16 @@ impl Tape {
     /// Runs `op` on `inputs` and records it when any input needs a gradient.
     pub fn apply(&mut self, mut op: impl Op + 'static, inputs: &[&Var]) -> Result<Var> {
         let values: Vec<&Tensor> = inputs.iter().map(|v| &v.value).collect();
+        let recorded = self.grad_enabled && inputs.iter().any(|v| v.node.is_some());
         let started = super::profile::start();
         let output = op.forward(&values)?;
-        super::profile::record(op.name(), started, false);
-        if !self.grad_enabled || inputs.iter().all(|v| v.node.is_none()) {
+        let pass = if recorded {
+            Pass::Forward
+        } else {
+            Pass::ForwardNoGrad
+        };
+        super::profile::record(op.name(), started, pass);
+        if !recorded {
             return Ok(Var::constant(output));
         }
         let needs_grad: Vec<bool> = inputs.iter().map(|v| v.node.is_some()).collect();
@@ -228,7 +235,7 @@ impl Tape {
             };
             let started = super::profile::start();
             let input_grads = op.backward(&ctx)?;
-            super::profile::record(op.name(), started, true);
+            super::profile::record(op.name(), started, Pass::Backward);
             if input_grads.len() != inputs.len() {
                 return Err(Error::Autodiff(format!(
                     "{}: backward returned {} gradients for {} inputs",

@@ -38,16 +38,38 @@ impl<T> Operand<'_, T> {
     }
 }
 
+/// Products smaller than this (m * n * k) run on one thread.
+const PARALLEL_MIN_WORK: usize = 64 * 64 * 64;
+
 fn parallelism(m: usize, n: usize, k: usize) -> gemm::Parallelism {
-    if m * n * k < 64 * 64 * 64 {
+    if m * n * k < PARALLEL_MIN_WORK {
         gemm::Parallelism::None
     } else {
         gemm::Parallelism::Rayon(rayon::current_num_threads())
     }
 }
 
+/// Output rows per task of a product split by rows (see [`gemm_into`]).
+const ROWS_PER_TASK: usize = 256;
+
+/// A pointer that parallel tasks may share, each writing its own rows of it.
+#[derive(Clone, Copy)]
+struct RowsPtr<T>(*mut T);
+// SAFETY: the tasks that share it write disjoint rows.
+unsafe impl<T> Send for RowsPtr<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for RowsPtr<T> {}
+
 /// `dst = lhs * rhs`, or `dst += lhs * rhs` when `accumulate`, for f32 or f64, `dst`
 /// row-major `[m, n]`.
+///
+/// A large product whose left operand is read by rows is cut into tasks of [`ROWS_PER_TASK`]
+/// output rows, each a product of its own on one thread, that rayon shares out as threads come
+/// free. The gemm crate's own threading gives each thread one equal share: a thread slowed down
+/// (by the batch producer beside the compute, or by another process on a shared host) then
+/// holds up the whole product while the other cores wait. The cut depends only on the shapes,
+/// and each output element is the same sum over `k` either way, so the result does not depend
+/// on the thread count.
 ///
 /// # Safety
 /// `dst` must point to `m * n` writable elements that do not alias the operands, initialised
@@ -57,6 +79,51 @@ unsafe fn gemm_into<T: Real>(
     lhs: Operand<'_, T>,
     rhs: Operand<'_, T>,
     accumulate: bool,
+) {
+    let (m, k) = lhs.dims();
+    let n = rhs.dims().1;
+    if lhs.transposed || m < 2 * ROWS_PER_TASK || m * n * k < PARALLEL_MIN_WORK {
+        // SAFETY: the caller's promise.
+        unsafe { gemm_one(dst, lhs, rhs, accumulate, parallelism(m, n, k)) };
+        return;
+    }
+    use rayon::prelude::*;
+    let out = RowsPtr(dst);
+    (0..m.div_ceil(ROWS_PER_TASK))
+        .into_par_iter()
+        .for_each(|task| {
+            let out = out;
+            let (first, last) = (task * ROWS_PER_TASK, ((task + 1) * ROWS_PER_TASK).min(m));
+            let rows = Operand {
+                data: &lhs.data[first * lhs.cols..last * lhs.cols],
+                rows: last - first,
+                cols: lhs.cols,
+                transposed: false,
+            };
+            // SAFETY: rows first..last of `dst` (n wide) are this task's alone, inside the
+            // m * n elements the caller promised; `rows` is the left operand's same rows.
+            unsafe {
+                gemm_one(
+                    out.0.add(first * n),
+                    rows,
+                    rhs,
+                    accumulate,
+                    gemm::Parallelism::None,
+                )
+            };
+        });
+}
+
+/// One call of the gemm crate, threaded as `parallelism` says (in equal shares).
+///
+/// # Safety
+/// As [`gemm_into`].
+unsafe fn gemm_one<T: Real>(
+    dst: *mut T,
+    lhs: Operand<'_, T>,
+    rhs: Operand<'_, T>,
+    accumulate: bool,
+    parallelism: gemm::Parallelism,
 ) {
     let (m, k) = lhs.dims();
     let (k2, n) = rhs.dims();
@@ -99,7 +166,7 @@ unsafe fn gemm_into<T: Real>(
             false,
             false,
             false,
-            parallelism(m, n, k),
+            parallelism,
         );
     }
 }
@@ -143,15 +210,55 @@ pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> R
     matmul_add(None, a, b, transpose_a, transpose_b)
 }
 
-/// `acc + op(a) * op(b)`, the product accumulated onto a copy of `acc` by the gemm kernel
-/// itself, which saves the separate pass of an addition.
-pub fn matmul_add(
+/// `a1 * b1 + a2 * b2`: the second product accumulated by the gemm kernel onto the first in
+/// the first's own buffer, so the sum costs no copy and no pass of an addition. Bit for bit
+/// [`matmul_add`] of the second product onto the first.
+pub fn matmul_pair(a1: &Tensor, b1: &Tensor, a2: &Tensor, b2: &Tensor) -> Result<Tensor> {
+    let first = matmul(a1, b1, false, false)?;
+    matmul_add_into(first, a2, b2)
+}
+
+/// `acc + a * b`, accumulated in `acc`'s own buffer when nothing else shares it (otherwise
+/// into a copy, as [`matmul_add`] does).
+pub fn matmul_add_into(mut acc: Tensor, a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    product_shape(Some(&acc), a, b, false, false)?;
+    fn accumulate<T: Real + Element>(acc: &mut Tensor, a: &Tensor, b: &Tensor) -> Result<()> {
+        let (l, r) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+        let out = acc.as_mut_slice::<T>()?;
+        let operand = |data, (rows, cols)| Operand {
+            data,
+            rows,
+            cols,
+            transposed: false,
+        };
+        // SAFETY: `out` holds the m*n initialised elements of the sum (shapes checked above)
+        // and is `acc`'s own, aliasing neither operand.
+        unsafe {
+            gemm_into(
+                out.as_mut_ptr(),
+                operand(l, a.dims2()),
+                operand(r, b.dims2()),
+                true,
+            )
+        };
+        Ok(())
+    }
+    match a.dtype() {
+        DType::F32 => accumulate::<f32>(&mut acc, a, b)?,
+        DType::F64 => accumulate::<f64>(&mut acc, a, b)?,
+        _ => return matmul_add(Some(&acc), a, b, false, false),
+    }
+    Ok(acc)
+}
+
+/// The shape `[m, n]` of `acc + op(a) * op(b)`, or the error of operands that do not fit.
+fn product_shape(
     acc: Option<&Tensor>,
     a: &Tensor,
     b: &Tensor,
     transpose_a: bool,
     transpose_b: bool,
-) -> Result<Tensor> {
+) -> Result<(usize, usize)> {
     if a.dtype() != b.dtype() {
         return Err(Error::DTypeMismatch {
             op: "matmul",
@@ -179,6 +286,20 @@ pub fn matmul_add(
             });
         }
     }
+    Ok((m, n))
+}
+
+/// `acc + op(a) * op(b)`, the product accumulated onto a copy of `acc` by the gemm kernel
+/// itself, which saves the separate pass of an addition.
+pub fn matmul_add(
+    acc: Option<&Tensor>,
+    a: &Tensor,
+    b: &Tensor,
+    transpose_a: bool,
+    transpose_b: bool,
+) -> Result<Tensor> {
+    let (m, n) = product_shape(acc, a, b, transpose_a, transpose_b)?;
+    let ((ar, ac), (br, bc)) = (a.dims2(), b.dims2());
     fn operand<T>(data: &[T], (rows, cols): (usize, usize), transposed: bool) -> Operand<'_, T> {
         Operand {
             data,
@@ -357,6 +478,44 @@ mod tests {
             // a * a^T = [[5, 11], [11, 25]]
             assert_eq!(c.to_vec_f64(), vec![5.5, 10.0, 13.0, 25.0], "{dtype}");
             assert_eq!(acc.to_vec_f64(), vec![0.5, -1.0, 2.0, 0.0]);
+        }
+    }
+
+    #[test]
+    fn products_split_by_rows_are_exact_and_do_not_depend_on_threads() {
+        // Rows past two tasks' worth, with a short last task; accumulated too, in place.
+        let (m, k, n) = (2 * ROWS_PER_TASK + 77, 40, 24);
+        let value =
+            |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 211) as f64 / 211.0 - 0.5;
+        let a: Vec<f64> = (0..m * k).map(|i| value(i, 1)).collect();
+        let b: Vec<f64> = (0..k * n).map(|i| value(i, 2)).collect();
+        let c: Vec<f64> = (0..m * n).map(|i| value(i, 3)).collect();
+        let mut expected = naive(&a, &b, m, k, n);
+        for (e, &ci) in expected.iter_mut().zip(&c) {
+            *e += ci;
+        }
+        let run = |threads: usize, dtype: DType| {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
+            pool.install(|| {
+                let ta = Tensor::from_f64(&a, &[m, k], dtype).unwrap();
+                let tb = Tensor::from_f64(&b, &[k, n], dtype).unwrap();
+                let tc = Tensor::from_f64(&c, &[m, n], dtype).unwrap();
+                let copied = matmul_add(Some(&tc), &ta, &tb, false, false).unwrap();
+                let in_place = matmul_add_into(tc, &ta, &tb).unwrap();
+                assert_eq!(copied.to_vec_f64(), in_place.to_vec_f64());
+                in_place.to_vec_f64()
+            })
+        };
+        for dtype in [DType::F64, DType::F32] {
+            let one = run(1, dtype);
+            assert_eq!(one, run(3, dtype), "{dtype}");
+            let tolerance = if dtype == DType::F64 { 1e-12 } else { 1e-4 };
+            for (x, e) in one.iter().zip(&expected) {
+                assert!((x - e).abs() < tolerance, "{dtype}: {x} against {e}");
+            }
         }
     }
 

@@ -58,9 +58,71 @@ pub fn column_sums<T: Float>(x: &[T], cols: usize) -> Vec<T::Acc> {
     total
 }
 
+/// An `[n, cols]` matrix of `len` elements written row by row by `f(row_index, row)`, in
+/// parallel, in a buffer from the reuse cache that is not zeroed first, with its column sums
+/// taken in the same pass, each chunk of rows summed while it is still in the core's cache:
+/// the sums are [`column_sums`] of the matrix, bit for bit, without a second pass over it.
+///
+/// # Safety
+/// `f` must write every element of each row it is given.
+pub unsafe fn rows_with_column_sums<T: Float>(
+    len: usize,
+    cols: usize,
+    f: impl Fn(usize, &mut [std::mem::MaybeUninit<T>]) + Sync,
+) -> (Vec<T>, Vec<T::Acc>) {
+    if cols == 0 {
+        return (Vec::new(), Vec::new());
+    }
+    let mut out = crate::alloc::with_capacity::<T>(len);
+    // The chunks of `column_sums`, summed in the same order.
+    let partials: Vec<Vec<T::Acc>> = out.spare_capacity_mut()[..len]
+        .par_chunks_mut(ROW_CHUNK * cols)
+        .enumerate()
+        .map(|(chunk, block)| {
+            let mut s = vec![T::Acc::ZERO; cols];
+            for (i, row) in block.chunks_exact_mut(cols).enumerate() {
+                f(chunk * ROW_CHUNK + i, row);
+                for (acc, v) in s.iter_mut().zip(row.iter()) {
+                    // SAFETY: `f` wrote every element of the row (the caller's promise).
+                    *acc += unsafe { v.assume_init_read() }.to_acc();
+                }
+            }
+            s
+        })
+        .collect();
+    // SAFETY: the chunks cover all `len` elements, each row written by `f`.
+    unsafe { out.set_len(len) };
+    let mut total = vec![T::Acc::ZERO; cols];
+    for p in partials {
+        for (t, v) in total.iter_mut().zip(p) {
+            *t += v;
+        }
+    }
+    (out, total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rows_with_column_sums_are_the_rows_and_column_sums() {
+        let (rows, cols) = (1500, 7);
+        let value = |r: usize, c: usize| ((r * 31 + c * 17) % 97) as f32 * 0.013 - 0.4;
+        // SAFETY: every element of every row is written.
+        let (m, sums) = unsafe {
+            rows_with_column_sums::<f32>(rows * cols, cols, |r, row| {
+                for (c, o) in row.iter_mut().enumerate() {
+                    o.write(value(r, c));
+                }
+            })
+        };
+        let expected: Vec<f32> = (0..rows * cols)
+            .map(|i| value(i / cols, i % cols))
+            .collect();
+        assert_eq!(m, expected);
+        assert_eq!(sums, column_sums(&expected, cols));
+    }
 
     #[test]
     fn sums_match_f64_and_do_not_depend_on_threads() {

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::Dropout;
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{map_vec, rows_from_fn, zip_map_vec};
-use crate::kernels::reduce::column_sums;
+use crate::kernels::reduce::rows_with_column_sums;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
 /// Binds `$value` and `$slope` to closures computing the activation of `$act` and its
@@ -200,34 +200,46 @@ impl Op for BiasActivation {
         let (_, cols) = y.dims2();
         with_float!(y.dtype(), "bias_activation", T => {
             let (ys, gs) = (y.as_slice::<T>()?, g.as_slice::<T>()?);
-            let dx = Tensor::from_vec(
-                with_activation!(act, <T as Float>::Acc, _f, df => {
-                    match &self.dropout {
-                        None => zip_map_vec(ys, gs, |a: T, b: T| T::from_acc(df(a.to_acc()) * b.to_acc())),
-                        // A kept output is the activation times 1 / (1 - p): the derivative
-                        // reads the activation back (exactly for the activations whose
-                        // derivative depends only on the sign); a dropped one passes no gradient.
-                        Some(d) => {
-                            let factors = d.rule.factors::<<T as Float>::Acc>();
-                            let keep = <<T as Float>::Acc as Real>::from_f64(1.0 - d.rule.p);
-                            // SAFETY: every column of every row is written.
-                            unsafe { rows_from_fn::<T>(ys.len(), cols, |r, row| {
-                                let (yr, gr) = (&ys[r * cols..(r + 1) * cols], &gs[r * cols..(r + 1) * cols]);
-                                d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
-                                    let g = T::from_acc(gr[c].to_acc() * factors[dropped as usize]);
-                                    row[c].write(T::from_acc(df(yr[c].to_acc() * keep) * g.to_acc()));
-                                });
-                            }) }
+            // A kept output is the activation times 1 / (1 - p): the derivative reads the
+            // activation back (exactly for the activations whose derivative depends only on the
+            // sign); a dropped one passes no gradient.
+            let dropout = self.dropout.as_ref().map(|d| {
+                let keep = <<T as Float>::Acc as Real>::from_f64(1.0 - d.rule.p);
+                (d, d.rule.factors::<<T as Float>::Acc>(), keep)
+            });
+            let (dx, sums) = with_activation!(act, <T as Float>::Acc, _f, df => {
+                let write_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| {
+                    let (yr, gr) = (&ys[r * cols..(r + 1) * cols], &gs[r * cols..(r + 1) * cols]);
+                    match &dropout {
+                        None => {
+                            for ((o, &a), &b) in row.iter_mut().zip(yr).zip(gr) {
+                                o.write(T::from_acc(df(a.to_acc()) * b.to_acc()));
+                            }
+                        }
+                        Some((d, factors, keep)) => {
+                            let keep = *keep;
+                            d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
+                                let g = T::from_acc(gr[c].to_acc() * factors[dropped as usize]);
+                                row[c].write(T::from_acc(df(yr[c].to_acc() * keep) * g.to_acc()));
+                            });
                         }
                     }
-                }),
-                y.shape(),
-            )?;
-            let db = if ctx.needs_grad[1] {
-                let sums = column_sums(dx.as_slice::<T>()?, cols);
-                Some(Tensor::from_vec(sums.into_iter().map(T::from_acc).collect::<Vec<T>>(), ctx.inputs[1].shape())?)
-            } else {
-                None
+                };
+                // The bias's gradient, the column sums, in the same pass while each chunk
+                // of rows is in the core's cache.
+                if ctx.needs_grad[1] {
+                    // SAFETY: every column of every row is written.
+                    let (dx, sums) = unsafe { rows_with_column_sums::<T>(ys.len(), cols, write_row) };
+                    (dx, Some(sums))
+                } else {
+                    // SAFETY: as above.
+                    (unsafe { rows_from_fn::<T>(ys.len(), cols, write_row) }, None)
+                }
+            });
+            let dx = Tensor::from_vec(dx, y.shape())?;
+            let db = match sums {
+                Some(sums) => Some(Tensor::from_vec(sums.into_iter().map(T::from_acc).collect::<Vec<T>>(), ctx.inputs[1].shape())?),
+                None => None,
             };
             Ok(vec![Some(dx), db])
         })

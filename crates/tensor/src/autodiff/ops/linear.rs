@@ -2,7 +2,9 @@
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{for_each_row_mut, zip_map_vec};
-use crate::kernels::matmul::{matmul as matmul_kernel, matmul_add};
+use crate::kernels::matmul::{
+    matmul as matmul_kernel, matmul_add, matmul_pair as matmul_pair_kernel,
+};
 use crate::kernels::reduce::column_sums;
 use crate::{with_float, Error, Float, Result, Tensor};
 
@@ -78,6 +80,52 @@ impl Op for AddMatMul {
 /// `acc + b * w` for `acc: [n, m]`, `b: [n, k]`, `w: [k, m]`, in one pass of the gemm kernel.
 pub fn add_matmul(tape: &mut Tape, acc: &Var, b: &Var, w: &Var) -> Result<Var> {
     tape.apply(AddMatMul, &[acc, b, w])
+}
+
+struct MatMulPair;
+
+impl Op for MatMulPair {
+    fn name(&self) -> &'static str {
+        "matmul_pair"
+    }
+    fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
+        matmul_pair_kernel(inputs[0], inputs[1], inputs[2], inputs[3])
+    }
+    fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
+        let g = ctx.grad;
+        // Each product's gradients, as MatMul's: the left operand's from the weight, the
+        // weight's from the left operand.
+        let mut grads = Vec::with_capacity(4);
+        for pair in [0, 2] {
+            let (a, w) = (ctx.inputs[pair], ctx.inputs[pair + 1]);
+            grads.push(if ctx.needs_grad[pair] {
+                Some(matmul_kernel(g, w, false, true)?)
+            } else {
+                None
+            });
+            grads.push(if ctx.needs_grad[pair + 1] {
+                Some(matmul_kernel(a, g, true, false)?)
+            } else {
+                None
+            });
+        }
+        Ok(grads)
+    }
+    fn reads_input(&self, index: usize, needs_grad: &[bool]) -> bool {
+        // Within each pair, a for w's gradient and w for a's.
+        needs_grad[index ^ 1]
+    }
+    fn reads_output(&self) -> bool {
+        false
+    }
+}
+
+/// `a1 * w1 + a2 * w2` for 2-D `a1: [n, k1]`, `w1: [k1, m]`, `a2: [n, k2]`, `w2: [k2, m]`:
+/// the second product accumulated onto the first in its own buffer. The values and gradients
+/// are those of [`matmul`] then [`add_matmul`], bit for bit, with two passes over the output
+/// fewer (no copy of the first product).
+pub fn matmul_pair(tape: &mut Tape, a1: &Var, w1: &Var, a2: &Var, w2: &Var) -> Result<Var> {
+    tape.apply(MatMulPair, &[a1, w1, a2, w2])
 }
 
 /// The element-wise sum of two tensors of one shape and dtype (no tape).
@@ -188,6 +236,7 @@ pub fn add_bias(tape: &mut Tape, x: &Var, b: &Var) -> Result<Var> {
 mod tests {
     use super::*;
     use crate::autodiff::gradcheck::max_gradient_error;
+    use crate::DType;
 
     fn rand(shape: &[usize], salt: u64) -> Tensor {
         crate::autodiff::gradcheck::uniform_f64(shape, salt)
@@ -199,6 +248,44 @@ mod tests {
         let inputs = [rand(&[5, 3], 5), rand(&[5, 4], 6), rand(&[4, 3], 7)];
         let err = max_gradient_error(&f, &inputs, &[true; 3], 1e-6).unwrap();
         assert!(err < 1e-7, "{err}");
+    }
+
+    #[test]
+    fn matmul_pair_is_matmul_then_add_matmul_bit_for_bit() {
+        let f = |t: &mut Tape, v: &[Var]| matmul_pair(t, &v[0], &v[1], &v[2], &v[3]);
+        let inputs = [
+            rand(&[6, 3], 11),
+            rand(&[3, 4], 12),
+            rand(&[6, 5], 13),
+            rand(&[5, 4], 14),
+        ];
+        let err = max_gradient_error(&f, &inputs, &[true; 4], 1e-6).unwrap();
+        assert!(err < 1e-7, "{err}");
+        // Against the two ops, in every dtype, for outputs and every gradient; sizes past the
+        // gemm's blocking and the bf16 row block.
+        for dtype in [DType::F32, DType::F64, DType::BF16] {
+            let shapes = [[300, 70], [70, 33], [300, 90], [90, 33]];
+            let run = |fused: bool| {
+                let mut t = Tape::new();
+                let v: Vec<Var> = shapes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, s)| t.leaf(rand(s, 20 + i as u64).cast(dtype).unwrap(), true))
+                    .collect();
+                let y = if fused {
+                    matmul_pair(&mut t, &v[0], &v[1], &v[2], &v[3]).unwrap()
+                } else {
+                    let first = matmul(&mut t, &v[0], &v[1]).unwrap();
+                    add_matmul(&mut t, &first, &v[2], &v[3]).unwrap()
+                };
+                let seed = rand(&[300, 33], 30).cast(dtype).unwrap();
+                let mut grads = t.backward_with(&y, seed).unwrap();
+                let mut out = vec![y.value().to_vec_f64()];
+                out.extend(v.iter().map(|x| grads.take(x).unwrap().to_vec_f64()));
+                out
+            };
+            assert_eq!(run(true), run(false), "{dtype:?}");
+        }
     }
 
     #[test]

@@ -1,0 +1,121 @@
+"""A node classifier written as pylibwholegraph.torch's documentation writes one: features read
+from a file into a WholeMemory embedding, a trainable node embedding with WholeGraph's sparse
+Adam, a dense head trained by torch. It runs on GraphLoom with two changes: the import line
+and ``"cuda"`` made ``"cpu"``.
+
+    python wholegraph_script.py --root DIR --feat-dim F --classes C --out DIR
+"""
+
+import argparse
+import json
+import os
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import graphloom.wholegraph as wgth  # was: import pylibwholegraph.torch as wgth
+
+LOCATION = "cpu"  # was: "cuda"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--root", required=True)
+    parser.add_argument("--feat-dim", type=int, required=True)
+    parser.add_argument("--classes", type=int, required=True)
+    parser.add_argument("--embedding-dim", type=int, default=16)
+    parser.add_argument("--epochs", type=int, default=30)
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+
+    world_rank = int(os.environ.get("RANK", "0"))
+    world_size = int(os.environ.get("WORLD_SIZE", "1"))
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_size = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    global_comm, local_comm = wgth.init_torch_env_and_create_wm_comm(
+        world_rank, world_size, local_rank, local_size
+    )
+    torch.manual_seed(0)
+
+    cache_policy = wgth.create_builtin_cache_policy("none", "chunked", LOCATION, "readonly", 0.0)
+    node_feat = wgth.create_embedding_from_filelist(
+        global_comm,
+        "chunked",
+        LOCATION,
+        os.path.join(args.root, "node_feat.bin"),
+        torch.float,
+        args.feat_dim,
+        cache_policy=cache_policy,
+    )
+    node_count = node_feat.shape[0]
+    node_emb = wgth.create_embedding(
+        global_comm,
+        "distributed",
+        LOCATION,
+        torch.float32,
+        [node_count, args.embedding_dim],
+        random_init=True,
+    )
+    wm_optimizer = wgth.create_wholememory_optimizer(node_emb, "adam", {"weight_decay": 0.0})
+    emb_module = wgth.WholeMemoryEmbeddingModule(node_emb)
+
+    labels = torch.from_numpy(np.load(os.path.join(args.root, "node_label.npy")))
+    train_idx = torch.from_numpy(np.load(os.path.join(args.root, "train_idx.npy")))
+    test_idx = torch.from_numpy(np.load(os.path.join(args.root, "test_idx.npy")))
+    head = torch.nn.Linear(args.feat_dim + args.embedding_dim, args.classes)
+    optimizer = torch.optim.Adam(head.parameters(), lr=args.lr)
+
+    def forward(ids):
+        x = node_feat.gather(ids, force_dtype=torch.float32)
+        return head(torch.cat([x, emb_module(ids)], dim=1))
+
+    losses = []
+    for _ in range(args.epochs):
+        emb_module.train()
+        order = train_idx[torch.randperm(len(train_idx))]
+        for batch in order.split(args.batch_size):
+            optimizer.zero_grad()
+            loss = F.cross_entropy(forward(batch), labels[batch])
+            loss.backward()
+            optimizer.step()
+            wm_optimizer.step(args.lr)
+            losses.append(loss.item())
+
+    emb_module.eval()
+    with torch.no_grad():
+        accuracy = (forward(test_idx).argmax(1) == labels[test_idx]).float().mean().item()
+
+    local_tensor, local_offset = node_emb.get_embedding_tensor().get_local_tensor(host_view=True)
+    chunks, chunk_offsets = node_feat.get_embedding_tensor().get_all_chunked_tensor(host_view=True)
+    table = wgth.create_wholememory_tensor(global_comm, "continuous", LOCATION, [node_count],
+                                           torch.int64, [1])
+    table.scatter(torch.arange(node_count), torch.arange(node_count))
+    whole, whole_offset = table.get_global_tensor(host_view=True)
+
+    node_emb.save(os.path.join(args.out, "node_emb"))
+    reloaded = wgth.create_embedding(global_comm, "distributed", LOCATION, torch.float32,
+                                     [node_count, args.embedding_dim])
+    wgth.create_wholememory_optimizer(reloaded, "adam", {})
+    reloaded.load(os.path.join(args.out, "node_emb"))
+    ids = torch.arange(node_count)
+    same = torch.equal(reloaded.gather(ids), node_emb.gather(ids))
+
+    if global_comm.get_rank() == 0:
+        report = {
+            "ranks": global_comm.get_size(),
+            "test_accuracy": accuracy,
+            "losses": [losses[0], losses[-1]],
+            "local": [list(local_tensor.shape), local_offset],
+            "chunks": [[list(c.shape) for c in chunks], chunk_offsets],
+            "global": [list(whole.shape), whole_offset, bool(torch.equal(whole, ids))],
+            "reloaded": same,
+        }
+        print(json.dumps(report))
+    wgth.finalize()
+
+
+if __name__ == "__main__":
+    main()
