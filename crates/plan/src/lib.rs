@@ -37,6 +37,7 @@ mod mini_batch;
 mod plan;
 mod sar;
 mod settings;
+mod subgraph;
 mod suggest;
 
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
@@ -53,6 +54,7 @@ pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
     TaskName, TrainSettings,
 };
+pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]
 pub use suggest::ChoiceParser;
 pub use suggest::{suggest, suggest_choice};

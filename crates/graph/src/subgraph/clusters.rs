@@ -15,8 +15,8 @@ use std::path::{Path, PathBuf};
 use graphloom_tensor::rng::RngKey;
 use serde::{Deserialize, Serialize};
 
-use crate::parts::PartitionMeta;
 use crate::partition::metis;
+use crate::parts::PartitionMeta;
 use crate::{npy, Error, GraphData, NodeId, Result};
 
 /// The folder of a dataset that holds its clusters.
@@ -72,11 +72,15 @@ impl Clusters {
     /// `shuffle=True` and `batch_size=per_batch` batches them.
     pub fn epoch_groups(&self, per_batch: usize, seed: u64, epoch: u64) -> Vec<Vec<usize>> {
         let key = RngKey::new(seed, epoch, ORDER_PURPOSE);
-        let mut order: Vec<(u64, usize)> =
-            (0..self.count()).map(|c| (key.bits(c as u64, 0), c)).collect();
+        let mut order: Vec<(u64, usize)> = (0..self.count())
+            .map(|c| (key.bits(c as u64, 0), c))
+            .collect();
         order.sort_unstable();
         let order: Vec<usize> = order.into_iter().map(|(_, c)| c).collect();
-        order.chunks(per_batch.max(1)).map(<[usize]>::to_vec).collect()
+        order
+            .chunks(per_batch.max(1))
+            .map(<[usize]>::to_vec)
+            .collect()
     }
 
     /// The nodes of the clusters `group`, in increasing order: a batch's nodes.
@@ -168,7 +172,10 @@ pub fn metis_clusters(
     let Some(dir) = dir else {
         let part = compute(data, count)?;
         let why = "the dataset is generated in memory".to_string();
-        return Ok((Clusters::from_assignment(&part, count), ClusterOrigin::InMemory(why)));
+        return Ok((
+            Clusters::from_assignment(&part, count),
+            ClusterOrigin::InMemory(why),
+        ));
     };
     let folder = dir.join(CLUSTERS_DIR);
     let (array, json) = (
@@ -176,7 +183,10 @@ pub fn metis_clusters(
         folder.join(format!("metis-{count}.json")),
     );
     if let Some(part) = read_kept(&array, &json, &record) {
-        return Ok((Clusters::from_assignment(&part, count), ClusterOrigin::Reused(array)));
+        return Ok((
+            Clusters::from_assignment(&part, count),
+            ClusterOrigin::Reused(array),
+        ));
     }
     let part = compute(data, count)?;
     let origin = match keep(&folder, &array, &json, &record, &part) {
@@ -303,7 +313,10 @@ mod tests {
         std::fs::write(root.join(CLUSTERS_DIR).join("metis-8.npy"), b"junk").unwrap();
         let (_, origin) = metis_clusters(Some(&root), other.data(), 8).unwrap();
         assert!(matches!(origin, ClusterOrigin::Computed(_)), "{origin}");
-        assert!(check_count(401, 400).unwrap_err().to_string().contains("401 clusters"));
+        assert!(check_count(401, 400)
+            .unwrap_err()
+            .to_string()
+            .contains("401 clusters"));
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -312,7 +325,10 @@ mod tests {
         let part: Vec<u32> = (0..100).map(|v| (v * 7 % 10) as u32).collect();
         let c = Clusters::from_assignment(&part, 10);
         let groups = c.epoch_groups(3, 1, 4);
-        assert_eq!(groups.iter().map(Vec::len).collect::<Vec<_>>(), [3, 3, 3, 1]);
+        assert_eq!(
+            groups.iter().map(Vec::len).collect::<Vec<_>>(),
+            [3, 3, 3, 1]
+        );
         let mut seen: Vec<usize> = groups.concat();
         seen.sort_unstable();
         assert_eq!(seen, (0..10).collect::<Vec<_>>());
@@ -320,6 +336,8 @@ mod tests {
         let nodes = c.batch_nodes(&groups[0]);
         assert_eq!(nodes.len(), 30);
         assert!(nodes.windows(2).all(|w| w[0] < w[1]));
-        assert!(nodes.iter().all(|&v| groups[0].contains(&(part[v as usize] as usize))));
+        assert!(nodes
+            .iter()
+            .all(|&v| groups[0].contains(&(part[v as usize] as usize))));
     }
 }

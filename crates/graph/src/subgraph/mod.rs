@@ -77,7 +77,8 @@ impl Members<'_> {
             .nodes
             .par_chunks(NODES_PER_TASK)
             .map(|chunk| {
-                let (mut ends, mut col, mut ids) = (Vec::with_capacity(chunk.len()), vec![], vec![]);
+                let (mut ends, mut col, mut ids) =
+                    (Vec::with_capacity(chunk.len()), vec![], vec![]);
                 for &v in chunk {
                     let (lo, hi) = (
                         data.row_ptr[v as usize] as usize,
