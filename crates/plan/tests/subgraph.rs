@@ -250,3 +250,56 @@ fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
         assert!(got.contains(want), "{got:?} should say {want:?}");
     }
 }
+
+#[test]
+fn a_resumed_subgraph_run_is_the_uninterrupted_one() {
+    let (plain, _) = datasets("resume");
+    let snapshots = plain.parent().unwrap().join("snapshots");
+    let settings = SubgraphSettings {
+        saint_coverage: Some(4),
+        ..saint(Batching::SaintRw, 30)
+    };
+    for batching in [cluster(6, 2), settings] {
+        let _ = std::fs::remove_dir_all(&snapshots);
+        let run = |epochs, resume| {
+            let plan = Plan::new(TrainSettings {
+                epochs,
+                snapshot_dir: Some(snapshots.clone()),
+                resume,
+                ..with(&plain, batching.clone())
+            })
+            .unwrap();
+            let outcome = plan.run(|_| {}).unwrap();
+            let report = outcome.report();
+            let losses: Vec<f64> = report.epochs.iter().map(|e| e.loss).collect();
+            (losses, report.test_score)
+        };
+        let whole = {
+            let _ = std::fs::remove_dir_all(&snapshots);
+            run(4, false)
+        };
+        let _ = std::fs::remove_dir_all(&snapshots);
+        run(2, false);
+        assert_eq!(run(4, true), whole);
+    }
+}
+
+#[test]
+fn subgraph_batches_read_mapped_features_or_learn_an_input_embedding() {
+    let (plain, _) = datasets("inputs");
+    for settings in [
+        TrainSettings {
+            features_location: Some(graphloom_plan::FeaturesLocation::Mmap),
+            feature_cache_gib: Some(0.001),
+            ..with(&plain, cluster(5, 2))
+        },
+        TrainSettings {
+            embedding_dim: Some(8),
+            ..with(&plain, saint(Batching::SaintNode, 50))
+        },
+    ] {
+        let outcome = Plan::new(settings).unwrap().run(|_| {}).unwrap();
+        let report = outcome.report();
+        assert!(report.epochs.iter().all(|e| e.loss.is_finite()));
+    }
+}
