@@ -210,9 +210,14 @@ pub(crate) fn batching(
         return Ok(None);
     };
     if data.train_idx.is_empty() {
+        // The normalisation weighs the training nodes' loss: name it when it was asked for.
+        let setting = match g.saint_coverage {
+            Some(_) => "saint_coverage",
+            None => "batching",
+        };
         return Err(PlanError::invalid(
-            "batching",
-            "trains on the dataset's training nodes, and it has none",
+            setting,
+            "weighs the loss of the dataset's training nodes, and it has none",
         ));
     }
     let sampler = |budget| match kind {

@@ -124,6 +124,10 @@ fn graphsaint_plans_its_steps_and_normalisation() {
 #[test]
 fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
     let (plain, parts) = datasets("bad");
+    let untrained = plain.parent().unwrap().join("untrained");
+    let mut ds = graphloom_graph::Dataset::load(&plain).unwrap();
+    ds.train_idx.clear();
+    ds.save(&untrained).unwrap();
     let error = |s: TrainSettings| -> String {
         let e: PlanError = Plan::new(s).err().expect("refused");
         let text = e.render(&flag_of);
@@ -244,6 +248,16 @@ fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
             "--comm does not apply to subgraph batches",
         ),
         (with(&parts, cluster(4, 1)), "--batching does not apply"),
+        (
+            with(
+                &untrained,
+                SubgraphSettings {
+                    saint_coverage: Some(3),
+                    ..saint(Batching::SaintRw, 5)
+                },
+            ),
+            "--saint-coverage weighs the loss of the dataset's training nodes, and it has none",
+        ),
     ];
     for (settings, want) in cases {
         let got = error(settings);

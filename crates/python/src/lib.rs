@@ -2,8 +2,8 @@
 //!
 //! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
 //! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
-//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), [`loader`] (the neighbour loader's producer
-//! thread), [`model`] (model files and inference through the plan) and [`view`] (DLPack
+//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), [`loader`] (the loaders' producer
+//! thread), [`subgraph_loader`] (Cluster-GCN's and GraphSAINT's batches), [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
 //! exceptions. The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
@@ -19,6 +19,7 @@ mod job;
 mod loader;
 mod model;
 mod process;
+mod subgraph_loader;
 mod table;
 mod view;
 
@@ -43,6 +44,8 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(convert::write_arrays, m)?)?;
     m.add_class::<loader::Loader>()?;
     m.add_class::<loader::Batch>()?;
+    m.add_class::<subgraph_loader::Clusters>()?;
+    m.add_function(wrap_pyfunction!(subgraph_loader::subgraph_loader, m)?)?;
     m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::predict, m)?)?;

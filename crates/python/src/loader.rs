@@ -33,7 +33,7 @@ const MAX_RANKS: usize = 1 << 20;
 const MAX_WORKERS: usize = 1024;
 
 /// What every batch of a loader is made with.
-struct Settings {
+pub(crate) struct Settings {
     dataset: Arc<MappedDataset>,
     table: Shared,
     fanouts: Fanouts,
@@ -50,7 +50,7 @@ struct Settings {
 }
 
 /// One batch, built by the producer.
-struct BatchData {
+pub(crate) struct BatchData {
     x: Tensor,
     y: Tensor,
     n_id: Tensor,
@@ -63,6 +63,41 @@ struct BatchData {
     e_id: Tensor,
     num_sampled_nodes: Vec<usize>,
     num_sampled_edges: Vec<usize>,
+    /// GraphSAINT's normalisation of the batch's nodes and edges, when estimated.
+    pub(crate) norms: Option<(Tensor, Tensor)>,
+}
+
+impl BatchData {
+    /// A batch of whole subgraph: input rows `x`, labels `y`, node ids `n_id`, its edges
+    /// `edge_index` (`[2, E]` over positions in `n_id`) and their ids `e_id` in the CSR.
+    pub(crate) fn subgraph(
+        x: Tensor,
+        y: Tensor,
+        n_id: Tensor,
+        edge_index: Tensor,
+        e_id: Tensor,
+    ) -> BatchData {
+        let n = n_id.shape()[0];
+        BatchData {
+            x,
+            y,
+            n_id,
+            edge_index,
+            batch_size: n,
+            blocks: Vec::new(),
+            input_id: i64_tensor(Vec::new(), &[0]),
+            e_id,
+            num_sampled_nodes: Vec::new(),
+            num_sampled_edges: Vec::new(),
+            norms: None,
+        }
+    }
+}
+
+/// Where a loader's batches come from: sampled neighbourhoods, or whole subgraphs.
+pub(crate) enum Source {
+    Neighbors(Arc<Settings>),
+    Subgraphs(Arc<crate::subgraph_loader::SubgraphSource>),
 }
 
 /// One epoch in flight: the batch stream, which hands the sampler back when finished.
@@ -87,7 +122,7 @@ fn batches(s: &Settings, seed: u64, epoch: u64) -> Vec<Vec<NodeId>> {
         .collect()
 }
 
-fn i64_tensor(values: Vec<i64>, shape: &[usize]) -> Tensor {
+pub(crate) fn i64_tensor(values: Vec<i64>, shape: &[usize]) -> Tensor {
     Tensor::from_vec(values, shape).expect("shape matches the values")
 }
 
@@ -102,20 +137,20 @@ fn block_edges(block: &Block) -> (Vec<i64>, Vec<i64>) {
     (src, dst)
 }
 
-fn stacked(mut src: Vec<i64>, dst: Vec<i64>) -> Tensor {
+pub(crate) fn stacked(mut src: Vec<i64>, dst: Vec<i64>) -> Tensor {
     let e = src.len();
     src.extend(dst);
     i64_tensor(src, &[2, e])
 }
 
-/// Rows `ids` of the loader's table, in its dtype for inputs.
-fn gather(s: &Settings, ids: &[i64]) -> PyResult<Tensor> {
-    let mut guard = open_table(&s.table, "NeighborLoader")?;
+/// Rows `ids` of a loader's table, as `x_dtype`.
+pub(crate) fn gather(table: &Shared, x_dtype: DType, ids: &[i64], op: &str) -> PyResult<Tensor> {
+    let mut guard = open_table(table, op)?;
     let table = guard.as_mut().expect("open_table checked");
     table
         .gather(ids)
         .map_err(errors::raise)?
-        .cast(s.x_dtype)
+        .cast(x_dtype)
         .map_err(errors::raise)
 }
 
@@ -136,7 +171,7 @@ fn build(
     let Some(sampled) = sampled else {
         let empty = || stacked(Vec::new(), Vec::new());
         return Ok(BatchData {
-            x: gather(s, &[])?,
+            x: gather(&s.table, s.x_dtype, &[], "NeighborLoader")?,
             y: i64_tensor(Vec::new(), &[0]),
             n_id: i64_tensor(Vec::new(), &[0]),
             edge_index: empty(),
@@ -146,10 +181,11 @@ fn build(
             e_id: i64_tensor(Vec::new(), &[0]),
             num_sampled_nodes: vec![0; s.fanouts.len() + 1],
             num_sampled_edges: vec![0; s.fanouts.len()],
+            norms: None,
         });
     };
     let (blocks, n_id) = (sampled.blocks, sampled.input_ids);
-    let x = gather(s, &n_id)?;
+    let x = gather(&s.table, s.x_dtype, &n_id, "NeighborLoader")?;
     let y: Vec<i64> = n_id.iter().map(|&v| data.labels[v as usize]).collect();
     let per_hop: Vec<(Vec<i64>, Vec<i64>)> = blocks.iter().map(block_edges).collect();
     // PyG's single edge_index: each node's in-edges are drawn once, at the hop that first
@@ -187,6 +223,7 @@ fn build(
         e_id: i64_tensor(e_id, &[edges]),
         num_sampled_nodes,
         num_sampled_edges,
+        norms: None,
     })
 }
 
@@ -204,12 +241,40 @@ fn input_positions(s: &Settings, seeds: &[NodeId]) -> Vec<i64> {
 /// The neighbour loader's producer and queue.
 #[pyclass(module = "graphloom._graphloom", frozen)]
 pub(crate) struct Loader {
-    settings: Arc<Settings>,
+    source: Source,
     queue_depth: usize,
     /// The producer's own thread pool (`None`: the global one).
     pool: Option<Arc<rayon::ThreadPool>>,
     state: Mutex<LoaderState>,
     owner: Owner,
+}
+
+impl Loader {
+    /// A loader of the batches of `source`, made `queue_depth` ahead.
+    pub(crate) fn of(source: Source, queue_depth: usize) -> PyResult<Loader> {
+        check_queue_depth(queue_depth)?;
+        Ok(Loader {
+            source,
+            queue_depth,
+            pool: None,
+            state: Mutex::new(LoaderState {
+                epoch: 0,
+                running: None,
+                sampler: None,
+            }),
+            owner: Owner::here(),
+        })
+    }
+}
+
+/// Fails unless `queue_depth` batches ahead is within bounds.
+fn check_queue_depth(queue_depth: usize) -> PyResult<()> {
+    if !(1..=MAX_QUEUE_DEPTH).contains(&queue_depth) {
+        return Err(invalid(format!(
+            "queue_depth {queue_depth}: batches made ahead, 1 to {MAX_QUEUE_DEPTH}"
+        )));
+    }
+    Ok(())
 }
 
 struct LoaderState {
@@ -314,11 +379,7 @@ impl Loader {
                 "x_dtype {x_dtype}: input rows are float32, float64 or bfloat16"
             )));
         }
-        if !(1..=MAX_QUEUE_DEPTH).contains(&queue_depth) {
-            return Err(invalid(format!(
-                "queue_depth {queue_depth}: batches made ahead, 1 to {MAX_QUEUE_DEPTH}"
-            )));
-        }
+        check_queue_depth(queue_depth)?;
         // Threads of the producer's own for its sampling and gathering loops.
         let pool = match workers {
             0 => None,
@@ -336,7 +397,7 @@ impl Loader {
             .collect();
         positions.sort_unstable();
         Ok(Loader {
-            settings: Arc::new(Settings {
+            source: Source::Neighbors(Arc::new(Settings {
                 dataset: dataset.inner.clone(),
                 table: table.shared.clone(),
                 fanouts,
@@ -349,7 +410,7 @@ impl Loader {
                 x_dtype,
                 rank,
                 ranks,
-            }),
+            })),
             queue_depth,
             pool,
             state: Mutex::new(LoaderState {
@@ -363,7 +424,10 @@ impl Loader {
 
     /// The number of batches per epoch.
     fn __len__(&self) -> usize {
-        let s = &self.settings;
+        let s = match &self.source {
+            Source::Neighbors(s) => s,
+            Source::Subgraphs(s) => return s.batches(),
+        };
         let (full, rest) = (
             s.input_nodes.len() / s.batch_size,
             s.input_nodes.len() % s.batch_size,
@@ -429,27 +493,40 @@ impl Loader {
         Loader::stop(&mut state)?;
         let number = state.epoch;
         state.epoch += 1;
-        let settings = self.settings.clone();
-        let sampler = state
-            .sampler
-            .take()
-            .unwrap_or_else(|| Sampler::new(settings.dataset.meta.num_nodes));
+        let (nodes, own_seed) = match &self.source {
+            Source::Neighbors(s) => (s.dataset.meta.num_nodes, s.seed),
+            Source::Subgraphs(s) => (0, s.seed),
+        };
+        let sampler = state.sampler.take().unwrap_or_else(|| Sampler::new(nodes));
         // A seed drawn for this epoch alone (from torch's generator) decides it whole, as
         // PyG's: the same draw gives the same batches, whichever epoch it is.
         let (seed, epoch) = match seed {
             Some(drawn) => (drawn, 0),
-            None => (settings.seed, number),
+            None => (own_seed, number),
         };
-        let seeds = batches(&settings, seed, epoch);
-        let stream = StreamSettings {
-            batches: seeds.len(),
+        let stream = |batches| StreamSettings {
+            batches,
             depth: self.queue_depth,
             sampler,
             pool: self.pool.clone(),
         };
-        let running = BatchStream::spawn(stream, move |sampler, i| {
-            build(&settings, sampler, &seeds[i], seed, epoch)
-        })
+        let running = match &self.source {
+            Source::Neighbors(settings) => {
+                let settings = settings.clone();
+                let seeds = batches(&settings, seed, epoch);
+                BatchStream::spawn(stream(seeds.len()), move |sampler, i| {
+                    build(&settings, sampler, &seeds[i], seed, epoch)
+                })
+            }
+            Source::Subgraphs(source) => {
+                let source = source.clone();
+                let draws = source.draws(seed, epoch);
+                let mut set = source.node_set();
+                BatchStream::spawn(stream(draws.len()), move |_, i| {
+                    source.build(&mut set, &draws[i], seed, epoch)
+                })
+            }
+        }
         .map_err(errors::raise)?;
         state.running = Some(running);
         Ok(number)
@@ -486,10 +563,17 @@ pub(crate) struct Batch {
     e_id: View,
     num_sampled_nodes: Vec<usize>,
     num_sampled_edges: Vec<usize>,
+    norms: Option<(View, View)>,
 }
 
 impl Batch {
     fn new(b: BatchData) -> Batch {
+        let norms = b.norms.map(|(node, edge)| {
+            (
+                View::new(DlpackView::of_tensor(node)),
+                View::new(DlpackView::of_tensor(edge)),
+            )
+        });
         Batch {
             x: View::new(DlpackView::of_tensor(b.x)),
             y: View::new(DlpackView::of_tensor(b.y)),
@@ -505,6 +589,7 @@ impl Batch {
             e_id: View::new(DlpackView::of_tensor(b.e_id)),
             num_sampled_nodes: b.num_sampled_nodes,
             num_sampled_edges: b.num_sampled_edges,
+            norms,
         }
     }
 }
@@ -572,5 +657,17 @@ impl Batch {
     #[getter]
     fn num_sampled_edges(&self) -> Vec<usize> {
         self.num_sampled_edges.clone()
+    }
+
+    /// GraphSAINT: each node's `node_norm` (float32), when the loader estimated them.
+    #[getter]
+    fn node_norm(&self) -> Option<View> {
+        self.norms.as_ref().map(|(node, _)| node.clone_view())
+    }
+
+    /// GraphSAINT: each edge's `edge_norm` (float32), when the loader estimated them.
+    #[getter]
+    fn edge_norm(&self) -> Option<View> {
+        self.norms.as_ref().map(|(_, edge)| edge.clone_view())
     }
 }

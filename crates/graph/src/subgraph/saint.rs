@@ -241,8 +241,7 @@ impl SaintNorm {
     /// The normalisation of `saint` on `data`, from samples drawn ahead (keyed by `seed`, apart
     /// from every training epoch's) in rounds of `steps` (an epoch's samples), as PyG draws
     /// them, until they hold `coverage` times the node count. Fails on a coverage of 0 or
-    /// above [`MAX_COVERAGE`], and on a graph without training nodes, whose loss the
-    /// normalisation would weigh.
+    /// above [`MAX_COVERAGE`].
     pub fn estimate(
         saint: &Saint,
         data: GraphData<'_>,
@@ -254,12 +253,6 @@ impl SaintNorm {
             return Err(Error::argument(
                 "saint_coverage",
                 format!("must be in 1..={MAX_COVERAGE}, not {coverage}"),
-            ));
-        }
-        if data.train_idx.is_empty() {
-            return Err(Error::argument(
-                "saint_coverage",
-                "estimates the weights of the training nodes' loss, and the graph has none",
             ));
         }
         let target = data.num_nodes().saturating_mul(coverage);
@@ -401,13 +394,13 @@ mod tests {
         (g, meta)
     }
 
-    fn data_of<'a>(g: &'a crate::Csr, meta: &'a crate::Meta, train: &'a [usize]) -> GraphData<'a> {
+    fn data_of<'a>(g: &'a crate::Csr, meta: &'a crate::Meta) -> GraphData<'a> {
         GraphData {
             meta,
             row_ptr: &g.row_ptr,
             col_idx: &g.col_idx,
             labels: &[],
-            train_idx: train,
+            train_idx: &[],
             valid_idx: &[],
             test_idx: &[],
         }
@@ -447,7 +440,7 @@ mod tests {
     #[test]
     fn each_sampler_draws_with_its_probabilities() {
         let (g, meta) = one_way_graph();
-        let data = data_of(&g, &meta, &[]);
+        let data = data_of(&g, &meta);
         let n = data.num_nodes();
         let all = edges(data);
         let indeg = |v: NodeId| data.in_neighbors(v).len() as f64;
@@ -575,7 +568,7 @@ mod tests {
         assert!(all
             .iter()
             .any(|&(_, v, e)| edge_count[e] == 0.0 && node_count[v as usize] > 0.0));
-        // Bad coverage, and no training nodes, are refused.
+        // Bad coverage is refused.
         let err = |c| {
             SaintNorm::estimate(&saint, data, c, steps, 9)
                 .unwrap_err()
@@ -583,15 +576,5 @@ mod tests {
         };
         assert!(err(0).contains("saint_coverage"));
         assert!(err(MAX_COVERAGE + 1).contains("saint_coverage"));
-        let (g, meta) = one_way_graph();
-        let bare = data_of(&g, &meta, &[]);
-        let saint = Saint::new(SaintSampler::Node { budget: 3 }, bare).unwrap();
-        let e = SaintNorm::estimate(&saint, bare, 2, 1, 0)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            e.contains("saint_coverage") && e.contains("training"),
-            "{e}"
-        );
     }
 }

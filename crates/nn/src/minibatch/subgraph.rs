@@ -79,7 +79,7 @@ impl SubgraphBatching {
     }
 
     /// The batches of epoch `epoch`: for each, what draws its nodes.
-    fn epoch(&self, seed: u64, epoch: u64) -> Vec<BatchDraw> {
+    pub fn epoch(&self, seed: u64, epoch: u64) -> Vec<BatchDraw> {
         match self {
             SubgraphBatching::Cluster {
                 clusters,
@@ -96,7 +96,13 @@ impl SubgraphBatching {
     }
 
     /// The nodes of the batch `draw` of `epoch`, in increasing order.
-    fn nodes(&self, data: GraphData<'_>, draw: &BatchDraw, seed: u64, epoch: u64) -> Vec<NodeId> {
+    pub fn nodes(
+        &self,
+        data: GraphData<'_>,
+        draw: &BatchDraw,
+        seed: u64,
+        epoch: u64,
+    ) -> Vec<NodeId> {
         match (self, draw) {
             (SubgraphBatching::Cluster { clusters, .. }, BatchDraw::Clusters(group)) => {
                 clusters.batch_nodes(group)
@@ -109,7 +115,7 @@ impl SubgraphBatching {
     }
 
     /// The normalisation, when the batching has one.
-    fn norm(&self) -> Option<&SaintNorm> {
+    pub fn norm(&self) -> Option<&SaintNorm> {
         match self {
             SubgraphBatching::Saint { norm, .. } => norm.as_deref(),
             SubgraphBatching::Cluster { .. } => None,
@@ -118,7 +124,8 @@ impl SubgraphBatching {
 }
 
 /// What draws one batch's nodes.
-enum BatchDraw {
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchDraw {
     /// These clusters.
     Clusters(Vec<usize>),
     /// The sample of this index.

@@ -18,7 +18,9 @@ Datasets and PyG::
     for batch in loader:                        # torch_geometric.data.Data
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
 
-``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too. Under torchrun, ``gl.init()``
+``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too, as do the subgraph loaders
+``ClusterData``/``ClusterLoader`` (Cluster-GCN) and ``GraphSAINTNodeSampler``,
+``GraphSAINTEdgeSampler`` and ``GraphSAINTRandomWalkSampler``. Under torchrun, ``gl.init()``
 reads the job's ranks and loaders take their slice of every batch.
 
 Models: ``graphloom.torch.load_pyg`` and ``graphloom.torch.save_for_graphloom``.
@@ -54,6 +56,13 @@ from .comm import (
 from .dataset import Dataset
 from .embedding import Embedding, create_embedding, create_embedding_from_filelist, load_embedding
 from .loader import Batch, NeighborLoader
+from .subgraph import (
+    ClusterData,
+    ClusterLoader,
+    GraphSAINTEdgeSampler,
+    GraphSAINTNodeSampler,
+    GraphSAINTRandomWalkSampler,
+)
 from .model import predict
 
 __all__ = [
@@ -73,6 +82,11 @@ __all__ = [
     "Dataset",
     "NeighborLoader",
     "Batch",
+    "ClusterData",
+    "ClusterLoader",
+    "GraphSAINTNodeSampler",
+    "GraphSAINTEdgeSampler",
+    "GraphSAINTRandomWalkSampler",
     "predict",
     "mpi_available",
     "__version__",

@@ -159,6 +159,10 @@ class Batch:
     def num_sampled_nodes(self) -> list[int]: ...
     @property
     def num_sampled_edges(self) -> list[int]: ...
+    @property
+    def node_norm(self) -> View | None: ...
+    @property
+    def edge_norm(self) -> View | None: ...
 
 class Loader:
     def __init__(
@@ -182,6 +186,28 @@ class Loader:
     def next_batch(self) -> Batch | None: ...
     def drain(self) -> tuple[int, float]: ...
     def stop_running(self) -> None: ...
+
+class Clusters:
+    def __init__(self, dataset: Dataset, num_parts: int) -> None: ...
+    def __len__(self) -> int: ...
+    @property
+    def origin(self) -> str: ...
+    def members(self, c: int) -> list[int]: ...
+
+def subgraph_loader(
+    dataset: Dataset,
+    table: Table,
+    batch_size: int,
+    clusters: Clusters | None = None,
+    kind: str = "walk",
+    walk_length: int = 0,
+    num_steps: int = 1,
+    sample_coverage: int = 0,
+    shuffle: bool = True,
+    seed: int = 0,
+    queue_depth: int = 4,
+    x_dtype: str = "f32",
+) -> Loader: ...
 
 def write_arrays(
     path: str,

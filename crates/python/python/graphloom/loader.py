@@ -83,7 +83,56 @@ def _input_ids(input_nodes: Any, num_nodes: int) -> np.ndarray:
     return ids_array(input_nodes, "input_nodes")
 
 
-def _draw_seed(generator: Any) -> int:
+def sliced_attributes(data: Any, n_id: Any, e_id: Any, skip: Sequence[str]) -> dict[str, Any]:
+    """The node and edge attributes of the PyG ``Data`` ``data`` (but those named in
+    ``skip``) sliced to a batch's nodes ``n_id`` and edges ``e_id`` (columns of
+    ``data.edge_index``), as PyG's loaders slice them."""
+    fields = {}
+    for key in data.keys():
+        if key in skip:
+            continue
+        value = data[key]
+        if data.is_node_attr(key):
+            fields[key] = value[n_id]
+        elif data.is_edge_attr(key):
+            fields[key] = value[e_id]
+    return fields
+
+
+class BatchStream:
+    """What the loaders share: iterating an epoch of the extension's loader ``self._inner``
+    (one epoch at a time per loader), each batch made a Python object by ``self._batch``."""
+
+    _inner: Any
+    _seed: int | None
+    _generator: Any
+    _epochs_started: int
+
+    def _batch(self, batch: Any) -> Any:
+        raise NotImplementedError
+
+    def __len__(self) -> int:
+        return len(self._inner)
+
+    def __iter__(self) -> Iterator[Any]:
+        self._epochs_started += 1
+        mine = self._epochs_started
+        seed = None if self._seed is not None else draw_seed(self._generator)
+        self._inner.start_epoch(seed)
+        try:
+            while (batch := self._inner.next_batch()) is not None:
+                yield self._batch(batch)
+                if self._epochs_started != mine:
+                    raise RuntimeError(
+                        f"{type(self).__name__}: another iteration of this loader started (one "
+                        "epoch runs at a time; make a second loader to iterate two at once)"
+                    )
+        finally:
+            if self._epochs_started == mine:
+                self._inner.stop_running()
+
+
+def draw_seed(generator: Any) -> int:
     """A seed from torch's generator (``generator``, else the default one), as torch's own
     ``DataLoader`` draws its base seed: ``torch.manual_seed`` decides the batches. 0 without
     torch."""
@@ -93,7 +142,7 @@ def _draw_seed(generator: Any) -> int:
     return int(torch.empty((), dtype=torch.int64).random_(generator=generator).item())
 
 
-class NeighborLoader:
+class NeighborLoader(BatchStream):
     """Mini-batches of sampled neighbourhoods, made by GraphLoom's sampler and gathers on a
     thread of their own, ahead of the consumer, with PyG's ``NeighborLoader`` signature::
 
@@ -249,9 +298,6 @@ class NeighborLoader:
             Data = Batch
         self._data_class = Data
 
-    def __len__(self) -> int:
-        return len(self._inner)
-
     def _batch(self, batch: Any) -> Any:
         """The extension's batch as PyG's ``Data``."""
         n_id, e_id = from_view(batch.n_id), from_view(batch.e_id)
@@ -260,14 +306,7 @@ class NeighborLoader:
             # Back to the Data's own edge order, and its attributes but x (y of any shape or
             # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
             e_id = self._edge_order[e_id]
-            for key in self.data.keys():
-                if key in _BATCH_FIELDS:
-                    continue
-                value = self.data[key]
-                if self.data.is_node_attr(key):
-                    fields[key] = value[n_id]
-                elif self.data.is_edge_attr(key):
-                    fields[key] = value[e_id]
+            fields = sliced_attributes(self.data, n_id, e_id, _BATCH_FIELDS)
         else:
             fields["y"] = from_view(batch.y)
         if self._has_x:
@@ -284,25 +323,8 @@ class NeighborLoader:
             **fields,
         )
         if self.pin_memory:
-            out = _pinned(out)
+            out = pinned(out)
         return self.transform(out) if self.transform is not None else out
-
-    def __iter__(self) -> Iterator[Any]:
-        self._epochs_started += 1
-        mine = self._epochs_started
-        seed = None if self._seed is not None else _draw_seed(self._generator)
-        self._inner.start_epoch(seed)
-        try:
-            while (batch := self._inner.next_batch()) is not None:
-                yield self._batch(batch)
-                if self._epochs_started != mine:
-                    raise RuntimeError(
-                        "NeighborLoader: another iteration of this loader started (one epoch "
-                        "runs at a time; make a second loader to iterate two at once)"
-                    )
-        finally:
-            if self._epochs_started == mine:
-                self._inner.stop_running()
 
     def time_rust_epoch(self) -> dict[str, float]:
         """Runs one epoch with the consumer in Rust (each batch received and dropped), the
@@ -313,7 +335,7 @@ class NeighborLoader:
         return {"batches": batches, "seconds": seconds}
 
 
-def _pinned(batch: Any) -> Any:
+def pinned(batch: Any) -> Any:
     """``batch`` with its tensors in pinned memory when CUDA is available (else as it is)."""
     torch = loaded_torch()
     if torch is None or not torch.cuda.is_available():
