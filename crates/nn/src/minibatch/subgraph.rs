@@ -344,6 +344,12 @@ impl MiniBatch<'_> {
             ..
         } = batch;
         let count = rows.len();
+        // Sparse features (bag-of-words) take the first layer's sparse product, as in a
+        // whole-graph pass.
+        let graph = match &x {
+            Some(x) => graph.with_sparse_input(self.model.sparse_input(x)),
+            None => graph,
+        };
         let loss = self.run_step(
             x,
             &ids,
