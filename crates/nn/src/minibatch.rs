@@ -40,7 +40,7 @@ use crate::train::{
     TrainReport, Workload,
 };
 use crate::{Error, Result};
-pub use subgraph::{batch_graph, BatchDraw, SubgraphBatching};
+pub use subgraph::{batch_blocks, BatchDraw, SubgraphBatching};
 
 /// How batches are made and evaluated.
 #[derive(Clone, Debug)]

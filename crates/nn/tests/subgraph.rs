@@ -1,5 +1,6 @@
 //! Subgraph mini-batches (Cluster-GCN, GraphSAINT): a batch's forward pass is the dense
-//! formula over the subgraph its nodes induce (f64, against a naive reference); Cluster-GCN
+//! formula over the subgraph its nodes induce (f64, against a naive reference); workers take
+//! the steps of one worker; Cluster-GCN
 //! with every cluster in one batch takes the steps of full-batch training; both learn Cora.
 
 use std::path::Path;
@@ -8,13 +9,13 @@ use std::sync::Arc;
 use graphloom_comm::Local;
 use graphloom_graph::convert::planetoid;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::sample::Fanouts;
+use graphloom_graph::sample::{Fanouts, Sampler};
 use graphloom_graph::subgraph::clusters::metis_clusters;
 use graphloom_graph::subgraph::saint::{Saint, SaintNorm, SaintSampler};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, NodeId};
 use graphloom_nn::minibatch::{
-    batch_graph, train_mini_batch, Inputs, MiniBatchConfig, SubgraphBatching,
+    batch_blocks, train_mini_batch, Inputs, MiniBatchConfig, SubgraphBatching,
 };
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, OptimizerKind};
@@ -114,7 +115,7 @@ fn naive_layer(
 }
 
 #[test]
-fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph() {
+fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph_at_its_training_rows() {
     let mut ds = dataset();
     ds.features = ds.features.cast(DType::F64).unwrap();
     let data = ds.data();
@@ -162,7 +163,13 @@ fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph() {
         let model = Model::new(cfg, 3).unwrap();
         let mut set = NodeSet::new(data.num_nodes());
         let sub = set.members(&nodes).induced(data);
-        let graph = batch_graph(arch, &sub, normalised.then_some(&norm)).unwrap();
+        // The outputs of every third node of the batch (as its training nodes would be).
+        let rows: Vec<usize> = (0..n).filter(|p| p % 3 == 1).collect();
+        let mut sampler = Sampler::new(data.num_nodes());
+        let norm_given = normalised.then_some(&norm);
+        let (graphs, ids) = batch_blocks(arch, 2, &sub, norm_given, &rows, &mut sampler).unwrap();
+        let ids: Vec<NodeId> = ids.iter().map(|&v| v as NodeId).collect();
+        let x_in = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &ids);
         let x = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &nodes);
         let vars: Vec<Var> = model
             .params
@@ -173,9 +180,9 @@ fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph() {
         let got = model
             .forward(
                 &mut tape,
-                &Var::constant(Tensor::from_vec(x.clone(), &[n, 10]).unwrap()),
+                &Var::constant(Tensor::from_vec(x_in, &[ids.len(), 10]).unwrap()),
                 &vars,
-                GraphInput::Nodes(&graph),
+                GraphInput::Blocks(&graphs),
                 Mode::inference(),
             )
             .unwrap()
@@ -186,6 +193,10 @@ fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph() {
         let h = naive_layer(arch, &edges, &x, n, 10, &p[..per_layer], 6);
         let h: Vec<f64> = h.into_iter().map(|a| a.max(0.0)).collect();
         let want = naive_layer(arch, &edges, &h, n, 6, &p[per_layer..], 4);
+        let want: Vec<f64> = rows
+            .iter()
+            .flat_map(|&p| want[p * 4..(p + 1) * 4].to_vec())
+            .collect();
         assert_eq!(got.len(), want.len());
         for (a, b) in got.iter().zip(&want) {
             assert!(
@@ -216,10 +227,22 @@ fn train_subgraphs(
     tc: &TrainConfig,
     batching: SubgraphBatching,
 ) -> TrainReport {
+    train_on(1, ds, cfg, tc, batching).remove(0)
+}
+
+/// Trains `cfg` on `ds` in the subgraph batches of `batching` over `workers` workers: every
+/// worker's report.
+fn train_on(
+    workers: usize,
+    ds: &Dataset,
+    cfg: ModelConfig,
+    tc: &TrainConfig,
+    batching: SubgraphBatching,
+) -> Vec<TrainReport> {
     let fanouts = Fanouts::new(vec![-1; cfg.layers]).unwrap();
     let mut mb = MiniBatchConfig::new(fanouts, 1);
     mb.subgraph = Some(batching);
-    let mut reports = Local::run(1, |comm| {
+    let reports = Local::run(workers, |comm| {
         let features = features_in_store(ds, comm.clone());
         train_mini_batch(
             ds.data(),
@@ -232,7 +255,7 @@ fn train_subgraphs(
         )
         .map(|(report, _)| report)
     });
-    reports.remove(0).unwrap()
+    reports.into_iter().map(|r| r.unwrap()).collect()
 }
 
 #[test]
@@ -333,5 +356,82 @@ fn cluster_gcn_and_graphsaint_learn_cora() {
             "{arch:?} {method}: test accuracy {}",
             report.test_score
         );
+    }
+}
+
+#[test]
+fn workers_take_the_steps_of_one_worker_to_1e_9_in_f64() {
+    let mut ds = dataset();
+    // Sparse features (5% non-zero, as bag-of-words), which a whole graph would multiply in
+    // sparse form: dropout must still draw each node's own mask.
+    let dense = ds.features.to_vec_f64();
+    let sparse: Vec<f64> = dense
+        .iter()
+        .enumerate()
+        .map(|(i, &x)| if i % 20 == 3 { x + 1.0 } else { 0.0 })
+        .collect();
+    ds.features = Tensor::from_vec(sparse, ds.features.shape()).unwrap();
+    let data = ds.data();
+    let (clusters, _) = metis_clusters(None, data, 6).unwrap();
+    let walk = SaintSampler::RandomWalk {
+        roots: 25,
+        length: 2,
+    };
+    let saint = Saint::new(walk, data).unwrap();
+    let norm = SaintNorm::estimate(&saint, data, 5, 3, 2).unwrap();
+    let p = |x| Probability::new(x).unwrap();
+    let batchings = [
+        SubgraphBatching::Cluster {
+            clusters: Arc::new(clusters),
+            per_batch: 2,
+        },
+        SubgraphBatching::Saint {
+            saint: Arc::new(saint),
+            norm: Some(Arc::new(norm)),
+            steps: 3,
+        },
+        // Samples of at most two nodes: with three workers, one has no training node.
+        SubgraphBatching::Saint {
+            saint: Arc::new(Saint::new(SaintSampler::Node { budget: 2 }, data).unwrap()),
+            norm: None,
+            steps: 6,
+        },
+    ];
+    for batching in batchings {
+        for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
+            let cfg = ModelConfig {
+                arch,
+                in_dim: 10,
+                hidden: 8,
+                out_dim: 4,
+                layers: 2,
+                heads: 2,
+                dropout: p(0.5),
+                input_dropout: p(0.2),
+                dtype: DType::F64,
+                ..Default::default()
+            };
+            let tc = loop_config(2, 7);
+            let one = train_subgraphs(&ds, cfg.clone(), &tc, batching.clone());
+            for workers in [2, 3] {
+                let runs = train_on(workers, &ds, cfg.clone(), &tc, batching.clone());
+                for (rank, got) in runs.iter().enumerate() {
+                    let what = format!(
+                        "{arch:?}, {}, rank {rank} of {workers}",
+                        batching.describe()
+                    );
+                    for (a, b) in got.epochs.iter().zip(&one.epochs) {
+                        let (x, y) = (a.loss, b.loss);
+                        assert!((x - y).abs() <= 1e-9 * y, "{what}: loss {x} vs {y}");
+                    }
+                    for (a, b) in got.best_params.iter().zip(&one.best_params) {
+                        for (x, y) in a.value.to_vec_f64().iter().zip(b.value.to_vec_f64()) {
+                            let close = (x - y).abs() <= 1e-9 * (1.0 + y.abs());
+                            assert!(close, "{what}, {}: {x} vs {y}", a.name);
+                        }
+                    }
+                }
+            }
+        }
     }
 }

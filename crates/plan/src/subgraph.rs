@@ -189,12 +189,6 @@ pub(crate) fn check(s: &TrainSettings) -> Result<()> {
             "sampled evaluation of subgraph batches needs `eval_fanouts`",
         );
     }
-    if s.workers.is_some_and(|w| w > 1) {
-        return not_here("workers", "subgraph batches train on one worker");
-    }
-    if s.comm == Some(crate::Backend::Mpi) {
-        return not_here("comm", "subgraph batches train on one worker");
-    }
     Ok(())
 }
 

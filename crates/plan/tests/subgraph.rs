@@ -9,7 +9,7 @@ use graphloom_graph::partition::metis;
 use graphloom_graph::parts::write_parts;
 use graphloom_graph::sample::Fanouts;
 use graphloom_plan::{
-    flag_of, Backend, Batching, Plan, PlanError, SubgraphSettings, TrainMode, TrainSettings,
+    flag_of, Batching, Plan, PlanError, SubgraphSettings, TrainMode, TrainSettings,
 };
 
 /// A small dataset directory, and the same graph partitioned into three parts.
@@ -233,20 +233,6 @@ fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
             },
             "--batch-size does not apply to subgraph batches",
         ),
-        (
-            TrainSettings {
-                workers: Some(2),
-                ..with(&plain, cluster(4, 1))
-            },
-            "--workers does not apply to subgraph batches",
-        ),
-        (
-            TrainSettings {
-                comm: Some(Backend::Mpi),
-                ..with(&plain, cluster(4, 1))
-            },
-            "--comm does not apply to subgraph batches",
-        ),
         (with(&parts, cluster(4, 1)), "--batching does not apply"),
         (
             with(
@@ -315,5 +301,28 @@ fn subgraph_batches_read_mapped_features_or_learn_an_input_embedding() {
         let outcome = Plan::new(settings).unwrap().run(|_| {}).unwrap();
         let report = outcome.report();
         assert!(report.epochs.iter().all(|e| e.loss.is_finite()));
+    }
+}
+
+#[test]
+fn two_workers_train_as_one() {
+    let (plain, _) = datasets("workers");
+    for batching in [cluster(6, 2), saint(Batching::SaintEdge, 40)] {
+        let run = |workers| {
+            let plan = Plan::new(TrainSettings {
+                workers: Some(workers),
+                ..with(&plain, batching.clone())
+            })
+            .unwrap();
+            let outcome = plan.run(|_| {}).unwrap();
+            let report = outcome.report();
+            let losses: Vec<f64> = report.epochs.iter().map(|e| e.loss).collect();
+            (losses, report.test_score)
+        };
+        let (one, two) = (run(1), run(2));
+        for (a, b) in one.0.iter().zip(&two.0) {
+            assert!((a - b).abs() < 1e-4 * a.abs(), "{a} vs {b}");
+        }
+        assert!((one.1 - two.1).abs() < 0.02, "{} vs {}", one.1, two.1);
     }
 }

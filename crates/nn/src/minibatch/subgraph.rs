@@ -1,8 +1,10 @@
 //! Subgraph mini-batches in the [`MiniBatch`] workload: Cluster-GCN (a batch is the subgraph
 //! induced by a few METIS clusters) and GraphSAINT (the subgraph induced by a node, edge or
-//! random-walk sample). A batch is a small whole graph: the model runs on it with its own
-//! operators ([`GraphInput::Nodes`]), every layer over the same nodes, GCN normalised by the
-//! batch's own degrees. The loss is over the batch's training nodes: their mean, or with
+//! random-walk sample). A batch is a small whole graph: the model computes on it what it would
+//! compute on a whole graph, GCN normalised by the batch's own degrees. Only the outputs of
+//! the batch's training nodes are needed, so a step runs the full-neighbour blocks around them
+//! within the subgraph ([`batch_blocks`]), with the whole subgraph's normalisation and edge
+//! weights: the same outputs, without the nodes beyond their reach. The loss is over the batch's training nodes: their mean, or with
 //! GraphSAINT's normalisation the sum of their losses weighted by `node_norm` (PyG's
 //! `M / (C_v N)`) and scaled by `N / N_train`, so that it estimates the mean loss over the
 //! training nodes (the paper's loss, over its graph of training nodes) as the other losses are
@@ -13,12 +15,16 @@
 //! The producer of the batch stream draws each batch's nodes, induces its subgraph, gathers
 //! its input rows and builds its operators while the compute runs the step before.
 //! Evaluation is the workload's own (exact inference over the whole graph, or sampled).
+//!
+//! Data parallel over several workers, every worker draws the same batch and takes the blocks
+//! of a slice of its training nodes; the loss is normalised by the whole batch and the
+//! gradients summed, so the workers take the steps of one worker.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use graphloom_comm::{ReduceData, ReduceOp};
-use graphloom_graph::sample::Sampler;
+use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::subgraph::clusters::Clusters;
 use graphloom_graph::subgraph::saint::{Saint, SaintNorm};
 use graphloom_graph::subgraph::{InducedSubgraph, NodeSet};
@@ -28,10 +34,12 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::Tensor;
 
 use super::MiniBatch;
-use crate::batches::BatchStream;
-use crate::model::{Architecture, GraphInput, Model, NodeGraph};
+use crate::batches::{rank_slice, BatchStream};
+use crate::kernels::aggregate::GcnNorm;
+use crate::model::{Architecture, GraphInput, LayerGraph, Model};
 use crate::train::Steps;
-use crate::{Error, Result};
+use crate::GraphView;
+use crate::Result;
 
 /// How the nodes of subgraph batches are drawn.
 #[derive(Clone, Debug)]
@@ -132,33 +140,77 @@ pub enum BatchDraw {
     Sample(u64),
 }
 
-/// The operators a model of `arch` runs over the induced subgraph `sub` of `data`: its own
-/// degrees, each edge weighted by GraphSAINT's `edge_norm` when `norm` is given; the rows keyed
-/// by their node ids (so dropout draws each node's own mask, as over the whole graph).
-pub fn batch_graph(
+/// GraphSAINT's `edge_norm` of each edge of `sub`, in its CSR order.
+fn edge_weights(sub: &InducedSubgraph, norm: Option<&SaintNorm>) -> Option<Vec<f32>> {
+    let norm = norm?;
+    let mut w = Vec::with_capacity(sub.edge_ids.len());
+    for (p, &v) in sub.nodes.iter().enumerate() {
+        for i in sub.csr.row_ptr[p] as usize..sub.csr.row_ptr[p + 1] as usize {
+            w.push(norm.edge_norm(sub.edge_ids[i] as usize, v) as f32);
+        }
+    }
+    Some(w)
+}
+
+/// The full-neighbour blocks of `layers` layers around the batch positions `rows` within the
+/// subgraph `sub` (drawn with `sampler`, which takes every neighbour), each with GraphSAINT's
+/// edge weights when `norm` is given and, for GCN, the normalisation of the whole subgraph, so
+/// that the blocks' outputs (for `rows`, in that order) are the whole subgraph's. The rows are
+/// keyed by their node ids, so dropout draws each node's own mask. Returns them with the node
+/// id of each input row.
+pub fn batch_blocks(
     arch: Architecture,
+    layers: usize,
     sub: &InducedSubgraph,
     norm: Option<&SaintNorm>,
-) -> Result<NodeGraph> {
-    let weights: Option<Arc<[f32]>> = norm.map(|norm| {
-        let mut w = Vec::with_capacity(sub.edge_ids.len());
-        for (p, &v) in sub.nodes.iter().enumerate() {
-            for i in sub.csr.row_ptr[p] as usize..sub.csr.row_ptr[p + 1] as usize {
-                w.push(norm.edge_norm(sub.edge_ids[i] as usize, v) as f32);
-            }
-        }
-        w.into()
+    rows: &[usize],
+    sampler: &mut Sampler,
+) -> Result<(Vec<LayerGraph>, Vec<i64>)> {
+    let seeds: Vec<NodeId> = rows.iter().map(|&p| p as NodeId).collect();
+    let all = vec![-1; layers];
+    let source = CsrSource::new(&sub.csr);
+    let blocks = sampler.sample(&source, &seeds, &all, SamplerKind::Uniform, 0, 0)?;
+    let weights = edge_weights(sub, norm);
+    let gcn_norm: Option<GcnNorm> = (arch == Architecture::Gcn).then(|| {
+        (0..sub.nodes.len())
+            .map(|p| {
+                let (lo, hi) = (sub.csr.row_ptr[p] as usize, sub.csr.row_ptr[p + 1] as usize);
+                let degree = match &weights {
+                    Some(w) => w[lo..hi].iter().map(|&x| f64::from(x)).sum(),
+                    None => (hi - lo) as f64,
+                };
+                GcnNorm::of(degree, sub.csr.col_idx[lo..hi].contains(&(p as NodeId)))
+            })
+            .collect()
     });
-    let ids: Arc<[i64]> = sub.nodes.iter().map(|&v| i64::from(v)).collect();
-    Ok(NodeGraph::in_memory(arch, &sub.csr, weights)?.with_row_ids(ids))
+    let gat = arch == Architecture::Gat;
+    let mut graphs = Vec::with_capacity(blocks.len());
+    for block in &blocks {
+        let csr = block.to_csr();
+        let mut view = GraphView::new(&csr, false);
+        if let Some(w) = &weights {
+            let own: Vec<f32> = block.edge_ids.iter().map(|&e| w[e as usize]).collect();
+            view = view.with_edge_weight(own.into())?;
+        }
+        let positions: Vec<usize> = block.src_nodes.iter().map(|&p| p as usize).collect();
+        graphs.push(LayerGraph {
+            view: Arc::new(view),
+            looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
+            num_dst: block.num_dst,
+            src_ids: positions.iter().map(|&p| i64::from(sub.nodes[p])).collect(),
+            gcn_norm: gcn_norm.as_ref().map(|n| Arc::new(n.select(&positions))),
+        });
+    }
+    let ids = graphs.first().map_or_else(Vec::new, |g| g.src_ids.to_vec());
+    Ok((graphs, ids))
 }
 
 /// One prepared subgraph batch.
 pub(super) struct SubgraphBatch {
     /// The node id of each row.
     ids: Vec<i64>,
-    /// The batch's operators.
-    graph: NodeGraph,
+    /// The blocks of this worker's training nodes.
+    graphs: Vec<LayerGraph>,
     /// The input rows, when gathered from a feature table.
     x: Option<Tensor>,
     /// The rows of the batch's training nodes, with their labels and loss weights.
@@ -167,6 +219,8 @@ pub(super) struct SubgraphBatch {
     weights: Option<Arc<[f64]>>,
     /// What the loss's sum is divided by.
     normaliser: f64,
+    /// The training nodes of the batch over every worker.
+    global_rows: usize,
     sample_seconds: f64,
     gather_seconds: f64,
 }
@@ -179,55 +233,78 @@ struct Preparer<'d> {
     /// Whether each node is a training node.
     train: &'d [bool],
     arch: Architecture,
+    layers: usize,
     dtype: graphloom_tensor::DType,
     seed: u64,
     epoch: u64,
+    /// This worker's rank, of `ranks`.
+    rank: usize,
+    ranks: usize,
 }
 
 impl Preparer<'_> {
-    /// Draws, induces and gathers batch `draw` (`None`: it holds no training node, so there is
-    /// nothing to learn from it).
-    fn prepare(&self, set: &mut NodeSet, draw: &BatchDraw) -> Result<Option<SubgraphBatch>> {
+    /// Draws, induces and gathers batch `draw`, with the batch's training nodes over every
+    /// worker (`None`: it holds none, so there is nothing to learn from it; a batch of `None`:
+    /// this worker's slice of them is empty).
+    fn prepare(
+        &self,
+        set: &mut NodeSet,
+        sampler: &mut Sampler,
+        draw: &BatchDraw,
+    ) -> Result<Option<(usize, Option<SubgraphBatch>)>> {
         let start = Instant::now();
         let nodes = self.batching.nodes(self.data, draw, self.seed, self.epoch);
-        let rows: Arc<[usize]> = nodes
+        let all_rows: Vec<usize> = nodes
             .iter()
             .enumerate()
             .filter(|&(_, &v)| self.train[v as usize])
             .map(|(p, _)| p)
             .collect();
-        if rows.is_empty() {
+        if all_rows.is_empty() {
             return Ok(None);
         }
+        let mine = rank_slice(&all_rows, self.rank, self.ranks);
+        if mine.is_empty() {
+            // A distributed table's gather is collective: take part with no rows.
+            if let Some(f) = self.features.filter(|f| f.collective()) {
+                f.gather(&[])?;
+            }
+            return Ok(Some((all_rows.len(), None)));
+        }
         let sub = set.members(&nodes).induced(self.data);
-        let sampled = Instant::now();
         let norm = self.batching.norm();
-        let graph = batch_graph(self.arch, &sub, norm)?;
-        let ids: Vec<i64> = nodes.iter().map(|&v| i64::from(v)).collect();
+        let (graphs, ids) = batch_blocks(self.arch, self.layers, &sub, norm, mine, sampler)?;
+        // The blocks' outputs are this worker's training nodes, in order.
+        let rows: Arc<[usize]> = (0..mine.len()).collect();
+        let sampled = Instant::now();
         let x = match self.features {
             Some(f) => Some(f.gather(&ids)?.cast(self.dtype)?),
             None => None,
         };
-        let labels = rows
+        let labels = mine
             .iter()
             .map(|&p| self.data.labels[nodes[p] as usize])
             .collect();
-        let weights = norm.map(|n| rows.iter().map(|&p| n.node_norm(nodes[p])).collect());
+        let weights = norm.map(|n| mine.iter().map(|&p| n.node_norm(nodes[p])).collect());
         let normaliser = match norm {
             Some(_) => self.data.train_idx.len() as f64 / self.data.num_nodes() as f64,
-            None => rows.len() as f64,
+            None => all_rows.len() as f64,
         };
-        Ok(Some(SubgraphBatch {
-            ids,
-            graph,
-            x,
-            rows,
-            labels,
-            weights,
-            normaliser,
-            sample_seconds: (sampled - start).as_secs_f64(),
-            gather_seconds: sampled.elapsed().as_secs_f64(),
-        }))
+        Ok(Some((
+            all_rows.len(),
+            Some(SubgraphBatch {
+                ids,
+                graphs,
+                x,
+                rows,
+                labels,
+                weights,
+                normaliser,
+                global_rows: all_rows.len(),
+                sample_seconds: (sampled - start).as_secs_f64(),
+                gather_seconds: sampled.elapsed().as_secs_f64(),
+            }),
+        )))
     }
 }
 
@@ -263,12 +340,6 @@ impl MiniBatch<'_> {
         epoch: u64,
         steps: &mut Steps<'_>,
     ) -> Result<f64> {
-        if self.comm.size() > 1 {
-            return Err(Error::InvalidSetting {
-                setting: "workers",
-                reason: "subgraph batches train on one worker".into(),
-            });
-        }
         let mut draws = state.batching.epoch(self.seed, epoch);
         draws.truncate(self.mb.batches_per_epoch.unwrap_or(usize::MAX));
         let settings = self.stream_settings(draws.len());
@@ -282,13 +353,17 @@ impl MiniBatch<'_> {
             batching: &state.batching,
             train: &state.train,
             arch: self.model.cfg.arch,
+            layers: self.model.cfg.layers,
             dtype: self.model.cfg.dtype,
             seed: self.seed,
             epoch,
+            rank: self.comm.rank(),
+            ranks: self.comm.size(),
         };
         let (mut loss_sum, mut seen) = (0.0, 0usize);
         std::thread::scope(|scope| -> Result<()> {
-            let make = |_: &mut Sampler, i: usize| preparer.prepare(&mut set, &draws[i]);
+            let make =
+                |sampler: &mut Sampler, i: usize| preparer.prepare(&mut set, sampler, &draws[i]);
             let mut stream = BatchStream::scoped(scope, settings, make)?;
             let total = draws.len();
             let mut result = Ok(());
@@ -296,12 +371,16 @@ impl MiniBatch<'_> {
                 let Some(batch) = stream.next() else { break };
                 let compute = Instant::now();
                 let step = batch.and_then(|b| match b {
-                    Some(b) => self.subgraph_step(b, steps).map(Some),
+                    Some((global, Some(b))) => {
+                        self.subgraph_step(b, steps).map(|l| Some((l, global)))
+                    }
+                    // This worker's slice is empty: it still takes part in the step.
+                    Some((global, None)) => self.step(None, 0, steps).map(|_| Some((0.0, global))),
                     None => Ok(None),
                 });
                 match step {
                     Ok(Some((loss, rows))) => {
-                        loss_sum += loss * rows as f64;
+                        loss_sum += loss;
                         seen += rows;
                     }
                     Ok(None) => {}
@@ -325,44 +404,30 @@ impl MiniBatch<'_> {
         Ok(total[0] / seen.max(1) as f64)
     }
 
-    /// The step of one subgraph batch; returns its loss and its training nodes.
-    fn subgraph_step(
-        &mut self,
-        batch: SubgraphBatch,
-        steps: &mut Steps<'_>,
-    ) -> Result<(f64, usize)> {
+    /// The step of one subgraph batch; returns this worker's share of its loss times the
+    /// batch's training nodes over every worker.
+    fn subgraph_step(&mut self, batch: SubgraphBatch, steps: &mut Steps<'_>) -> Result<f64> {
         self.stages.sample += batch.sample_seconds;
         self.stages.gather += batch.gather_seconds;
         let SubgraphBatch {
             ids,
-            graph,
+            graphs,
             x,
             rows,
             labels,
             weights,
             normaliser,
+            global_rows,
             ..
         } = batch;
-        let count = rows.len();
-        // Sparse features (bag-of-words) take the first layer's sparse product, as in a
-        // whole-graph pass.
-        let graph = match &x {
-            Some(x) => graph.with_sparse_input(self.model.sparse_input(x)),
-            None => graph,
-        };
-        let loss = self.run_step(
-            x,
-            &ids,
-            GraphInput::Nodes(&graph),
-            steps,
-            |_, tape, out, _| {
-                let logp = Model::log_probabilities(tape, out)?;
-                Ok(match weights {
-                    Some(w) => ops::weighted_nll_loss(tape, &logp, rows, labels, w, normaliser)?,
-                    None => ops::nll_loss(tape, &logp, rows, labels, normaliser)?,
-                })
-            },
-        )?;
-        Ok((loss, count))
+        let input = GraphInput::Blocks(&graphs);
+        let loss = self.run_step(x, &ids, input, steps, |_, tape, out, _| {
+            let logp = Model::log_probabilities(tape, out)?;
+            Ok(match weights {
+                Some(w) => ops::weighted_nll_loss(tape, &logp, rows, labels, w, normaliser)?,
+                None => ops::nll_loss(tape, &logp, rows, labels, normaliser)?,
+            })
+        })?;
+        Ok(loss * global_rows as f64)
     }
 }
