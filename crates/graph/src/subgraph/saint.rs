@@ -12,8 +12,9 @@
 //! - Random-walk sampler: `roots` roots drawn uniformly among all nodes, each walking `length`
 //!   steps to a uniform in-neighbour (staying where there is none), every node visited kept.
 //!
-//! [`SaintNorm`] estimates the normalisation by sampling ahead until the samples hold
-//! `coverage` times the graph's node count (PyG's `sample_coverage`): with `C_v` the samples
+//! [`SaintNorm`] estimates the normalisation by sampling ahead, in rounds of an epoch's
+//! samples as PyG does, until the samples hold `coverage` times the graph's node count (PyG's
+//! `sample_coverage`): with `C_v` the samples
 //! holding node `v`, `C_e` those holding edge `e` and `M` the number of samples,
 //! `node_norm[v] = M / (C_v * N)` (with `C_v = 0.1` for a node never drawn) and
 //! `edge_norm[e = u -> v] = C_v / C_e`, clamped to `[0, 10^4]`, 0.1 where `0/0`. Both are PyG's
