@@ -158,6 +158,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
     graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
     let log = output::EpochLog::new(s.epochs as u64, arch.name(), args.quiet);
+    if let (Plan::MiniBatch(p), false) = (&plan, args.quiet || args.json) {
+        if let Some(origin) = &p.subgraph_origin {
+            eprintln!("subgraph batches: {origin}");
+        }
+    }
     if let (true, false, Some(dir)) = (s.resume, args.quiet, &s.snapshot_dir) {
         eprintln!("resuming from the snapshot in {}", dir.display());
     }
@@ -251,8 +256,13 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             // total stage time.
             let st = o.stages;
             let total = (st.sample + st.gather + st.compute).max(f64::MIN_POSITIVE);
-            value["fanouts"] = json!(p.batches.fanouts.as_slice());
-            value["batch_size"] = json!(p.batches.batch_size);
+            match &p.batches.subgraph {
+                Some(b) => value["batching"] = json!(b.describe()),
+                None => {
+                    value["fanouts"] = json!(p.batches.fanouts.as_slice());
+                    value["batch_size"] = json!(p.batches.batch_size);
+                }
+            }
             value["features_location"] = json!(p.features_location.name());
             value["sample_seconds"] = json!(st.sample);
             value["gather_seconds"] = json!(st.gather);

@@ -193,7 +193,11 @@ fn cora_trains_and_predicts_links() {
     let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(summary["task"], "link");
     let h = &summary["hyperparameters"];
-    assert_eq!((&h["decoder"], &h["neg_ratio"]), (&"dot".into(), &1.into()), "{h}");
+    assert_eq!(
+        (&h["decoder"], &h["neg_ratio"]),
+        (&"dot".into(), &1.into()),
+        "{h}"
+    );
     assert_eq!(h["exclude_supervision"], false);
     let auc = summary["test_auc"].as_f64().unwrap();
     assert!(auc > 0.8, "test AUC {auc}");

@@ -10,6 +10,8 @@
 //! - [`MappedDataset`]: the same directory mapped in place, for graphs larger than memory;
 //!   [`GraphData`] is what sampled training reads of either.
 //! - [`convert`]: Planetoid raw files, and a synthetic graph with learnable labels.
+//! - [`subgraph`]: Cluster-GCN's clusters and GraphSAINT's samplers, and the subgraphs
+//!   their batches induce.
 //! - [`npy`]: numpy's `.npy` format.
 //!
 //! ```
@@ -35,6 +37,7 @@ pub mod partition;
 pub mod parts;
 pub mod sample;
 mod store_graph;
+pub mod subgraph;
 mod summary;
 mod swap;
 

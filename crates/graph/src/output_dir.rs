@@ -53,8 +53,9 @@ impl OutputKind {
     }
 }
 
-/// The entries of a dataset directory (`link_split` is the folder of a link-prediction split).
-const DATASET_FILES: [&str; 10] = [
+/// The entries of a dataset directory (`link_split` is the folder of a link-prediction split,
+/// `clusters` that of the METIS clusters subgraph batches keep).
+const DATASET_FILES: [&str; 11] = [
     "meta.json",
     "csr_row_ptr.npy",
     "csr_col_idx.npy",
@@ -65,6 +66,7 @@ const DATASET_FILES: [&str; 10] = [
     "test_idx.npy",
     "edge_weight.npy",
     crate::link_split::LINK_SPLIT_DIR,
+    crate::subgraph::clusters::CLUSTERS_DIR,
 ];
 
 fn is_number(s: &str) -> bool {

@@ -10,6 +10,8 @@
 //! [`graphloom_graph::MappedDataset`] whose arrays stay in their files. Training builds no
 //! whole-graph structure; only exact evaluation in one pass does, once, on first use.
 
+mod subgraph;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
@@ -38,6 +40,7 @@ use crate::train::{
     TrainReport, Workload,
 };
 use crate::{Error, Result};
+pub use subgraph::{batch_blocks, BatchDraw, SubgraphBatching};
 
 /// How batches are made and evaluated.
 #[derive(Clone, Debug)]
@@ -65,6 +68,9 @@ pub struct MiniBatchConfig {
     /// (`None`: one forward pass over the whole graph, which holds every node's input row and
     /// the whole graph in memory).
     pub layerwise: Option<LayerwiseConfig>,
+    /// Train on subgraph batches (Cluster-GCN, GraphSAINT) instead of sampled blocks; the
+    /// fanouts and batch size then serve only sampled evaluation.
+    pub subgraph: Option<SubgraphBatching>,
 }
 
 impl MiniBatchConfig {
@@ -80,6 +86,7 @@ impl MiniBatchConfig {
             sampled_eval: None,
             producer_threads: None,
             layerwise: None,
+            subgraph: None,
         }
     }
 }
@@ -237,6 +244,8 @@ pub struct MiniBatch<'a> {
     producer_pool: Option<Arc<rayon::ThreadPool>>,
     /// What the model trains for.
     task: Task<'a>,
+    /// Subgraph batching's state, when the batches are subgraphs.
+    subgraph: Option<subgraph::SubgraphState>,
 }
 
 impl<'a> MiniBatch<'a> {
@@ -263,7 +272,9 @@ impl<'a> MiniBatch<'a> {
                 ),
             })
         };
-        check_fanouts("fanouts and layers", &mb.fanouts)?;
+        if mb.subgraph.is_none() {
+            check_fanouts("fanouts and layers", &mb.fanouts)?;
+        }
         if let Some(eval) = &mb.sampled_eval {
             check_fanouts("evaluation fanouts and layers", &eval.fanouts)?;
         }
@@ -309,6 +320,10 @@ impl<'a> MiniBatch<'a> {
             sampler: None,
             producer_pool,
             task: Task::Node,
+            subgraph: mb
+                .subgraph
+                .clone()
+                .map(|b| subgraph::SubgraphState::new(b, data)),
         })
     }
 
@@ -317,6 +332,12 @@ impl<'a> MiniBatch<'a> {
     /// are the seeds, and evaluates exactly (in one pass or layer by layer), not by sampling.
     pub fn with_task(mut self, task: Task<'a>) -> Result<MiniBatch<'a>> {
         task.check(&self.model.cfg)?;
+        if matches!(task, Task::Link(_)) && self.mb.subgraph.is_some() {
+            return Err(Error::InvalidSetting {
+                setting: "batching",
+                reason: "subgraph batches train node classification".into(),
+            });
+        }
         if matches!(task, Task::Link(_)) && self.mb.sampled_eval.is_some() {
             return Err(Error::InvalidSetting {
                 setting: "eval_fanouts",
@@ -368,36 +389,54 @@ impl<'a> MiniBatch<'a> {
         };
         self.stages.sample += batch.sampled.sample_seconds;
         self.stages.gather += batch.sampled.gather_seconds;
+        let ids = &batch.sampled.input_ids;
+        let graph = GraphInput::Blocks(&batch.graphs);
+        let targets = batch.targets;
+        // Normalised by the global batch: the workers' gradients sum to the gradient of the
+        // global batch's mean loss.
+        self.run_step(
+            batch.sampled.x,
+            ids,
+            graph,
+            steps,
+            |model, tape, out, vars| {
+                Ok(match targets {
+                    Targets::Nodes(labels) => {
+                        let logp = Model::log_probabilities(tape, out)?;
+                        let seeds: Arc<[usize]> = (0..labels.len()).collect();
+                        ops::nll_loss(tape, &logp, seeds, labels, global as f64)?
+                    }
+                    Targets::Pairs { src, dst, labels } => {
+                        let s = model.link_scores(tape, out, vars, src, dst)?;
+                        ops::bce_with_logits(tape, &s, labels, global as f64)?
+                    }
+                })
+            },
+        )
+    }
+
+    /// One training step over input rows `ids` (gathered ahead as `gathered`, or read now from
+    /// the embedding table) and `graph`: the forward pass, `loss` of its output, backward, the
+    /// update, and the embedding table's update when the input is one. Returns the loss.
+    fn run_step(
+        &mut self,
+        gathered: Option<Tensor>,
+        ids: &[i64],
+        graph: GraphInput<'_>,
+        steps: &mut Steps<'_>,
+        loss: impl FnOnce(&Model, &mut Tape, &Var, &[Var]) -> Result<Var>,
+    ) -> Result<f64> {
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
-        let ids = &batch.sampled.input_ids;
         let rows = self
             .inputs
-            .batch_rows(batch.sampled.x, ids, self.model.cfg.dtype)?;
+            .batch_rows(gathered, ids, self.model.cfg.dtype)?;
         let (x, table) = match &mut self.inputs {
             Inputs::Embedding { table, lr } => (tape.leaf(rows, true), Some((table, *lr))),
             Inputs::Features(_) => (Var::constant(rows), None),
         };
-        let out = self.model.forward(
-            &mut tape,
-            &x,
-            &vars,
-            GraphInput::Blocks(&batch.graphs),
-            mode,
-        )?;
-        // Normalised by the global batch: the workers' gradients sum to the gradient of the
-        // global batch's mean loss.
-        let loss = match batch.targets {
-            Targets::Nodes(labels) => {
-                let logp = Model::log_probabilities(&mut tape, &out)?;
-                let seeds: Arc<[usize]> = (0..labels.len()).collect();
-                ops::nll_loss(&mut tape, &logp, seeds, labels, global as f64)?
-            }
-            Targets::Pairs { src, dst, labels } => {
-                let s = self.model.link_scores(&mut tape, &out, &vars, src, dst)?;
-                ops::bce_with_logits(&mut tape, &s, labels, global as f64)?
-            }
-        };
+        let out = self.model.forward(&mut tape, &x, &vars, graph, mode)?;
+        let loss = loss(&self.model, &mut tape, &out, &vars)?;
         drop(out);
         let wants_input = table.is_some().then_some(&x);
         let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
@@ -419,11 +458,15 @@ impl Workload for MiniBatch<'_> {
                 format!("an input embedding {} wide (lr {lr})", table.dim())
             }
         };
+        let batches = match &self.mb.subgraph {
+            Some(b) => b.describe(),
+            None => format!(
+                "mini-batches of {} seeds, fanouts {}",
+                self.mb.batch_size, self.mb.fanouts
+            ),
+        };
         let mut text = format!(
-            "mini-batches of {} seeds, fanouts {}, over {} nodes, {} edges, {} training \
-             nodes, from {input}",
-            self.mb.batch_size,
-            self.mb.fanouts,
+            "{batches}, over {} nodes, {} edges, {} training nodes, from {input}",
             self.data.num_nodes(),
             self.data.num_edges(),
             self.data.train_idx.len()
@@ -477,6 +520,11 @@ impl Workload for MiniBatch<'_> {
         let (rank, ranks) = (self.comm.rank(), self.comm.size());
         let (data, seed, epoch) = (self.data, self.seed, epoch as u64);
         self.task.check(&self.model.cfg)?;
+        if let Some(mut state) = self.subgraph.take() {
+            let loss = self.train_subgraph_epoch(&mut state, epoch, steps);
+            self.subgraph = Some(state);
+            return loss;
+        }
         let cap = self.mb.batches_per_epoch.unwrap_or(usize::MAX);
         let batch_size = self.mb.batch_size;
         // Each step's share of this worker (node ids, or indices of supervision pairs), and

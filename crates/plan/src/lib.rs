@@ -37,14 +37,15 @@ mod mini_batch;
 mod plan;
 mod sar;
 mod settings;
+mod subgraph;
 mod suggest;
 
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
-pub use link::NEG_RATIO;
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
+pub use link::NEG_RATIO;
 pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
 pub use sar::{SarOutcome, SarPlan};
@@ -54,6 +55,7 @@ pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
     TaskName, TrainSettings,
 };
+pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]
 pub use suggest::ChoiceParser;
 pub use suggest::{suggest, suggest_choice};

@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
+use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
@@ -41,6 +42,8 @@ pub struct MiniBatchPlan {
     /// The learnt input embedding's width and learning rate, when the run learns one instead
     /// of reading features.
     pub embedding: Option<(usize, f32)>,
+    /// Subgraph batches: where their clusters or normalisation came from, in words.
+    pub subgraph_origin: Option<String>,
     data: MiniBatchData,
     link: Option<LinkPlan>,
 }
@@ -88,24 +91,40 @@ impl MiniBatchPlan {
             MiniBatchData::Loaded(ds) => &ds.meta,
             MiniBatchData::Mapped(ds) => &ds.meta,
         };
+        let subgraph = crate::subgraph::batching(s, s.dataset.as_deref(), data.graph_data())?;
         if let MiniBatchData::Mapped(ds) = &data {
             if ds.edge_weight().is_some() {
                 return Err(PlanError::invalid(
-                    "fanouts",
+                    if subgraph.is_some() {
+                        "batching"
+                    } else {
+                        "fanouts"
+                    },
                     "samples blocks without edge weights, and this dataset has \
                      edge_weight.npy: train it full-batch (or partitioned, with SAR), where GCN \
                      and GraphSAGE weigh every edge",
                 ));
             }
         }
-        let fanouts = s.fanouts.clone().ok_or_else(|| {
-            PlanError::invalid("fanouts", "mini-batch training samples with fanouts")
-        })?;
+        // Subgraph batches use fanouts only for sampled evaluation: all neighbours unless
+        // `eval_fanouts`.
+        let fanouts = match (&s.fanouts, &subgraph) {
+            (Some(f), _) => f.clone(),
+            (None, Some(_)) => Fanouts::new(vec![-1; model.layers])?,
+            (None, None) => {
+                return Err(PlanError::invalid(
+                    "fanouts",
+                    "mini-batch training samples with fanouts",
+                ))
+            }
+        };
         let mut batches = MiniBatchConfig::new(fanouts.clone(), s.batch_size.unwrap_or(BATCH_SIZE));
         if let Some(depth) = s.queue_depth {
             batches.queue_depth = depth;
         }
         batches.batches_per_epoch = s.batches_per_epoch;
+        let subgraph_origin = subgraph.as_ref().map(|(_, line)| line.clone());
+        batches.subgraph = subgraph.map(|(b, _)| b);
         // Features read from their file block on the disk: sample and gather on threads of
         // their own, many reads in flight.
         batches.producer_threads = (s.features_location == Some(FeaturesLocation::Mmap))
@@ -135,6 +154,7 @@ impl MiniBatchPlan {
             backend,
             features_location,
             embedding,
+            subgraph_origin,
             data,
             link,
         })

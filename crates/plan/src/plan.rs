@@ -35,17 +35,25 @@ impl TrainMode {
         }
     }
 
-    /// The mode `settings` select: SAR for a partitioned dataset, mini-batches with fanouts,
-    /// else full batch.
+    /// The mode `settings` select: SAR for a partitioned dataset, mini-batches with fanouts
+    /// or subgraph batches, else full batch.
     pub fn of(settings: &TrainSettings) -> Result<TrainMode> {
         let partitioned = settings
             .dataset
             .as_ref()
             .is_some_and(|d| PartitionMeta::is_partitioned(d));
-        Ok(match (partitioned, settings.fanouts.is_some()) {
+        let subgraphs = settings.subgraph.batching.is_some();
+        if subgraphs && settings.fanouts.is_some() {
+            return Err(PlanError::invalid(
+                "batching",
+                "trains on whole subgraphs, `fanouts` on sampled neighbourhoods: give one or \
+                 the other",
+            ));
+        }
+        Ok(match (partitioned, settings.fanouts.is_some() || subgraphs) {
             (true, true) => {
                 return Err(PlanError::not_applicable(
-                    "fanouts",
+                    if subgraphs { "batching" } else { "fanouts" },
                     TrainMode::Sar,
                     "a partitioned dataset trains full-batch; give the unpartitioned directory to sample mini-batches",
                 ))
@@ -131,6 +139,7 @@ impl Plan {
     /// parts.
     pub fn new(settings: TrainSettings) -> Result<Plan> {
         let mode = TrainMode::of(&settings)?;
+        crate::subgraph::check(&settings)?;
         let saved = match &settings.init_model {
             Some(path) => Some(ModelFile::load(path)?),
             None => None,

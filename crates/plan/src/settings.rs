@@ -386,6 +386,9 @@ pub struct TrainSettings {
     /// the one of an uninterrupted run.
     #[cfg_attr(feature = "cli", arg(long))]
     pub resume: bool,
+    /// Subgraph mini-batches (Cluster-GCN, GraphSAINT).
+    #[cfg_attr(feature = "cli", command(flatten))]
+    pub subgraph: crate::SubgraphSettings,
 }
 
 impl Default for TrainSettings {
@@ -437,6 +440,7 @@ impl Default for TrainSettings {
             snapshot_dir: None,
             snapshot_every: None,
             resume: false,
+            subgraph: Default::default(),
         }
     }
 }

@@ -5,7 +5,8 @@
 //! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), the
 //! loaders ([`loader`], whose batches are [`node_loader`]'s seeds or [`link_loader`]'s pairs
 //! with the sampled [`neighbourhood`] of their nodes, made on the [`epochs`] of a producer
-//! thread), [`metrics`] (link prediction's),
+//! thread; [`subgraph_loader`]'s batches are Cluster-GCN's and GraphSAINT's subgraphs),
+//! [`metrics`] (link prediction's),
 //! [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
@@ -27,6 +28,7 @@ mod model;
 mod neighbourhood;
 mod node_loader;
 mod process;
+mod subgraph_loader;
 mod table;
 mod view;
 
@@ -58,6 +60,9 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(metrics::auc, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::hits_at_k, m)?)?;
     m.add_function(wrap_pyfunction!(metrics::mrr, m)?)?;
+    m.add_class::<subgraph_loader::Clusters>()?;
+    m.add_class::<subgraph_loader::SubgraphBatch>()?;
+    m.add_function(wrap_pyfunction!(subgraph_loader::subgraph_loader, m)?)?;
     m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::predict, m)?)?;

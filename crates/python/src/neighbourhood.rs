@@ -77,13 +77,7 @@ impl Source {
 
     /// Rows `ids` of the table, in the dtype for inputs.
     fn gather(&self, ids: &[i64]) -> PyResult<Tensor> {
-        let mut guard = open_table(&self.table, self.name)?;
-        let table = guard.as_mut().expect("open_table checked");
-        table
-            .gather(ids)
-            .map_err(errors::raise)?
-            .cast(self.x_dtype)
-            .map_err(errors::raise)
+        gather_rows(&self.table, self.x_dtype, ids, self.name)
     }
 
     /// Samples around `seeds` with the draws of (`seed`, `epoch`), lets `edit` remove edges
@@ -162,6 +156,22 @@ impl Source {
             num_sampled_edges,
         })
     }
+}
+
+/// Rows `ids` of a loader's `table`, as `x_dtype`; `op` names the loader in errors.
+pub(crate) fn gather_rows(
+    table: &Shared,
+    x_dtype: DType,
+    ids: &[i64],
+    op: &str,
+) -> PyResult<Tensor> {
+    let mut guard = open_table(table, op)?;
+    let table = guard.as_mut().expect("open_table checked");
+    table
+        .gather(ids)
+        .map_err(errors::raise)?
+        .cast(x_dtype)
+        .map_err(errors::raise)
 }
 
 /// `values` as an int64 tensor of `shape`.

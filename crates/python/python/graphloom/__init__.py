@@ -18,7 +18,9 @@ Datasets and PyG::
     for batch in loader:                        # torch_geometric.data.Data
         out = model(batch.x, batch.edge_index)[: batch.batch_size]
 
-``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too. Under torchrun, ``gl.init()``
+``NeighborLoader`` takes PyG's signature and a PyG ``Data`` too, as do the subgraph loaders
+``ClusterData``/``ClusterLoader`` (Cluster-GCN) and ``GraphSAINTNodeSampler``,
+``GraphSAINTEdgeSampler`` and ``GraphSAINTRandomWalkSampler``. Under torchrun, ``gl.init()``
 reads the job's ranks and loaders take their slice of every batch.
 
 Link prediction: ``gl.LinkNeighborLoader`` (PyG's signature, binary and triplet negatives) over
@@ -60,6 +62,13 @@ from .embedding import Embedding, create_embedding, create_embedding_from_fileli
 from .link import LinkNeighborLoader
 from .loader import Batch, NeighborLoader
 from . import metrics
+from .subgraph import (
+    ClusterData,
+    ClusterLoader,
+    GraphSAINTEdgeSampler,
+    GraphSAINTNodeSampler,
+    GraphSAINTRandomWalkSampler,
+)
 from .model import predict
 
 __all__ = [
@@ -81,6 +90,11 @@ __all__ = [
     "LinkNeighborLoader",
     "metrics",
     "Batch",
+    "ClusterData",
+    "ClusterLoader",
+    "GraphSAINTNodeSampler",
+    "GraphSAINTEdgeSampler",
+    "GraphSAINTRandomWalkSampler",
     "predict",
     "mpi_available",
     "__version__",

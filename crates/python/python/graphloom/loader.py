@@ -107,6 +107,22 @@ def _fanouts(num_neighbors: Any, fanouts: Any, loader: str) -> list[int]:
     return int_list(fanouts, "num_neighbors")
 
 
+def sliced_attributes(data: Any, n_id: Any, e_id: Any, skip: Sequence[str]) -> dict[str, Any]:
+    """The node and edge attributes of the PyG ``Data`` ``data`` (but those named in
+    ``skip``) sliced to a batch's nodes ``n_id`` and edges ``e_id`` (columns of
+    ``data.edge_index``), as PyG's loaders slice them."""
+    fields = {}
+    for key in data.keys():
+        if key in skip:
+            continue
+        value = data[key]
+        if data.is_node_attr(key):
+            fields[key] = value[n_id]
+        elif data.is_edge_attr(key):
+            fields[key] = value[e_id]
+    return fields
+
+
 def _draw_seed(generator: Any) -> int:
     """A seed from torch's generator (``generator``, else the default one), as torch's own
     ``DataLoader`` draws its base seed: ``torch.manual_seed`` decides the batches. 0 without
@@ -173,14 +189,7 @@ class _Source:
             # Back to the Data's own edge order, and its attributes but x (y of any shape or
             # dtype, masks, edge_attr, ...) sliced to the batch, as PyG's loader does.
             e_id = self.edge_order[e_id]
-            for key in self.data.keys():
-                if key in _BATCH_FIELDS or key in extra:
-                    continue
-                value = self.data[key]
-                if self.data.is_node_attr(key):
-                    fields[key] = value[n_id]
-                elif self.data.is_edge_attr(key):
-                    fields[key] = value[e_id]
+            fields = sliced_attributes(self.data, n_id, e_id, (*_BATCH_FIELDS, *extra))
         else:
             fields["y"] = from_view(sampled.y)
         if self.has_x:

@@ -83,7 +83,16 @@ pub fn log_softmax(tape: &mut Tape, x: &Var) -> Result<Var> {
 struct NllLoss {
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
+    /// A weight per row (`None`: 1 each).
+    weights: Option<Arc<[f64]>>,
     normaliser: f64,
+}
+
+impl NllLoss {
+    /// The weight of the `i`-th row.
+    fn weight(&self, i: usize) -> f64 {
+        self.weights.as_ref().map_or(1.0, |w| w[i])
+    }
 }
 
 impl Op for NllLoss {
@@ -115,8 +124,8 @@ impl Op for NllLoss {
             let lp = logp.as_slice::<T>()?;
             // Sequential in row order: a fixed order, so the loss does not depend on threads.
             let mut total = 0f64;
-            for (&r, &y) in self.rows.iter().zip(self.labels.iter()) {
-                total -= lp[r * c + y as usize].to_acc().to_f64();
+            for (i, (&r, &y)) in self.rows.iter().zip(self.labels.iter()).enumerate() {
+                total -= self.weight(i) * lp[r * c + y as usize].to_acc().to_f64();
             }
             Tensor::from_vec(vec![T::from_acc(<<T as Float>::Acc as Real>::from_f64(total / self.normaliser))], &[1])
         })
@@ -127,9 +136,10 @@ impl Op for NllLoss {
         let g = ctx.grad.scalar_f64()?;
         let dx = with_float!(logp.dtype(), "nll_loss", T => {
             let mut out = crate::alloc::zeros::<T>(logp.numel());
-            for (&r, &y) in self.rows.iter().zip(self.labels.iter()) {
+            for (i, (&r, &y)) in self.rows.iter().zip(self.labels.iter()).enumerate() {
                 let cell = &mut out[r * c + y as usize];
-                *cell = T::from_acc(<<T as Float>::Acc as Real>::from_f64(cell.to_acc().to_f64() - g / self.normaliser));
+                let d = g * self.weight(i) / self.normaliser;
+                *cell = T::from_acc(<<T as Float>::Acc as Real>::from_f64(cell.to_acc().to_f64() - d));
             }
             Tensor::from_vec(out, logp.shape())
         })?;
@@ -158,6 +168,35 @@ pub fn nll_loss(
         NllLoss {
             rows,
             labels,
+            weights: None,
+            normaliser,
+        },
+        &[logp],
+    )
+}
+
+/// `-sum_i weights[i] * logp[rows[i], labels[i]] / normaliser`: each row's loss weighted (as
+/// GraphSAINT weighs a sampled node's loss by its normalisation).
+pub fn weighted_nll_loss(
+    tape: &mut Tape,
+    logp: &Var,
+    rows: Arc<[usize]>,
+    labels: Arc<[i64]>,
+    weights: Arc<[f64]>,
+    normaliser: f64,
+) -> Result<Var> {
+    if rows.len() != labels.len() || rows.len() != weights.len() {
+        return Err(Error::ShapeMismatch {
+            op: "weighted_nll_loss",
+            lhs: vec![rows.len(), labels.len()],
+            rhs: vec![weights.len()],
+        });
+    }
+    tape.apply(
+        NllLoss {
+            rows,
+            labels,
+            weights: Some(weights),
             normaliser,
         },
         &[logp],
@@ -195,6 +234,34 @@ mod tests {
             want -= row[y as usize] - lse;
         }
         assert!((loss - want / 4.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn weighted_nll_weighs_each_row_and_matches_finite_differences() {
+        let v: Vec<f64> = (0..12).map(|i| ((i * 5) % 7) as f64 * 0.4 - 1.2).collect();
+        let x = Tensor::from_f64(&v, &[4, 3], DType::F64).unwrap();
+        let rows: Arc<[usize]> = vec![0, 1, 3].into();
+        let labels: Arc<[i64]> = vec![2, 0, 1].into();
+        let weights: Arc<[f64]> = vec![0.5, 2.0, 1.5].into();
+        let (r, l, w) = (rows.clone(), labels.clone(), weights.clone());
+        let f = move |t: &mut Tape, v: &[Var]| {
+            let lp = log_softmax(t, &v[0])?;
+            weighted_nll_loss(t, &lp, r.clone(), l.clone(), w.clone(), 2.0)
+        };
+        assert!(max_gradient_error(&f, std::slice::from_ref(&x), &[true], 1e-6).unwrap() < 1e-8);
+        let mut t = Tape::no_grad();
+        let loss = f(&mut t, &[Var::constant(x)])
+            .unwrap()
+            .value()
+            .scalar_f64()
+            .unwrap();
+        let mut want = 0.0;
+        for ((&r, &y), &w) in rows.iter().zip(labels.iter()).zip(weights.iter()) {
+            let row = &v[r * 3..r * 3 + 3];
+            let lse = row.iter().map(|a| a.exp()).sum::<f64>().ln();
+            want -= w * (row[y as usize] - lse);
+        }
+        assert!((loss - want / 2.0).abs() < 1e-12);
     }
 
     #[test]

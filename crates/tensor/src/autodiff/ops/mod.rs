@@ -15,7 +15,7 @@ pub use activation::{
 };
 pub use dropout::{dropout, Dropout, Probability};
 pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul, matmul_pair};
-pub use loss::{log_softmax, nll_loss};
+pub use loss::{log_softmax, nll_loss, weighted_nll_loss};
 pub use norm::{batch_norm, StatsSum};
 pub use pairs::{bce_with_logits, pair_product, row_sums, sigmoid};
 pub use shape::{cast, leading_rows, reshape};

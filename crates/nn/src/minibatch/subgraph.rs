@@ -1,0 +1,433 @@
+//! Subgraph mini-batches in the [`MiniBatch`] workload: Cluster-GCN (a batch is the subgraph
+//! induced by a few METIS clusters) and GraphSAINT (the subgraph induced by a node, edge or
+//! random-walk sample). A batch is a small whole graph: the model computes on it what it would
+//! compute on a whole graph, GCN normalised by the batch's own degrees. Only the outputs of
+//! the batch's training nodes are needed, so a step runs the full-neighbour blocks around them
+//! within the subgraph ([`batch_blocks`]), with the whole subgraph's normalisation and edge
+//! weights: the same outputs, without the nodes beyond their reach. The loss is over the batch's training nodes: their mean, or with
+//! GraphSAINT's normalisation the sum of their losses weighted by `node_norm` (PyG's
+//! `M / (C_v N)`) and scaled by `N / N_train`, so that it estimates the mean loss over the
+//! training nodes (the paper's loss, over its graph of training nodes) as the other losses are
+//! means and weight decay keeps its weight beside it; each edge is weighted by `edge_norm` in
+//! the aggregation (GCN's and GraphSAGE's degrees are then the sums
+//! of those weights, which estimate the whole graph's; GAT's attention takes no edge weights).
+//!
+//! The producer of the batch stream draws each batch's nodes, induces its subgraph, gathers
+//! its input rows and builds its operators while the compute runs the step before.
+//! Evaluation is the workload's own (exact inference over the whole graph, or sampled).
+//!
+//! Data parallel over several workers, every worker draws the same batch and takes the blocks
+//! of a slice of its training nodes; the loss is normalised by the whole batch and the
+//! gradients summed, so the workers take the steps of one worker.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use graphloom_comm::{ReduceData, ReduceOp};
+use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
+use graphloom_graph::subgraph::clusters::Clusters;
+use graphloom_graph::subgraph::saint::{Saint, SaintNorm};
+use graphloom_graph::subgraph::{InducedSubgraph, NodeSet};
+use graphloom_graph::{GraphData, NodeId};
+use graphloom_store::RowSource;
+use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::Tensor;
+
+use super::MiniBatch;
+use crate::batches::{rank_slice, BatchStream};
+use crate::kernels::aggregate::GcnNorm;
+use crate::model::{Architecture, GraphInput, LayerGraph, Model};
+use crate::train::Steps;
+use crate::GraphView;
+use crate::Result;
+
+/// How the nodes of subgraph batches are drawn.
+#[derive(Clone, Debug)]
+pub enum SubgraphBatching {
+    /// Cluster-GCN: an epoch takes every cluster once, in an order drawn from (seed, epoch),
+    /// `per_batch` clusters per batch (PyG's `ClusterLoader` with `shuffle=True`).
+    Cluster {
+        /// The clusters.
+        clusters: Arc<Clusters>,
+        /// Clusters per batch.
+        per_batch: usize,
+    },
+    /// GraphSAINT: `steps` samples per epoch, each keyed by (seed, epoch, step).
+    Saint {
+        /// The sampler.
+        saint: Arc<Saint>,
+        /// The normalisation (`None`: a plain mean loss and unweighted aggregation, as PyG
+        /// trains with `sample_coverage=0`).
+        norm: Option<Arc<SaintNorm>>,
+        /// Samples per epoch.
+        steps: usize,
+    },
+}
+
+impl SubgraphBatching {
+    /// The batching, in words (for the snapshot check and reports).
+    pub fn describe(&self) -> String {
+        match self {
+            SubgraphBatching::Cluster {
+                clusters,
+                per_batch,
+            } => format!(
+                "Cluster-GCN batches of {per_batch} of {} clusters",
+                clusters.count()
+            ),
+            SubgraphBatching::Saint { saint, norm, steps } => format!(
+                "{}, {steps} per epoch, {}",
+                saint.sampler().describe(),
+                match norm {
+                    Some(n) => format!("normalised from {} samples", n.samples()),
+                    None => "not normalised".into(),
+                }
+            ),
+        }
+    }
+
+    /// The batches of epoch `epoch`: for each, what draws its nodes.
+    pub fn epoch(&self, seed: u64, epoch: u64) -> Vec<BatchDraw> {
+        match self {
+            SubgraphBatching::Cluster {
+                clusters,
+                per_batch,
+            } => clusters
+                .epoch_groups(*per_batch, seed, epoch)
+                .into_iter()
+                .map(BatchDraw::Clusters)
+                .collect(),
+            SubgraphBatching::Saint { steps, .. } => {
+                (0..*steps as u64).map(BatchDraw::Sample).collect()
+            }
+        }
+    }
+
+    /// The nodes of the batch `draw` of `epoch`, in increasing order.
+    pub fn nodes(
+        &self,
+        data: GraphData<'_>,
+        draw: &BatchDraw,
+        seed: u64,
+        epoch: u64,
+    ) -> Vec<NodeId> {
+        match (self, draw) {
+            (SubgraphBatching::Cluster { clusters, .. }, BatchDraw::Clusters(group)) => {
+                clusters.batch_nodes(group)
+            }
+            (SubgraphBatching::Saint { saint, .. }, BatchDraw::Sample(index)) => {
+                saint.sample(data, seed, epoch, *index)
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// The normalisation, when the batching has one.
+    pub fn norm(&self) -> Option<&SaintNorm> {
+        match self {
+            SubgraphBatching::Saint { norm, .. } => norm.as_deref(),
+            SubgraphBatching::Cluster { .. } => None,
+        }
+    }
+}
+
+/// What draws one batch's nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BatchDraw {
+    /// These clusters.
+    Clusters(Vec<usize>),
+    /// The sample of this index.
+    Sample(u64),
+}
+
+/// GraphSAINT's `edge_norm` of each edge of `sub`, in its CSR order.
+fn edge_weights(sub: &InducedSubgraph, norm: Option<&SaintNorm>) -> Option<Vec<f32>> {
+    let norm = norm?;
+    let mut w = Vec::with_capacity(sub.edge_ids.len());
+    for (p, &v) in sub.nodes.iter().enumerate() {
+        for i in sub.csr.row_ptr[p] as usize..sub.csr.row_ptr[p + 1] as usize {
+            w.push(norm.edge_norm(sub.edge_ids[i] as usize, v) as f32);
+        }
+    }
+    Some(w)
+}
+
+/// The full-neighbour blocks of `layers` layers around the batch positions `rows` within the
+/// subgraph `sub` (drawn with `sampler`, which takes every neighbour), each with GraphSAINT's
+/// edge weights when `norm` is given and, for GCN, the normalisation of the whole subgraph, so
+/// that the blocks' outputs (for `rows`, in that order) are the whole subgraph's. The rows are
+/// keyed by their node ids, so dropout draws each node's own mask. Returns them with the node
+/// id of each input row.
+pub fn batch_blocks(
+    arch: Architecture,
+    layers: usize,
+    sub: &InducedSubgraph,
+    norm: Option<&SaintNorm>,
+    rows: &[usize],
+    sampler: &mut Sampler,
+) -> Result<(Vec<LayerGraph>, Vec<i64>)> {
+    let seeds: Vec<NodeId> = rows.iter().map(|&p| p as NodeId).collect();
+    let all = vec![-1; layers];
+    let source = CsrSource::new(&sub.csr);
+    let blocks = sampler.sample(&source, &seeds, &all, SamplerKind::Uniform, 0, 0)?;
+    let weights = edge_weights(sub, norm);
+    let gcn_norm: Option<GcnNorm> = (arch == Architecture::Gcn).then(|| {
+        (0..sub.nodes.len())
+            .map(|p| {
+                let (lo, hi) = (sub.csr.row_ptr[p] as usize, sub.csr.row_ptr[p + 1] as usize);
+                let degree = match &weights {
+                    Some(w) => w[lo..hi].iter().map(|&x| f64::from(x)).sum(),
+                    None => (hi - lo) as f64,
+                };
+                GcnNorm::of(degree, sub.csr.col_idx[lo..hi].contains(&(p as NodeId)))
+            })
+            .collect()
+    });
+    let gat = arch == Architecture::Gat;
+    let mut graphs = Vec::with_capacity(blocks.len());
+    for block in &blocks {
+        let csr = block.to_csr();
+        let mut view = GraphView::new(&csr, false);
+        if let Some(w) = &weights {
+            let own: Vec<f32> = block.edge_ids.iter().map(|&e| w[e as usize]).collect();
+            view = view.with_edge_weight(own.into())?;
+        }
+        let positions: Vec<usize> = block.src_nodes.iter().map(|&p| p as usize).collect();
+        graphs.push(LayerGraph {
+            view: Arc::new(view),
+            looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
+            num_dst: block.num_dst,
+            src_ids: positions.iter().map(|&p| i64::from(sub.nodes[p])).collect(),
+            gcn_norm: gcn_norm.as_ref().map(|n| Arc::new(n.select(&positions))),
+        });
+    }
+    let ids = graphs.first().map_or_else(Vec::new, |g| g.src_ids.to_vec());
+    Ok((graphs, ids))
+}
+
+/// One prepared subgraph batch.
+pub(super) struct SubgraphBatch {
+    /// The node id of each row.
+    ids: Vec<i64>,
+    /// The blocks of this worker's training nodes.
+    graphs: Vec<LayerGraph>,
+    /// The input rows, when gathered from a feature table.
+    x: Option<Tensor>,
+    /// The rows of the batch's training nodes, with their labels and loss weights.
+    rows: Arc<[usize]>,
+    labels: Arc<[i64]>,
+    weights: Option<Arc<[f64]>>,
+    /// What the loss's sum is divided by.
+    normaliser: f64,
+    /// The training nodes of the batch over every worker.
+    global_rows: usize,
+    sample_seconds: f64,
+    gather_seconds: f64,
+}
+
+/// What a producer needs to prepare subgraph batches.
+struct Preparer<'d> {
+    data: GraphData<'d>,
+    features: Option<&'d dyn RowSource>,
+    batching: &'d SubgraphBatching,
+    /// Whether each node is a training node.
+    train: &'d [bool],
+    arch: Architecture,
+    layers: usize,
+    dtype: graphloom_tensor::DType,
+    seed: u64,
+    epoch: u64,
+    /// This worker's rank, of `ranks`.
+    rank: usize,
+    ranks: usize,
+}
+
+impl Preparer<'_> {
+    /// Draws, induces and gathers batch `draw`, with the batch's training nodes over every
+    /// worker (`None`: it holds none, so there is nothing to learn from it; a batch of `None`:
+    /// this worker's slice of them is empty).
+    fn prepare(
+        &self,
+        set: &mut NodeSet,
+        sampler: &mut Sampler,
+        draw: &BatchDraw,
+    ) -> Result<Option<(usize, Option<SubgraphBatch>)>> {
+        let start = Instant::now();
+        let nodes = self.batching.nodes(self.data, draw, self.seed, self.epoch);
+        let all_rows: Vec<usize> = nodes
+            .iter()
+            .enumerate()
+            .filter(|&(_, &v)| self.train[v as usize])
+            .map(|(p, _)| p)
+            .collect();
+        if all_rows.is_empty() {
+            return Ok(None);
+        }
+        let mine = rank_slice(&all_rows, self.rank, self.ranks);
+        if mine.is_empty() {
+            // A distributed table's gather is collective: take part with no rows.
+            if let Some(f) = self.features.filter(|f| f.collective()) {
+                f.gather(&[])?;
+            }
+            return Ok(Some((all_rows.len(), None)));
+        }
+        let sub = set.members(&nodes).induced(self.data);
+        let norm = self.batching.norm();
+        let (graphs, ids) = batch_blocks(self.arch, self.layers, &sub, norm, mine, sampler)?;
+        // The blocks' outputs are this worker's training nodes, in order.
+        let rows: Arc<[usize]> = (0..mine.len()).collect();
+        let sampled = Instant::now();
+        let x = match self.features {
+            Some(f) => Some(f.gather(&ids)?.cast(self.dtype)?),
+            None => None,
+        };
+        let labels = mine
+            .iter()
+            .map(|&p| self.data.labels[nodes[p] as usize])
+            .collect();
+        let weights = norm.map(|n| mine.iter().map(|&p| n.node_norm(nodes[p])).collect());
+        let normaliser = match norm {
+            Some(_) => self.data.train_idx.len() as f64 / self.data.num_nodes() as f64,
+            None => all_rows.len() as f64,
+        };
+        Ok(Some((
+            all_rows.len(),
+            Some(SubgraphBatch {
+                ids,
+                graphs,
+                x,
+                rows,
+                labels,
+                weights,
+                normaliser,
+                global_rows: all_rows.len(),
+                sample_seconds: (sampled - start).as_secs_f64(),
+                gather_seconds: sampled.elapsed().as_secs_f64(),
+            }),
+        )))
+    }
+}
+
+/// The subgraph batching's state in the workload: its node table (a slot per node, made once
+/// and lent to each epoch's producer) and which nodes train.
+pub(super) struct SubgraphState {
+    batching: SubgraphBatching,
+    set: Option<NodeSet>,
+    train: Vec<bool>,
+}
+
+impl SubgraphState {
+    /// The state of `batching` over `data`.
+    pub(super) fn new(batching: SubgraphBatching, data: GraphData<'_>) -> SubgraphState {
+        let mut train = vec![false; data.num_nodes()];
+        for &v in data.train_idx {
+            train[v] = true;
+        }
+        SubgraphState {
+            batching,
+            set: None,
+            train,
+        }
+    }
+}
+
+impl MiniBatch<'_> {
+    /// The steps of epoch `epoch` over subgraph batches; returns the epoch's loss (the mean of
+    /// its batches' losses, each weighted by its training nodes).
+    pub(super) fn train_subgraph_epoch(
+        &mut self,
+        state: &mut SubgraphState,
+        epoch: u64,
+        steps: &mut Steps<'_>,
+    ) -> Result<f64> {
+        let mut draws = state.batching.epoch(self.seed, epoch);
+        draws.truncate(self.mb.batches_per_epoch.unwrap_or(usize::MAX));
+        let settings = self.stream_settings(draws.len());
+        let mut set = state
+            .set
+            .take()
+            .unwrap_or_else(|| NodeSet::new(self.data.num_nodes()));
+        let preparer = Preparer {
+            data: self.data,
+            features: self.inputs.features(),
+            batching: &state.batching,
+            train: &state.train,
+            arch: self.model.cfg.arch,
+            layers: self.model.cfg.layers,
+            dtype: self.model.cfg.dtype,
+            seed: self.seed,
+            epoch,
+            rank: self.comm.rank(),
+            ranks: self.comm.size(),
+        };
+        let (mut loss_sum, mut seen) = (0.0, 0usize);
+        std::thread::scope(|scope| -> Result<()> {
+            let make =
+                |sampler: &mut Sampler, i: usize| preparer.prepare(&mut set, sampler, &draws[i]);
+            let mut stream = BatchStream::scoped(scope, settings, make)?;
+            let total = draws.len();
+            let mut result = Ok(());
+            for done in 0..total {
+                let Some(batch) = stream.next() else { break };
+                let compute = Instant::now();
+                let step = batch.and_then(|b| match b {
+                    Some((global, Some(b))) => {
+                        self.subgraph_step(b, steps).map(|l| Some((l, global)))
+                    }
+                    // This worker's slice is empty: it still takes part in the step.
+                    Some((global, None)) => self.step(None, 0, steps).map(|_| Some((0.0, global))),
+                    None => Ok(None),
+                });
+                match step {
+                    Ok(Some((loss, rows))) => {
+                        loss_sum += loss;
+                        seen += rows;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        result = Err(e);
+                        break;
+                    }
+                }
+                self.stages.compute += compute.elapsed().as_secs_f64();
+                if let Some(report) = &mut self.on_batch {
+                    report(done + 1, total);
+                }
+            }
+            self.sampler = Some(stream.finish()?);
+            result
+        })?;
+        state.set = Some(set);
+        let mut total = [loss_sum];
+        self.comm
+            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
+        Ok(total[0] / seen.max(1) as f64)
+    }
+
+    /// The step of one subgraph batch; returns this worker's share of its loss times the
+    /// batch's training nodes over every worker.
+    fn subgraph_step(&mut self, batch: SubgraphBatch, steps: &mut Steps<'_>) -> Result<f64> {
+        self.stages.sample += batch.sample_seconds;
+        self.stages.gather += batch.gather_seconds;
+        let SubgraphBatch {
+            ids,
+            graphs,
+            x,
+            rows,
+            labels,
+            weights,
+            normaliser,
+            global_rows,
+            ..
+        } = batch;
+        let input = GraphInput::Blocks(&graphs);
+        let loss = self.run_step(x, &ids, input, steps, |_, tape, out, _| {
+            let logp = Model::log_probabilities(tape, out)?;
+            Ok(match weights {
+                Some(w) => ops::weighted_nll_loss(tape, &logp, rows, labels, w, normaliser)?,
+                None => ops::nll_loss(tape, &logp, rows, labels, normaliser)?,
+            })
+        })?;
+        Ok(loss * global_rows as f64)
+    }
+}
