@@ -11,12 +11,37 @@ pub(crate) fn graphloom(args: &[&str]) -> Output {
         .expect("run graphloom")
 }
 
-/// An empty folder for one test, named after it and this process.
-pub(crate) fn scratch(name: &str) -> PathBuf {
+/// An empty folder for one test, named after it and this process, removed with everything in
+/// it when the test ends, passed or failed (so test runs leave nothing in the temporary
+/// folder).
+pub(crate) fn scratch(name: &str) -> Scratch {
     let d = std::env::temp_dir().join(format!("graphloom-cli-{}-{name}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     std::fs::create_dir_all(&d).unwrap();
-    d
+    Scratch(d)
+}
+
+/// A test's scratch folder ([`scratch`]): its path, removed on drop.
+pub(crate) struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 /// Runs `graphloom` and fails the test with its stderr unless it succeeds.
