@@ -94,7 +94,9 @@ pub(crate) fn run(args: LinkArgs) -> Result<()> {
             };
             match record {
                 Some(r) => records.push(r),
-                None if repeat == 0 && !args.json => peers::say_not_installed(system),
+                None if repeat == 0 && !args.json && peers::python_for(system).is_none() => {
+                    peers::say_not_installed(system)
+                }
                 None => {}
             }
         }
@@ -194,15 +196,7 @@ fn peer(args: &LinkArgs, dataset: &Path, system: &str) -> Result<Option<Value>> 
     if let Some(t) = args.threads {
         script.extend(["--threads".into(), t.to_string()]);
     }
-    match peers::run_script(&args.baselines, system, "link", &script) {
-        Ok(v) => Ok(v),
-        // PyG's loader needs pyg-lib or torch-sparse: a peer that cannot run is left out.
-        Err(e) if system == "pyg" => {
-            eprintln!("pyg: {e:#}");
-            Ok(None)
-        }
-        Err(e) => Err(e),
-    }
+    peers::run_script(&args.baselines, system, "link", &script)
 }
 
 /// Times the training batches and, apart, the sampling of as many batches.

@@ -253,7 +253,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                 let Some(mut peer) =
                     peers::run_script(&args.baselines, system, "sample", &script_args)?
                 else {
-                    if !args.json {
+                    if !args.json && peers::python_for(system).is_none() {
                         peers::say_not_installed(system);
                     }
                     continue;
