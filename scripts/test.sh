@@ -29,6 +29,10 @@ export OMPI_MCA_rmaps_base_oversubscribe=1
 # Where cargo builds: $CARGO_TARGET_DIR when set (maturin builds the extension there too).
 target="${CARGO_TARGET_DIR:-target}"
 
+# Shared-memory segments of GraphLoom already there (left by a process killed before this run):
+# only segments this run leaves behind fail it.
+shm_before=$(find /dev/shm -maxdepth 1 -name 'graphloom*' 2>/dev/null | sort)
+
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets --all-features -- -D warnings
 cargo nextest run --workspace --all-features --no-fail-fast 2>&1 | tee "$target/nextest.log"
@@ -49,7 +53,8 @@ GRAPHLOOM_BIN="$(realpath "$target")/debug/graphloom" \
   -c crates/python/pyproject.toml
 
 # No test may leave a shared-memory segment behind.
-leftover=$(find /dev/shm -maxdepth 1 -name 'graphloom*' 2>/dev/null | head -5)
+leftover=$(comm -13 <(echo "$shm_before") \
+  <(find /dev/shm -maxdepth 1 -name 'graphloom*' 2>/dev/null | sort) | sed '/^$/d' | head -5)
 if [ -n "$leftover" ]; then
   echo "shared-memory segments left behind: $leftover" >&2
   exit 1
