@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::write_parts;
+mod common;
+use common::{scratch, Scratch};
 use graphloom_graph::sample::Fanouts;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::Architecture;
@@ -15,16 +17,9 @@ use graphloom_plan::{
 };
 use graphloom_sar::SarMode;
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graphloom-plan-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
 /// A small dataset directory, and the same graph partitioned into two parts.
-fn datasets(name: &str) -> (PathBuf, PathBuf) {
-    let root = scratch(name);
+fn datasets(name: &str) -> (Scratch, PathBuf, PathBuf) {
+    let root = scratch("plan", name);
     let ds = generate(&SyntheticConfig {
         nodes: 300,
         avg_degree: 6,
@@ -38,7 +33,7 @@ fn datasets(name: &str) -> (PathBuf, PathBuf) {
     ds.save(&plain).unwrap();
     let parts = root.join("parts");
     write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &parts).unwrap();
-    (plain, parts)
+    (root, plain, parts)
 }
 
 fn fanouts(f: &[i64]) -> Option<Fanouts> {
@@ -60,7 +55,7 @@ fn flag(e: &PlanError) -> String {
 
 #[test]
 fn the_dataset_and_fanouts_select_the_mode() {
-    let (plain, parts) = datasets("mode");
+    let (_root, plain, parts) = datasets("mode");
     let full = Plan::new(settings(&plain)).unwrap();
     assert_eq!(full.mode(), TrainMode::FullBatch);
     let mini = Plan::new(TrainSettings {
@@ -94,7 +89,7 @@ fn the_dataset_and_fanouts_select_the_mode() {
 
 #[test]
 fn each_model_gets_its_own_defaults() {
-    let (plain, _) = datasets("defaults");
+    let (_root, plain, _) = datasets("defaults");
     for (arch, hidden, heads, dropout, lr) in [
         (Architecture::Gcn, 16, 1, 0.5, 0.01),
         (Architecture::Sage, 64, 1, 0.5, 0.01),
@@ -118,7 +113,7 @@ fn each_model_gets_its_own_defaults() {
 
 #[test]
 fn settings_that_do_not_apply_or_cannot_train_are_refused_by_name() {
-    let (plain, _) = datasets("refusals");
+    let (_root, plain, _) = datasets("refusals");
     let cases: Vec<(TrainSettings, &str)> = vec![
         (
             TrainSettings {
@@ -212,7 +207,7 @@ fn settings_that_do_not_apply_or_cannot_train_are_refused_by_name() {
 
 #[test]
 fn a_saved_model_gives_its_shape_and_rates_and_must_fit_the_run() {
-    let (plain, _) = datasets("saved");
+    let (_root, plain, _) = datasets("saved");
     let first = Plan::new(TrainSettings {
         model: Some(Architecture::Sage),
         hidden: Some(12),
@@ -252,7 +247,7 @@ fn link_prediction_has_its_defaults_and_refuses_what_does_not_apply() {
     use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
     use graphloom_nn::{Decoder, Head};
     use graphloom_plan::TaskName;
-    let (plain, parts) = datasets("link");
+    let (_root, plain, parts) = datasets("link");
     let split = plain.parent().unwrap().join("split");
     link_split::write(&plain, &LinkSplitConfig::default(), &split, &|_, _, _| {}).unwrap();
     let link = |s: TrainSettings| TrainSettings {

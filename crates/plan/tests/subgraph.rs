@@ -7,15 +7,16 @@ use std::path::{Path, PathBuf};
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::write_parts;
+mod common;
+use common::{scratch, Scratch};
 use graphloom_graph::sample::Fanouts;
 use graphloom_plan::{
     flag_of, Batching, Plan, PlanError, SubgraphSettings, TrainMode, TrainSettings,
 };
 
 /// A small dataset directory, and the same graph partitioned into three parts.
-fn datasets(name: &str) -> (PathBuf, PathBuf) {
-    let root = std::env::temp_dir().join(format!("graphloom-sub-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&root);
+fn datasets(name: &str) -> (Scratch, PathBuf, PathBuf) {
+    let root = scratch("sub", name);
     let ds = generate(&SyntheticConfig {
         nodes: 300,
         avg_degree: 6,
@@ -29,7 +30,7 @@ fn datasets(name: &str) -> (PathBuf, PathBuf) {
     ds.save(&plain).unwrap();
     let parts = root.join("parts");
     write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 3, 0).unwrap(), &parts).unwrap();
-    (plain, parts)
+    (root, plain, parts)
 }
 
 fn with(dataset: &Path, subgraph: SubgraphSettings) -> TrainSettings {
@@ -68,7 +69,7 @@ fn origin(plan: &Plan) -> String {
 
 #[test]
 fn clusters_are_computed_once_then_reused_and_partitions_serve_as_clusters() {
-    let (plain, parts) = datasets("clusters");
+    let (_root, plain, parts) = datasets("clusters");
     let first = Plan::new(with(&plain, cluster(6, 2))).unwrap();
     assert_eq!(first.mode(), TrainMode::MiniBatch);
     assert!(
@@ -104,7 +105,7 @@ fn clusters_are_computed_once_then_reused_and_partitions_serve_as_clusters() {
 
 #[test]
 fn graphsaint_plans_its_steps_and_normalisation() {
-    let (plain, _) = datasets("saint");
+    let (_root, plain, _) = datasets("saint");
     for kind in [Batching::SaintNode, Batching::SaintEdge, Batching::SaintRw] {
         let settings = SubgraphSettings {
             saint_coverage: Some(5),
@@ -123,7 +124,7 @@ fn graphsaint_plans_its_steps_and_normalisation() {
 
 #[test]
 fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
-    let (plain, parts) = datasets("bad");
+    let (_root, plain, parts) = datasets("bad");
     let untrained = plain.parent().unwrap().join("untrained");
     let mut ds = graphloom_graph::Dataset::load(&plain).unwrap();
     ds.train_idx.clear();
@@ -253,7 +254,7 @@ fn bad_subgraph_settings_are_one_line_errors_naming_the_option() {
 
 #[test]
 fn a_resumed_subgraph_run_is_the_uninterrupted_one() {
-    let (plain, _) = datasets("resume");
+    let (_root, plain, _) = datasets("resume");
     let snapshots = plain.parent().unwrap().join("snapshots");
     let settings = SubgraphSettings {
         saint_coverage: Some(4),
@@ -286,7 +287,7 @@ fn a_resumed_subgraph_run_is_the_uninterrupted_one() {
 
 #[test]
 fn subgraph_batches_read_mapped_features_or_learn_an_input_embedding() {
-    let (plain, _) = datasets("inputs");
+    let (_root, plain, _) = datasets("inputs");
     for settings in [
         TrainSettings {
             features_location: Some(graphloom_plan::FeaturesLocation::Mmap),
@@ -306,7 +307,7 @@ fn subgraph_batches_read_mapped_features_or_learn_an_input_embedding() {
 
 #[test]
 fn two_workers_train_as_one() {
-    let (plain, _) = datasets("workers");
+    let (_root, plain, _) = datasets("workers");
     for batching in [cluster(6, 2), saint(Batching::SaintEdge, 40)] {
         let run = |workers| {
             let plan = Plan::new(TrainSettings {
