@@ -25,6 +25,9 @@ enum Which {
     /// Link-prediction training (GraphSAGE over sampled blocks, batches of positive edges and
     /// uniform negatives) against DGL's and PyG's link loaders on the same split.
     Link(crate::bench_link::LinkArgs),
+    /// An epoch of Cluster-GCN and of GraphSAINT random walks beside the full-batch epoch of
+    /// the same model, with each run's peak anonymous memory.
+    Subgraph(crate::bench_subgraph::SubgraphArgs),
     /// Neighbour-sampling throughput against DGL's and PyG's samplers on the same graphs.
     Sample(crate::bench_sample::SampleArgs),
     /// Out of core: GraphSAGE on a graph of ogbn-papers100M's shape (111M nodes, 1.6B edges,
@@ -40,6 +43,7 @@ pub(crate) fn run(args: BenchArgs) -> Result<()> {
         Which::Link(a) => crate::bench_link::run(a),
         Which::Sample(a) => crate::bench_sample::run(a),
         Which::Sar(a) => crate::bench_sar::run(a),
+        Which::Subgraph(a) => crate::bench_subgraph::run(a),
         Which::Scale(a) => crate::bench_scale::run(a),
     }
 }

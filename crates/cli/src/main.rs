@@ -10,6 +10,7 @@ mod bench_peers;
 mod bench_sample;
 mod bench_sar;
 mod bench_scale;
+mod bench_subgraph;
 mod hints;
 mod info;
 mod output;

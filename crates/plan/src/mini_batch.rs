@@ -317,15 +317,20 @@ fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
     }
     // Layer-wise evaluation sizes its chunks to its own budget.
     let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
-    [&mb.fanouts, eval]
-        .iter()
-        .map(|fanouts| {
-            fanouts.iter().try_fold(mb.batch_size, |rows, &f| {
+    let sampled_rows = |fanouts: &Fanouts| {
+        fanouts
+            .iter()
+            .try_fold(mb.batch_size, |rows, &f| {
                 let f = usize::try_from(f).ok()?;
                 rows.checked_mul(f.checked_add(1)?)
             })
-        })
-        .map(|rows| rows.unwrap_or(n).min(n))
-        .max()
-        .unwrap_or(n)
+            .unwrap_or(n)
+            .min(n)
+    };
+    // A subgraph batch computes its own nodes only.
+    let training = match &mb.subgraph {
+        Some(subgraph) => subgraph.max_batch_nodes(n),
+        None => sampled_rows(&mb.fanouts),
+    };
+    training.max(sampled_rows(eval))
 }

@@ -65,6 +65,25 @@ pub enum SubgraphBatching {
 }
 
 impl SubgraphBatching {
+    /// The most nodes a batch can hold, at most `num_nodes`: the largest `per_batch` clusters
+    /// together, or a sample's draws (a bound that sizes a step's memory).
+    pub fn max_batch_nodes(&self, num_nodes: usize) -> usize {
+        let most = match self {
+            SubgraphBatching::Cluster {
+                clusters,
+                per_batch,
+            } => {
+                let mut sizes: Vec<usize> = (0..clusters.count())
+                    .map(|c| clusters.members(c).len())
+                    .collect();
+                sizes.sort_unstable_by(|a, b| b.cmp(a));
+                sizes.iter().take(*per_batch).sum()
+            }
+            SubgraphBatching::Saint { saint, .. } => saint.sampler().nodes_drawn(),
+        };
+        most.min(num_nodes)
+    }
+
     /// The batching, in words (for the snapshot check and reports).
     pub fn describe(&self) -> String {
         match self {
