@@ -24,7 +24,7 @@ use graphloom_nn::batches::epoch_batches;
 use graphloom_nn::minibatch::{Inputs, MiniBatch};
 use graphloom_nn::train::fit;
 use graphloom_nn::Architecture;
-use graphloom_plan::{FeaturesLocation, Plan, RunOutcome, TrainSettings};
+use graphloom_plan::{FeatureReads, FeaturesLocation, Plan, RunOutcome, TrainSettings};
 use graphloom_store::RowSource;
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::autodiff::ops::Probability;
@@ -79,6 +79,10 @@ pub(crate) struct ScaleArgs {
     /// Runs of each training phase (alternating); report their median.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
+    /// Leave the page cache alone before the cold phase (dropping it, as root, slows every
+    /// other process of the machine for a while), so the cold phase may start warm.
+    #[arg(long)]
+    keep_page_cache: bool,
     /// Seconds of the disk probe.
     #[arg(long, default_value_t = 10.0)]
     probe_seconds: f64,
@@ -116,8 +120,13 @@ impl Shape {
 enum Phase {
     Prepare,
     Sample,
+    /// Out of core: rows outside the cache read with O_DIRECT, a batch at a time.
     Train,
     TrainInMemory,
+    /// Out of core as the first bench ran it: the same cache, misses through the page cache.
+    TrainStatic,
+    /// The first epoch of `Train` after the page cache is dropped.
+    Cold,
     Probe,
 }
 
@@ -128,6 +137,8 @@ impl Phase {
             Phase::Sample => "sample",
             Phase::Train => "train",
             Phase::TrainInMemory => "train_in_memory",
+            Phase::TrainStatic => "train_static",
+            Phase::Cold => "cold",
             Phase::Probe => "probe",
         }
     }
@@ -190,12 +201,13 @@ pub(crate) fn run(args: ScaleArgs) -> Result<()> {
     }
     emit(&args, rows.last().expect("pushed"));
     let mut series = Vec::new();
-    // The two training runs alternate, each `repeats` times; a run is one process.
+    // The training runs alternate, each `repeats` times; a run is one process.
+    const TRAINING: [Phase; 3] = [Phase::Train, Phase::TrainInMemory, Phase::TrainStatic];
     let mut order = vec![Phase::Sample];
     for _ in 0..args.repeats.max(1) {
-        order.extend([Phase::Train, Phase::TrainInMemory]);
+        order.extend(TRAINING);
     }
-    order.push(Phase::Probe);
+    order.extend([Phase::Cold, Phase::Probe]);
     for (k, phase) in order.into_iter().enumerate() {
         let mut row = child(&args, phase, false)?;
         if let Some(Value::Array(points)) = row.as_object_mut().and_then(|o| o.remove("series")) {
@@ -208,8 +220,8 @@ pub(crate) fn run(args: ScaleArgs) -> Result<()> {
                 series.push((phase.name(), points));
             }
         }
-        if matches!(phase, Phase::Train | Phase::TrainInMemory) {
-            row["repeat"] = json!((k - 1) / 2);
+        if TRAINING.contains(&phase) {
+            row["repeat"] = json!((k - 1) / TRAINING.len());
         }
         emit(&args, &row);
         rows.push(row);
@@ -280,6 +292,9 @@ fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
         "--probe-seconds",
         &args.probe_seconds.to_string(),
     ]);
+    if args.keep_page_cache {
+        cmd.arg("--keep-page-cache");
+    }
     if reused {
         // The prepare phase of a kept dataset only opens it (its checks are recorded).
         cmd.env("GRAPHLOOM_BENCH_SCALE_REUSE", "1");
@@ -358,6 +373,12 @@ fn print_summary(rows: &[Value]) {
             "median seeds/s: {disk:.0} from disk, {memory:.0} from memory: {:.2}x",
             disk / memory
         );
+        if let Some(paged) = median("train_static") {
+            println!(
+                "  through the page cache (train_static): {paged:.0}: {:.2}x",
+                paged / memory
+            );
+        }
     }
 }
 
@@ -397,8 +418,10 @@ fn run_phase(args: &ScaleArgs, phase: Phase) -> Result<Value> {
     match phase {
         Phase::Prepare => prepare(args, &mut extra)?,
         Phase::Sample => sample(args, &mut extra)?,
-        Phase::Train => train(args, false, &mut extra)?,
-        Phase::TrainInMemory => train(args, true, &mut extra)?,
+        Phase::Train => train(args, Run::Direct, &mut extra)?,
+        Phase::TrainInMemory => train(args, Run::InMemory, &mut extra)?,
+        Phase::TrainStatic => train(args, Run::Static, &mut extra)?,
+        Phase::Cold => cold(args, &mut extra)?,
         Phase::Probe => probe(args, &mut extra)?,
     }
     let seconds = start.elapsed().as_secs_f64();
@@ -505,9 +528,21 @@ fn sample(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Resul
     Ok(())
 }
 
+/// How a training phase reads its features.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Run {
+    /// From the file behind the row cache, misses read with O_DIRECT.
+    Direct,
+    /// From memory (a folded table, see [`FoldedRows`]).
+    InMemory,
+    /// From the file behind the row cache, misses through the page cache.
+    Static,
+}
+
 /// The training run's settings: GraphSAGE, hidden 256, fanouts 15,10,5, features from the
 /// mapped file (behind the row cache), evaluated by sampled inference.
-fn settings(args: &ScaleArgs, in_memory: bool) -> TrainSettings {
+fn settings(args: &ScaleArgs, run: Run) -> TrainSettings {
+    let in_memory = run == Run::InMemory;
     TrainSettings {
         dataset: Some(args.dir.clone()),
         model: Some(Architecture::Sage),
@@ -523,6 +558,11 @@ fn settings(args: &ScaleArgs, in_memory: bool) -> TrainSettings {
         features_location: Some(FeaturesLocation::Mmap),
         feature_cache_gib: (!in_memory && args.feature_cache_gib > 0.0)
             .then_some(args.feature_cache_gib),
+        feature_reads: match run {
+            Run::Direct => Some(FeatureReads::Direct),
+            Run::Static => Some(FeatureReads::Mapped),
+            Run::InMemory => None,
+        },
         batches_per_epoch: Some(args.eval_every.max(1)),
         eval_fanouts: Some(fanouts()),
         eval_nodes: Some(args.eval_nodes),
@@ -555,12 +595,9 @@ impl RowSource for FoldedRows {
 /// Trains `args.batches` batches and reports seeds per second (median of windows of ten
 /// batches after the warm-up tenth), disk reads, the cache's hit rate and the validation
 /// accuracy of the sampled evaluations.
-fn train(
-    args: &ScaleArgs,
-    in_memory: bool,
-    extra: &mut serde_json::Map<String, Value>,
-) -> Result<()> {
-    let plan = match Plan::new(settings(args, in_memory)).map_err(crate::output::plan_error)? {
+fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
+    let in_memory = run == Run::InMemory;
+    let plan = match Plan::new(settings(args, run)).map_err(crate::output::plan_error)? {
         Plan::MiniBatch(plan) => plan,
         _ => bail!("the scale bench plans a mini-batch run"),
     };
@@ -584,7 +621,7 @@ fn train(
             .unwrap_or_else(|e| e.into_inner())
             .push(r.evaluation.map(|e| e.validation()))
     };
-    let (report, hits_and_misses, stages) = if in_memory {
+    let (report, row_cache, stages) = if in_memory {
         let ds = MappedDataset::open(&args.dir)?;
         ds.advise_random();
         let meta = &ds.meta;
@@ -624,7 +661,7 @@ fn train(
             .run_with_progress(on_epoch, |done, _| record(done))
             .map_err(crate::output::plan_error)?;
         match outcome {
-            RunOutcome::MiniBatch(o) => (o.report, o.cache_hits_and_misses, o.stages),
+            RunOutcome::MiniBatch(o) => (o.report, o.row_cache, o.stages),
             _ => bail!("the scale bench plans a mini-batch run"),
         }
     };
@@ -632,7 +669,13 @@ fn train(
     let reads = storage_read_bytes() - reads_before;
     let val = val.into_inner().unwrap_or_else(|e| e.into_inner());
     let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
-    let (median, series) = seeds_per_second(&times, args.batches / 10);
+    // A run of one epoch (the cold phase) is measured whole: its start is what it is about.
+    let warmup = if args.batches <= args.eval_every {
+        0
+    } else {
+        args.batches / 10
+    };
+    let (median, series) = seeds_per_second(&times, warmup);
     if times.len() < args.batches {
         eprintln!(
             "  only {} batches ran: an epoch of {} batches holds more seeds than the training \
@@ -641,16 +684,22 @@ fn train(
             args.eval_every
         );
     }
+    // Reads counted in 4 KiB pages, the unit of the probe's reads and of the page cache's.
+    let pages = reads as f64 / 4096.0;
     extra.insert("seeds_per_second".into(), json!(median));
+    extra.insert("disk_reads_per_second".into(), json!(pages / seconds));
     extra.insert(
-        "disk_reads_per_second".into(),
-        json!(reads as f64 / 4096.0 / seconds),
+        "disk_reads_per_seed".into(),
+        json!(pages / (times.len() * BATCH_SIZE).max(1) as f64),
     );
-    if let Some((hits, misses)) = hits_and_misses {
-        extra.insert(
-            "cache_hit_rate".into(),
-            json!(hits as f64 / (hits + misses).max(1) as f64),
-        );
+    // Opening the graph and filling the cache, then the first batch.
+    extra.insert(
+        "first_batch_seconds".into(),
+        json!(times.first().map(|t| t.1)),
+    );
+    if let Some(cache) = row_cache {
+        extra.insert("cache_hit_rate".into(), json!(cache.hit_rate()));
+        extra.insert("feature_reads".into(), json!(cache.reads()));
     }
     // Folded rows are not the nodes' own features: the in-memory run's accuracy means nothing.
     if !in_memory {
@@ -665,6 +714,31 @@ fn train(
     extra.insert("test_acc".into(), json!(report.test_score));
     extra.insert("series".into(), json!(series));
     Ok(())
+}
+
+/// The first epoch of the out-of-core run after the page cache is dropped (where this process
+/// may: root, outside a container that forbids it; the row says whether it was).
+fn cold(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
+    let dropped = if args.keep_page_cache {
+        false
+    } else {
+        // Written pages must reach the disk before clean ones can be dropped.
+        // SAFETY: sync has no preconditions.
+        unsafe { libc::sync() };
+        match std::fs::write("/proc/sys/vm/drop_caches", "3\n") {
+            Ok(()) => true,
+            Err(e) => {
+                eprintln!("  the page cache could not be dropped ({e}): this epoch may start warm");
+                false
+            }
+        }
+    };
+    extra.insert("page_cache_dropped".into(), json!(dropped));
+    let first_epoch = ScaleArgs {
+        batches: args.eval_every,
+        ..args.clone()
+    };
+    train(&first_epoch, Run::Direct, extra)
 }
 
 /// The median seeds per second over windows of ten consecutive batches of one epoch (fewer

@@ -188,14 +188,18 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     let meta = &common.meta;
     let cache = match &outcome {
-        RunOutcome::MiniBatch(o) => o.cache_hits_and_misses,
+        RunOutcome::MiniBatch(o) => o.row_cache,
         _ => None,
     };
-    if let (Some((hits, misses)), false) = (cache, args.quiet || args.json) {
+    if let (Some(c), false) = (cache, args.quiet || args.json) {
         eprintln!(
-            "feature cache: {:.1}% of {} row reads from memory",
-            100.0 * hits as f64 / (hits + misses).max(1) as f64,
-            hits + misses
+            "feature cache: {} rows, {:.1}% of {} row reads from memory; {} rows read from \
+             disk ({})",
+            c.cached_rows,
+            100.0 * c.hit_rate(),
+            c.hits + c.misses,
+            c.rows_read,
+            c.reads()
         );
     }
     if !args.json {
@@ -269,8 +273,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
             value["compute_seconds"] = json!(st.compute);
             value["sample_share"] = json!(st.sample / total);
             value["gather_share"] = json!(st.gather / total);
-            if let Some((hits, misses)) = o.cache_hits_and_misses {
-                value["cache_hit_rate"] = json!(hits as f64 / (hits + misses).max(1) as f64);
+            if let Some(cache) = o.row_cache {
+                value["cache_hit_rate"] = json!(cache.hit_rate());
+                value["cached_rows"] = json!(cache.cached_rows);
+                value["rows_read"] = json!(cache.rows_read);
+                value["feature_reads"] = json!(cache.reads());
             }
         }
         if let (Plan::Sar(p), RunOutcome::Sar(o)) = (&plan, &outcome) {

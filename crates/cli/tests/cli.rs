@@ -1395,8 +1395,18 @@ fn out_of_core_training_from_a_streamed_graph() {
             .collect()
     };
     let plain = run(&[]);
-    let cached = run(&["--feature-cache-gib", "0.00002"]);
+    let cached = run(&["--feature-cache-gib", "0.00002", "--feature-reads", "mapped"]);
     assert_eq!(losses(&plain), losses(&cached));
+    // Rows read past the page cache, with and without a cache in front, train the same.
+    let direct = run(&["--feature-cache-gib", "0.00002", "--feature-reads", "direct"]);
+    let direct_alone = run(&["--feature-reads", "direct"]);
+    assert_eq!(losses(&plain), losses(&direct));
+    assert_eq!(losses(&plain), losses(&direct_alone));
+    assert_eq!(cached["feature_reads"], "mapped");
+    assert!(direct["feature_reads"].as_str().unwrap().starts_with("direct"));
+    assert_eq!(direct["cache_hit_rate"], cached["cache_hit_rate"]);
+    assert_eq!(direct_alone["cache_hit_rate"].as_f64(), Some(0.0));
+    assert!(direct_alone["rows_read"].as_u64().unwrap() > 0);
     let accuracies = |v: &serde_json::Value| -> Vec<serde_json::Value> {
         let h = v["history"].as_array().unwrap();
         h.iter()
@@ -1511,6 +1521,22 @@ fn out_of_core_training_from_a_streamed_graph() {
                 d,
                 "--fanouts",
                 "5,5",
+                "--feature-reads",
+                "direct",
+            ],
+            "mmap",
+        ),
+        (
+            vec!["train", "--dataset", d, "--feature-reads", "direct"],
+            "--feature-reads",
+        ),
+        (
+            vec![
+                "train",
+                "--dataset",
+                d,
+                "--fanouts",
+                "5,5",
                 "--inference-memory-gib",
                 "1",
                 "--scratch-dir",
@@ -1586,6 +1612,7 @@ fn bench_scale_prints_one_json_object_per_measurement() {
             "1",
             "--feature-cache-gib",
             "0.0005",
+            "--keep-page-cache",
             "--json",
             "--dir",
             dir.to_str().unwrap(),
@@ -1605,7 +1632,15 @@ fn bench_scale_prints_one_json_object_per_measurement() {
     let phases: Vec<&str> = rows.iter().map(|r| r["phase"].as_str().unwrap()).collect();
     assert_eq!(
         phases,
-        ["prepare", "sample", "train", "train_in_memory", "probe"]
+        [
+            "prepare",
+            "sample",
+            "train",
+            "train_in_memory",
+            "train_static",
+            "cold",
+            "probe"
+        ]
     );
     for r in &rows {
         for key in [
@@ -1627,9 +1662,21 @@ fn bench_scale_prints_one_json_object_per_measurement() {
         }
         assert_eq!(r["nodes"].as_u64(), Some(20000));
     }
-    assert!(rows[2]["seeds_per_second"].as_f64().unwrap() > 0.0);
-    assert!(rows[3]["seeds_per_second"].as_f64().unwrap() > 0.0);
+    for r in &rows[2..6] {
+        assert!(r["seeds_per_second"].as_f64().unwrap() > 0.0, "{r}");
+        assert!(r["disk_reads_per_seed"].as_f64().is_some(), "{r}");
+        assert!(r["first_batch_seconds"].as_f64().unwrap() > 0.0, "{r}");
+    }
     assert!(rows[2]["cache_hit_rate"].as_f64().is_some());
+    assert!(rows[2]["feature_reads"]
+        .as_str()
+        .unwrap()
+        .starts_with("direct"));
+    assert_eq!(rows[4]["feature_reads"], "mapped");
+    assert_eq!(rows[5]["page_cache_dropped"], false);
+    // Rows read directly or through the page cache are the same rows: the same training.
+    assert!(rows[2]["val_acc"].as_f64().is_some());
+    assert_eq!(rows[2]["val_acc"], rows[4]["val_acc"]);
     assert!(rows[1]["sampled_edges_per_second"].as_f64().unwrap() > 0.0);
     assert!(plot.exists());
     // A folder the bench did not make is refused before any work.

@@ -1,5 +1,6 @@
 //! File formats GraphLoom reads and writes, shared by the store and the dataset directory:
-//! numpy `.npy` arrays, and writes that never leave half a file behind; and what keeps runs
+//! numpy `.npy` arrays, writes that never leave half a file behind, and batched reads of
+//! scattered ranges past the page cache ([`direct`]); and what keeps runs
 //! from harming each other's files: folder locks, disk space claimed before mapping, and the
 //! removal of what killed runs left.
 #![deny(missing_docs)]
@@ -7,6 +8,7 @@
 mod abandoned;
 mod atomic;
 mod bytes;
+pub mod direct;
 mod error;
 mod lock;
 pub mod npy;

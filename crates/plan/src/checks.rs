@@ -38,6 +38,7 @@ pub(crate) fn check_applicable(
         given(s.batches_per_epoch.is_some(), "batches_per_epoch", sampled)?;
         given(s.eval_fanouts.is_some(), "eval_fanouts", sampled)?;
         given(s.feature_cache_gib.is_some(), "feature_cache_gib", sampled)?;
+        given(s.feature_reads.is_some(), "feature_reads", sampled)?;
         given(s.eval_nodes.is_some(), "eval_nodes", sampled)?;
         given(
             s.inference_memory_gib.is_some(),
@@ -106,6 +107,11 @@ pub(crate) fn check_applicable(
             s.feature_cache_gib.is_some(),
             "feature_cache_gib",
             "it caches rows of features kept on disk (`features_location` mmap)",
+        )?;
+        given(
+            s.feature_reads.is_some(),
+            "feature_reads",
+            "it reads rows of features kept on disk (`features_location` mmap)",
         )?;
     }
     if arch != Architecture::Gat {

@@ -46,14 +46,14 @@ pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use link::NEG_RATIO;
-pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan};
+pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan, RowCacheReport};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
 pub use sar::{SarOutcome, SarPlan};
 #[cfg(feature = "cli")]
 pub use settings::choice_parser;
 pub use settings::{
-    flag_of, Backend, Choice, ComputeDType, FeaturesLocation, OptimizerName, StorageDType,
-    TaskName, TrainSettings,
+    flag_of, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation, OptimizerName,
+    StorageDType, TaskName, TrainSettings,
 };
 pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]

@@ -9,15 +9,17 @@ use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
-use graphloom_store::{HotRows, Layout, Location, RowSource, StoreSpec, StoreTensor};
+use graphloom_store::{
+    HotRows, Layout, Location, MissReads, ReadEngine, RowSource, StoreSpec, StoreTensor,
+};
 use graphloom_tensor::DType;
 
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
 use crate::{
-    layerwise_config, run_job, Backend, FeaturesLocation, PlanError, Result, TrainMode,
-    TrainSettings,
+    layerwise_config, run_job, Backend, FeatureReads, FeaturesLocation, PlanError, Result,
+    TrainMode, TrainSettings,
 };
 
 /// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
@@ -71,8 +73,38 @@ pub struct MiniBatchOutcome {
     pub root: bool,
     /// Seconds per pipeline stage.
     pub stages: StageSeconds,
-    /// With a feature cache: rows read from the cache and from the file.
-    pub cache_hits_and_misses: Option<(u64, u64)>,
+    /// With features kept on disk behind a row cache: what the cache served and what was read.
+    pub row_cache: Option<RowCacheReport>,
+}
+
+/// What a row cache in front of features kept on disk did over a run.
+#[derive(Clone, Copy, Debug)]
+pub struct RowCacheReport {
+    /// Rows held in memory.
+    pub cached_rows: usize,
+    /// Row reads the cache served.
+    pub hits: u64,
+    /// Row reads it did not.
+    pub misses: u64,
+    /// Distinct rows read from the file (a row missed twice in one batch is read once).
+    pub rows_read: u64,
+    /// How misses were read: `O_DIRECT` through this engine, or `None` for page faults.
+    pub direct_engine: Option<ReadEngine>,
+}
+
+impl RowCacheReport {
+    /// The share of row reads the cache served (0 when none was asked for).
+    pub fn hit_rate(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+
+    /// How misses were read, as reports spell it: `direct (io_uring)`, `mapped`.
+    pub fn reads(&self) -> String {
+        match self.direct_engine {
+            Some(e) => format!("direct ({})", e.name()),
+            None => "mapped".into(),
+        }
+    }
 }
 
 impl MiniBatchPlan {
@@ -220,21 +252,32 @@ impl MiniBatchPlan {
         let report = fit(&mut workload, &c.train, on_epoch)?;
         let stages = workload.stages();
         drop(workload);
-        let cache_hits_and_misses = match &features {
-            Some(FeatureRows::Cached(c)) => Some(c.hits_and_misses()),
+        let row_cache = match &features {
+            Some(FeatureRows::Cached(c)) => {
+                let (hits, misses) = c.hits_and_misses();
+                Some(RowCacheReport {
+                    cached_rows: c.cached_rows(),
+                    hits,
+                    misses,
+                    rows_read: c.rows_read(),
+                    direct_engine: c.direct_engine(),
+                })
+            }
             _ => None,
         };
         Ok(MiniBatchOutcome {
             report,
             root: rank == 0,
             stages,
-            cache_hits_and_misses,
+            row_cache,
         })
     }
 
-    /// The feature rows of a worker: the store table, behind a cache of the rows of the nodes
-    /// of highest in-degree when `feature_cache_gib` asks for one. One table the threads share
-    /// (Continuous), or each process's own rows (Distributed) under MPI.
+    /// The feature rows of a worker: the store table; for features kept on disk, behind a
+    /// cache of the rows of the nodes of highest in-degree (of `feature_cache_gib`, or none)
+    /// that reads the others as `feature_reads` says (a plain mapped table when neither is
+    /// asked for). One table the threads share (Continuous), or each process's own rows
+    /// (Distributed) under MPI.
     fn feature_rows(&self, comm: Arc<dyn Communicator>) -> Result<FeatureRows> {
         let layout = if comm.backend() == "mpi" && comm.size() > 1 {
             Layout::Distributed
@@ -244,13 +287,24 @@ impl MiniBatchPlan {
         Ok(match &self.data {
             MiniBatchData::Mapped(ds) => {
                 let table = ds.feature_table(comm, layout, self.features_location)?;
-                match self.common.settings.feature_cache_gib {
-                    Some(gib) if self.features_location == FeaturesLocation::Mmap => {
-                        let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
-                        let hot = ds.data().highest_in_degree(rows);
-                        FeatureRows::Cached(HotRows::new(table, &hot)?)
-                    }
-                    _ => FeatureRows::Table(table),
+                let settings = &self.common.settings;
+                let reads = miss_reads(settings.feature_reads, ds);
+                let on_disk = self.features_location == FeaturesLocation::Mmap;
+                // Under MPI each process maps only its own rows: direct reads address the
+                // whole file, so they are for the single-table layout.
+                let direct = reads == FeatureReads::Direct && layout == Layout::Continuous;
+                if on_disk && (settings.feature_cache_gib.is_some() || direct) {
+                    let gib = settings.feature_cache_gib.unwrap_or(0.0);
+                    let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
+                    let hot = ds.data().highest_in_degree(rows);
+                    let reads = if direct {
+                        MissReads::Direct(None)
+                    } else {
+                        MissReads::Mapped
+                    };
+                    FeatureRows::Cached(HotRows::new(table, &hot, reads)?)
+                } else {
+                    FeatureRows::Table(table)
                 }
             }
             MiniBatchData::Loaded(ds) => {
@@ -266,6 +320,23 @@ impl MiniBatchPlan {
                 FeatureRows::Table(t)
             }
         })
+    }
+}
+
+/// How rows of `ds`'s features kept on disk are read: `auto` resolved to `direct` when the
+/// feature file is larger than half the memory this process may use.
+fn miss_reads(asked: Option<FeatureReads>, ds: &MappedDataset) -> FeatureReads {
+    match asked.unwrap_or(FeatureReads::Auto) {
+        FeatureReads::Auto => {
+            let file = std::fs::metadata(ds.features_path()).map_or(0, |m| m.len());
+            let memory = crate::plan::available_memory_bytes();
+            if memory > 0 && file > memory / 2 {
+                FeatureReads::Direct
+            } else {
+                FeatureReads::Mapped
+            }
+        }
+        chosen => chosen,
     }
 }
 

@@ -46,6 +46,35 @@ impl Choice for FeaturesLocation {
     }
 }
 
+/// How a sampled run reads the feature rows it keeps on disk (`features_location` mmap)
+/// and does not hold in its row cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FeatureReads {
+    /// `direct` when the feature file is larger than half the memory this process may use
+    /// (the page cache could not keep it beside the run), else `mapped`.
+    Auto,
+    /// Each batch's missing rows in one batch of `O_DIRECT` reads (io_uring, or a pread pool
+    /// where the kernel gives none): no page faults, no page cache.
+    Direct,
+    /// Page faults on the mapped file, through the page cache.
+    Mapped,
+}
+
+impl Choice for FeatureReads {
+    const ALL: &'static [Self] = &[
+        FeatureReads::Auto,
+        FeatureReads::Direct,
+        FeatureReads::Mapped,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            FeatureReads::Auto => "auto",
+            FeatureReads::Direct => "direct",
+            FeatureReads::Mapped => "mapped",
+        }
+    }
+}
+
 /// What a run trains its model for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaskName {
@@ -322,9 +351,15 @@ pub struct TrainSettings {
     pub features_location: Option<FeaturesLocation>,
     /// Mini-batch with --features-location mmap: GiB of memory for a cache of the feature
     /// rows of the nodes of highest in-degree, read once at the start (its hit rate is in the
-    /// summary) [default: no cache: every row is read from the file, through the page cache].
+    /// summary) [default: no cache: every row is read from the file].
     #[cfg_attr(feature = "cli", arg(long))]
     pub feature_cache_gib: Option<f64>,
+    /// Mini-batch with --features-location mmap: how rows outside the cache are read: direct
+    /// (O_DIRECT reads of each batch's rows at once, past the page cache), mapped (page
+    /// faults through the page cache) or auto (direct when node_feat.npy is larger than half
+    /// the memory this process may use) [default: auto].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<FeatureReads>()))]
+    pub feature_reads: Option<FeatureReads>,
     /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB
     /// of memory, each layer's output for all nodes in a scratch file when it takes more than
     /// half of it [default: one forward pass over the whole graph in memory].
@@ -426,6 +461,7 @@ impl Default for TrainSettings {
             queue_depth: None,
             features_location: None,
             feature_cache_gib: None,
+            feature_reads: None,
             inference_memory_gib: None,
             scratch_dir: None,
             batches_per_epoch: None,

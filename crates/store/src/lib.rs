@@ -33,7 +33,8 @@ pub use embedding::{
 };
 pub use error::{Result, StoreError};
 pub use files::{npy_dtype, part_path, part_paths, RowFiles};
-pub use hot_rows::HotRows;
+pub use graphloom_io::direct::ReadEngine;
+pub use hot_rows::{HotRows, MissReads};
 pub use layout::{check_support, Layout, Location, RowPartition, Topology};
 pub use row_source::RowSource;
 pub use sieve::{Access, Sieve};
