@@ -488,10 +488,10 @@ fn prepare(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Resu
     extra.insert("shape".into(), json!(args.shape.name()));
     if let Some(d) = graphloom_graph::DatasetSummary::read(&args.dir)?.degrees {
         extra.insert(
-            "isolated_share".into(),
+            "isolated_fraction".into(),
             json!(d.isolated as f64 / args.nodes.max(1) as f64),
         );
-        extra.insert("top_1_percent_share".into(), json!(d.top_percent_share));
+        extra.insert("top1pct_degree_share".into(), json!(d.top_percent_share));
     }
     let disk: u64 = std::fs::read_dir(&args.dir)?
         .flatten()

@@ -47,9 +47,11 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
                 "p99": d.p99,
                 "max": d.max,
                 "isolated": d.isolated,
-                "isolated_share": d.isolated as f64 / m.num_nodes.max(1) as f64,
-                "top_1_percent_share": d.top_percent_share,
             })),
+            // The two figures that say whether a graph's degrees are heavy-tailed but not
+            // degenerate (what a feature cache of its hottest rows can expect).
+            "isolated_fraction": info.degrees.map(|d| d.isolated as f64 / m.num_nodes.max(1) as f64),
+            "top1pct_degree_share": info.degrees.map(|d| d.top_percent_share),
             "bytes": {
                 "graph": graph_bytes,
                 "features": feature_bytes,

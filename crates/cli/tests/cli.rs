@@ -400,6 +400,19 @@ fn info_streams_the_offsets() {
         info["in_degree"]["max"].as_i64().unwrap(),
         *degrees.iter().max().unwrap()
     );
+    // The degree figures against a count of their own.
+    let n = degrees.len();
+    let isolated = degrees.iter().filter(|&&d| d == 0).count();
+    assert_eq!(
+        info["isolated_fraction"].as_f64().unwrap(),
+        isolated as f64 / n as f64
+    );
+    let mut sorted = degrees.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let top: i64 = sorted[..n.div_ceil(100)].iter().sum();
+    let share = top as f64 / degrees.iter().sum::<i64>() as f64;
+    let got = info["top1pct_degree_share"].as_f64().unwrap();
+    assert!((got - share).abs() < 1e-9, "{got} against {share}");
     a.data[10] = a.data[9] - 1;
     npy::write(&p, &a.data, &a.shape).unwrap();
     let out = graphloom(&["info", dir.to_str().unwrap()]);
@@ -1395,15 +1408,28 @@ fn out_of_core_training_from_a_streamed_graph() {
             .collect()
     };
     let plain = run(&[]);
-    let cached = run(&["--feature-cache-gib", "0.00002", "--feature-reads", "mapped"]);
+    let cached = run(&[
+        "--feature-cache-gib",
+        "0.00002",
+        "--feature-reads",
+        "mapped",
+    ]);
     assert_eq!(losses(&plain), losses(&cached));
     // Rows read past the page cache, with and without a cache in front, train the same.
-    let direct = run(&["--feature-cache-gib", "0.00002", "--feature-reads", "direct"]);
+    let direct = run(&[
+        "--feature-cache-gib",
+        "0.00002",
+        "--feature-reads",
+        "direct",
+    ]);
     let direct_alone = run(&["--feature-reads", "direct"]);
     assert_eq!(losses(&plain), losses(&direct));
     assert_eq!(losses(&plain), losses(&direct_alone));
     assert_eq!(cached["feature_reads"], "mapped");
-    assert!(direct["feature_reads"].as_str().unwrap().starts_with("direct"));
+    assert!(direct["feature_reads"]
+        .as_str()
+        .unwrap()
+        .starts_with("direct"));
     assert_eq!(direct["cache_hit_rate"], cached["cache_hit_rate"]);
     assert_eq!(direct_alone["cache_hit_rate"].as_f64(), Some(0.0));
     assert!(direct_alone["rows_read"].as_u64().unwrap() > 0);
