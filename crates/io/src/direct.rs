@@ -21,8 +21,8 @@ use std::sync::Mutex;
 
 use crate::{Error, Result};
 
-/// The alignment of `O_DIRECT` offsets, lengths and buffers: a page, which every block size a
-/// Linux file system uses divides.
+/// The alignment of reads where the file system does not say what `O_DIRECT` needs (and of
+/// every buffer): a page, which every block size a Linux file system uses divides.
 pub const ALIGN: usize = 4096;
 
 /// The longest single read: longer merged runs are read in pieces, so one run of hub rows does
@@ -61,6 +61,9 @@ pub struct DirectFile {
     file: File,
     len: u64,
     direct: bool,
+    /// Offsets and lengths of reads are multiples of this: the file system's `O_DIRECT`
+    /// alignment (often a 512-byte sector, so a 256-byte row costs a sector, not a page).
+    align: usize,
     engine: ReadEngine,
     /// Idle rings, one taken per batch so concurrent batches do not share a queue.
     rings: Mutex<Vec<io_uring::IoUring>>,
@@ -85,6 +88,11 @@ impl DirectFile {
             Err(e) => return Err(Error::io(path, e)),
         };
         let len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let align = if direct {
+            direct_alignment(&file).unwrap_or(ALIGN)
+        } else {
+            ALIGN
+        };
         let mut rings = Vec::new();
         let engine = match engine {
             Some(ReadEngine::PreadPool) => ReadEngine::PreadPool,
@@ -107,6 +115,7 @@ impl DirectFile {
             file,
             len,
             direct,
+            align,
             engine,
             rings: Mutex::new(rings),
         })
@@ -125,6 +134,11 @@ impl DirectFile {
     /// How reads are issued.
     pub fn engine(&self) -> ReadEngine {
         self.engine
+    }
+
+    /// The granularity of reads: offsets and lengths are multiples of it.
+    pub fn alignment(&self) -> usize {
+        self.align
     }
 
     /// Reads the byte ranges `ranges` (any order, overlaps allowed, each inside the file) and
@@ -167,7 +181,7 @@ impl DirectFile {
         }
         let mut by_start: Vec<usize> = (0..ranges.len()).collect();
         by_start.sort_unstable_by_key(|&i| ranges[i].start);
-        let runs = aligned_runs(ranges);
+        let runs = aligned_runs(ranges, self.align as u64);
         let mut buffer = AlignedBuffer::new(0);
         let mut next_range = 0usize;
         let mut reads_issued = 0usize;
@@ -393,7 +407,7 @@ impl DirectFile {
         if r.len == 0 || r.file_offset >= self.len {
             return Ok(false);
         }
-        if n == 0 || (self.direct && n % ALIGN != 0) {
+        if n == 0 || (self.direct && n % self.align != 0) {
             return Err(Error::format(
                 &self.path,
                 format!(
@@ -426,9 +440,29 @@ struct Read {
     len: usize,
 }
 
-/// The byte ranges `ranges` as sorted, merged runs of whole [`ALIGN`]ed blocks.
-fn aligned_runs(ranges: &[Range<u64>]) -> Vec<Range<u64>> {
-    let align = ALIGN as u64;
+/// The alignment `O_DIRECT` needs of offsets and lengths in `file` (Linux 6.1's
+/// `STATX_DIOALIGN`), when the kernel says and it divides a page.
+fn direct_alignment(file: &File) -> Option<usize> {
+    // SAFETY: statx writes the struct it is given; an all-zero statx is a valid value.
+    let mut st: libc::statx = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid descriptor, an empty path with AT_EMPTY_PATH, and a struct to fill.
+    let rc = unsafe {
+        libc::statx(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_EMPTY_PATH,
+            libc::STATX_DIOALIGN,
+            &mut st,
+        )
+    };
+    let offset = st.stx_dio_offset_align as usize;
+    let memory = st.stx_dio_mem_align as usize;
+    let known = rc == 0 && st.stx_mask & libc::STATX_DIOALIGN != 0;
+    (known && offset.is_power_of_two() && offset <= ALIGN && memory <= ALIGN).then_some(offset)
+}
+
+/// The byte ranges `ranges` as sorted, merged runs of whole blocks of `align` bytes.
+fn aligned_runs(ranges: &[Range<u64>], align: u64) -> Vec<Range<u64>> {
     let mut blocks: Vec<Range<u64>> = ranges
         .iter()
         .filter(|r| r.end > r.start)
@@ -524,7 +558,11 @@ mod tests {
 
     #[test]
     fn ranges_become_sorted_merged_aligned_runs() {
-        let runs = aligned_runs(&[5000..5001, 0..10, 4095..4097, 20000..20000, 12288..12290]);
-        assert_eq!(runs, vec![0..8192, 12288..16384]);
+        let ranges = [5000..5001, 0..10, 4095..4097, 20000..20000, 12288..12290];
+        assert_eq!(aligned_runs(&ranges, 4096), vec![0..8192, 12288..16384]);
+        assert_eq!(
+            aligned_runs(&ranges, 512),
+            vec![0..512, 3584..5120, 12288..12800]
+        );
     }
 }
