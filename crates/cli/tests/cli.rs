@@ -1391,10 +1391,11 @@ fn out_of_core_training_from_a_streamed_graph() {
             "100",
             "--eval-fanouts",
             "5,5",
-            "--features-location",
-            "mmap",
             "--json",
         ];
+        if !extra.contains(&"--features-location") {
+            args.extend(["--features-location", "mmap"]);
+        }
         args.extend_from_slice(extra);
         let out = graphloom_ok(&args);
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
@@ -1408,6 +1409,10 @@ fn out_of_core_training_from_a_streamed_graph() {
             .collect()
     };
     let plain = run(&[]);
+    // Rows from a file are sampled and gathered in two stages on threads of their own; from
+    // memory, in one: the same batches either way.
+    let in_memory = run(&["--features-location", "host"]);
+    assert_eq!(losses(&plain), losses(&in_memory));
     let cached = run(&[
         "--feature-cache-gib",
         "0.00002",

@@ -72,6 +72,8 @@ pub fn rank_slice<T>(global: &[T], rank: usize, ranks: usize) -> &[T] {
 pub struct BatchStream<'scope, B, E = Error> {
     queue: Option<Receiver<std::result::Result<B, E>>>,
     producer: Option<Producer<'scope>>,
+    /// The second stage of a stream made in two ([`BatchStream::scoped_in_stages`]).
+    finisher: Option<ScopedJoinHandle<'scope, ()>>,
 }
 
 enum Producer<'scope> {
@@ -108,6 +110,7 @@ impl<B: Send + 'static, E: Send + 'static> BatchStream<'static, B, E> {
         Ok(BatchStream {
             queue: Some(rx),
             producer: Some(Producer::Owned(handle)),
+            finisher: None,
         })
     }
 }
@@ -128,6 +131,56 @@ impl<'scope, B: Send + 'scope, E: Send + 'scope> BatchStream<'scope, B, E> {
         Ok(BatchStream {
             queue: Some(rx),
             producer: Some(Producer::Scoped(handle)),
+            finisher: None,
+        })
+    }
+
+    /// A stream made in two stages on two threads of `scope`: `make(sampler, i)` (sampling,
+    /// which needs the sampler) for batch `i + 1` runs while `finish` (gathering its rows,
+    /// which does not) completes batch `i`. Where both stages wait on a disk (a mapped graph's
+    /// pages, feature rows read from a file), their waits overlap instead of adding up.
+    /// Batches still come out in order, and `finish` sees them in order (a collective gather
+    /// stays in step across workers).
+    pub fn scoped_in_stages<'env, A: Send + 'scope>(
+        scope: &'scope Scope<'scope, 'env>,
+        settings: StreamSettings,
+        make: impl FnMut(&mut Sampler, usize) -> std::result::Result<A, E> + Send + 'scope,
+        mut finish: impl FnMut(A) -> std::result::Result<B, E> + Send + 'scope,
+    ) -> Result<BatchStream<'scope, B, E>> {
+        // One batch between the stages: the queue after them holds the look-ahead.
+        let (half_tx, half_rx) = sync_channel::<std::result::Result<A, E>>(1);
+        let (tx, rx) = sync_channel(settings.depth.max(1));
+        let pool = settings.pool.clone();
+        let handle = std::thread::Builder::new()
+            .name("graphloom-batches".into())
+            .spawn_scoped(scope, move || produce(settings, make, half_tx))
+            .map_err(spawn_error)?;
+        let finisher = std::thread::Builder::new()
+            .name("graphloom-batches-finish".into())
+            .spawn_scoped(scope, move || {
+                for half in half_rx {
+                    let batch = half.and_then(|a| match &pool {
+                        Some(pool) => pool.install(|| finish(a)),
+                        None => finish(a),
+                    });
+                    let failed = batch.is_err();
+                    if tx.send(batch).is_err() || failed {
+                        break;
+                    }
+                }
+            });
+        let finisher = match finisher {
+            Ok(f) => f,
+            Err(e) => {
+                // The producer ends once its queue's receiver is gone.
+                drop(handle.join());
+                return Err(spawn_error(e));
+            }
+        };
+        Ok(BatchStream {
+            queue: Some(rx),
+            producer: Some(Producer::Scoped(handle)),
+            finisher: Some(finisher),
         })
     }
 
@@ -139,6 +192,9 @@ impl<'scope, B: Send + 'scope, E: Send + 'scope> BatchStream<'scope, B, E> {
             setting: "batches",
             reason: "the thread that makes batches failed".into(),
         };
+        if let Some(f) = self.finisher.take() {
+            f.join().map_err(|_| failed())?;
+        }
         match self.producer.take().ok_or_else(failed)? {
             Producer::Scoped(h) => h.join(),
             Producer::Owned(h) => h.join(),
@@ -162,6 +218,10 @@ impl<B, E> Drop for BatchStream<'_, B, E> {
         // Closing the queue first lets a producer blocked on a full queue end; it is then
         // joined so that no thread outlives its stream.
         self.queue = None;
+        // The finisher ends on the closed queue, which closes the producer's.
+        if let Some(f) = self.finisher.take() {
+            drop(f.join());
+        }
         match self.producer.take() {
             Some(Producer::Scoped(h)) => drop(h.join()),
             Some(Producer::Owned(h)) => drop(h.join()),

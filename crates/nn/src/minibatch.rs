@@ -213,6 +213,29 @@ fn prepare(
     }))
 }
 
+/// The second stage of a batch made in two: its input rows gathered from `features` as
+/// `dtype`. A worker with an empty slice of the global batch (`None`) still takes part in a
+/// collective gather.
+fn gather_inputs(
+    batch: Option<Batch>,
+    features: Option<&dyn RowSource>,
+    dtype: DType,
+) -> Result<Option<Batch>> {
+    let Some(rows) = features else {
+        return Ok(batch);
+    };
+    let Some(mut batch) = batch else {
+        if rows.collective() {
+            rows.gather(&[])?;
+        }
+        return Ok(None);
+    };
+    let start = Instant::now();
+    batch.sampled.x = Some(rows.gather(&batch.sampled.input_ids)?.cast(dtype)?);
+    batch.sampled.gather_seconds += start.elapsed().as_secs_f64();
+    Ok(Some(batch))
+}
+
 /// Sampled mini-batch training as a [`Workload`]: the [`crate::batches`] stream samples each
 /// batch's blocks and gathers its input rows while this thread runs the steps; evaluation is
 /// exact full-neighbour inference over the whole graph, or sampled inference (see
@@ -558,6 +581,9 @@ impl Workload for MiniBatch<'_> {
         let settings = self.stream_settings(batches.len());
         let (fanouts, cfg, task) = (self.mb.fanouts.clone(), self.model.cfg.clone(), self.task);
         let features = self.inputs.features();
+        // Producer threads of their own mean the rows come from a file: sampling (whose
+        // graph may be mapped too) and gathering wait on the disk, so they overlap in stages.
+        let staged = features.is_some() && settings.pool.is_some();
         let n = data.num_nodes();
         let (mut loss_sum, mut seen) = (0.0, 0usize);
         std::thread::scope(|scope| -> Result<()> {
@@ -575,9 +601,16 @@ impl Workload for MiniBatch<'_> {
                             .then(|| supervision_pairs(t.split, &global_pairs[i])),
                     },
                 };
-                prepare(data, features, sampler, work, &fanouts, &cfg, seed, epoch)
+                // In two stages, the first samples and the second gathers the rows.
+                let rows = if staged { None } else { features };
+                prepare(data, rows, sampler, work, &fanouts, &cfg, seed, epoch)
             };
-            let mut stream = BatchStream::scoped(scope, settings, make)?;
+            let mut stream = if staged {
+                let finish = |batch| gather_inputs(batch, features, cfg.dtype);
+                BatchStream::scoped_in_stages(scope, settings, make, finish)?
+            } else {
+                BatchStream::scoped(scope, settings, make)?
+            };
             let total = global_sizes.len();
             let mut result = Ok(());
             for (done, &global) in global_sizes.iter().enumerate() {
