@@ -39,7 +39,7 @@ pub(crate) const GIB: f64 = (1u64 << 30) as f64;
 const PROCESS_BYTES: u64 = 2 << 20;
 /// What each further thread adds to [`PROCESS_BYTES`]: its touched stack and thread-local
 /// state.
-const THREAD_BYTES: u64 = 128 << 10;
+const THREAD_BYTES: u64 = 64 << 10;
 /// Nodes of the probe graph that measures the activations per node.
 const PROBE_NODES: usize = 1024;
 /// The probe graph's average degree at most (GAT keeps a score per edge, so the degree
@@ -158,8 +158,8 @@ fn over_budget(name: &str, bytes: u64, plan: &MemoryPlan, budget: u64) -> PlanEr
     PlanError::invalid(
         "memory_gib",
         format!(
-            "of {:.2} GiB is too small: the {name} need {:.2} GiB, and with the parts before it \
-             the run needs {:.2} GiB",
+            "of {:.3} GiB is too small: the part \"{name}\" needs {:.3} GiB, and the run {:.3} GiB \
+             with the parts before it",
             gib(budget),
             gib(bytes),
             gib(plan.peak())
@@ -450,6 +450,8 @@ pub(crate) struct MiniBatchShape {
     /// Batches in flight: the queue, the one being made and the one computed, at most an
     /// epoch's.
     pub(crate) in_flight: u64,
+    /// The queue's depth was given (`queue_depth`), so the division keeps it.
+    pub(crate) queue_given: bool,
     /// Workers in this process.
     pub(crate) workers: u64,
     /// Producer threads of a pool of their own when the features are mapped.
@@ -495,6 +497,8 @@ pub(crate) struct MiniBatchDivision {
     pub(crate) features_location: FeaturesLocation,
     pub(crate) feature_cache_gib: Option<f64>,
     pub(crate) inference_memory_gib: Option<f64>,
+    /// A shorter queue than asked, for a budget the batches in flight would crowd.
+    pub(crate) queue_depth: Option<usize>,
     pub(crate) memory: MemoryPlan,
 }
 
@@ -539,11 +543,25 @@ pub(crate) fn mini_batch(
     // u32 source per node); the computed one its activations.
     let batch_rows = mb.batch_rows(&z);
     let input_row = (m.in_dim * m.dtype.size_in_bytes()) as u64;
-    base.add_phase(
-        "batches in flight",
-        mb.in_flight * batch_rows * (input_row + 12)
-            + mb.workers * (probe.per_node * batch_rows as f64) as u64,
-    )?;
+    let per_batch = batch_rows * (input_row + 12);
+    let computed = mb.workers * (probe.per_node * batch_rows as f64) as u64;
+    // The batches in flight take at most a quarter of a budget, the queue shortened down to
+    // one batch ahead (unless its depth was given).
+    let mut in_flight = mb.in_flight;
+    let mut queue_depth = None;
+    if let (Some(b), false) = (run.budget, mb.queue_given) {
+        let fit = (b / 4).saturating_sub(computed) / per_batch.max(1);
+        if fit < in_flight && in_flight > 3 {
+            in_flight = fit.max(3);
+            queue_depth = Some(in_flight as usize - 2);
+            base.decisions.push(format!(
+                "a queue {} batches deep ({:.3} GiB in flight with the one computed)",
+                in_flight - 2,
+                (in_flight * per_batch + computed) as f64 / GIB
+            ));
+        }
+    }
+    base.add_phase("batches in flight", in_flight * per_batch + computed)?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
     let exact = Exact {
         // Every node's input row, the graph in memory and its view, kept once built.
@@ -571,7 +589,7 @@ pub(crate) fn mini_batch(
         features: 0,
         producer_threads: mb.producer_threads,
     };
-    match mb.features_location {
+    let division = match mb.features_location {
         Some(FeaturesLocation::Mmap) => place(base, mb, &exact, mapped, features),
         Some(l) => place(base, mb, &exact, host(l), features),
         None if mb.learnt_input || run.budget.is_none() => {
@@ -595,7 +613,11 @@ pub(crate) fn mini_batch(
             );
             Ok(d)
         }),
-    }
+    }?;
+    Ok(MiniBatchDivision {
+        queue_depth,
+        ..division
+    })
 }
 
 /// Exact evaluation: in one pass, what it keeps once built and what a pass holds; and the
@@ -662,16 +684,17 @@ fn place(
     };
     let mut inference = mb.inference_memory_gib;
     if inference.is_none() && mb.exact_eval && budget.is_some() && !fits(exact.held, exact.pass) {
-        // Layer by layer: with features in memory, everything left (what one pass would
-        // take at most); with mapped features, half of it, the rest for their cache.
-        let room = budget.unwrap_or(0).saturating_sub(held);
+        // Layer by layer within what is left beside the largest phase: all of it with the
+        // features in memory, half of it with mapped features (the rest is their cache); at
+        // most what one pass would take.
+        let room = budget.unwrap_or(0).saturating_sub(held + max_phase(&plan));
         let room = match at.location {
-            FeaturesLocation::Mmap => max_phase(&plan).max(room / 2),
+            FeaturesLocation::Mmap => room / 2,
             _ => room,
         };
         let g = room.min(exact.held + exact.pass).max(MIN_LAYERWISE_BYTES);
         plan.decisions.push(format!(
-            "evaluation layer by layer within {:.3} GiB (one pass over the graph would take {:.2})",
+            "evaluation layer by layer within {:.3} GiB (one pass over the graph would take {:.3})",
             gib(g),
             gib(exact.held + exact.pass)
         ));
@@ -710,6 +733,7 @@ fn place(
         features_location: at.location,
         feature_cache_gib: cache,
         inference_memory_gib: inference,
+        queue_depth: None,
         memory: plan,
     })
 }

@@ -158,6 +158,7 @@ impl MiniBatchPlan {
                 .as_ref()
                 .map_or(0, |b| b.max_batch_nodes(n)) as u64,
             in_flight: (batches.queue_depth + 2).min(per_epoch.max(1)) as u64,
+            queue_given: s.queue_depth.is_some(),
             workers: workers as u64,
             producer_threads: MAPPED_PRODUCER_THREADS,
             graph_in_memory,
@@ -169,6 +170,9 @@ impl MiniBatchPlan {
         };
         let division = budget::mini_batch(&RunShape::of(&common)?, &common.meta, &shape)?;
         let features_location = division.features_location;
+        if let Some(depth) = division.queue_depth {
+            batches.queue_depth = depth;
+        }
         // Features read from their file block on the disk: sample and gather on threads of
         // their own, many reads in flight.
         batches.producer_threads =
