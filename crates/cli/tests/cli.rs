@@ -1586,6 +1586,8 @@ fn bench_scale_prints_one_json_object_per_measurement() {
             "1",
             "--feature-cache-gib",
             "0.0005",
+            "--memory-gib",
+            "1",
             "--json",
             "--dir",
             dir.to_str().unwrap(),
@@ -1630,6 +1632,11 @@ fn bench_scale_prints_one_json_object_per_measurement() {
     assert!(rows[2]["seeds_per_second"].as_f64().unwrap() > 0.0);
     assert!(rows[3]["seeds_per_second"].as_f64().unwrap() > 0.0);
     assert!(rows[2]["cache_hit_rate"].as_f64().is_some());
+    // The training runs were planned within the budget given.
+    for train in &rows[2..4] {
+        assert_eq!(train["memory_gib"].as_f64(), Some(1.0), "{train}");
+        assert!(train["peak_anon_bytes"].as_f64().unwrap() < (1u64 << 30) as f64);
+    }
     assert!(rows[1]["sampled_edges_per_second"].as_f64().unwrap() > 0.0);
     assert!(plot.exists());
     // A folder the bench did not make is refused before any work.

@@ -90,6 +90,12 @@ impl MemoryPlan {
         held + phase
     }
 
+    /// What the parts may take of the budget: nine tenths of it, a tenth kept for the
+    /// prediction's error, so that the measured peak stays under the budget.
+    pub fn planned(&self) -> Option<u64> {
+        self.budget.map(|b| b - b / 10)
+    }
+
     /// The bytes of the part named `name` (0 when there is none).
     pub fn part(&self, name: &str) -> u64 {
         self.parts
@@ -104,7 +110,8 @@ impl MemoryPlan {
         let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
         let head = match self.budget {
             Some(b) => format!(
-                "memory budget {:.2} GiB: predicted peak {:.1} MiB",
+                "memory budget {:.3} GiB (a tenth kept for the prediction's error): predicted \
+                 peak {:.1} MiB",
                 b as f64 / GIB,
                 mib(self.peak())
             ),
@@ -141,14 +148,18 @@ impl MemoryPlan {
             transient,
         });
         match self.budget {
-            Some(budget) if self.peak() > budget => Err(over_budget(name, bytes, self, budget)),
+            Some(budget) if self.peak() > self.planned().unwrap_or(budget) => {
+                Err(over_budget(name, bytes, self, budget))
+            }
             _ => Ok(()),
         }
     }
 
     /// The budget left after the parts so far.
     fn left(&self) -> u64 {
-        self.budget.unwrap_or(u64::MAX).saturating_sub(self.peak())
+        self.planned()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(self.peak())
     }
 }
 
@@ -159,10 +170,12 @@ fn over_budget(name: &str, bytes: u64, plan: &MemoryPlan, budget: u64) -> PlanEr
         "memory_gib",
         format!(
             "of {:.3} GiB is too small: the part \"{name}\" needs {:.3} GiB, and the run {:.3} GiB \
-             with the parts before it",
+             with the parts before it, {:.3} GiB with a tenth of the budget kept for the \
+             prediction's error",
             gib(budget),
             gib(bytes),
-            gib(plan.peak())
+            gib(plan.peak()),
+            gib(plan.peak()) / 0.9
         ),
     )
 }
@@ -222,6 +235,13 @@ fn view_bytes(arch: Architecture, nodes: u64, edges: u64) -> u64 {
 /// file's bytes and their `i64` values, before they become `u32` sources.
 fn loading_bytes(nodes: u64, edges: u64) -> u64 {
     12 * edges + 8 * nodes
+}
+
+/// Bytes a phase of tensor buffers holds, `bytes` of them asked for: large buffers are
+/// rounded up to size classes a quarter of a power of two apart and backed by huge pages
+/// ([`graphloom_tensor::alloc`]), so what they hold is about an eighth more than asked.
+fn rounded(bytes: u64) -> u64 {
+    bytes + bytes / 8
 }
 
 /// Labels (`i64`) and the split ids (`usize`) of `nodes` nodes.
@@ -383,7 +403,10 @@ pub(crate) fn full_batch(
     plan.add("features in memory", features)?;
     plan.add_phase("dataset loading", loading_bytes(z.nodes, z.edges))?;
     plan.add_phase("model probe", probe.peak)?;
-    plan.add_phase("training step", (probe.per_node * z.nodes as f64) as u64)?;
+    plan.add_phase(
+        "training step",
+        rounded((probe.per_node * z.nodes as f64) as u64),
+    )?;
     Ok(plan)
 }
 
@@ -435,7 +458,7 @@ pub(crate) fn sar(
     plan.add("features in memory", totals[1])?;
     plan.add_phase("dataset loading", totals[3])?;
     plan.add_phase("model probe", probe.peak)?;
-    plan.add_phase("training step", totals[2])?;
+    plan.add_phase("training step", rounded(totals[2]))?;
     Ok(plan)
 }
 
@@ -561,14 +584,17 @@ pub(crate) fn mini_batch(
             ));
         }
     }
-    base.add_phase("batches in flight", in_flight * per_batch + computed)?;
+    base.add_phase(
+        "batches in flight",
+        rounded(in_flight * per_batch + computed),
+    )?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
     let exact = Exact {
         // Every node's input row, the graph in memory and its view, kept once built.
         held: z.nodes * input_row
             + csr_bytes(z.nodes, z.edges)
             + view_bytes(m.arch, z.nodes, z.edges),
-        pass: (probe.per_node * z.nodes as f64) as u64,
+        pass: rounded((probe.per_node * z.nodes as f64) as u64),
         nodes: z.nodes,
         degree: z.avg_degree(),
         input_row,
@@ -678,7 +704,7 @@ fn place(
         plan.add("features in memory", at.features)?;
     }
     let held: u64 = plan.peak() - max_phase(&plan);
-    let budget = plan.budget;
+    let budget = plan.planned();
     let fits = |extra_held: u64, phase: u64| {
         budget.is_none_or(|b| held + extra_held + max_phase(&plan).max(phase) <= b)
     };

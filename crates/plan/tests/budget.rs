@@ -89,7 +89,11 @@ fn a_shrinking_budget_keeps_features_in_memory_then_chunks_evaluation_then_maps_
         let budget = peak * share;
         match Plan::new(mini(&ds, Some(budget / GIB))) {
             Ok(Plan::MiniBatch(p)) => {
-                assert!(p.memory.peak() as f64 <= budget, "{share}: {:?}", p.memory);
+                assert!(
+                    p.memory.peak() as f64 <= 0.9 * budget,
+                    "{share}: {:?}",
+                    p.memory
+                );
                 let at = placement(&p);
                 if at == Placement::Mapped {
                     // What is left caches rows; the cache is in the division.
@@ -150,9 +154,9 @@ fn a_budget_too_small_names_the_part_that_does_not_fit() {
             "{msg}"
         );
         assert!(!msg.contains('\n'));
-        // A budget of the predicted peak plans the run.
+        // A budget of the predicted peak and a tenth more for its error plans the run.
         let fits = Plan::new(TrainSettings {
-            memory_gib: Some(memory.peak() as f64 / GIB),
+            memory_gib: Some(memory.peak() as f64 / 0.9 / GIB + 1e-6),
             ..s
         })
         .unwrap();
