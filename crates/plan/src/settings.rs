@@ -334,9 +334,10 @@ pub struct TrainSettings {
     /// it among the model, the batches in flight, the samplers, the features (in memory when
     /// they fit, else mapped from disk with what is left as --feature-cache-gib) and
     /// evaluation (layer by layer, as --inference-memory-gib, when one pass over the graph
-    /// would not fit); a full-batch or SAR run checks its predicted peak against it. Options
-    /// given win, and one that breaks the budget is an error. Every run prints its predicted
-    /// peak by part before training [default: no budget].
+    /// would not fit); a full-batch or SAR run checks its predicted peak against it; a tenth
+    /// is kept for the prediction's error. Options given win, and one that breaks the budget
+    /// is an error. Every run prints its predicted peak by part before training [default: no
+    /// budget].
     #[cfg_attr(feature = "cli", arg(long))]
     pub memory_gib: Option<f64>,
     /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
