@@ -23,7 +23,8 @@ use graphloom_comm::Local;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::Meta;
-use graphloom_nn::train::{fit, FullBatch, TrainConfig};
+use graphloom_nn::inference::Output;
+use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};
 use graphloom_nn::{Architecture, Head, Model, ModelConfig, OptimizerKind};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{set_thread_tracker, Category, MemoryTracker};
@@ -251,8 +252,11 @@ fn labels_bytes(nodes: u64) -> u64 {
 
 /// What the probe of a model measured (see the module docs).
 pub(crate) struct Probe {
-    /// Bytes of activations and gradients a training step holds per node.
+    /// Bytes of activations and gradients a training step holds per node (or evaluation,
+    /// when it holds more).
     per_node: f64,
+    /// Bytes an evaluation pass (inference, no gradients) holds per node.
+    eval_per_node: f64,
     /// The probe's own peak, held while the plan is made.
     peak: u64,
 }
@@ -325,10 +329,21 @@ pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>)
                 .saturating_sub(held)
                 .saturating_sub(r.peak_of(Category::Optimizer) as u64)
                 .saturating_sub(params);
+            // An evaluation pass alone, under a tracker of its own.
+            let params: Vec<Tensor> = workload
+                .model()
+                .params
+                .iter()
+                .map(|p| p.value.clone())
+                .collect();
+            let eval = MemoryTracker::new();
+            set_thread_tracker(eval.clone());
+            drop(workload.infer(&params, Output::LogProbabilities)?);
             // The rows it was given are held while it runs.
             let given = rows.map_or(0, |r| r.as_bytes().len() as u64);
             Ok(Probe {
                 per_node: step as f64 / nodes as f64,
+                eval_per_node: eval.report().total_peak as f64 / nodes as f64,
                 peak: r.total_peak as u64 + given,
             })
         })
@@ -483,6 +498,8 @@ pub(crate) struct MiniBatchShape {
     pub(crate) graph_in_memory: bool,
     /// The run learns an input embedding (no features to place).
     pub(crate) learnt_input: bool,
+    /// Nodes of the largest split (evaluation gathers its rows).
+    pub(crate) largest_split: u64,
     /// Exact evaluation of every node (not sampled).
     pub(crate) exact_eval: bool,
     /// The user's flags, which win over the division.
@@ -589,17 +606,21 @@ pub(crate) fn mini_batch(
         rounded(in_flight * per_batch + computed),
     )?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
+    // Log-probabilities are f32 (f64 in an f64 model).
+    let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
     let exact = Exact {
         // Every node's input row, the graph in memory and its view, kept once built.
         held: z.nodes * input_row
             + csr_bytes(z.nodes, z.edges)
             + view_bytes(m.arch, z.nodes, z.edges),
-        pass: rounded((probe.per_node * z.nodes as f64) as u64),
+        pass: rounded((probe.eval_per_node * z.nodes as f64) as u64),
         nodes: z.nodes,
         degree: z.avg_degree(),
+        layers: m.layers as u64,
         input_row,
-        output_row: (m.hidden * m.heads.max(1)).max(m.out_dim) as u64
-            * m.dtype.size_in_bytes() as u64,
+        hidden_row: (m.hidden * m.heads.max(1) * m.dtype.size_in_bytes()) as u64,
+        out_row: scores_row,
+        split_rows: mb.largest_split * scores_row,
     };
     let host = |location| Placement {
         location,
@@ -653,25 +674,47 @@ struct Exact {
     pass: u64,
     nodes: u64,
     degree: f64,
-    /// Bytes of a node's input row, and of its widest layer output.
+    layers: u64,
+    /// Bytes of a node's input row, hidden layer output and log-probabilities.
     input_row: u64,
-    output_row: u64,
+    hidden_row: u64,
+    out_row: u64,
+    /// The largest split's log-probabilities, gathered to count its correct predictions.
+    split_rows: u64,
 }
 
 impl Exact {
     /// What layer-by-layer evaluation within `budget` bytes holds (`infer_layerwise`): the
     /// previous and the current layer's outputs, each in memory when it takes at most half
-    /// the budget (else in a scratch file), one chunk's gathered input rows, where a chunk is
-    /// as many nodes as half the budget allows at its own estimate of four copies of the
-    /// rows of a node and its in-edges, and a sampler's table and GCN's normalisation.
+    /// the budget (else in a scratch file, mapped), one chunk's gathered input rows, where a
+    /// chunk is as many nodes as half the budget allows at its own estimate of four copies of
+    /// the rows of a node and its in-edges (measured: about half of it is used), a sampler's
+    /// table and GCN's normalisation; then the last output and the largest split's rows.
     fn layerwise(&self, budget: u64) -> u64 {
         let (keep, work) = (budget / 2, budget / 2);
-        let outputs = self.nodes * self.output_row;
-        let outputs = if outputs <= keep { 2 * outputs } else { 0 };
-        let per_node = (1.0 + self.degree) * (self.input_row + self.output_row) as f64 * 4.0;
-        let chunk = (work as f64 / per_node.max(1.0)).clamp(1.0, self.nodes.max(1) as f64);
-        let gathered = (chunk * (1.0 + self.degree)).min(self.nodes as f64) as u64 * self.input_row;
-        outputs + gathered + 16 * self.nodes
+        let in_memory = |row: u64| {
+            let bytes = self.nodes * row;
+            if bytes <= keep {
+                bytes
+            } else {
+                0
+            }
+        };
+        let (hidden, out) = (in_memory(self.hidden_row), in_memory(self.out_row));
+        let outputs = match self.layers {
+            0 | 1 => out,
+            2 => hidden + out,
+            _ => (2 * hidden).max(hidden + out),
+        };
+        // A chunk's work: the budget's half, at most the whole graph's at the code's own
+        // estimate per node.
+        let per_node = (1.0 + self.degree) * (self.input_row + self.hidden_row) as f64 * 4.0;
+        let work = work.min((per_node * self.nodes as f64) as u64);
+        // Per node: GCN's normalisation (two f64) and what building it holds, the sampler's
+        // table, the labels and ids of a split, the chunks' id lists (96 bytes measured on a
+        // graph of a million nodes).
+        let per_node_fixed = 96 * self.nodes;
+        (outputs + work / 2).max(out + self.split_rows) + per_node_fixed
     }
 }
 

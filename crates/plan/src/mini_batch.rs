@@ -163,6 +163,13 @@ impl MiniBatchPlan {
             producer_threads: MAPPED_PRODUCER_THREADS,
             graph_in_memory,
             learnt_input: embedding.is_some(),
+            largest_split: {
+                let d = data.graph_data();
+                [d.train_idx.len(), d.valid_idx.len(), d.test_idx.len()]
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0) as u64
+            },
             exact_eval: batches.sampled_eval.is_none(),
             features_location: s.features_location,
             feature_cache_gib: s.feature_cache_gib,
