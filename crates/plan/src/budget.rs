@@ -761,7 +761,11 @@ fn place(
             FeaturesLocation::Mmap => room / 2,
             _ => room,
         };
-        let g = room.min(exact.held + exact.pass).max(MIN_LAYERWISE_BYTES);
+        // A smaller budget can take less: its layer outputs go to scratch files.
+        let mut g = room.min(exact.held + exact.pass).max(MIN_LAYERWISE_BYTES);
+        while exact.layerwise(g) > room && g / 2 >= MIN_LAYERWISE_BYTES {
+            g /= 2;
+        }
         plan.decisions.push(format!(
             "evaluation layer by layer within {:.3} GiB (one pass over the graph would take {:.3})",
             gib(g),
