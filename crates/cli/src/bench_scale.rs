@@ -76,6 +76,11 @@ pub(crate) struct ScaleArgs {
     /// GiB of the feature row cache of the out-of-core run (0: none).
     #[arg(long, default_value_t = 4.0)]
     feature_cache_gib: f64,
+    /// GiB of memory each training run may take, divided by the plan (`train --memory-gib`;
+    /// the out-of-core run's feature cache is then the division's, not --feature-cache-gib)
+    /// [default: no budget].
+    #[arg(long)]
+    memory_gib: Option<f64>,
     /// Runs of each training phase (alternating); report their median.
     #[arg(long, default_value_t = 3)]
     repeats: usize,
@@ -294,6 +299,9 @@ fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
     ]);
     if args.keep_page_cache {
         cmd.arg("--keep-page-cache");
+    }
+    if let Some(gib) = args.memory_gib {
+        cmd.args(["--memory-gib", &gib.to_string()]);
     }
     if reused {
         // The prepare phase of a kept dataset only opens it (its checks are recorded).
@@ -578,13 +586,16 @@ fn settings(args: &ScaleArgs, run: Run) -> TrainSettings {
         fanouts: Some(fanouts()),
         batch_size: Some(BATCH_SIZE),
         features_location: Some(FeaturesLocation::Mmap),
-        feature_cache_gib: (!in_memory && args.feature_cache_gib > 0.0)
-            .then_some(args.feature_cache_gib),
+        feature_cache_gib: (!in_memory
+            && args.feature_cache_gib > 0.0
+            && args.memory_gib.is_none())
+        .then_some(args.feature_cache_gib),
         feature_reads: match run {
             Run::Direct => Some(FeatureReads::Direct),
             Run::Static => Some(FeatureReads::Mapped),
             Run::InMemory => None,
         },
+        memory_gib: args.memory_gib,
         batches_per_epoch: Some(args.eval_every.max(1)),
         eval_fanouts: Some(fanouts()),
         eval_nodes: Some(args.eval_nodes),
@@ -623,6 +634,11 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
         Plan::MiniBatch(plan) => plan,
         _ => bail!("the scale bench plans a mini-batch run"),
     };
+    for line in plan.memory.lines() {
+        eprintln!("  {line}");
+    }
+    extra.insert("memory_gib".into(), json!(args.memory_gib));
+    extra.insert("predicted_peak_bytes".into(), json!(plan.memory.peak()));
     let times = std::sync::Mutex::new(Vec::<(usize, f64)>::new());
     let start = Instant::now();
     let record = |done: usize| {

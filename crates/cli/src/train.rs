@@ -43,6 +43,10 @@ pub(crate) struct TrainArgs {
     /// Print only the final line.
     #[arg(long)]
     pub(crate) quiet: bool,
+    /// Print the plan's predicted peak memory by part (the division of --memory-gib) and
+    /// exit without training.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
     /// Print the summary (the --summary-json object) as one JSON line on stdout instead of
     /// the final line.
     #[arg(long)]
@@ -137,8 +141,9 @@ fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
     )
 }
 
-/// Runs `graphloom train`; returns the report for callers that measure it (the benchmark).
-pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
+/// Runs `graphloom train`; returns the report for callers that measure it (none for
+/// `--dry-run`).
+pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     if let Some(t) = args.threads {
         if t == 0 || t > MAX_THREADS {
             anyhow::bail!("--threads must be in 1..={MAX_THREADS}, not {t}");
@@ -151,6 +156,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     check_outputs(&args)?;
     let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;
+    if !args.quiet || args.dry_run {
+        // The memory the run will take, part by part, before anything is trained.
+        for line in plan.memory().lines() {
+            eprintln!("{line}");
+        }
+    }
+    if args.dry_run {
+        return Ok(None);
+    }
     let common = plan.common();
     let s = &common.settings;
     let splits = Splits::of(s.dataset.as_deref())?;
@@ -184,7 +198,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
     }
     if !outcome.root() {
         // Rank 0 prints and writes the results of the job.
-        return Ok(into_report(outcome));
+        return Ok(Some(into_report(outcome)));
     }
     let meta = &common.meta;
     let cache = match &outcome {
@@ -255,6 +269,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         crate::run_settings::add_run_settings(&mut value, common);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
+        value["memory_gib"] = json!(s.memory_gib);
+        value["predicted_peak_bytes"] = json!(plan.memory().peak());
+        value["predicted_bytes"] = plan
+            .memory()
+            .parts
+            .iter()
+            .map(|p| (p.name.to_string(), json!(p.bytes)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         if let (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) = (&plan, &outcome) {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.
@@ -268,6 +291,12 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
                 }
             }
             value["features_location"] = json!(p.features_location.name());
+            value["feature_cache_gib"] = json!(p.feature_cache_gib);
+            value["inference_memory_gib"] = json!(s.inference_memory_gib.or(p
+                .batches
+                .layerwise
+                .as_ref()
+                .map(|l| l.memory_bytes as f64 / (1u64 << 30) as f64)));
             value["sample_seconds"] = json!(st.sample);
             value["gather_seconds"] = json!(st.gather);
             value["compute_seconds"] = json!(st.compute);
@@ -314,7 +343,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<TrainReport> {
         .save(path)
         .with_context(|| format!("saving the model to {}", path.display()))?;
     }
-    Ok(into_report(outcome))
+    Ok(Some(into_report(outcome)))
 }
 
 /// The report of a run, taken out of its outcome.

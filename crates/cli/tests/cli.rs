@@ -1644,6 +1644,8 @@ fn bench_scale_prints_one_json_object_per_measurement() {
             "--feature-cache-gib",
             "0.0005",
             "--keep-page-cache",
+            "--memory-gib",
+            "1",
             "--json",
             "--dir",
             dir.to_str().unwrap(),
@@ -1708,6 +1710,11 @@ fn bench_scale_prints_one_json_object_per_measurement() {
     // Rows read directly or through the page cache are the same rows: the same training.
     assert!(rows[2]["val_acc"].as_f64().is_some());
     assert_eq!(rows[2]["val_acc"], rows[4]["val_acc"]);
+    // The training runs were planned within the budget given.
+    for train in &rows[2..6] {
+        assert_eq!(train["memory_gib"].as_f64(), Some(1.0), "{train}");
+        assert!(train["peak_anon_bytes"].as_f64().unwrap() < (1u64 << 30) as f64);
+    }
     assert!(rows[1]["sampled_edges_per_second"].as_f64().unwrap() > 0.0);
     assert!(plot.exists());
     // A folder the bench did not make is refused before any work.

@@ -562,15 +562,16 @@ pub(crate) fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Resul
     };
     match (meta.feat_dtype.as_str(), header.dtype) {
         ("f32", npy::NpyDType::F32) => {
-            let v = npy::read::<f32>(&path)?.data;
+            let v = read_body(&path, &header, |x: f32| {
+                f32::from_bits(u32::from_le(x.to_bits()))
+            })?;
             if let Some(i) = v.iter().position(|x| !x.is_finite()) {
                 return Err(bad_value(i));
             }
             Ok(Tensor::from_vec(v, &shape)?)
         }
         ("bf16", npy::NpyDType::U16) => {
-            let v: Vec<bf16> = npy::read::<u16>(&path)?
-                .data
+            let v: Vec<bf16> = read_body(&path, &header, u16::from_le)?
                 .into_iter()
                 .map(bf16::from_bits)
                 .collect();
@@ -584,6 +585,32 @@ pub(crate) fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Resul
             format!("meta.json says feat_dtype {name}, the file holds {found:?}"),
         )),
     }
+}
+
+/// The elements of the `.npy` file at `path` (of `header`, whose dtype is `T`'s: `f32` or
+/// `u16`) read straight into a vector, without a copy of the file's bytes, so loading
+/// features holds them once; `from_le` turns a little-endian element into a native one.
+fn read_body<T: Copy + Default>(
+    path: &Path,
+    header: &npy::NpyHeader,
+    from_le: impl Fn(T) -> T,
+) -> Result<Vec<T>> {
+    use std::io::{Read, Seek, SeekFrom};
+    let n = header.numel();
+    let mut v = vec![T::default(); n];
+    let mut f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    f.seek(SeekFrom::Start(header.data_offset as u64))
+        .map_err(|e| Error::io(path, e))?;
+    // SAFETY: the callers' `T` are f32 and u16, numbers without padding for which any bytes
+    // are a value; the slice covers exactly the vector's initialised elements.
+    let bytes = unsafe {
+        std::slice::from_raw_parts_mut(v.as_mut_ptr().cast::<u8>(), std::mem::size_of_val(&v[..]))
+    };
+    f.read_exact(bytes).map_err(|e| Error::io(path, e))?;
+    if cfg!(target_endian = "big") {
+        v.iter_mut().for_each(|x| *x = from_le(*x));
+    }
+    Ok(v)
 }
 
 /// A seeded random split of `0..num_nodes` into train, validation and test ids with the given

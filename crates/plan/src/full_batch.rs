@@ -4,10 +4,11 @@ use graphloom_comm::Local;
 use graphloom_graph::Dataset;
 use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainConfig, TrainReport};
 
+use crate::budget::{self, RunShape};
 use crate::data::{embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel};
-use crate::{Result, TaskName, TrainSettings};
+use crate::{MemoryPlan, Result, TaskName, TrainSettings};
 
 /// A full-batch run: the dataset in memory, features cast to the compute dtype (or, for link
 /// prediction on a graph without features, a learnt input embedding).
@@ -17,6 +18,8 @@ pub struct FullBatchPlan {
     /// The learnt input embedding's width and learning rate, when the run learns one instead
     /// of reading features.
     pub embedding: Option<(usize, f32)>,
+    /// The predicted peak memory by part, checked against `memory_gib`.
+    pub memory: MemoryPlan,
     dataset: Dataset,
     link: Option<LinkPlan>,
 }
@@ -39,9 +42,20 @@ impl FullBatchPlan {
         let common = model.common(settings, train, dataset.meta.clone())?;
         // Every node's activations are held at once.
         check_sizes(&common.model, common.meta.num_nodes)?;
+        let rows = match (&common.settings.dataset, embedding) {
+            (Some(dir), None) => budget::probe_rows(dir, &common.meta)?,
+            _ => None,
+        };
+        let memory = budget::full_batch(
+            &RunShape::of(&common)?,
+            &common.meta,
+            embedding.is_some(),
+            rows.as_ref(),
+        )?;
         Ok(FullBatchPlan {
             common,
             embedding,
+            memory,
             dataset,
             link,
         })

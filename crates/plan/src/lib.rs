@@ -26,6 +26,7 @@
 //! ```
 #![deny(missing_docs)]
 
+mod budget;
 mod checks;
 mod data;
 mod error;
@@ -40,6 +41,7 @@ mod settings;
 mod subgraph;
 mod suggest;
 
+pub use budget::{MemoryPart, MemoryPlan};
 pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;

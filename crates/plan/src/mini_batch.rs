@@ -14,12 +14,13 @@ use graphloom_store::{
 };
 use graphloom_tensor::DType;
 
+use crate::budget::{self, MiniBatchShape, RunShape};
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
 use crate::{
-    layerwise_config, run_job, Backend, FeatureReads, FeaturesLocation, PlanError, Result,
-    TrainMode, TrainSettings,
+    layerwise_config, run_job, Backend, FeatureReads, FeaturesLocation, MemoryPlan, PlanError,
+    Result, TrainMode, TrainSettings,
 };
 
 /// Producer threads of a mini-batch run whose features are mapped from disk: enough reads in
@@ -46,6 +47,10 @@ pub struct MiniBatchPlan {
     pub embedding: Option<(usize, f32)>,
     /// Subgraph batches: where their clusters or normalisation came from, in words.
     pub subgraph_origin: Option<String>,
+    /// GiB of the cache of hot feature rows (mapped features only).
+    pub feature_cache_gib: Option<f64>,
+    /// The predicted peak memory by part, as divided from `memory_gib` when given.
+    pub memory: MemoryPlan,
     data: MiniBatchData,
     link: Option<LinkPlan>,
 }
@@ -157,14 +162,6 @@ impl MiniBatchPlan {
         batches.batches_per_epoch = s.batches_per_epoch;
         let subgraph_origin = subgraph.as_ref().map(|(_, line)| line.clone());
         batches.subgraph = subgraph.map(|(b, _)| b);
-        // Features read from their file block on the disk: sample and gather on threads of
-        // their own, many reads in flight.
-        batches.producer_threads = (s.features_location == Some(FeaturesLocation::Mmap))
-            .then_some(MAPPED_PRODUCER_THREADS);
-        batches.layerwise = s
-            .inference_memory_gib
-            .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))
-            .transpose()?;
         batches.sampled_eval =
             (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| SampledEval {
                 fanouts: s.eval_fanouts.clone().unwrap_or(fanouts),
@@ -173,8 +170,56 @@ impl MiniBatchPlan {
         let meta = meta.clone();
         let workers = s.workers.unwrap_or(1);
         let backend = s.comm.unwrap_or(Backend::Local);
-        let features_location = s.features_location.unwrap_or(FeaturesLocation::Host);
+        let graph_in_memory = matches!(data, MiniBatchData::Loaded(_));
         let common = model.common(settings, train, meta)?;
+        let s = &common.settings;
+        let train_nodes = data.graph_data().train_idx.len().max(1);
+        let seeds = batches.batch_size.min(train_nodes);
+        let per_epoch = batches
+            .batches_per_epoch
+            .unwrap_or(train_nodes.div_ceil(batches.batch_size.max(1)));
+        let n = common.meta.num_nodes;
+        let shape = MiniBatchShape {
+            seeds: seeds as u64,
+            fanouts: batches
+                .subgraph
+                .is_none()
+                .then(|| batches.fanouts.as_slice().to_vec()),
+            subgraph_nodes: batches
+                .subgraph
+                .as_ref()
+                .map_or(0, |b| b.max_batch_nodes(n)) as u64,
+            in_flight: (batches.queue_depth + 2).min(per_epoch.max(1)) as u64,
+            queue_given: s.queue_depth.is_some(),
+            workers: workers as u64,
+            producer_threads: MAPPED_PRODUCER_THREADS,
+            graph_in_memory,
+            learnt_input: embedding.is_some(),
+            largest_split: {
+                let d = data.graph_data();
+                [d.train_idx.len(), d.valid_idx.len(), d.test_idx.len()]
+                    .into_iter()
+                    .max()
+                    .unwrap_or(0) as u64
+            },
+            exact_eval: batches.sampled_eval.is_none(),
+            features_location: s.features_location,
+            feature_cache_gib: s.feature_cache_gib,
+            inference_memory_gib: s.inference_memory_gib,
+        };
+        let division = budget::mini_batch(&RunShape::of(&common)?, &common.meta, &shape)?;
+        let features_location = division.features_location;
+        if let Some(depth) = division.queue_depth {
+            batches.queue_depth = depth;
+        }
+        // Features read from their file block on the disk: sample and gather on threads of
+        // their own, many reads in flight.
+        batches.producer_threads =
+            (features_location == FeaturesLocation::Mmap).then_some(MAPPED_PRODUCER_THREADS);
+        batches.layerwise = division
+            .inference_memory_gib
+            .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))
+            .transpose()?;
         check_sizes(
             &common.model,
             rows_computed(&batches, common.meta.num_nodes),
@@ -187,6 +232,8 @@ impl MiniBatchPlan {
             features_location,
             embedding,
             subgraph_origin,
+            feature_cache_gib: division.feature_cache_gib,
+            memory: division.memory,
             data,
             link,
         })
@@ -293,8 +340,8 @@ impl MiniBatchPlan {
                 // Under MPI each process maps only its own rows: direct reads address the
                 // whole file, so they are for the single-table layout.
                 let direct = reads == FeatureReads::Direct && layout == Layout::Continuous;
-                if on_disk && (settings.feature_cache_gib.is_some() || direct) {
-                    let gib = settings.feature_cache_gib.unwrap_or(0.0);
+                if on_disk && (self.feature_cache_gib.is_some() || direct) {
+                    let gib = self.feature_cache_gib.unwrap_or(0.0);
                     let rows = (gib * (1u64 << 30) as f64) as usize / table.row_bytes().max(1);
                     let hot = ds.data().highest_in_degree(rows);
                     let reads = if direct {
@@ -368,7 +415,8 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
         return Ok(MiniBatchData::Loaded(load(s, false)?));
     };
     let meta = Meta::read(dir)?;
-    if !embedding && s.features_location != Some(FeaturesLocation::Mmap) {
+    // With a budget, the division decides whether the features stay on disk.
+    if !embedding && s.features_location != Some(FeaturesLocation::Mmap) && s.memory_gib.is_none() {
         let dtype = DType::parse(&meta.feat_dtype).unwrap_or(DType::F32);
         check_features_fit(&meta, dtype, TrainMode::MiniBatch)?;
     }
@@ -380,6 +428,28 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
     Ok(MiniBatchData::Mapped(ds))
 }
 
+/// The most nodes a training batch's blocks hold: its seeds and every hop's sampled
+/// neighbours (all of them for a fanout of -1), at most the graph; a subgraph batch's own
+/// nodes.
+fn training_rows(mb: &MiniBatchConfig, n: usize) -> usize {
+    match &mb.subgraph {
+        Some(subgraph) => subgraph.max_batch_nodes(n),
+        None => sampled_rows(mb, &mb.fanouts, n),
+    }
+}
+
+/// The most nodes the blocks of a batch sampled with `fanouts` hold, at most `n`.
+fn sampled_rows(mb: &MiniBatchConfig, fanouts: &Fanouts, n: usize) -> usize {
+    fanouts
+        .iter()
+        .try_fold(mb.batch_size, |rows, &f| {
+            let f = usize::try_from(f).ok()?;
+            rows.checked_mul(f.checked_add(1)?)
+        })
+        .unwrap_or(n)
+        .min(n)
+}
+
 /// The most nodes one forward pass covers: every node, except when evaluation is sampled or
 /// layer-wise, whose passes cover one batch's neighbourhood.
 fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
@@ -388,20 +458,6 @@ fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
     }
     // Layer-wise evaluation sizes its chunks to its own budget.
     let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
-    let sampled_rows = |fanouts: &Fanouts| {
-        fanouts
-            .iter()
-            .try_fold(mb.batch_size, |rows, &f| {
-                let f = usize::try_from(f).ok()?;
-                rows.checked_mul(f.checked_add(1)?)
-            })
-            .unwrap_or(n)
-            .min(n)
-    };
     // A subgraph batch computes its own nodes only.
-    let training = match &mb.subgraph {
-        Some(subgraph) => subgraph.max_batch_nodes(n),
-        None => sampled_rows(&mb.fanouts),
-    };
-    training.max(sampled_rows(eval))
+    training_rows(mb, n).max(sampled_rows(mb, eval, n))
 }

@@ -140,6 +140,9 @@ impl Plan {
     pub fn new(settings: TrainSettings) -> Result<Plan> {
         let mode = TrainMode::of(&settings)?;
         crate::subgraph::check(&settings)?;
+        if crate::budget::budget_bytes(settings.memory_gib)?.is_some() {
+            crate::budget::return_freed_memory();
+        }
         let saved = match &settings.init_model {
             Some(path) => Some(ModelFile::load(path)?),
             None => None,
@@ -199,6 +202,16 @@ impl Plan {
             Plan::FullBatch(p) => &p.common,
             Plan::MiniBatch(p) => &p.common,
             Plan::Sar(p) => &p.common,
+        }
+    }
+
+    /// The predicted peak memory by part (divided from `memory_gib` when given), for front
+    /// ends to print before training.
+    pub fn memory(&self) -> &crate::MemoryPlan {
+        match self {
+            Plan::FullBatch(p) => &p.memory,
+            Plan::MiniBatch(p) => &p.memory,
+            Plan::Sar(p) => &p.memory,
         }
     }
 

@@ -11,8 +11,9 @@ use graphloom_sar::{Sar, SarMode};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::RssReport;
 
+use crate::budget::{self, RunShape};
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
-use crate::{run_job, Backend, PlanError, Result, TrainSettings, WorkerFigures};
+use crate::{run_job, Backend, MemoryPlan, PlanError, Result, TrainSettings, WorkerFigures};
 
 /// A SAR run.
 pub struct SarPlan {
@@ -24,6 +25,8 @@ pub struct SarPlan {
     pub backend: Backend,
     /// How halos travel.
     pub sar_mode: SarMode,
+    /// The predicted peak memory of this process by part, checked against `memory_gib`.
+    pub memory: MemoryPlan,
     /// The partitioned directory.
     dir: PathBuf,
 }
@@ -60,13 +63,19 @@ impl SarPlan {
             Backend::Local => partition.dataset.num_nodes,
         };
         let sar_mode = settings.sar_mode.unwrap_or(SarMode::Sar);
-        let common = model.common(settings, train, partition.dataset)?;
+        let common = model.common(settings, train, partition.dataset.clone())?;
         check_sizes(&common.model, rows_per_process)?;
+        let memory = budget::sar(
+            &RunShape::of(&common)?,
+            &partition,
+            backend == Backend::Local,
+        )?;
         Ok(SarPlan {
             common,
             workers,
             backend,
             sar_mode,
+            memory,
             dir,
         })
     }

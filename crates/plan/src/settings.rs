@@ -365,6 +365,16 @@ pub struct TrainSettings {
     /// half of it [default: one forward pass over the whole graph in memory].
     #[cfg_attr(feature = "cli", arg(long))]
     pub inference_memory_gib: Option<f64>,
+    /// GiB of memory the run may take (its peak anonymous memory): a mini-batch run divides
+    /// it among the model, the batches in flight, the samplers, the features (in memory when
+    /// they fit, else mapped from disk with what is left as --feature-cache-gib) and
+    /// evaluation (layer by layer, as --inference-memory-gib, when one pass over the graph
+    /// would not fit); a full-batch or SAR run checks its predicted peak against it; a tenth
+    /// is kept for the prediction's error. Options given win, and one that breaks the budget
+    /// is an error. Every run prints its predicted peak by part before training [default: no
+    /// budget].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub memory_gib: Option<f64>,
     /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
     /// system's temporary folder].
     #[cfg_attr(feature = "cli", arg(long))]
@@ -463,6 +473,7 @@ impl Default for TrainSettings {
             feature_cache_gib: None,
             feature_reads: None,
             inference_memory_gib: None,
+            memory_gib: None,
             scratch_dir: None,
             batches_per_epoch: None,
             eval_fanouts: None,

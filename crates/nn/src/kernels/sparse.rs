@@ -27,10 +27,27 @@ impl SparseFeatures {
     /// `max_density` of its entries are non-zero (then the dense product is faster).
     pub fn from_dense(x: &Tensor, max_density: f64) -> Option<SparseFeatures> {
         let (rows, cols) = x.dims2();
-        let v = x.to_vec_f64();
-        let nnz = v.iter().filter(|&&a| a != 0.0).count();
-        if v.is_empty()
-            || nnz as f64 > max_density * v.len() as f64
+        // Read in the tensor's own dtype: a copy of the matrix widened to f64 would hold twice
+        // (f32) or four times (bf16) the features' memory while a dense input is checked.
+        let sparse: graphloom_tensor::Result<Option<SparseFeatures>> = with_float!(x.dtype(), "sparse features", T => {
+            x.as_slice::<T>().map(|v| {
+                SparseFeatures::from_values(rows, cols, max_density, |i| v[i].to_acc().to_f64())
+            })
+        });
+        sparse.ok().flatten()
+    }
+
+    /// [`SparseFeatures::from_dense`] of the `rows x cols` values `value(i)` in row order.
+    fn from_values(
+        rows: usize,
+        cols: usize,
+        max_density: f64,
+        value: impl Fn(usize) -> f64,
+    ) -> Option<SparseFeatures> {
+        let len = rows * cols;
+        let nnz = (0..len).filter(|&i| value(i) != 0.0).count();
+        if len == 0
+            || nnz as f64 > max_density * len as f64
             || cols > u32::MAX as usize
             || rows > u32::MAX as usize
         {
@@ -40,7 +57,8 @@ impl SparseFeatures {
             (vec![0], Vec::with_capacity(nnz), Vec::with_capacity(nnz));
         let mut col_count = vec![0usize; cols + 1];
         for r in 0..rows {
-            for (c, &a) in v[r * cols..(r + 1) * cols].iter().enumerate() {
+            for c in 0..cols {
+                let a = value(r * cols + c);
                 if a != 0.0 {
                     row_col.push(c as u32);
                     row_val.push(a);

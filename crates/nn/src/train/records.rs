@@ -5,7 +5,7 @@
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::Dataset;
 use graphloom_tensor::memory::MemoryReport;
-use graphloom_tensor::{RssReport, Tensor};
+use graphloom_tensor::{with_float, Float, Real, RssReport, Tensor};
 
 use crate::link::metrics::LinkEvaluation;
 use crate::model::Param;
@@ -70,25 +70,46 @@ pub struct SplitCounts {
 
 /// How many rows of `logp` (class scores, one row per label) predict their label.
 pub fn correct_predictions(logp: &Tensor, labels: &[i64]) -> f64 {
-    let (_, c) = logp.dims2();
-    logp.to_vec_f64()
-        .chunks(c.max(1))
+    predictions(logp, &mut (0..labels.len()))
+        .into_iter()
         .zip(labels)
-        .filter(|(row, &label)| predicted_class(row) as i64 == label)
+        .filter(|&(class, &label)| class as i64 == label)
         .count() as f64
+}
+
+/// The class each row `rows` of `logp` predicts, read in the tensor's own dtype a row at a
+/// time: a copy of every score widened to f64 would hold twice the scores' memory (four times
+/// in bf16), hundreds of megabytes over a large graph's nodes.
+fn predictions(logp: &Tensor, rows: &mut dyn Iterator<Item = usize>) -> Vec<usize> {
+    let (_, c) = logp.dims2();
+    let mut row = vec![0f64; c];
+    let classes: graphloom_tensor::Result<Vec<usize>> = with_float!(logp.dtype(), "predictions", T => {
+        logp.as_slice::<T>().map(|v| {
+            rows.map(|i| {
+                for (r, x) in row.iter_mut().zip(&v[i * c..(i + 1) * c]) {
+                    *r = x.to_acc().to_f64();
+                }
+                predicted_class(&row)
+            })
+            .collect()
+        })
+    });
+    classes.unwrap_or_else(|_| {
+        let scores = logp.to_vec_f64();
+        rows.map(|i| predicted_class(&scores[i * c..(i + 1) * c]))
+            .collect()
+    })
 }
 
 impl SplitCounts {
     /// The counts of `logp` (one row per node of `labels`) on the splits `idx`.
     pub fn of(logp: &Tensor, labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
-        // One f64 copy of the scores for the three splits.
-        let (_, c) = logp.dims2();
-        let scores = logp.to_vec_f64();
         let mut counts = SplitCounts::default();
         for (s, rows) in idx.iter().enumerate() {
-            counts.correct[s] = rows
-                .iter()
-                .filter(|&&i| predicted_class(&scores[i * c..(i + 1) * c]) as i64 == labels[i])
+            counts.correct[s] = predictions(logp, &mut rows.iter().copied())
+                .into_iter()
+                .zip(rows.iter())
+                .filter(|&(class, &i)| class as i64 == labels[i])
                 .count() as f64;
             counts.total[s] = rows.len() as f64;
         }

@@ -1,0 +1,159 @@
+//! `train --memory-gib`: small runs in every mode whose measured peak anonymous memory (the
+//! summary's `peak_anon_bytes`) stays under the budget and within 15% of the plan's
+//! prediction (`predicted_peak_bytes`); the division printed before training, `--dry-run`,
+//! and a budget too small.
+
+mod common;
+use common::{cora, graphloom, graphloom_ok, scratch};
+
+use std::path::{Path, PathBuf};
+
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// A synthetic dataset of 20,000 nodes with 256 features (20 MB) in `root`.
+fn wide(root: &Path) -> PathBuf {
+    let dir = root.join("wide");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "20000",
+        "--avg-degree",
+        "8",
+        "--feat-dim",
+        "256",
+        "--classes",
+        "4",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    dir
+}
+
+/// Trains with `args` and `--memory-gib budget`; checks the measured peak against the budget
+/// and the prediction, and that the division was printed first; returns the summary.
+fn within_budget(args: &[&str], budget: f64) -> serde_json::Value {
+    let budget_arg = budget.to_string();
+    let mut all = vec!["train", "--json", "--memory-gib", &budget_arg];
+    all.extend_from_slice(args);
+    let out = graphloom_ok(&all);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let head = format!("memory budget {budget:.3} GiB");
+    let first = stderr.lines().next().unwrap_or("");
+    assert!(first.starts_with(&head), "{args:?}: {stderr}");
+    let s: serde_json::Value =
+        serde_json::from_str(String::from_utf8_lossy(&out.stdout).lines().last().unwrap()).unwrap();
+    let measured = s["peak_anon_bytes"].as_f64().unwrap();
+    let predicted = s["predicted_peak_bytes"].as_f64().unwrap();
+    assert_eq!(s["memory_gib"].as_f64(), Some(budget));
+    assert!(
+        measured < budget * GIB,
+        "{args:?}: measured {measured} over the budget"
+    );
+    assert!(
+        (predicted - measured).abs() <= 0.15 * measured,
+        "{args:?}: predicted {:.1} MiB, measured {:.1} MiB ({})",
+        predicted / (1 << 20) as f64,
+        measured / (1 << 20) as f64,
+        s["predicted_bytes"]
+    );
+    s
+}
+
+#[test]
+fn full_batch_and_sar_runs_on_cora_stay_within_their_budget_as_predicted() {
+    let root = scratch("budget-cora");
+    let ds = cora(&root);
+    // Enough epochs that the sampled peak is the run's steady state.
+    within_budget(
+        &["--dataset", ds.to_str().unwrap(), "--epochs", "200"],
+        0.25,
+    );
+    let parts = root.join("parts");
+    graphloom_ok(&[
+        "partition",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--parts",
+        "2",
+        "--out",
+        parts.to_str().unwrap(),
+    ]);
+    within_budget(
+        &["--dataset", parts.to_str().unwrap(), "--epochs", "100"],
+        0.25,
+    );
+}
+
+#[test]
+fn mini_batch_runs_stay_within_their_budget_as_predicted() {
+    let root = scratch("budget-mini");
+    let ds = wide(&root);
+    let ds = ds.to_str().unwrap();
+    let mini = ["--dataset", ds, "--fanouts", "10,5", "--epochs", "4"];
+    // A budget the whole run fits: the features in memory, evaluation in one pass.
+    let s = within_budget(&mini, 0.5);
+    assert_eq!(s["features_location"], "host");
+    assert!(s["inference_memory_gib"].is_null());
+    // Mapped features asked for: what is left caches their rows.
+    let s = within_budget(&[&mini[..], &["--features-location", "mmap"]].concat(), 0.5);
+    assert_eq!(s["features_location"], "mmap");
+    assert!(s["feature_cache_gib"].as_f64().unwrap() > 0.0);
+    // A budget the features do not fit with the rest: they stay on disk, with a cache of what
+    // is left, and evaluation goes layer by layer.
+    let s = within_budget(&mini, 0.12);
+    assert_eq!(s["features_location"], "mmap");
+    assert!(s["feature_cache_gib"].as_f64().unwrap() > 0.0);
+    assert!(s["inference_memory_gib"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_dry_run_prints_the_division_and_a_budget_too_small_names_its_part() {
+    let root = scratch("budget-dry");
+    let ds = cora(&root);
+    let summary = root.join("s.json");
+    let out = graphloom_ok(&[
+        "train",
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--fanouts",
+        "10,5",
+        "--memory-gib",
+        "0.2",
+        "--summary-json",
+        summary.to_str().unwrap(),
+        "--dry-run",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for part in [
+        "process",
+        "model and optimizer",
+        "batches in flight",
+        "features in memory",
+    ] {
+        assert!(stderr.contains(part), "{part}: {stderr}");
+    }
+    assert!(!stderr.contains("epoch"), "{stderr}");
+    assert!(!summary.exists(), "a dry run trains and writes nothing");
+    // Without a budget, the prediction alone.
+    let out = graphloom_ok(&["train", "--dataset", ds.to_str().unwrap(), "--dry-run"]);
+    assert!(String::from_utf8_lossy(&out.stderr).starts_with("predicted peak memory"));
+    for (budget, part) in [("0.001", "process"), ("0.010", "features in memory")] {
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--memory-gib",
+            budget,
+        ]);
+        assert!(!out.status.success());
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        assert!(
+            stderr.contains(&format!(
+                "--memory-gib of {budget} GiB is too small: the part \"{part}\""
+            )),
+            "{stderr}"
+        );
+    }
+}

@@ -1,0 +1,355 @@
+//! A mini-batch run's memory, and the division of a budget among its parts: where the
+//! features live, their cache, evaluation in one pass or layer by layer, the queue.
+
+use graphloom_graph::Meta;
+
+use super::{
+    csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
+    PROCESS_BYTES,
+};
+use super::{labels_bytes, probe};
+use crate::{FeaturesLocation, Result};
+
+/// What a mini-batch run is asked: batches, evaluation, and the user's memory flags.
+pub(crate) struct MiniBatchShape {
+    /// Seeds of a batch (at most the training nodes).
+    pub(crate) seeds: u64,
+    /// Fanouts from the seeds outwards (-1: every neighbour); `None` for subgraph batches.
+    pub(crate) fanouts: Option<Vec<i64>>,
+    /// The most nodes of a subgraph batch.
+    pub(crate) subgraph_nodes: u64,
+    /// Batches in flight: the queue, the one being made and the one computed, at most an
+    /// epoch's.
+    pub(crate) in_flight: u64,
+    /// The queue's depth was given (`queue_depth`), so the division keeps it.
+    pub(crate) queue_given: bool,
+    /// Workers in this process.
+    pub(crate) workers: u64,
+    /// Producer threads of a pool of their own when the features are mapped.
+    pub(crate) producer_threads: usize,
+    /// The default synthetic graph is generated in memory, not mapped.
+    pub(crate) graph_in_memory: bool,
+    /// The run learns an input embedding (no features to place).
+    pub(crate) learnt_input: bool,
+    /// Nodes of the largest split (evaluation gathers its rows).
+    pub(crate) largest_split: u64,
+    /// Exact evaluation of every node (not sampled).
+    pub(crate) exact_eval: bool,
+    /// The user's flags, which win over the division.
+    pub(crate) features_location: Option<FeaturesLocation>,
+    pub(crate) feature_cache_gib: Option<f64>,
+    pub(crate) inference_memory_gib: Option<f64>,
+}
+
+impl MiniBatchShape {
+    /// The distinct nodes of a batch's blocks: each hop draws `min(fanout, degree)` neighbours
+    /// of the last hop's nodes, of which about `n (1 - e^(-draws / n))` are distinct.
+    fn batch_rows(&self, z: &Sizes) -> u64 {
+        let Some(fanouts) = &self.fanouts else {
+            return self.subgraph_nodes.min(z.nodes);
+        };
+        let n = z.nodes.max(1) as f64;
+        let (mut frontier, mut draws) = (self.seeds as f64, self.seeds as f64);
+        for &f in fanouts {
+            let f = if f < 0 {
+                z.avg_degree()
+            } else {
+                (f as f64).min(z.avg_degree())
+            };
+            frontier *= f;
+            draws += frontier;
+        }
+        (n * (1.0 - (-draws / n).exp())).ceil() as u64
+    }
+}
+
+/// What a mini-batch budget decided: where the features live, the cache, the evaluation's
+/// budget, and the memory by part.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct MiniBatchDivision {
+    pub(crate) features_location: FeaturesLocation,
+    pub(crate) feature_cache_gib: Option<f64>,
+    pub(crate) inference_memory_gib: Option<f64>,
+    /// A shorter queue than asked, for a budget the batches in flight would crowd.
+    pub(crate) queue_depth: Option<usize>,
+    pub(crate) memory: MemoryPlan,
+}
+
+/// The least memory layer-wise evaluation is given.
+const MIN_LAYERWISE_BYTES: u64 = 16 << 20;
+
+/// A mini-batch run's memory, and with a budget its division: the fixed parts first (the
+/// process, the model, the samplers, the batches in flight), then the features in memory with
+/// exact evaluation in one pass if both fit, else with evaluation layer by layer within what
+/// is left, else the features stay mapped, evaluation takes half of what is left and the
+/// rest caches the rows of highest in-degree. Flags the user gave win; one that breaks the
+/// budget is an error naming its part.
+pub(crate) fn mini_batch(
+    run: &RunShape,
+    meta: &Meta,
+    mb: &MiniBatchShape,
+) -> Result<MiniBatchDivision> {
+    let m = run.model;
+    let z = Sizes::of(meta, m.dtype);
+    // Blocks feed the first layer dense rows, as the probe's generated features are.
+    let probe = probe(m, z.avg_degree(), None)?;
+    let mut base = MemoryPlan {
+        budget: run.budget,
+        ..Default::default()
+    };
+    base.add("process", process_bytes(run.threads, 0))?;
+    base.add(
+        "model and optimizer",
+        mb.workers * model_bytes(m, run.optimizer)?,
+    )?;
+    if mb.graph_in_memory {
+        base.add("graph", csr_bytes(z.nodes, z.edges) + labels_bytes(z.nodes))?;
+    }
+    // Each worker's sampler keeps a relabelling slot (u32) per node.
+    base.add("sampler tables", mb.workers * 4 * z.nodes)?;
+    if mb.learnt_input {
+        // LazyAdam's table: f32 rows with two moments.
+        base.add("input embedding", z.nodes * m.in_dim as u64 * 4 * 3)?;
+    }
+    base.add_phase("model probe", probe.peak)?;
+    // Each batch in flight holds its gathered input rows and its blocks (an i64 offset and a
+    // u32 source per node); the computed one its activations.
+    let batch_rows = mb.batch_rows(&z);
+    let input_row = (m.in_dim * m.dtype.size_in_bytes()) as u64;
+    let per_batch = batch_rows * (input_row + 12);
+    let computed = mb.workers * (probe.per_node * batch_rows as f64) as u64;
+    // The batches in flight take at most a quarter of a budget, the queue shortened down to
+    // one batch ahead (unless its depth was given).
+    let mut in_flight = mb.in_flight;
+    let mut queue_depth = None;
+    if let (Some(b), false) = (run.budget, mb.queue_given) {
+        let fit = (b / 4).saturating_sub(computed) / per_batch.max(1);
+        if fit < in_flight && in_flight > 3 {
+            in_flight = fit.max(3);
+            queue_depth = Some(in_flight as usize - 2);
+            base.decisions.push(format!(
+                "a queue {} batches deep ({:.3} GiB in flight with the one computed)",
+                in_flight - 2,
+                (in_flight * per_batch + computed) as f64 / GIB
+            ));
+        }
+    }
+    base.add_phase(
+        "batches in flight",
+        rounded(in_flight * per_batch + computed),
+    )?;
+    let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
+    // Log-probabilities are f32 (f64 in an f64 model).
+    let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
+    let exact = Exact {
+        // Every node's input row, the graph in memory and its view, kept once built.
+        held: z.nodes * input_row
+            + csr_bytes(z.nodes, z.edges)
+            + view_bytes(m.arch, z.nodes, z.edges),
+        pass: rounded((probe.eval_per_node * z.nodes as f64) as u64),
+        nodes: z.nodes,
+        degree: z.avg_degree(),
+        layers: m.layers as u64,
+        input_row,
+        hidden_row: (m.hidden * m.heads.max(1) * m.dtype.size_in_bytes()) as u64,
+        out_row: scores_row,
+        split_rows: mb.largest_split * scores_row,
+    };
+    let host = |location| Placement {
+        location,
+        features: match location {
+            // Shared memory is not the process's anonymous memory.
+            FeaturesLocation::Shared => 0,
+            _ => features,
+        },
+        producer_threads: 0,
+    };
+    let mapped = Placement {
+        location: FeaturesLocation::Mmap,
+        features: 0,
+        producer_threads: mb.producer_threads,
+    };
+    let division = match mb.features_location {
+        Some(FeaturesLocation::Mmap) => place(base, mb, &exact, mapped, features),
+        Some(l) => place(base, mb, &exact, host(l), features),
+        None if mb.learnt_input || run.budget.is_none() => {
+            place(base, mb, &exact, host(FeaturesLocation::Host), features)
+        }
+        None => place(
+            base.clone(),
+            mb,
+            &exact,
+            host(FeaturesLocation::Host),
+            features,
+        )
+        .or_else(|_| {
+            let mut d = place(base, mb, &exact, mapped, features)?;
+            d.memory.decisions.insert(
+                0,
+                format!(
+                    "features mapped from disk: in memory they would take {:.2} GiB",
+                    features as f64 / GIB
+                ),
+            );
+            Ok(d)
+        }),
+    }?;
+    Ok(MiniBatchDivision {
+        queue_depth,
+        ..division
+    })
+}
+
+/// Exact evaluation: in one pass, what it keeps once built and what a pass holds; and the
+/// sizes layer-by-layer evaluation works with.
+struct Exact {
+    held: u64,
+    pass: u64,
+    nodes: u64,
+    degree: f64,
+    layers: u64,
+    /// Bytes of a node's input row, hidden layer output and log-probabilities.
+    input_row: u64,
+    hidden_row: u64,
+    out_row: u64,
+    /// The largest split's log-probabilities, gathered to count its correct predictions.
+    split_rows: u64,
+}
+
+impl Exact {
+    /// What layer-by-layer evaluation within `budget` bytes holds (`infer_layerwise`): the
+    /// previous and the current layer's outputs, each in memory when it takes at most half
+    /// the budget (else in a scratch file, mapped), one chunk's gathered input rows, where a
+    /// chunk is as many nodes as half the budget allows at its own estimate of four copies of
+    /// the rows of a node and its in-edges (measured: about half of it is used), a sampler's
+    /// table and GCN's normalisation; then the last output and the largest split's rows.
+    fn layerwise(&self, budget: u64) -> u64 {
+        let (keep, work) = (budget / 2, budget / 2);
+        let in_memory = |row: u64| {
+            let bytes = self.nodes * row;
+            if bytes <= keep {
+                bytes
+            } else {
+                0
+            }
+        };
+        let (hidden, out) = (in_memory(self.hidden_row), in_memory(self.out_row));
+        let outputs = match self.layers {
+            0 | 1 => out,
+            2 => hidden + out,
+            _ => (2 * hidden).max(hidden + out),
+        };
+        // A chunk's work: the budget's half, at most the whole graph's at the code's own
+        // estimate per node.
+        let per_node = (1.0 + self.degree) * (self.input_row + self.hidden_row) as f64 * 4.0;
+        let work = work.min((per_node * self.nodes as f64) as u64);
+        // Per node: GCN's normalisation (two f64) and what building it holds, the sampler's
+        // table, the labels and ids of a split, the chunks' id lists (96 bytes measured on a
+        // graph of a million nodes).
+        let per_node_fixed = 96 * self.nodes;
+        (outputs + work / 2).max(out + self.split_rows) + per_node_fixed
+    }
+}
+
+/// Where the features go, and what that costs.
+struct Placement {
+    location: FeaturesLocation,
+    /// Anonymous bytes of the features.
+    features: u64,
+    /// Producer threads of their own (mapped features).
+    producer_threads: usize,
+}
+
+/// The parts of `base` with the features placed at `at`, evaluation exact or layer by
+/// layer, and with mapped features a cache of what is left.
+fn place(
+    mut plan: MemoryPlan,
+    mb: &MiniBatchShape,
+    exact: &Exact,
+    at: Placement,
+    features: u64,
+) -> Result<MiniBatchDivision> {
+    let gib = |b: u64| b as f64 / GIB;
+    if at.producer_threads > 0 {
+        plan.add(
+            "producer threads",
+            process_bytes(0, at.producer_threads) - PROCESS_BYTES,
+        )?;
+    }
+    if at.location != FeaturesLocation::Mmap && at.features > 0 {
+        plan.add("features in memory", at.features)?;
+    }
+    let held: u64 = plan.peak() - max_phase(&plan);
+    let budget = plan.planned();
+    let fits = |extra_held: u64, phase: u64| {
+        budget.is_none_or(|b| held + extra_held + max_phase(&plan).max(phase) <= b)
+    };
+    let mut inference = mb.inference_memory_gib;
+    if inference.is_none() && mb.exact_eval && budget.is_some() && !fits(exact.held, exact.pass) {
+        // Layer by layer within what is left beside the largest phase: all of it with the
+        // features in memory, half of it with mapped features (the rest is their cache); at
+        // most what one pass would take.
+        let room = budget.unwrap_or(0).saturating_sub(held + max_phase(&plan));
+        let room = match at.location {
+            FeaturesLocation::Mmap => room / 2,
+            _ => room,
+        };
+        // A smaller budget can take less: its layer outputs go to scratch files.
+        let mut g = room.min(exact.held + exact.pass).max(MIN_LAYERWISE_BYTES);
+        while exact.layerwise(g) > room && g / 2 >= MIN_LAYERWISE_BYTES {
+            g /= 2;
+        }
+        plan.decisions.push(format!(
+            "evaluation layer by layer within {:.3} GiB (one pass over the graph would take {:.3})",
+            gib(g),
+            gib(exact.held + exact.pass)
+        ));
+        inference = Some(gib(g));
+    }
+    match inference {
+        Some(g) => plan.add(
+            "evaluation layer by layer",
+            exact.layerwise((g * GIB) as u64),
+        )?,
+        None if mb.exact_eval => {
+            plan.add("evaluation graph and rows", exact.held)?;
+            plan.add_phase("evaluation pass", exact.pass)?;
+        }
+        None => {}
+    }
+    let mut cache = mb.feature_cache_gib;
+    if at.location == FeaturesLocation::Mmap {
+        if cache.is_none() && budget.is_some() && features > 0 {
+            // What is left caches the rows of highest in-degree, at most every row.
+            let rows = (plan.left() / 10 * 9).min(features);
+            if rows > 0 {
+                cache = Some(gib(rows));
+                plan.decisions.push(format!(
+                    "a feature cache of {:.3} GiB ({:.0}% of the rows)",
+                    gib(rows),
+                    100.0 * rows as f64 / features as f64
+                ));
+            }
+        }
+        if let Some(g) = cache {
+            plan.add("feature cache", ((g * GIB) as u64).min(features))?;
+        }
+    }
+    Ok(MiniBatchDivision {
+        features_location: at.location,
+        feature_cache_gib: cache,
+        inference_memory_gib: inference,
+        queue_depth: None,
+        memory: plan,
+    })
+}
+
+/// The largest phase of `plan`.
+fn max_phase(plan: &MemoryPlan) -> u64 {
+    plan.parts
+        .iter()
+        .filter(|p| p.transient)
+        .map(|p| p.bytes)
+        .max()
+        .unwrap_or(0)
+}

@@ -1,0 +1,393 @@
+//! The memory a run takes, part by part, and a budget (`memory_gib`) divided among the parts.
+//!
+//! The prediction is of the process's peak anonymous memory: what it holds for the whole run
+//! (the process itself, the model with its gradients and optimizer state, the graph, the
+//! features in memory, a sampler's relabelling table, a feature cache, the whole-graph
+//! structures of exact evaluation) plus the step that holds the most (the activations of the
+//! whole graph, or of the batches in flight). Memory-mapped files are not anonymous: features
+//! or a CSR left in their files cost page cache only, which the kernel reclaims at will.
+//!
+//! Sizes follow what the crates allocate: a [`graphloom_graph::Csr`] is `i64` offsets and
+//! `u32` sources; the in-memory graph view of a whole-graph pass keeps the CSR by destination
+//! and its transpose with an edge map (16 bytes per node and per edge), GCN's normalisation
+//! three floats per node. The activations and their gradients are measured rather than
+//! derived: a probe trains one full-batch epoch of the run's model on a small generated graph
+//! of the same widths and average degree, under a memory tracker of its own, and the bytes
+//! per node it held at its peak scale to the run's nodes. What the tape keeps depends on the
+//! model family, its widths, checkpointing, batch norm and the dtype, and the probe follows
+//! every one of them as the training crate does.
+
+use graphloom_graph::parts::PartitionMeta;
+use graphloom_graph::Meta;
+use graphloom_nn::{Architecture, Model, ModelConfig, OptimizerKind};
+use graphloom_tensor::{DType, Tensor};
+
+use crate::{PlanError, Result};
+
+mod mini_batch;
+mod probe;
+
+pub(crate) use mini_batch::{mini_batch, MiniBatchShape};
+use probe::probe;
+pub(crate) use probe::probe_rows;
+
+/// Bytes in a GiB.
+pub(crate) const GIB: f64 = (1u64 << 30) as f64;
+
+/// The process before it holds any data: the binary's own pages, the allocator's arenas and
+/// the stacks of the kernel threads (measured: about 1 MiB at 2 threads).
+const PROCESS_BYTES: u64 = 2 << 20;
+/// What each further thread adds to [`PROCESS_BYTES`]: its touched stack and thread-local
+/// state.
+const THREAD_BYTES: u64 = 64 << 10;
+
+/// One part of a run's memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MemoryPart {
+    /// What it is, in words (`"features in memory"`).
+    pub name: &'static str,
+    /// Its predicted peak bytes.
+    pub bytes: u64,
+    /// Held during one phase of the run only (a training step or batches in flight, an
+    /// evaluation pass): of these parts only the largest counts towards the peak.
+    pub transient: bool,
+}
+
+/// A run's predicted peak anonymous memory by part, with the budget it was divided from (when
+/// `memory_gib` is given) and the decisions the division made.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct MemoryPlan {
+    /// The budget in bytes (`memory_gib`).
+    pub budget: Option<u64>,
+    /// The parts, in the order they are given memory.
+    pub parts: Vec<MemoryPart>,
+    /// What the division decided (features host or mapped, cache size, evaluation chunked),
+    /// in words.
+    pub decisions: Vec<String>,
+}
+
+impl MemoryPlan {
+    /// The predicted peak: the parts held for the whole run and the largest of the phases.
+    pub fn peak(&self) -> u64 {
+        let held: u64 = self
+            .parts
+            .iter()
+            .filter(|p| !p.transient)
+            .map(|p| p.bytes)
+            .sum();
+        let phase = self
+            .parts
+            .iter()
+            .filter(|p| p.transient)
+            .map(|p| p.bytes)
+            .max()
+            .unwrap_or(0);
+        held + phase
+    }
+
+    /// What the parts may take of the budget: nine tenths of it, a tenth kept for the
+    /// prediction's error, so that the measured peak stays under the budget.
+    pub fn planned(&self) -> Option<u64> {
+        self.budget.map(|b| b - b / 10)
+    }
+
+    /// The bytes of the part named `name` (0 when there is none).
+    pub fn part(&self, name: &str) -> u64 {
+        self.parts
+            .iter()
+            .filter(|p| p.name == name)
+            .map(|p| p.bytes)
+            .sum()
+    }
+
+    /// The plan as log lines: a head line, one per part, and the decisions.
+    pub fn lines(&self) -> Vec<String> {
+        let mib = |b: u64| b as f64 / (1u64 << 20) as f64;
+        let head = match self.budget {
+            Some(b) => format!(
+                "memory budget {:.3} GiB (a tenth kept for the prediction's error): predicted \
+                 peak {:.1} MiB",
+                b as f64 / GIB,
+                mib(self.peak())
+            ),
+            None => format!("predicted peak memory {:.1} MiB", mib(self.peak())),
+        };
+        std::iter::once(head)
+            .chain(self.parts.iter().map(|p| {
+                let when = if p.transient {
+                    " (one phase at a time)"
+                } else {
+                    ""
+                };
+                format!("  {:<26} {:>10.1} MiB{when}", p.name, mib(p.bytes))
+            }))
+            .chain(self.decisions.iter().map(|d| format!("  {d}")))
+            .collect()
+    }
+
+    /// Adds a part, refusing it when the budget is exceeded with it: the error names the part
+    /// and what it needs.
+    fn add(&mut self, name: &'static str, bytes: u64) -> Result<()> {
+        self.push(name, bytes, false)
+    }
+
+    /// Adds a part held during one phase of the run ([`MemoryPart::transient`]).
+    fn add_phase(&mut self, name: &'static str, bytes: u64) -> Result<()> {
+        self.push(name, bytes, true)
+    }
+
+    fn push(&mut self, name: &'static str, bytes: u64, transient: bool) -> Result<()> {
+        self.parts.push(MemoryPart {
+            name,
+            bytes,
+            transient,
+        });
+        match self.budget {
+            Some(budget) if self.peak() > self.planned().unwrap_or(budget) => {
+                Err(over_budget(name, bytes, self, budget))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// The budget left after the parts so far.
+    fn left(&self) -> u64 {
+        self.planned()
+            .unwrap_or(u64::MAX)
+            .saturating_sub(self.peak())
+    }
+}
+
+/// The error of a budget that a part does not fit into.
+fn over_budget(name: &str, bytes: u64, plan: &MemoryPlan, budget: u64) -> PlanError {
+    let gib = |b: u64| b as f64 / GIB;
+    PlanError::invalid(
+        "memory_gib",
+        format!(
+            "of {:.3} GiB is too small: the part \"{name}\" needs {:.3} GiB, and the run {:.3} GiB \
+             with the parts before it, {:.3} GiB with a tenth of the budget kept for the \
+             prediction's error",
+            gib(budget),
+            gib(bytes),
+            gib(plan.peak()),
+            gib(plan.peak()) / 0.9
+        ),
+    )
+}
+
+/// The budget of `memory_gib` in bytes, checked.
+pub(crate) fn budget_bytes(memory_gib: Option<f64>) -> Result<Option<u64>> {
+    match memory_gib {
+        None => Ok(None),
+        Some(g) if g.is_finite() && g > 0.0 && g < (1u64 << 30) as f64 => {
+            Ok(Some((g * GIB) as u64))
+        }
+        Some(g) => Err(PlanError::invalid(
+            "memory_gib",
+            format!("must be a positive number of GiB, not {g}"),
+        )),
+    }
+}
+
+/// The fixed cost of the process with `threads` kernel threads and `extra_threads` others
+/// (a producer pool).
+fn process_bytes(threads: usize, extra_threads: usize) -> u64 {
+    PROCESS_BYTES + THREAD_BYTES * (threads + extra_threads) as u64
+}
+
+/// The parameters of `model` with their gradients and the optimizer's state.
+fn model_bytes(model: &ModelConfig, optimizer: OptimizerKind) -> Result<u64> {
+    let params: usize = Model::param_shapes(model)?
+        .iter()
+        .map(|(_, s)| s.iter().product::<usize>())
+        .sum();
+    let param_bytes = if model.dtype == DType::F64 { 8 } else { 4 };
+    // Value and gradient, and Adam's two moments (SGD with momentum one buffer).
+    let copies = match optimizer {
+        OptimizerKind::Adam | OptimizerKind::AdamW => 4,
+        OptimizerKind::Sgd { momentum } if momentum > 0.0 => 3,
+        OptimizerKind::Sgd { .. } => 2,
+    };
+    Ok((params * param_bytes * copies) as u64)
+}
+
+/// A CSR of `nodes` rows and `edges` entries in memory (`i64` offsets, `u32` sources).
+fn csr_bytes(nodes: u64, edges: u64) -> u64 {
+    8 * (nodes + 1) + 4 * edges
+}
+
+/// The graph view of a whole-graph pass over `nodes` and `edges` (GAT adds a self-loop per
+/// node): the CSR by destination, its transpose and the edge map, and GCN's normalisation.
+fn view_bytes(arch: Architecture, nodes: u64, edges: u64) -> u64 {
+    let edges = match arch {
+        Architecture::Gat => edges + nodes,
+        _ => edges,
+    };
+    2 * csr_bytes(nodes, edges) + 8 * edges + 12 * nodes
+}
+
+/// What reading a CSR of `nodes` rows and `edges` entries holds besides the CSR itself: the
+/// file's bytes and their `i64` values, before they become `u32` sources.
+fn loading_bytes(nodes: u64, edges: u64) -> u64 {
+    12 * edges + 8 * nodes
+}
+
+/// Bytes a phase of tensor buffers holds, `bytes` of them asked for: large buffers are
+/// rounded up to size classes a quarter of a power of two apart and backed by huge pages
+/// ([`graphloom_tensor::alloc`]), so what they hold is about an eighth more than asked.
+fn rounded(bytes: u64) -> u64 {
+    bytes + bytes / 8
+}
+
+/// Labels (`i64`) and the split ids (`usize`) of `nodes` nodes.
+fn labels_bytes(nodes: u64) -> u64 {
+    16 * nodes
+}
+
+/// The sizes the cost model reads off a dataset.
+struct Sizes {
+    nodes: u64,
+    edges: u64,
+    /// Bytes of one node's feature row in the compute dtype.
+    row: u64,
+}
+
+impl Sizes {
+    fn of(meta: &Meta, dtype: DType) -> Sizes {
+        Sizes {
+            nodes: meta.num_nodes as u64,
+            edges: meta.num_edges as u64,
+            row: (meta.feat_dim * dtype.size_in_bytes()) as u64,
+        }
+    }
+
+    fn avg_degree(&self) -> f64 {
+        self.edges as f64 / self.nodes.max(1) as f64
+    }
+}
+
+/// What the cost model needs of a run besides the dataset's sizes.
+pub(crate) struct RunShape<'a> {
+    pub(crate) model: &'a ModelConfig,
+    pub(crate) optimizer: OptimizerKind,
+    /// Kernel threads of the process.
+    pub(crate) threads: usize,
+    pub(crate) budget: Option<u64>,
+}
+
+/// A full-batch run's memory: the whole graph, its features and every node's activations in
+/// one process; an error when it exceeds the budget. `rows` are a sample of the features for
+/// the probe.
+pub(crate) fn full_batch(
+    run: &RunShape,
+    meta: &Meta,
+    learnt_input: bool,
+    rows: Option<&Tensor>,
+) -> Result<MemoryPlan> {
+    let m = run.model;
+    let z = Sizes::of(meta, m.dtype);
+    let probe = probe(m, z.avg_degree(), rows)?;
+    let mut plan = MemoryPlan {
+        budget: run.budget,
+        ..Default::default()
+    };
+    plan.add("process", process_bytes(run.threads, 0))?;
+    plan.add("model and optimizer", model_bytes(m, run.optimizer)?)?;
+    plan.add(
+        "graph",
+        csr_bytes(z.nodes, z.edges) + view_bytes(m.arch, z.nodes, z.edges) + labels_bytes(z.nodes),
+    )?;
+    // A learnt input table is f32 with LazyAdam's two moments, read whole at every step.
+    let features = match learnt_input {
+        true => z.nodes * m.in_dim as u64 * 4 * 4,
+        false => z.nodes * z.row,
+    };
+    plan.add("features in memory", features)?;
+    plan.add_phase("dataset loading", loading_bytes(z.nodes, z.edges))?;
+    plan.add_phase("model probe", probe.peak)?;
+    plan.add_phase(
+        "training step",
+        rounded((probe.per_node * z.nodes as f64) as u64),
+    )?;
+    Ok(plan)
+}
+
+/// A SAR run's memory: every worker's part (its features, graph and activations, and the
+/// halo rows it receives); the whole job under the local backend (one process), the largest
+/// part under MPI (one process per part).
+pub(crate) fn sar(
+    run: &RunShape,
+    partition: &PartitionMeta,
+    one_process: bool,
+) -> Result<MemoryPlan> {
+    let m = run.model;
+    let z = Sizes::of(&partition.dataset, m.dtype);
+    let probe = probe(m, z.avg_degree(), None)?;
+    let part = |p: usize| -> [u64; 4] {
+        let n = partition.nodes[p] as u64;
+        let e = z.edges * n / z.nodes.max(1);
+        let halo = partition.halo.get(p).copied().unwrap_or(0) as u64;
+        [
+            // The part's CSR and its shards' local sources.
+            csr_bytes(n, e) + 4 * e + labels_bytes(n),
+            n * z.row,
+            // The step's activations, and the halo rows it receives of the layer input.
+            (probe.per_node * n as f64) as u64 + halo * z.row,
+            loading_bytes(n, e),
+        ]
+    };
+    let (workers, totals) = if one_process {
+        let all = (0..partition.parts)
+            .map(part)
+            .fold([0u64; 4], |acc, p| std::array::from_fn(|i| acc[i] + p[i]));
+        (partition.parts, all)
+    } else {
+        let largest = (0..partition.parts)
+            .max_by_key(|&p| partition.nodes[p])
+            .unwrap_or(0);
+        (1, part(largest))
+    };
+    let mut plan = MemoryPlan {
+        budget: run.budget,
+        ..Default::default()
+    };
+    plan.add("process", process_bytes(run.threads, workers))?;
+    plan.add(
+        "model and optimizer",
+        workers as u64 * model_bytes(m, run.optimizer)?,
+    )?;
+    plan.add("graph", totals[0])?;
+    plan.add("features in memory", totals[1])?;
+    plan.add_phase("dataset loading", totals[3])?;
+    plan.add_phase("model probe", probe.peak)?;
+    plan.add_phase("training step", rounded(totals[2]))?;
+    Ok(plan)
+}
+
+impl<'a> RunShape<'a> {
+    /// The shape of a run of `model` with the settings of `common`, in this process.
+    pub(crate) fn of(common: &'a crate::Common) -> Result<RunShape<'a>> {
+        Ok(RunShape {
+            model: &common.model,
+            optimizer: common.train.optimizer,
+            threads: rayon::current_num_threads(),
+            budget: budget_bytes(common.settings.memory_gib)?,
+        })
+    }
+}
+
+/// Makes the allocator give freed blocks of 256 KiB and more back to the kernel at once, and
+/// keep few arenas, so the process's anonymous memory follows what it holds: by default glibc
+/// raises its threshold for handing blocks to the kernel as large blocks are freed, and then
+/// keeps freed blocks of up to 32 MiB, which a budget cannot account for. Large tensor
+/// buffers are reused through their own cache ([`graphloom_tensor::alloc`]), which gives
+/// memory back under pressure.
+pub(crate) fn return_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt only changes the allocator's tunables; both are documented to be
+    // settable at any time.
+    unsafe {
+        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+        libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
