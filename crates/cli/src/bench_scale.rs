@@ -10,8 +10,7 @@
 
 use std::io::BufRead;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
@@ -390,38 +389,6 @@ fn print_summary(rows: &[Value]) {
     }
 }
 
-/// Reads the disk under `dir` has completed so far (the first field of its
-/// `/sys/dev/block/MAJOR:MINOR/stat`: every process's, so run the bench on a quiet disk), or,
-/// where no block device can be found, this process's bytes read from storage in 4 KiB pages.
-/// Counting requests, not bytes, keeps page faults (4 KiB) and direct reads (a sector or
-/// more) comparable.
-fn disk_reads(dir: &std::path::Path) -> u64 {
-    use std::os::unix::fs::MetadataExt;
-    let device = std::fs::metadata(dir).ok().and_then(|m| {
-        let dev = m.dev();
-        let stat = format!(
-            "/sys/dev/block/{}:{}/stat",
-            libc::major(dev),
-            libc::minor(dev)
-        );
-        std::fs::read_to_string(stat)
-            .ok()?
-            .split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-    });
-    device.unwrap_or_else(|| {
-        std::fs::read_to_string("/proc/self/io")
-            .unwrap_or_default()
-            .lines()
-            .find_map(|l| l.strip_prefix("read_bytes:"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or(0)
-            / 4096
-    })
-}
-
 /// The common fields of a phase's row.
 fn row(args: &ScaleArgs, phase: Phase, seconds: f64, peaks: (u64, u64)) -> Value {
     json!({
@@ -652,7 +619,7 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
             );
         }
     };
-    let reads_before = disk_reads(&args.dir);
+    let reads_before = crate::bench_disk::disk_reads(&args.dir);
     let val = std::sync::Mutex::new(Vec::new());
     let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
         val.lock()
@@ -704,7 +671,7 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
         }
     };
     let seconds = start.elapsed().as_secs_f64();
-    let reads = disk_reads(&args.dir).saturating_sub(reads_before) as f64;
+    let reads = crate::bench_disk::disk_reads(&args.dir).saturating_sub(reads_before) as f64;
     let val = val.into_inner().unwrap_or_else(|e| e.into_inner());
     let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
     // A run of one epoch (the cold phase) is measured whole: its start is what it is about.
@@ -806,53 +773,14 @@ fn seeds_per_second(times: &[(usize, f64)], warmup: usize) -> (f64, Vec<(f64, f6
     (median, series)
 }
 
-/// Random reads of the feature file with O_DIRECT, of the size the training run reads a row
-/// with (the file system's direct-read alignment), from 32 threads (queue depth 32) for
-/// `probe_seconds`: this disk's limit for the reads the training run makes.
+/// The disk's limit for the reads the training run makes: random direct reads of the feature
+/// file, of the size a row is read with, for `probe_seconds`.
 fn probe(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
-    use std::os::unix::fs::{FileExt, OpenOptionsExt};
-    const DEPTH: usize = 32;
-    let path = args.dir.join("node_feat.npy");
-    let block = graphloom_io::direct::DirectFile::open(&path, None)?.alignment();
-    let page_bytes = graphloom_io::direct::ALIGN;
-    extra.insert("probe_read_bytes".into(), json!(block));
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_DIRECT)
-        .open(&path)
-        .with_context(|| format!("opening {} for direct reads", path.display()))?;
-    let blocks = (file.metadata()?.len() as usize / block).max(1) as u64;
-    let deadline = Instant::now() + Duration::from_secs_f64(args.probe_seconds);
-    let reads = AtomicU64::new(0);
-    let start = Instant::now();
-    std::thread::scope(|scope| {
-        for t in 0..DEPTH {
-            let (file, reads) = (&file, &reads);
-            scope.spawn(move || {
-                let layout =
-                    std::alloc::Layout::from_size_align(page_bytes, page_bytes).expect("valid");
-                // SAFETY: a non-zero size; freed below.
-                let buf = unsafe { std::alloc::alloc(layout) };
-                // SAFETY: buf holds a page, aligned for O_DIRECT; a read takes its first block.
-                let slice = unsafe { std::slice::from_raw_parts_mut(buf, block) };
-                let key = graphloom_tensor::rng::RngKey::new(7, t as u64, 0x50524f42);
-                let mut i = 0u64;
-                while Instant::now() < deadline {
-                    let at = key.bits(i, 0) % blocks;
-                    i += 1;
-                    if file.read_at(slice, at * block as u64).is_ok() {
-                        reads.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                // SAFETY: allocated above with this layout.
-                unsafe { std::alloc::dealloc(buf, layout) };
-            });
-        }
-    });
-    let seconds = start.elapsed().as_secs_f64();
+    let probe = crate::bench_disk::probe(&args.dir.join("node_feat.npy"), args.probe_seconds)?;
+    extra.insert("probe_read_bytes".into(), json!(probe.read_bytes));
     extra.insert(
         "probe_reads_per_second".into(),
-        json!(reads.load(Ordering::Relaxed) as f64 / seconds),
+        json!(probe.reads_per_second),
     );
     Ok(())
 }

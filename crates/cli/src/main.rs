@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_cache;
+mod bench_disk;
 mod bench_fullbatch;
 mod bench_gather;
 mod bench_host;

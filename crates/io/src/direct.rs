@@ -32,8 +32,12 @@ const MAX_READ: usize = 256 << 10;
 /// The most bytes of blocks read before they are copied out and the buffer reused.
 const GROUP_BYTES: usize = 32 << 20;
 
-/// Reads in flight at once: enough to keep an NVMe or a networked block device busy.
-const QUEUE_DEPTH: usize = 64;
+/// Reads in flight at once through a ring: 64 kept a virtio disk at 69% of the requests per
+/// second 32 synchronous threads reach, 128 at 84% (bench/RESULTS.md).
+const QUEUE_DEPTH: usize = 128;
+
+/// Threads of the pread pool, each with one read in flight.
+const POOL_THREADS: usize = 64;
 
 /// How a [`DirectFile`] issues its reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -352,9 +356,9 @@ impl DirectFile {
         }
     }
 
-    /// Runs `reads` on a pool of threads calling `pread`, [`QUEUE_DEPTH`] at most.
+    /// Runs `reads` on a pool of threads calling `pread`, [`POOL_THREADS`] at most.
     fn read_pool(&self, reads: &[Read], buffer: &mut [u8]) -> Result<()> {
-        let threads = reads.len().min(QUEUE_DEPTH);
+        let threads = reads.len().min(POOL_THREADS);
         let next = AtomicUsize::new(0);
         let base = SendPtr(buffer.as_mut_ptr());
         let errors: Mutex<Option<Error>> = Mutex::new(None);

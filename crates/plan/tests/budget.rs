@@ -4,33 +4,25 @@
 
 use std::path::PathBuf;
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::partition::metis;
-use graphloom_graph::parts::write_parts;
+use graphloom_graph::convert::synthetic::SyntheticConfig;
 use graphloom_graph::sample::Fanouts;
 use graphloom_plan::{flag_of, FeaturesLocation, MiniBatchPlan, Plan, TrainSettings};
 mod common;
-use common::{scratch, Scratch};
+use common::{dataset_and_parts, Scratch};
 
 const GIB: f64 = (1u64 << 30) as f64;
 
 /// A dataset of 20,000 nodes with 256 features (20 MB), and the same graph in two parts.
 fn dataset(name: &str) -> (Scratch, PathBuf, PathBuf) {
-    let root = scratch("budget", name);
-    let ds = generate(&SyntheticConfig {
+    let config = SyntheticConfig {
         nodes: 20_000,
         avg_degree: 8,
         feat_dim: 256,
         classes: 4,
         seed: 1,
         ..Default::default()
-    })
-    .unwrap();
-    let plain = root.join("ds");
-    ds.save(&plain).unwrap();
-    let parts = root.join("parts");
-    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &parts).unwrap();
-    (root, plain, parts)
+    };
+    dataset_and_parts("budget", name, &config, 2)
 }
 
 fn settings(dataset: &std::path::Path, memory_gib: Option<f64>) -> TrainSettings {

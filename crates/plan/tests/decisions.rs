@@ -4,11 +4,9 @@
 
 use std::path::PathBuf;
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::partition::metis;
-use graphloom_graph::parts::write_parts;
+use graphloom_graph::convert::synthetic::SyntheticConfig;
 mod common;
-use common::{scratch, Scratch};
+use common::{dataset_and_parts, Scratch};
 use graphloom_graph::sample::Fanouts;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::Architecture;
@@ -19,21 +17,15 @@ use graphloom_sar::SarMode;
 
 /// A small dataset directory, and the same graph partitioned into two parts.
 fn datasets(name: &str) -> (Scratch, PathBuf, PathBuf) {
-    let root = scratch("plan", name);
-    let ds = generate(&SyntheticConfig {
+    let config = SyntheticConfig {
         nodes: 300,
         avg_degree: 6,
         feat_dim: 8,
         classes: 3,
         seed: 4,
         ..Default::default()
-    })
-    .unwrap();
-    let plain = root.join("ds");
-    ds.save(&plain).unwrap();
-    let parts = root.join("parts");
-    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &parts).unwrap();
-    (root, plain, parts)
+    };
+    dataset_and_parts("plan", name, &config, 2)
 }
 
 fn fanouts(f: &[i64]) -> Option<Fanouts> {

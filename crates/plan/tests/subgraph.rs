@@ -4,11 +4,9 @@
 
 use std::path::{Path, PathBuf};
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::partition::metis;
-use graphloom_graph::parts::write_parts;
+use graphloom_graph::convert::synthetic::SyntheticConfig;
 mod common;
-use common::{scratch, Scratch};
+use common::{dataset_and_parts, Scratch};
 use graphloom_graph::sample::Fanouts;
 use graphloom_plan::{
     flag_of, Batching, Plan, PlanError, SubgraphSettings, TrainMode, TrainSettings,
@@ -16,21 +14,15 @@ use graphloom_plan::{
 
 /// A small dataset directory, and the same graph partitioned into three parts.
 fn datasets(name: &str) -> (Scratch, PathBuf, PathBuf) {
-    let root = scratch("sub", name);
-    let ds = generate(&SyntheticConfig {
+    let config = SyntheticConfig {
         nodes: 300,
         avg_degree: 6,
         feat_dim: 8,
         classes: 3,
         seed: 4,
         ..Default::default()
-    })
-    .unwrap();
-    let plain = root.join("ds");
-    ds.save(&plain).unwrap();
-    let parts = root.join("parts");
-    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 3, 0).unwrap(), &parts).unwrap();
-    (root, plain, parts)
+    };
+    dataset_and_parts("sub", name, &config, 3)
 }
 
 fn with(dataset: &Path, subgraph: SubgraphSettings) -> TrainSettings {

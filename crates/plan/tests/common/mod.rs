@@ -1,6 +1,30 @@
-//! What the plan's tests share: a scratch folder removed when its test ends.
+//! What the plan's tests share: a scratch folder removed when its test ends, and a dataset
+//! directory beside the same graph in parts.
 
 use std::path::PathBuf;
+
+use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_graph::partition::metis;
+use graphloom_graph::parts::write_parts;
+
+/// In a scratch folder (see [`scratch`]): the synthetic dataset of `config` saved as a
+/// dataset directory, and the same graph partitioned by METIS into `parts` parts; returns the
+/// folder's guard and both directories.
+pub(crate) fn dataset_and_parts(
+    prefix: &str,
+    name: &str,
+    config: &SyntheticConfig,
+    parts: usize,
+) -> (Scratch, PathBuf, PathBuf) {
+    let root = scratch(prefix, name);
+    let ds = generate(config).unwrap();
+    let plain = root.join("ds");
+    ds.save(&plain).unwrap();
+    let dir = root.join("parts");
+    let assignment = metis(&ds.graph, &ds.train_idx, parts, 0).unwrap();
+    write_parts(&ds, &assignment, &dir).unwrap();
+    (root, plain, dir)
+}
 
 /// An empty folder `graphloom-{prefix}-{name}-{pid}` in the temporary folder, removed with
 /// everything in it when the returned guard drops (the test ends, passed or failed).
