@@ -4,7 +4,7 @@
 //! and a budget too small.
 
 mod common;
-use common::{cora, graphloom, graphloom_ok, scratch};
+use common::{cora, graphloom, graphloom_ok, partition, scratch};
 
 use std::path::{Path, PathBuf};
 
@@ -70,15 +70,7 @@ fn full_batch_and_sar_runs_on_cora_stay_within_their_budget_as_predicted() {
         0.25,
     );
     let parts = root.join("parts");
-    graphloom_ok(&[
-        "partition",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--parts",
-        "2",
-        "--out",
-        parts.to_str().unwrap(),
-    ]);
+    partition(&ds, 2, &parts);
     within_budget(
         &["--dataset", parts.to_str().unwrap(), "--epochs", "100"],
         0.25,

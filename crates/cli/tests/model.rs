@@ -3,7 +3,7 @@
 //! model trained on a learnt input embedding carries it.
 
 mod common;
-use common::{cora, graphloom, graphloom_ok, losses, scratch, summary, tensors};
+use common::{cora, graphloom, graphloom_ok, losses, partition, scratch, summary, tensors};
 
 use graphloom_graph::npy;
 
@@ -293,15 +293,7 @@ fn resume_is_bit_identical_in_every_mode() {
         ds.to_str().unwrap(),
     ]);
     let parts = root.join("parts");
-    graphloom_ok(&[
-        "partition",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--parts",
-        "2",
-        "--out",
-        parts.to_str().unwrap(),
-    ]);
+    partition(&ds, 2, &parts);
     let (ds, parts) = (ds.to_str().unwrap(), parts.to_str().unwrap());
     let modes: [(&str, Vec<&str>); 3] = [
         ("full", vec!["--dataset", ds, "--model", "gcn"]),

@@ -74,6 +74,21 @@ pub(crate) fn cora(root: &std::path::Path) -> PathBuf {
     dir
 }
 
+/// The dataset directory `dataset` partitioned into `parts` parts in `out` (`graphloom
+/// partition`, which must succeed).
+#[allow(dead_code)]
+pub(crate) fn partition(dataset: &std::path::Path, parts: usize, out: &std::path::Path) {
+    graphloom_ok(&[
+        "partition",
+        "--dataset",
+        dataset.to_str().unwrap(),
+        "--parts",
+        &parts.to_string(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+}
+
 /// A synthetic dataset of 300 nodes, 8 features and 3 classes in `dir`.
 #[allow(dead_code)]
 pub(crate) fn small_dataset(dir: &std::path::Path) {
