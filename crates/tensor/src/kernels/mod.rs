@@ -4,6 +4,7 @@
 pub mod elementwise;
 pub mod matmul;
 pub mod reduce;
+pub mod simd;
 
 /// Rows per parallel task for row-wise kernels: large enough to amortise scheduling, small
 /// enough to balance two to a few dozen threads.

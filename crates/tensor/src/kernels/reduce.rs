@@ -79,15 +79,17 @@ pub unsafe fn rows_with_column_sums<T: Float>(
         .par_chunks_mut(ROW_CHUNK * cols)
         .enumerate()
         .map(|(chunk, block)| {
-            let mut s = vec![T::Acc::ZERO; cols];
-            for (i, row) in block.chunks_exact_mut(cols).enumerate() {
-                f(chunk * ROW_CHUNK + i, row);
-                for (acc, v) in s.iter_mut().zip(row.iter()) {
-                    // SAFETY: `f` wrote every element of the row (the caller's promise).
-                    *acc += unsafe { v.assume_init_read() }.to_acc();
+            super::simd::with_simd(|| {
+                let mut s = vec![T::Acc::ZERO; cols];
+                for (i, row) in block.chunks_exact_mut(cols).enumerate() {
+                    f(chunk * ROW_CHUNK + i, row);
+                    for (acc, v) in s.iter_mut().zip(row.iter()) {
+                        // SAFETY: `f` wrote every element of the row (the caller's promise).
+                        *acc += unsafe { v.assume_init_read() }.to_acc();
+                    }
                 }
-            }
-            s
+                s
+            })
         })
         .collect();
     // SAFETY: the chunks cover all `len` elements, each row written by `f`.

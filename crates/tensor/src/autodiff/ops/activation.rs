@@ -2,10 +2,12 @@
 
 use std::sync::Arc;
 
+use super::dropout::FACTOR_BLOCK;
 use super::Dropout;
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{map_vec, rows_from_fn, zip_map_vec};
 use crate::kernels::reduce::rows_with_column_sums;
+use crate::kernels::simd::with_simd;
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
 /// Binds `$value` and `$slope` to closures computing the activation of `$act` and its
@@ -176,20 +178,22 @@ impl Op for BiasActivation {
                     // SAFETY: every element of every row is written (the bias has `cols`
                     // entries).
                     None => unsafe { rows_from_fn::<T>(xs.len(), cols, activate_row) },
-                    Some(d) => {
-                        let factors = d.rule.factors::<<T as Float>::Acc>();
-                        // SAFETY: as above; the dropout then rewrites the row.
-                        unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
-                            activate_row(r, row);
-                            // The dropout in a second pass over the row while it is in the
-                            // core's cache, from the activation rounded to the storage type,
-                            // as the two ops one after the other round.
-                            d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
-                                let y = row[c].assume_init_read();
-                                row[c].write(T::from_acc(y.to_acc() * factors[dropped as usize]));
-                            });
-                        }) }
-                    }
+                    // SAFETY: as above, a block of columns at a time.
+                    Some(d) => unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
+                        let xr = &xs[r * cols..(r + 1) * cols];
+                        let factors = d.rule.row_factors::<<T as Float>::Acc>(d.row_id(r));
+                        let mut block = [<<T as Float>::Acc as Real>::ZERO; FACTOR_BLOCK];
+                        for first in (0..cols).step_by(FACTOR_BLOCK) {
+                            factors.fill(first, &mut block);
+                            let terms = xr[first..].iter().zip(&bias[first..]);
+                            // The activation rounded to the storage type, then dropped, as the
+                            // two ops one after the other round.
+                            for ((o, (&v, &bv)), &k) in row[first..].iter_mut().zip(terms).zip(&block) {
+                                let y = T::from_acc(f(v.to_acc() + bv.to_acc()));
+                                o.write(T::from_acc(y.to_acc() * k));
+                            }
+                        }
+                    }) },
                 }
             });
             Tensor::from_vec(out, x.shape())
@@ -205,10 +209,12 @@ impl Op for BiasActivation {
             // sign); a dropped one passes no gradient.
             let dropout = self.dropout.as_ref().map(|d| {
                 let keep = <<T as Float>::Acc as Real>::from_f64(1.0 - d.rule.p);
-                (d, d.rule.factors::<<T as Float>::Acc>(), keep)
+                (d, keep)
             });
             let (dx, sums) = with_activation!(act, <T as Float>::Acc, _f, df => {
-                let write_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| {
+                // Compiled for the vector instructions here, not only in the helpers below: a
+                // closure that two of them share is not inlined into their vector copies.
+                let write_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| with_simd(|| {
                     let (yr, gr) = (&ys[r * cols..(r + 1) * cols], &gs[r * cols..(r + 1) * cols]);
                     match &dropout {
                         None => {
@@ -216,15 +222,21 @@ impl Op for BiasActivation {
                                 o.write(T::from_acc(df(a.to_acc()) * b.to_acc()));
                             }
                         }
-                        Some((d, factors, keep)) => {
+                        Some((d, keep)) => {
                             let keep = *keep;
-                            d.rule.for_each_draw(d.row_id(r), cols, |c, dropped| {
-                                let g = T::from_acc(gr[c].to_acc() * factors[dropped as usize]);
-                                row[c].write(T::from_acc(df(yr[c].to_acc() * keep) * g.to_acc()));
-                            });
+                            let factors = d.rule.row_factors::<<T as Float>::Acc>(d.row_id(r));
+                            let mut block = [<<T as Float>::Acc as Real>::ZERO; FACTOR_BLOCK];
+                            for first in (0..cols).step_by(FACTOR_BLOCK) {
+                                factors.fill(first, &mut block);
+                                let terms = yr[first..].iter().zip(&gr[first..]);
+                                for ((o, (&y, &g)), &k) in row[first..].iter_mut().zip(terms).zip(&block) {
+                                    let g = T::from_acc(g.to_acc() * k);
+                                    o.write(T::from_acc(df(y.to_acc() * keep) * g.to_acc()));
+                                }
+                            }
                         }
                     }
-                };
+                });
                 // The bias's gradient, the column sums, in the same pass while each chunk
                 // of rows is in the core's cache.
                 if ctx.needs_grad[1] {

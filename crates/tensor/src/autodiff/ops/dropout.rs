@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::rows_from_fn;
-use crate::rng::RngKey;
+use crate::rng::{RngKey, RowKey};
 use crate::{with_float, Error, Float, Real, Result, Tensor};
 
 /// A drop probability, checked to lie in `[0, 1)` when made: every dropout rate of a model
@@ -77,6 +77,10 @@ pub(crate) fn row_key(row_ids: Option<&[i64]>, r: usize) -> u64 {
 /// Each 64-bit hash gives the draws of this many consecutive columns, 16 bits each.
 const LANES: u64 = 4;
 
+/// Columns whose dropout factors [`Dropout::for_each_factor_block`] draws at a time (a
+/// multiple of [`LANES`]), in a buffer on the stack.
+pub(crate) const FACTOR_BLOCK: usize = 64;
+
 impl Dropout {
     /// Whether element `(id, column)` is dropped: its 16-bit draw, lane `column % 4` of the
     /// hash of `(id, column / 4)`, falls below `p * 2^16`.
@@ -93,21 +97,14 @@ impl Dropout {
         (self.p * 65536.0).ceil() as u64
     }
 
-    /// Calls `f(column, dropped)` for the columns `0..cols` of row `id`, in order: one hash per
-    /// `LANES` columns, the same draws as [`Dropout::dropped`].
+    /// The factors of row `id`'s elements, drawn a block of columns at a time
+    /// ([`RowFactors::fill`]) from the same draws as [`Dropout::dropped`].
     #[inline(always)]
-    pub(crate) fn for_each_draw(&self, id: u64, cols: usize, mut f: impl FnMut(usize, bool)) {
-        let draws = self.key.row(id);
-        let threshold = self.threshold();
-        let lanes = LANES as usize;
-        for group in 0..cols.div_ceil(lanes) {
-            let bits = draws.bits(group as u64);
-            for lane in 0..lanes.min(cols - group * lanes) {
-                f(
-                    group * lanes + lane,
-                    dropped_bits(bits >> (16 * lane), threshold),
-                );
-            }
+    pub(crate) fn row_factors<R: Real>(&self, id: u64) -> RowFactors<R> {
+        RowFactors {
+            draws: self.key.row(id),
+            threshold: self.threshold(),
+            table: self.factors::<R>(),
         }
     }
 
@@ -139,17 +136,55 @@ impl Dropout {
         let rule = *self;
         with_float!(x.dtype(), "dropout", T => {
             let xs = x.as_slice::<T>()?;
-            let factors = rule.factors::<<T as Float>::Acc>();
             // SAFETY: every column of every row is written.
             let out = unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
                 let id = row_key(row_ids, r);
                 let src = &xs[r * cols..(r + 1) * cols];
-                rule.for_each_draw(id, cols, |c, dropped| {
-                    row[c].write(T::from_acc(src[c].to_acc() * factors[dropped as usize]));
-                });
+                let factors = rule.row_factors::<<T as Float>::Acc>(id);
+                let mut block = [<<T as Float>::Acc as Real>::ZERO; FACTOR_BLOCK];
+                for first in (0..cols).step_by(FACTOR_BLOCK) {
+                    factors.fill(first, &mut block);
+                    let out = row[first..].iter_mut().zip(&src[first..]);
+                    for ((o, &x), &k) in out.zip(&block) {
+                        o.write(T::from_acc(x.to_acc() * k));
+                    }
+                }
             }) };
             Tensor::from_vec(out, x.shape())
         })
+    }
+}
+
+/// The dropout factors of one row's elements (see [`Dropout::row_factors`]).
+///
+/// A block's hashes are drawn first and then spread over its columns, two loops without
+/// branches or calls that the compiler vectorises; the caller's loop over the block is then a
+/// plain product. Drawing column by column through a closure cost 2.4 ns per element, a
+/// quarter of a mini-batch step's time outside the products.
+pub(crate) struct RowFactors<R> {
+    draws: RowKey,
+    threshold: u64,
+    table: [R; 2],
+}
+
+impl<R: Real> RowFactors<R> {
+    /// Writes the factors of columns `first..first + FACTOR_BLOCK` (`first` a multiple of
+    /// [`FACTOR_BLOCK`]) into `block`: 0 for a dropped element, `1 / (1 - p)` for a kept one.
+    #[inline(always)]
+    pub(crate) fn fill(&self, first: usize, block: &mut [R; FACTOR_BLOCK]) {
+        const GROUPS: usize = FACTOR_BLOCK / LANES as usize;
+        debug_assert_eq!(first % FACTOR_BLOCK, 0);
+        let group = (first / LANES as usize) as u64;
+        let mut draws = [0u16; FACTOR_BLOCK];
+        for g in 0..GROUPS {
+            let bits = self.draws.bits(group + g as u64);
+            for lane in 0..LANES as usize {
+                draws[g * LANES as usize + lane] = (bits >> (16 * lane)) as u16;
+            }
+        }
+        for (factor, &draw) in block.iter_mut().zip(&draws) {
+            *factor = self.table[dropped_bits(draw as u64, self.threshold) as usize];
+        }
     }
 }
 
@@ -204,6 +239,25 @@ mod tests {
     use super::*;
     use crate::autodiff::gradcheck::max_gradient_error;
     use crate::DType;
+
+    #[test]
+    fn factor_blocks_are_the_factors_of_each_column_in_order() {
+        let rule = Dropout {
+            p: 0.3,
+            key: crate::rng::RngKey::new(7, 3, 2),
+        };
+        for id in [0u64, 5, 1 << 40] {
+            let factors = rule.row_factors::<f64>(id);
+            let mut block = [0.0; FACTOR_BLOCK];
+            for first in [0, FACTOR_BLOCK, 5 * FACTOR_BLOCK] {
+                factors.fill(first, &mut block);
+                let expected: Vec<f64> = (first..first + FACTOR_BLOCK)
+                    .map(|c| rule.factor(id, c as u64))
+                    .collect();
+                assert_eq!(block.to_vec(), expected, "columns from {first} of row {id}");
+            }
+        }
+    }
 
     #[test]
     fn dropout_keeps_the_expected_share_and_its_gradient_is_the_mask() {
