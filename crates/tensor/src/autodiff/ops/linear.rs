@@ -4,6 +4,7 @@ use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{for_each_row_mut, zip_map_vec};
 use crate::kernels::matmul::{
     matmul as matmul_kernel, matmul_add, matmul_pair as matmul_pair_kernel,
+    matmul_pair_weight_grads,
 };
 use crate::kernels::reduce::column_sums;
 use crate::{with_float, Error, Float, Result, Tensor};
@@ -93,20 +94,26 @@ impl Op for MatMulPair {
     }
     fn backward(&self, ctx: &BackwardCtx<'_>) -> Result<Vec<Option<Tensor>>> {
         let g = ctx.grad;
-        // Each product's gradients, as MatMul's: the left operand's from the weight, the
-        // weight's from the left operand.
+        // Both weights' gradients in one product when both are needed.
+        let mut weights = [None, None];
+        if ctx.needs_grad[1] && ctx.needs_grad[3] {
+            let (w1, w2) = matmul_pair_weight_grads(ctx.inputs[0], ctx.inputs[2], g)?;
+            weights = [Some(w1), Some(w2)];
+        }
+        // Otherwise each product's gradients, as MatMul's: the left operand's from the
+        // weight, the weight's from the left operand.
         let mut grads = Vec::with_capacity(4);
-        for pair in [0, 2] {
+        for (pair, weight) in [0, 2].into_iter().zip(weights) {
             let (a, w) = (ctx.inputs[pair], ctx.inputs[pair + 1]);
             grads.push(if ctx.needs_grad[pair] {
                 Some(matmul_kernel(g, w, false, true)?)
             } else {
                 None
             });
-            grads.push(if ctx.needs_grad[pair + 1] {
-                Some(matmul_kernel(a, g, true, false)?)
-            } else {
-                None
+            grads.push(match weight {
+                Some(dw) => Some(dw),
+                None if ctx.needs_grad[pair + 1] => Some(matmul_kernel(a, g, true, false)?),
+                None => None,
             });
         }
         Ok(grads)
@@ -121,9 +128,10 @@ impl Op for MatMulPair {
 }
 
 /// `a1 * w1 + a2 * w2` for 2-D `a1: [n, k1]`, `w1: [k1, m]`, `a2: [n, k2]`, `w2: [k2, m]`:
-/// the second product accumulated onto the first in its own buffer. The values and gradients
-/// are those of [`matmul`] then [`add_matmul`], bit for bit, with two passes over the output
-/// fewer (no copy of the first product).
+/// one product of the operands side by side (see the kernel's
+/// [`matmul_pair`](crate::kernels::matmul::matmul_pair)), and the weights' gradients one
+/// product too. The values and gradients are those of [`matmul`] then [`add_matmul`] up to the
+/// order of the sums.
 pub fn matmul_pair(tape: &mut Tape, a1: &Var, w1: &Var, a2: &Var, w2: &Var) -> Result<Var> {
     tape.apply(MatMulPair, &[a1, w1, a2, w2])
 }
@@ -251,7 +259,7 @@ mod tests {
     }
 
     #[test]
-    fn matmul_pair_is_matmul_then_add_matmul_bit_for_bit() {
+    fn matmul_pair_matches_matmul_then_add_matmul() {
         let f = |t: &mut Tape, v: &[Var]| matmul_pair(t, &v[0], &v[1], &v[2], &v[3]);
         let inputs = [
             rand(&[6, 3], 11),
@@ -262,9 +270,9 @@ mod tests {
         let err = max_gradient_error(&f, &inputs, &[true; 4], 1e-6).unwrap();
         assert!(err < 1e-7, "{err}");
         // Against the two ops, in every dtype, for outputs and every gradient; sizes past the
-        // gemm's blocking and the bf16 row block.
+        // gemm's blocking, the bf16 row block and a split reduction.
         for dtype in [DType::F32, DType::F64, DType::BF16] {
-            let shapes = [[300, 70], [70, 33], [300, 90], [90, 33]];
+            let shapes = [[2000, 70], [70, 33], [2000, 90], [90, 33]];
             let run = |fused: bool| {
                 let mut t = Tape::new();
                 let v: Vec<Var> = shapes
@@ -278,13 +286,28 @@ mod tests {
                     let first = matmul(&mut t, &v[0], &v[1]).unwrap();
                     add_matmul(&mut t, &first, &v[2], &v[3]).unwrap()
                 };
-                let seed = rand(&[300, 33], 30).cast(dtype).unwrap();
+                let seed = rand(&[2000, 33], 30).cast(dtype).unwrap();
                 let mut grads = t.backward_with(&y, seed).unwrap();
                 let mut out = vec![y.value().to_vec_f64()];
                 out.extend(v.iter().map(|x| grads.take(x).unwrap().to_vec_f64()));
                 out
             };
-            assert_eq!(run(true), run(false), "{dtype:?}");
+            // One longer reduction sums in another order than two (f32, f64); bf16 keeps
+            // the two products, bit for bit.
+            let tolerance = match dtype {
+                DType::F64 => 1e-12,
+                DType::F32 => 1e-4,
+                _ => 0.0,
+            };
+            for (fused, apart) in run(true).iter().zip(run(false)) {
+                for (x, y) in fused.iter().zip(apart) {
+                    let scale = y.abs().max(1.0);
+                    assert!(
+                        (x - y).abs() <= tolerance * scale,
+                        "{dtype:?}: {x} against {y}"
+                    );
+                }
+            }
         }
     }
 
