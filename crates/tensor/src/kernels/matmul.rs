@@ -90,7 +90,7 @@ unsafe fn gemm_into<T: Real>(
 ) {
     let (m, k) = lhs.dims();
     let n = rhs.dims().1;
-    if lhs.transposed && !rhs.transposed && k >= 2 * reduction_chunk::<T>(m, k) {
+    if lhs.transposed && !rhs.transposed && splits_reduction::<T>(m, n, k) {
         // SAFETY: the caller's promise.
         unsafe { gemm_split_reduction(dst, lhs, rhs, accumulate) };
         return;
@@ -133,6 +133,18 @@ const REDUCTION_CHUNK_BYTES: usize = 1 << 20;
 /// The most partial products a split reduction keeps (so their memory stays a small multiple
 /// of the output's).
 const MAX_REDUCTION_CHUNKS: usize = 64;
+
+/// The most bytes the partial products of a split reduction may take: beyond it (a tall
+/// output, whose rows the gemm crate already shares out well) the product is not split.
+const MAX_PARTIAL_BYTES: usize = 64 << 20;
+
+/// Whether `lhs^T * rhs` (`[m, n]`, a reduction over `k`) is cut by [`gemm_split_reduction`]:
+/// when the reduction is at least two chunks and their partial products stay small.
+fn splits_reduction<T>(m: usize, n: usize, k: usize) -> bool {
+    let chunk = reduction_chunk::<T>(m, k);
+    let partial_bytes = k.div_ceil(chunk) * m * n * std::mem::size_of::<T>();
+    k >= 2 * chunk && partial_bytes <= MAX_PARTIAL_BYTES
+}
 
 /// Rows of the reduction a task of [`gemm_split_reduction`] takes, for an output `m` rows
 /// tall and a reduction `k` long: a function of the shapes alone.
@@ -695,6 +707,9 @@ mod tests {
         let (m, n) = (40, 24);
         let k = 2 * reduction_chunk::<f64>(m, 0) + 77;
         assert_eq!(reduction_chunk::<f64>(m, k), reduction_chunk::<f64>(m, 0));
+        assert!(splits_reduction::<f64>(m, n, k));
+        // A tall output would need partial products of gigabytes: not split.
+        assert!(!splits_reduction::<f32>(100_000, 256, 1_000_000));
         let value =
             |i: usize, salt: usize| ((i * 7919 + salt * 104_729) % 211) as f64 / 211.0 - 0.5;
         let a: Vec<f64> = (0..k * m).map(|i| value(i, 1)).collect(); // [k, m]
