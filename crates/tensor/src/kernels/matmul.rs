@@ -205,22 +205,26 @@ unsafe fn gemm_split_reduction<T: Real>(
     unsafe { partials.set_len(chunks * m * n) };
     let out = RowsPtr(dst);
     let parts = &partials;
-    (0..m).into_par_iter().for_each(|i| {
-        // SAFETY: row i of `dst` is this task's alone, inside the m * n elements the caller
-        // promised (initialised when accumulating).
-        let row = unsafe { std::slice::from_raw_parts_mut(out.get().add(i * n), n) };
-        let part_row = |c: usize| &parts[(c * m + i) * n..(c * m + i + 1) * n];
-        // The product's row: the chunks' rows added in chunk order.
-        let mut sum = part_row(0).to_vec();
-        for c in 1..chunks {
-            for (s, &p) in sum.iter_mut().zip(part_row(c)) {
-                *s += p;
+    // One row of sums per task, reused over its rows.
+    (0..m)
+        .into_par_iter()
+        .for_each_init(Vec::new, |sum: &mut Vec<T>, i| {
+            // SAFETY: row i of `dst` is this task's alone, inside the m * n elements the caller
+            // promised (initialised when accumulating).
+            let row = unsafe { std::slice::from_raw_parts_mut(out.get().add(i * n), n) };
+            let part_row = |c: usize| &parts[(c * m + i) * n..(c * m + i + 1) * n];
+            // The product's row: the chunks' rows added in chunk order.
+            sum.clear();
+            sum.extend_from_slice(part_row(0));
+            for c in 1..chunks {
+                for (s, &p) in sum.iter_mut().zip(part_row(c)) {
+                    *s += p;
+                }
             }
-        }
-        for (o, s) in row.iter_mut().zip(sum) {
-            *o = if accumulate { *o + s } else { s };
-        }
-    });
+            for (o, &s) in row.iter_mut().zip(sum.iter()) {
+                *o = if accumulate { *o + s } else { s };
+            }
+        });
     crate::alloc::recycle(partials);
 }
 
