@@ -77,8 +77,8 @@ pub(crate) fn row_key(row_ids: Option<&[i64]>, r: usize) -> u64 {
 /// Each 64-bit hash gives the draws of this many consecutive columns, 16 bits each.
 const LANES: u64 = 4;
 
-/// Columns whose dropout factors [`Dropout::for_each_factor_block`] draws at a time (a
-/// multiple of [`LANES`]), in a buffer on the stack.
+/// Columns whose dropout factors [`RowFactors::fill`] draws at a time (a multiple of
+/// [`LANES`]), in a buffer on the stack.
 pub(crate) const FACTOR_BLOCK: usize = 64;
 
 impl Dropout {
@@ -159,8 +159,9 @@ impl Dropout {
 ///
 /// A block's hashes are drawn first and then spread over its columns, two loops without
 /// branches or calls that the compiler vectorises; the caller's loop over the block is then a
-/// plain product. Drawing column by column through a closure cost 2.4 ns per element, a
-/// quarter of a mini-batch step's time outside the products.
+/// plain product. Drawing column by column through a closure cost 2.4 ns per element: a
+/// 15,400 x 256 bias-ReLU-dropout took 3.97 ms forward, 1.5-1.7 ms this way (with the AVX2
+/// copy of `kernels::simd`).
 pub(crate) struct RowFactors<R> {
     draws: RowKey,
     threshold: u64,
