@@ -169,8 +169,8 @@ pub fn split_rows<'a, T>(
 
 /// Runs `f(first_row, rows_slice)` over the row ranges `bounds` of a row-major `[n, cols]`
 /// output in parallel, compiled for the processor's vector instructions
-/// ([`graphloom_tensor::kernels::simd::with_simd`]). The ranges are disjoint, so every task
-/// writes its own rows.
+/// ([`graphloom_tensor::kernels::simd::with_simd`]; mark `f` `#[inline(always)]`). The ranges
+/// are disjoint, so every task writes its own rows.
 pub(crate) fn par_row_ranges<T: Send>(
     out: &mut [T],
     cols: usize,
@@ -180,7 +180,12 @@ pub(crate) fn par_row_ranges<T: Send>(
     use rayon::prelude::*;
     split_rows(out, cols, bounds)
         .into_par_iter()
-        .for_each(|(start, rows)| graphloom_tensor::kernels::simd::with_simd(|| f(start, rows)));
+        .for_each(|(start, rows)| {
+            graphloom_tensor::kernels::simd::with_simd(
+                #[inline(always)]
+                || f(start, rows),
+            )
+        });
 }
 
 #[cfg(test)]

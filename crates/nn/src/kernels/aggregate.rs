@@ -242,7 +242,7 @@ impl WeightedSum {
             // buffer is not zeroed first: a zeroing pass would cost as much memory traffic as
             // writing the output.
             let mut out = graphloom_tensor::alloc::with_capacity::<T>(rows * cols);
-            par_row_ranges(&mut out.spare_capacity_mut()[..rows * cols], cols, chunks, |first, block| {
+            par_row_ranges(&mut out.spare_capacity_mut()[..rows * cols], cols, chunks, #[inline(always)] |first, block| {
                 let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; cols];
                 for (r, orow) in block.chunks_mut(cols.max(1)).enumerate() {
                     let v = first + r;

@@ -47,20 +47,26 @@ fn reduce_to_nodes<T: Send + Float>(
         (&gv.by_dst, &gv.dst_chunks)
     };
     let mut out = graphloom_tensor::alloc::zeros::<T>(gv.num_nodes() * width);
-    crate::graph::par_row_ranges(&mut out, width, chunks, |first, block| {
-        let mut acc = vec![<T::Acc as Real>::ZERO; width];
-        for (r, orow) in block.chunks_mut(width.max(1)).enumerate() {
-            let node = first + r;
-            acc.iter_mut().for_each(|a| *a = Real::ZERO);
-            for i in csr.row_ptr[node] as usize..csr.row_ptr[node + 1] as usize {
-                let e = if by_src { gv.src_edge[i] } else { i };
-                f(node, csr.col_idx[i] as usize, e, &mut acc);
+    crate::graph::par_row_ranges(
+        &mut out,
+        width,
+        chunks,
+        #[inline(always)]
+        |first, block| {
+            let mut acc = vec![<T::Acc as Real>::ZERO; width];
+            for (r, orow) in block.chunks_mut(width.max(1)).enumerate() {
+                let node = first + r;
+                acc.iter_mut().for_each(|a| *a = Real::ZERO);
+                for i in csr.row_ptr[node] as usize..csr.row_ptr[node + 1] as usize {
+                    let e = if by_src { gv.src_edge[i] } else { i };
+                    f(node, csr.col_idx[i] as usize, e, &mut acc);
+                }
+                for (o, &a) in orow.iter_mut().zip(&acc) {
+                    *o = T::from_acc(a);
+                }
             }
-            for (o, &a) in orow.iter_mut().zip(&acc) {
-                *o = T::from_acc(a);
-            }
-        }
-    });
+        },
+    );
     out
 }
 

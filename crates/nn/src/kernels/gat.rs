@@ -7,10 +7,19 @@
 //!   and `z_v` the sum of `exp(s - m_v)`
 //! - `out[v, k] = sum_u alpha_uv * d_uv * h[u, k]`, `d_uv` the attention-dropout factor
 //!
-//! Forward keeps only `m` and `z` (`[nodes, heads]`). Backward recomputes every `alpha` twice:
-//! once over each destination's in-edges, for `c_v = sum_u alpha_uv * dA_uv` (`dA` the gradient
-//! of the dropped-out coefficient) and the gradient of `er`, and once over each source's
-//! out-edges, for the gradients of `h` and `el`. No pass writes to another task's rows.
+//! Forward keeps only `m` and `z` (`[nodes, heads]`). Backward reads the neighbour rows once,
+//! in three passes:
+//!
+//! 1. over each source's out-edges (the gathered rows are the output gradient's): the gradient
+//!    of `h`, and `dA_uv` (the gradient of the dropped-out coefficient, `g_v . h_u` times its
+//!    dropout factor) of every edge, written to that edge's slot of a `[edges, heads]` scratch;
+//! 2. over each destination's in-edges (only scores are gathered): `c_v = sum_u alpha_uv dA_uv`,
+//!    each edge's score gradient `alpha_uv (dA_uv - c_v)` times LeakyReLU's slope, in place of
+//!    its `dA`, and the gradient of `er`;
+//! 3. over each source's out-edges again: the gradient of `el`, the sum of the score gradients.
+//!
+//! The scratch lives during the backward pass only; every sum runs in a fixed edge order, so
+//! results do not depend on the thread count.
 
 use std::sync::Arc;
 
@@ -20,7 +29,7 @@ use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
 use super::aggregate::PREFETCH_DISTANCE;
-use crate::graph::{split_rows, GraphView};
+use crate::graph::{par_row_ranges, split_rows, GraphView};
 use crate::{Error, Result};
 
 /// The fused attention-and-aggregation step of a GAT layer.
@@ -130,6 +139,40 @@ impl FusedGat {
     }
 }
 
+/// A slice written from parallel tasks at indices no two tasks share: pass 1 of the backward
+/// pass writes each edge's slot through the `by_src` to `by_dst` permutation, so one task's
+/// slots are scattered among the others'.
+struct DisjointWrites<'a, A> {
+    ptr: *mut A,
+    len: usize,
+    _slice: std::marker::PhantomData<&'a mut [A]>,
+}
+
+// SAFETY: the writer only hands out writes of `A` values, and `write`'s contract keeps any two
+// tasks off the same index.
+unsafe impl<A: Send> Sync for DisjointWrites<'_, A> {}
+
+impl<'a, A> DisjointWrites<'a, A> {
+    fn new(slice: &'a mut [A]) -> Self {
+        DisjointWrites {
+            ptr: slice.as_mut_ptr(),
+            len: slice.len(),
+            _slice: std::marker::PhantomData,
+        }
+    }
+
+    /// Writes `value` at `index` (checked against the slice's length).
+    ///
+    /// # Safety
+    /// No other task may read or write `index` while this writer lives.
+    #[inline(always)]
+    unsafe fn write(&self, index: usize, value: A) {
+        assert!(index < self.len, "slot {index} of {}", self.len);
+        // SAFETY: in bounds (checked above); exclusive by the caller's contract.
+        unsafe { self.ptr.add(index).write(value) }
+    }
+}
+
 /// The most heads a layer may have: per-node partial sums of the backward pass live on the
 /// stack.
 const MAX_HEADS_ON_STACK: usize = 64;
@@ -196,7 +239,7 @@ impl Op for GatOp {
                 .map(|((first, o), (_, s))| (first, o, s))
                 .collect();
             use rayon::prelude::*;
-            outs.into_par_iter().for_each(|(first, o, st)| with_simd(|| {
+            outs.into_par_iter().for_each(|(first, o, st)| with_simd(#[inline(always)] || {
                 type A = <T as Float>::Acc;
                 let width = heads * c;
                 let mut acc = vec![A::ZERO; width];
@@ -207,7 +250,8 @@ impl Op for GatOp {
                 let mut z = vec![A::ZERO; heads];
                 for r in 0..o.len() / width.max(1) {
                     let v = first + r;
-                    let nb = &csr.col_idx[csr.row_ptr[v] as usize..csr.row_ptr[v + 1] as usize];
+                    let first_edge = csr.row_ptr[v] as usize;
+                    let nb = &csr.col_idx[first_edge..csr.row_ptr[v + 1] as usize];
                     coef.clear();
                     m.iter_mut().for_each(|x| *x = A::NEG_INFINITY);
                     for &u in nb {
@@ -227,7 +271,9 @@ impl Op for GatOp {
                     acc.iter_mut().for_each(|a| *a = A::ZERO);
                     // Edge-major: each neighbour's row of all heads is read once, contiguously.
                     for (i, (&u, e)) in nb.iter().zip(coef.chunks(heads)).enumerate() {
-                        if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
+                        // Ahead in the whole edge list, so the next destination's first rows
+                        // are on their way too.
+                        if let Some(&ahead) = csr.col_idx.get(first_edge + i + PREFETCH_DISTANCE) {
                             prefetch(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
                         }
                         let hu = &hs[u as usize * width..(u as usize + 1) * width];
@@ -269,7 +315,7 @@ impl Op for GatOp {
             type A = <T as Float>::Acc;
             let (hs, els, ers, gs) = (h.as_slice::<T>()?, el.as_slice::<T>()?, er.as_slice::<T>()?, g.as_slice::<T>()?);
             let slope = A::from_f64(cfg.negative_slope);
-            let dot = |a: &[T], b: &[T]| dot::<T>(a, b);
+            let width = heads * c;
             // alpha (before dropout), the pre-activation score, of edge u -> v at head k.
             let alpha = |u: usize, v: usize, k: usize| {
                 let pre = els[u * heads + k].to_acc() + ers[v * heads + k].to_acc();
@@ -277,48 +323,88 @@ impl Op for GatOp {
                 ((leaky(pre, slope) - m).exp() / z, pre)
             };
             let dleaky = |pre: A| if pre > A::ZERO { A::ONE } else { slope };
-            // Pass A, by destination: c_v and the gradient of er.
-            let mut cv = vec![A::ZERO; n * heads];
+            // Per edge of `by_dst` and head: dA after pass 1, the score's gradient after pass 2.
+            let mut edge_grad = graphloom_tensor::alloc::zeros::<A>(gv.by_dst.num_edges() * heads);
+
+            // Pass 1, by source: the gradient of h, and dA for every edge.
+            let mut dh = graphloom_tensor::alloc::zeros::<T>(n * width);
+            {
+                let csr = &gv.by_src;
+                let edge_slots = DisjointWrites::new(&mut edge_grad);
+                par_row_ranges(&mut dh, width, &gv.src_chunks, #[inline(always)] |first, hpart| {
+                    let mut acc = vec![A::ZERO; width];
+                    for r in 0..hpart.len() / width.max(1) {
+                        let u = first + r;
+                        let hu = &hs[u * width..(u + 1) * width];
+                        acc.iter_mut().for_each(|a| *a = A::ZERO);
+                        let out_edges = csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize;
+                        let out_nb = &csr.col_idx[out_edges.clone()];
+                        // Edge-major: each destination's gradient row is read once, contiguously.
+                        for (i, (&v, &e)) in out_nb.iter().zip(&gv.src_edge[out_edges.clone()]).enumerate() {
+                            // Ahead in the whole edge list, as in the forward pass.
+                            if let Some(&ahead) = csr.col_idx.get(out_edges.start + i + PREFETCH_DISTANCE) {
+                                prefetch(&gs[ahead as usize * width..(ahead as usize + 1) * width]);
+                            }
+                            let v = v as usize;
+                            let gv_row = &gs[v * width..(v + 1) * width];
+                            for k in 0..heads {
+                                let (a, _) = alpha(u, v, k);
+                                let f = A::from_f64(cfg.factor(v, u, k));
+                                let gvk = &gv_row[k * c..(k + 1) * c];
+                                let da = dot(gvk, &hu[k * c..(k + 1) * c]) * f;
+                                // SAFETY: `src_edge` is a permutation of the edges and every
+                                // entry `i` of `by_src` belongs to one task, so no other task
+                                // touches edge `e` while the writes last.
+                                unsafe { edge_slots.write(e * heads + k, da) };
+                                let w = a * f;
+                                for (x, &gval) in acc[k * c..(k + 1) * c].iter_mut().zip(gvk) {
+                                    *x += w * gval.to_acc();
+                                }
+                            }
+                        }
+                        for (d, &x) in hpart[r * width..(r + 1) * width].iter_mut().zip(&acc) {
+                            *d = T::from_acc(x);
+                        }
+                    }
+                });
+            }
+
+            // Pass 2, by destination: c_v = sum_u alpha_uv dA_uv, each edge's score gradient
+            // alpha_uv (dA_uv - c_v) LeakyReLU'(pre_uv) in place of its dA, and the gradient
+            // of er, their sum over the in-edges.
             let mut der = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_dst;
-                let pieces: Vec<_> = split_rows(&mut cv, heads, &gv.dst_chunks)
+                let edge_bounds: Vec<usize> = gv.dst_chunks.iter().map(|&v| csr.row_ptr[v] as usize).collect();
+                let pieces: Vec<_> = split_rows(&mut der, heads, &gv.dst_chunks)
                     .into_iter()
-                    .zip(split_rows(&mut der, heads, &gv.dst_chunks))
-                    .map(|((first, a), (_, d))| (first, a, d))
+                    .zip(split_rows(&mut edge_grad, heads, &edge_bounds))
                     .collect();
                 use rayon::prelude::*;
-                pieces.into_par_iter().for_each(|(first, cpart, dpart)| with_simd(|| {
-                    let width = heads * c;
-                    // Per destination, per in-edge and head: alpha, the pre-activation score and
-                    // dA (the gradient of the dropped-out coefficient). Row-sized scratch.
-                    let mut scratch: Vec<(A, A, A)> = Vec::new();
-                    for r in 0..cpart.len() / heads.max(1) {
+                pieces.into_par_iter().for_each(|((first, dpart), (first_edge, epart))| with_simd(#[inline(always)] || {
+                    // Per in-edge and head of one destination: alpha and the pre-activation score.
+                    let mut scratch: Vec<(A, A)> = Vec::new();
+                    for r in 0..dpart.len() / heads {
                         let v = first + r;
-                        let nb = &csr.col_idx[csr.row_ptr[v] as usize..csr.row_ptr[v + 1] as usize];
-                        let gv_row = &gs[v * width..(v + 1) * width];
+                        let (lo, hi) = (csr.row_ptr[v] as usize - first_edge, csr.row_ptr[v + 1] as usize - first_edge);
+                        let grads = &mut epart[lo * heads..hi * heads];
                         scratch.clear();
-                        let sums = &mut cpart[r * heads..(r + 1) * heads];
-                        sums.iter_mut().for_each(|x| *x = A::ZERO);
-                        for (i, &u) in nb.iter().enumerate() {
-                            if let Some(&ahead) = nb.get(i + PREFETCH_DISTANCE) {
-                                prefetch(&hs[ahead as usize * width..(ahead as usize + 1) * width]);
-                            }
-                            let u = u as usize;
-                            let hu = &hs[u * width..(u + 1) * width];
+                        // At most MAX_HEADS_ON_STACK heads (checked by FusedGat::check).
+                        let mut sums = [A::ZERO; MAX_HEADS_ON_STACK];
+                        for (&u, da) in csr.col_idx[lo + first_edge..hi + first_edge].iter().zip(grads.chunks(heads)) {
                             for k in 0..heads {
-                                let (a, pre) = alpha(u, v, k);
-                                let da = dot(&gv_row[k * c..(k + 1) * c], &hu[k * c..(k + 1) * c]) * A::from_f64(cfg.factor(v, u, k));
-                                scratch.push((a, pre, da));
-                                sums[k] += a * da;
+                                let (a, pre) = alpha(u as usize, v, k);
+                                scratch.push((a, pre));
+                                sums[k] += a * da[k];
                             }
                         }
-                        // At most MAX_HEADS_ON_STACK heads (checked by FusedGat::check).
                         let mut d = [A::ZERO; MAX_HEADS_ON_STACK];
-                        for e in scratch.chunks(heads) {
+                        for (e, ap) in grads.chunks_mut(heads).zip(scratch.chunks(heads)) {
                             for k in 0..heads {
-                                let (a, pre, da) = e[k];
-                                d[k] += a * (da - sums[k]) * dleaky(pre);
+                                let (a, pre) = ap[k];
+                                let ds = a * (e[k] - sums[k]) * dleaky(pre);
+                                e[k] = ds;
+                                d[k] += ds;
                             }
                         }
                         for k in 0..heads {
@@ -327,55 +413,27 @@ impl Op for GatOp {
                     }
                 }));
             }
-            // Pass B, by source: the gradients of h and el.
-            let mut dh = graphloom_tensor::alloc::zeros::<T>(n * heads * c);
+
+            // Pass 3, by source: the gradient of el, the sum of the out-edges' score gradients.
             let mut del = graphloom_tensor::alloc::zeros::<T>(n * heads);
             {
                 let csr = &gv.by_src;
-                let pieces: Vec<_> = split_rows(&mut dh, heads * c, &gv.src_chunks)
-                    .into_iter()
-                    .zip(split_rows(&mut del, heads, &gv.src_chunks))
-                    .map(|((first, h), (_, l))| (first, h, l))
-                    .collect();
-                use rayon::prelude::*;
-                pieces.into_par_iter().for_each(|(first, hpart, lpart)| with_simd(|| {
-                    let width = heads * c;
-                    let mut acc = vec![A::ZERO; width];
-                    for r in 0..lpart.len() / heads.max(1) {
+                par_row_ranges(&mut del, heads, &gv.src_chunks, #[inline(always)] |first, lpart| {
+                    for r in 0..lpart.len() / heads {
                         let u = first + r;
-                        let hu = &hs[u * width..(u + 1) * width];
-                        acc.iter_mut().for_each(|a| *a = A::ZERO);
-                        let dl = &mut lpart[r * heads..(r + 1) * heads];
-                        let mut dls = [A::ZERO; MAX_HEADS_ON_STACK];
-                        // Edge-major: each destination's gradient row is read once, contiguously.
-                        let out_nb = &csr.col_idx[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize];
-                        for (i, &v) in out_nb.iter().enumerate() {
-                            if let Some(&ahead) = out_nb.get(i + PREFETCH_DISTANCE) {
-                                prefetch(&gs[ahead as usize * width..(ahead as usize + 1) * width]);
-                            }
-                            let v = v as usize;
-                            let gv_row = &gs[v * width..(v + 1) * width];
+                        let mut sums = [A::ZERO; MAX_HEADS_ON_STACK];
+                        for &e in &gv.src_edge[csr.row_ptr[u] as usize..csr.row_ptr[u + 1] as usize] {
                             for k in 0..heads {
-                                let (a, pre) = alpha(u, v, k);
-                                let f = A::from_f64(cfg.factor(v, u, k));
-                                let gvk = &gv_row[k * c..(k + 1) * c];
-                                let ds = a * (dot(gvk, &hu[k * c..(k + 1) * c]) * f - cv[v * heads + k]);
-                                dls[k] += ds * dleaky(pre);
-                                let w = a * f;
-                                for (x, &gval) in acc[k * c..(k + 1) * c].iter_mut().zip(gvk) {
-                                    *x += w * gval.to_acc();
-                                }
+                                sums[k] += edge_grad[e * heads + k];
                             }
                         }
                         for k in 0..heads {
-                            dl[k] = T::from_acc(dls[k]);
-                        }
-                        for (d, &x) in hpart[r * width..(r + 1) * width].iter_mut().zip(&acc) {
-                            *d = T::from_acc(x);
+                            lpart[r * heads + k] = T::from_acc(sums[k]);
                         }
                     }
-                }));
+                });
             }
+            graphloom_tensor::alloc::recycle(edge_grad);
             Ok(vec![
                 Some(Tensor::from_vec(dh, h.shape())?),
                 Some(Tensor::from_vec(del, el.shape())?),

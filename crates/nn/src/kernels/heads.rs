@@ -30,7 +30,7 @@ impl Op for HeadScores {
         with_float!(h.dtype(), "head_scores", T => {
             let (hs, a) = (h.as_slice::<T>()?, att.as_slice::<T>()?);
             let mut out = graphloom_tensor::alloc::zeros::<T>(n * heads);
-            for_each_row_mut(&mut out, heads, |v, row| {
+            for_each_row_mut(&mut out, heads, #[inline(always)] |v, row| {
                 for (k, o) in row.iter_mut().enumerate() {
                     let mut s = <<T as Float>::Acc as Real>::ZERO;
                     for j in 0..c {
@@ -51,7 +51,7 @@ impl Op for HeadScores {
             let dh = if ctx.needs_grad[0] {
                 let mut dh = graphloom_tensor::alloc::zeros::<T>(n * width);
                 // Head by head, so the head of an entry is a loop counter, not a division.
-                for_each_row_mut(&mut dh, width, |v, row| {
+                for_each_row_mut(&mut dh, width, #[inline(always)] |v, row| {
                     for ((d, ak), g) in row.chunks_mut(c).zip(a.chunks(c)).zip(&gs[v * heads..(v + 1) * heads]) {
                         let g = g.to_acc();
                         for (d, &ai) in d.iter_mut().zip(ak) {
@@ -120,7 +120,7 @@ impl Op for MeanHeads {
             let xs = x.as_slice::<T>()?;
             let inv = <<T as Float>::Acc as Real>::from_f64(1.0 / heads as f64);
             let mut out = graphloom_tensor::alloc::zeros::<T>(n * c);
-            for_each_row_mut(&mut out, c, |v, row| {
+            for_each_row_mut(&mut out, c, #[inline(always)] |v, row| {
                 for (j, o) in row.iter_mut().enumerate() {
                     let mut s = <<T as Float>::Acc as Real>::ZERO;
                     for k in 0..heads {
@@ -140,7 +140,7 @@ impl Op for MeanHeads {
             let gs = g.as_slice::<T>()?;
             let inv = <<T as Float>::Acc as Real>::from_f64(1.0 / heads as f64);
             let mut dx = graphloom_tensor::alloc::zeros::<T>(n * width);
-            for_each_row_mut(&mut dx, width, |v, row| {
+            for_each_row_mut(&mut dx, width, #[inline(always)] |v, row| {
                 let g_row = &gs[v * c..(v + 1) * c];
                 for dk in row.chunks_mut(c) {
                     for (d, &gj) in dk.iter_mut().zip(g_row) {

@@ -144,7 +144,7 @@ impl Op for SparseMatmul {
         with_float!(w.dtype(), "sparse_matmul", T => {
             let ws = w.as_slice::<T>()?;
             let mut res = graphloom_tensor::alloc::zeros::<T>(x.rows * out);
-            graphloom_tensor::kernels::elementwise::for_each_row_mut(&mut res, out, |r, row| {
+            graphloom_tensor::kernels::elementwise::for_each_row_mut(&mut res, out, #[inline(always)] |r, row| {
                 let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; out];
                 for i in x.row_ptr[r]..x.row_ptr[r + 1] {
                     let j = x.row_col[i] as usize;
@@ -166,7 +166,7 @@ impl Op for SparseMatmul {
         with_float!(w.dtype(), "sparse_matmul", T => {
             let gs = g.as_slice::<T>()?;
             let mut dw = graphloom_tensor::alloc::zeros::<T>(x.cols * out);
-            graphloom_tensor::kernels::elementwise::for_each_row_mut(&mut dw, out, |j, row| {
+            graphloom_tensor::kernels::elementwise::for_each_row_mut(&mut dw, out, #[inline(always)] |j, row| {
                 let mut acc = vec![<<T as Float>::Acc as Real>::ZERO; out];
                 for i in x.col_ptr[j]..x.col_ptr[j + 1] {
                     let r = x.col_row[i] as usize;

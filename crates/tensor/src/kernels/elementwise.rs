@@ -41,7 +41,7 @@ pub fn zip_map_vec<A: Copy + Sync, B: Copy + Sync, D: Send + 'static>(
 }
 
 /// Runs `f(row_index, row)` over the `cols`-wide rows of `dst` in parallel, compiled for the
-/// processor's vector instructions ([`super::simd::with_simd`]).
+/// processor's vector instructions ([`super::simd::with_simd`]; mark `f` `#[inline(always)]`).
 pub fn for_each_row_mut<T: Send>(dst: &mut [T], cols: usize, f: impl Fn(usize, &mut [T]) + Sync) {
     if cols == 0 {
         return;
@@ -49,11 +49,17 @@ pub fn for_each_row_mut<T: Send>(dst: &mut [T], cols: usize, f: impl Fn(usize, &
     dst.par_chunks_mut(cols)
         .with_min_len(super::ROW_BLOCK.max(MIN_PER_TASK / cols.max(1)).min(4096))
         .enumerate()
-        .for_each(|(i, row)| super::simd::with_simd(|| f(i, row)));
+        .for_each(|(i, row)| {
+            super::simd::with_simd(
+                #[inline(always)]
+                || f(i, row),
+            )
+        });
 }
 
 /// A vector of `len` elements (a multiple of `cols`) written row by row (rows of `cols`) by
-/// `f(row_index, row)`, in parallel, in a buffer from the reuse cache that is not zeroed first.
+/// `f(row_index, row)`, in parallel, in a buffer from the reuse cache that is not zeroed first
+/// (`f` runs as in [`for_each_row_mut`]).
 ///
 /// # Safety
 /// `f` must write every element of each row it is given.

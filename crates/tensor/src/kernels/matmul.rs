@@ -392,14 +392,19 @@ fn side_by_side<T: Element>(a: &Tensor, b: &Tensor) -> Result<Tensor> {
     let width = ka + kb;
     // SAFETY: every row's `ka + kb` elements are written.
     let out = unsafe {
-        crate::kernels::elementwise::rows_from_fn::<T>(n * width, width, |r, row| {
-            for (o, &x) in row[..ka].iter_mut().zip(&xs[r * ka..(r + 1) * ka]) {
-                o.write(x);
-            }
-            for (o, &y) in row[ka..].iter_mut().zip(&ys[r * kb..(r + 1) * kb]) {
-                o.write(y);
-            }
-        })
+        crate::kernels::elementwise::rows_from_fn::<T>(
+            n * width,
+            width,
+            #[inline(always)]
+            |r, row| {
+                for (o, &x) in row[..ka].iter_mut().zip(&xs[r * ka..(r + 1) * ka]) {
+                    o.write(x);
+                }
+                for (o, &y) in row[ka..].iter_mut().zip(&ys[r * kb..(r + 1) * kb]) {
+                    o.write(y);
+                }
+            },
+        )
     };
     Tensor::from_vec(out, &[n, width])
 }

@@ -62,6 +62,8 @@ pub fn column_sums<T: Float>(x: &[T], cols: usize) -> Vec<T::Acc> {
 /// parallel, in a buffer from the reuse cache that is not zeroed first, with its column sums
 /// taken in the same pass, each chunk of rows summed while it is still in the core's cache:
 /// the sums are [`column_sums`] of the matrix, bit for bit, without a second pass over it.
+/// The loop is compiled for the processor's vector instructions
+/// ([`super::simd::with_simd`]; mark `f` `#[inline(always)]`).
 ///
 /// # Safety
 /// `f` must write every element of each row it is given.
@@ -79,17 +81,20 @@ pub unsafe fn rows_with_column_sums<T: Float>(
         .par_chunks_mut(ROW_CHUNK * cols)
         .enumerate()
         .map(|(chunk, block)| {
-            super::simd::with_simd(|| {
-                let mut s = vec![T::Acc::ZERO; cols];
-                for (i, row) in block.chunks_exact_mut(cols).enumerate() {
-                    f(chunk * ROW_CHUNK + i, row);
-                    for (acc, v) in s.iter_mut().zip(row.iter()) {
-                        // SAFETY: `f` wrote every element of the row (the caller's promise).
-                        *acc += unsafe { v.assume_init_read() }.to_acc();
+            super::simd::with_simd(
+                #[inline(always)]
+                || {
+                    let mut s = vec![T::Acc::ZERO; cols];
+                    for (i, row) in block.chunks_exact_mut(cols).enumerate() {
+                        f(chunk * ROW_CHUNK + i, row);
+                        for (acc, v) in s.iter_mut().zip(row.iter()) {
+                            // SAFETY: `f` wrote every element of the row (the caller's promise).
+                            *acc += unsafe { v.assume_init_read() }.to_acc();
+                        }
                     }
-                }
-                s
-            })
+                    s
+                },
+            )
         })
         .collect();
     // SAFETY: the chunks cover all `len` elements, each row written by `f`.

@@ -25,6 +25,11 @@ pub fn has_avx2() -> bool {
 ///
 /// Call it around a loop, inside a parallel task: work that rayon hands to other threads
 /// runs in code of its own, compiled without these instructions.
+///
+/// Mark `f` `#[inline(always)]`, and so every closure it calls with a loop (the row function
+/// a helper such as `for_each_row_mut` passes on): `f` is called from both copies, and a
+/// large closure called twice is compiled once, for the baseline processor, and called from
+/// the vector copy, which then runs SSE2 code.
 #[inline(always)]
 pub fn with_simd<R>(f: impl FnOnce() -> R) -> R {
     #[cfg(target_arch = "x86_64")]

@@ -106,3 +106,44 @@ fn f32_follows_f64() {
         "f32",
     );
 }
+
+/// The backward pass's per-edge scratch is written through the source-to-destination edge
+/// permutation from parallel tasks; every sum still runs in a fixed edge order, so the
+/// gradients are the same bit for bit however many threads cut the graph into tasks.
+#[test]
+fn gradients_do_not_depend_on_the_thread_count() {
+    let n = 3_000;
+    let g = awkward_graph(n, 20 * n, 7);
+    let inputs = [
+        rand_tensor(&[n, 4 * 8], 1),
+        rand_tensor(&[n, 4], 2),
+        rand_tensor(&[n, 4], 3),
+    ];
+    let gradients = |threads: usize| {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            // Built inside the pool: its task ranges follow the thread count.
+            let gat = FusedGat {
+                heads: 4,
+                attention_dropout: Some(Dropout {
+                    p: 0.2,
+                    key: RngKey::new(9, 0, 1),
+                }),
+                ..FusedGat::new(Arc::new(GraphView::new(&g, true)))
+            };
+            let mut t = Tape::new();
+            let v: Vec<Var> = inputs.iter().map(|x| t.leaf(x.clone(), true)).collect();
+            let y = gat.apply(&mut t, &v[0], &v[1], &v[2]).unwrap();
+            let mut grads = t.backward_with(&y, rand_tensor(&[n, 4 * 8], 4)).unwrap();
+            v.iter()
+                .map(|x| grads.take(x).unwrap().to_vec_f64())
+                .collect::<Vec<_>>()
+        })
+    };
+    let one = gradients(1);
+    assert!(one.iter().all(|g| g.iter().any(|&x| x != 0.0)));
+    assert_eq!(one, gradients(3));
+}

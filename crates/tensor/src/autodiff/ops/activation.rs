@@ -169,17 +169,16 @@ impl Op for BiasActivation {
         with_float!(x.dtype(), "bias_activation", T => {
             let (xs, bias) = (x.as_slice::<T>()?, b.as_slice::<T>()?);
             let out = with_activation!(act, <T as Float>::Acc, f, _df => {
-                let activate_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| {
-                    for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
-                        o.write(T::from_acc(f(v.to_acc() + bv.to_acc())));
-                    }
-                };
                 match dropout {
                     // SAFETY: every element of every row is written (the bias has `cols`
                     // entries).
-                    None => unsafe { rows_from_fn::<T>(xs.len(), cols, activate_row) },
+                    None => unsafe { rows_from_fn::<T>(xs.len(), cols, #[inline(always)] |r, row| {
+                        for ((o, &v), &bv) in row.iter_mut().zip(&xs[r * cols..(r + 1) * cols]).zip(bias) {
+                            o.write(T::from_acc(f(v.to_acc() + bv.to_acc())));
+                        }
+                    }) },
                     // SAFETY: as above, a block of columns at a time.
-                    Some(d) => unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
+                    Some(d) => unsafe { rows_from_fn::<T>(xs.len(), cols, #[inline(always)] |r, row| {
                         let xr = &xs[r * cols..(r + 1) * cols];
                         let factors = d.rule.row_factors::<<T as Float>::Acc>(d.row_id(r));
                         let mut block = [<<T as Float>::Acc as Real>::ZERO; FACTOR_BLOCK];
@@ -213,8 +212,9 @@ impl Op for BiasActivation {
             });
             let (dx, sums) = with_activation!(act, <T as Float>::Acc, _f, df => {
                 // Compiled for the vector instructions here, not only in the helpers below: a
-                // closure that two of them share is not inlined into their vector copies.
-                let write_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| with_simd(|| {
+                // closure that two of them share is called, not inlined, from their vector
+                // copies (and a closure bound by `let` cannot be marked `#[inline(always)]`).
+                let write_row = |r: usize, row: &mut [std::mem::MaybeUninit<T>]| with_simd(#[inline(always)] || {
                     let (yr, gr) = (&ys[r * cols..(r + 1) * cols], &gs[r * cols..(r + 1) * cols]);
                     match &dropout {
                         None => {

@@ -137,7 +137,7 @@ impl Dropout {
         with_float!(x.dtype(), "dropout", T => {
             let xs = x.as_slice::<T>()?;
             // SAFETY: every column of every row is written.
-            let out = unsafe { rows_from_fn::<T>(xs.len(), cols, |r, row| {
+            let out = unsafe { rows_from_fn::<T>(xs.len(), cols, #[inline(always)] |r, row| {
                 let id = row_key(row_ids, r);
                 let src = &xs[r * cols..(r + 1) * cols];
                 let factors = rule.row_factors::<<T as Float>::Acc>(id);

@@ -152,7 +152,7 @@ pub fn add_assign_tensors(acc: &mut Tensor, b: &Tensor) -> Result<()> {
     with_float!(acc.dtype(), "add", T => {
         let bs = b.as_slice::<T>()?;
         let cols = acc.shape().last().copied().unwrap_or(1).max(1);
-        for_each_row_mut(acc.as_mut_slice::<T>()?, cols, |r, row| {
+        for_each_row_mut(acc.as_mut_slice::<T>()?, cols, #[inline(always)] |r, row| {
             for (a, &y) in row.iter_mut().zip(&bs[r * cols..]) {
                 *a = T::from_acc(a.to_acc() + y.to_acc());
             }
@@ -205,7 +205,7 @@ impl Op for AddBias {
         with_float!(x.dtype(), "add_bias", T => {
             let bias = b.as_slice::<T>()?;
             let mut out = crate::alloc::copy_of(x.as_slice::<T>()?);
-            for_each_row_mut(&mut out, cols, |_, row| {
+            for_each_row_mut(&mut out, cols, #[inline(always)] |_, row| {
                 for (o, &bv) in row.iter_mut().zip(bias) {
                     *o = T::from_acc(o.to_acc() + bv.to_acc());
                 }

@@ -39,7 +39,7 @@ impl Op for LogSoftmax {
         let (_, cols) = x.dims2();
         with_float!(x.dtype(), "log_softmax", T => {
             let mut out = crate::alloc::copy_of(x.as_slice::<T>()?);
-            for_each_row_mut(&mut out, cols, |_, row| {
+            for_each_row_mut(&mut out, cols, #[inline(always)] |_, row| {
                 type Acc<T> = <T as Float>::Acc;
                 let max = lane_fold(row, <Acc<T> as Real>::NEG_INFINITY, Real::max, Real::max);
                 let sum = lane_fold(row, <Acc<T> as Real>::ZERO, |s, v| s + (v - max).exp_branchless(), |a, b| a + b);
@@ -58,7 +58,7 @@ impl Op for LogSoftmax {
         let dx = with_float!(y.dtype(), "log_softmax", T => {
             let ys = y.as_slice::<T>()?;
             let mut out = crate::alloc::copy_of(g.as_slice::<T>()?);
-            for_each_row_mut(&mut out, cols, |r, row| {
+            for_each_row_mut(&mut out, cols, #[inline(always)] |r, row| {
                 let yr = &ys[r * cols..(r + 1) * cols];
                 let add = |a, b| a + b;
                 let s = lane_fold(row, <<T as Float>::Acc as Real>::ZERO, add, add);
