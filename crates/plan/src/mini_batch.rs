@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
-use graphloom_graph::sample::Fanouts;
-use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
+use graphloom_graph::sample::{CsrSource, Fanouts, Sampler, SamplerKind};
+use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta, NodeId};
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{
@@ -14,7 +14,7 @@ use graphloom_store::{
 };
 use graphloom_tensor::DType;
 
-use crate::budget::{self, MiniBatchShape, RunShape};
+use crate::budget::{self, MiniBatchShape, RunShape, SampledBatch};
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
@@ -29,6 +29,50 @@ const MAPPED_PRODUCER_THREADS: usize = 32;
 
 /// The default number of seeds per batch.
 const BATCH_SIZE: usize = 1024;
+
+/// Batches the plan samples to measure how many nodes a batch reaches at each hop.
+const HOP_PROBE_BATCHES: usize = 3;
+
+/// The shape of a sampled batch of `seeds` seeds (the distinct nodes within each hop, the
+/// rows and edges of its blocks), the largest over [`HOP_PROBE_BATCHES`] batches whose seeds are spread over
+/// the training nodes. Measured with the run's own sampler, because a formula from the
+/// average degree misses both what skewed degrees do (most nodes have fewer neighbours than
+/// the fanout, and a few hubs are drawn again and again) and the overlap of the hops.
+fn sampled_batch_shape(d: &GraphData, seeds: usize, fanouts: &[i64]) -> Result<SampledBatch> {
+    let train = d.train_idx;
+    let seeds = seeds.min(train.len());
+    let source = CsrSource::from_arrays(d.row_ptr, d.col_idx);
+    let mut sampler = Sampler::new(d.num_nodes());
+    let mut shape = SampledBatch {
+        hop_rows: vec![seeds as u64; fanouts.len() + 1],
+        block_rows: 0,
+        edges: 0,
+    };
+    for batch in 0..HOP_PROBE_BATCHES {
+        // Distinct positions: increasing by at least one, then shifted by the batch.
+        let ids: Vec<NodeId> = (0..seeds)
+            .map(|i| train[(i * train.len() / seeds.max(1) + batch) % train.len()] as NodeId)
+            .collect();
+        let blocks = sampler.sample(
+            &source,
+            &ids,
+            fanouts,
+            SamplerKind::Uniform,
+            0,
+            batch as u64,
+        )?;
+        // Blocks run from the input layer to the seeds: the hops are theirs in reverse.
+        for (hop, block) in blocks.iter().rev().enumerate() {
+            let most = &mut shape.hop_rows[hop + 1];
+            *most = (*most).max(block.src_nodes.len() as u64);
+        }
+        let edges = blocks.iter().map(|b| b.num_edges() as u64).sum();
+        shape.edges = shape.edges.max(edges);
+        let block_rows = blocks.iter().map(|b| b.src_nodes.len() as u64).sum();
+        shape.block_rows = shape.block_rows.max(block_rows);
+    }
+    Ok(shape)
+}
 
 /// A mini-batch run.
 pub struct MiniBatchPlan {
@@ -181,10 +225,14 @@ impl MiniBatchPlan {
         let n = common.meta.num_nodes;
         let shape = MiniBatchShape {
             seeds: seeds as u64,
-            fanouts: batches
-                .subgraph
-                .is_none()
-                .then(|| batches.fanouts.as_slice().to_vec()),
+            sampled: match batches.subgraph {
+                None => Some(sampled_batch_shape(
+                    &data.graph_data(),
+                    seeds,
+                    batches.fanouts.as_slice(),
+                )?),
+                Some(_) => None,
+            },
             subgraph_nodes: batches
                 .subgraph
                 .as_ref()

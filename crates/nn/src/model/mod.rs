@@ -157,6 +157,17 @@ impl ModelConfig {
     }
 }
 
+impl ModelConfig {
+    /// The input and output width of each convolution, from the input layer on (a GAT
+    /// layer's output is its heads' width together).
+    pub fn layer_widths(&self) -> Vec<(usize, usize)> {
+        Model::layers_of(self)
+            .iter()
+            .map(|l| (l.in_dim, l.output_width()))
+            .collect()
+    }
+}
+
 impl Default for ModelConfig {
     /// A 2-layer GCN of hidden width 16 with dropout 0.5 (Kipf and Welling's), computing in
     /// f32. `in_dim` and `out_dim` are 0: set them to the data's widths.

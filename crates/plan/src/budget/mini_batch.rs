@@ -2,6 +2,7 @@
 //! features live, their cache, evaluation in one pass or layer by layer, the queue.
 
 use graphloom_graph::Meta;
+use graphloom_nn::Architecture;
 
 use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
@@ -14,8 +15,8 @@ use crate::{FeaturesLocation, Result};
 pub(crate) struct MiniBatchShape {
     /// Seeds of a batch (at most the training nodes).
     pub(crate) seeds: u64,
-    /// Fanouts from the seeds outwards (-1: every neighbour); `None` for subgraph batches.
-    pub(crate) fanouts: Option<Vec<i64>>,
+    /// A sampled batch's shape (measured by sampling); `None` for subgraph batches.
+    pub(crate) sampled: Option<SampledBatch>,
     /// The most nodes of a subgraph batch.
     pub(crate) subgraph_nodes: u64,
     /// Batches in flight: the queue, the one being made and the one computed, at most an
@@ -41,25 +42,63 @@ pub(crate) struct MiniBatchShape {
     pub(crate) inference_memory_gib: Option<f64>,
 }
 
+/// The shape of a neighbour-sampled batch.
+pub(crate) struct SampledBatch {
+    /// Distinct nodes within each hop, from the seeds (`[0]`) out to every input row.
+    pub(crate) hop_rows: Vec<u64>,
+    /// Source rows of all its blocks together.
+    pub(crate) block_rows: u64,
+    /// Sampled edges of all its blocks.
+    pub(crate) edges: u64,
+}
+
+/// The allocator's heap of small allocations a worker's batch stream holds: 9-10 MiB measured
+/// (`/proc/PID/smaps`, the `[heap]` mapping) in runs on graphs of 20 thousand and 1 million
+/// nodes, with features in memory or mapped.
+const STREAM_HEAP_BYTES: u64 = 10 << 20;
+
+/// Bytes a batch keeps per sampled edge: its block's local source (u32) and edge id (i64),
+/// and the layer graph made of the block in the queue (the source by destination and the
+/// destination by source, u32 each, and the transpose's edge id, u64).
+const BATCH_EDGE_BYTES: u64 = 28;
+/// What a GAT batch adds per edge: the layer graph again, with self-loops.
+const GAT_EDGE_BYTES: u64 = 16;
+/// Bytes a batch keeps per source row of each block: the block's node id (u32) and offset
+/// (i64), the layer graph's offsets by destination and by source (i64 each) and its node
+/// id for dropout (i64).
+const BATCH_BLOCK_ROW_BYTES: u64 = 36;
+
 impl MiniBatchShape {
-    /// The distinct nodes of a batch's blocks: each hop draws `min(fanout, degree)` neighbours
-    /// of the last hop's nodes, of which about `n (1 - e^(-draws / n))` are distinct.
-    fn batch_rows(&self, z: &Sizes) -> u64 {
-        let Some(fanouts) = &self.fanouts else {
-            return self.subgraph_nodes.min(z.nodes);
-        };
-        let n = z.nodes.max(1) as f64;
-        let (mut frontier, mut draws) = (self.seeds as f64, self.seeds as f64);
-        for &f in fanouts {
-            let f = if f < 0 {
-                z.avg_degree()
-            } else {
-                (f as f64).min(z.avg_degree())
-            };
-            frontier *= f;
-            draws += frontier;
+    /// The input rows of a batch: every node its blocks reach.
+    fn batch_rows(&self) -> u64 {
+        match &self.sampled {
+            Some(b) => b.hop_rows.last().copied().unwrap_or(self.seeds),
+            None => self.subgraph_nodes,
         }
-        (n * (1.0 - (-draws / n).exp())).ceil() as u64
+    }
+
+    /// The rows whose activations a training step on one batch keeps, in the probe's units
+    /// (a full-batch step keeps `per_node` bytes for each node at every layer). Layer `l` of
+    /// a sampled batch reads the nodes within `L - l + 1` hops and writes those within
+    /// `L - l`: its tensors of the input's width (the input's dropout, a product of the input
+    /// before aggregating) have the rows it reads, those of the output's width the rows it
+    /// writes. A subgraph batch runs every layer on all of its nodes.
+    fn activation_rows(&self, widths: &[(usize, usize)]) -> f64 {
+        let Some(SampledBatch { hop_rows: hops, .. }) = &self.sampled else {
+            return self.subgraph_nodes as f64;
+        };
+        let layers = widths.len().min(hops.len().saturating_sub(1));
+        let (mut rows, mut weights) = (0.0, 0.0);
+        for (l, &(input, output)) in widths.iter().take(layers).enumerate() {
+            let (read, written) = (hops[layers - l], hops[layers - l - 1]);
+            rows += (input as u64 * read + output as u64 * written) as f64;
+            weights += (input + output) as f64;
+        }
+        if weights > 0.0 {
+            rows / weights
+        } else {
+            self.batch_rows() as f64
+        }
     }
 }
 
@@ -105,19 +144,29 @@ pub(crate) fn mini_batch(
     if mb.graph_in_memory {
         base.add("graph", csr_bytes(z.nodes, z.edges) + labels_bytes(z.nodes))?;
     }
-    // Each worker's sampler keeps a relabelling slot (u32) per node.
-    base.add("sampler tables", mb.workers * 4 * z.nodes)?;
+    // Each worker's sampler keeps a relabelling slot (u32) per node, and the batch stream's
+    // small allocations (per-task vectors of the sampler, channel slots) fill the allocator's
+    // heap.
+    base.add(
+        "sampler tables",
+        mb.workers * (4 * z.nodes + STREAM_HEAP_BYTES),
+    )?;
     if mb.learnt_input {
         // LazyAdam's table: f32 rows with two moments.
         base.add("input embedding", z.nodes * m.in_dim as u64 * 4 * 3)?;
     }
     base.add_phase("model probe", probe.peak)?;
-    // Each batch in flight holds its gathered input rows and its blocks (an i64 offset and a
-    // u32 source per node); the computed one its activations.
-    let batch_rows = mb.batch_rows(&z);
+    // Each batch in flight holds its gathered input rows and their ids (i64), its blocks and
+    // the layer graphs made of them; the computed one its activations too.
+    let batch_rows = mb.batch_rows().min(z.nodes);
     let input_row = (m.in_dim * m.dtype.size_in_bytes()) as u64;
-    let per_batch = batch_rows * (input_row + 12);
-    let computed = mb.workers * (probe.per_node * batch_rows as f64) as u64;
+    let graph = mb.sampled.as_ref().map_or(0, |b| {
+        let edge = BATCH_EDGE_BYTES + u64::from(m.arch == Architecture::Gat) * GAT_EDGE_BYTES;
+        b.block_rows * BATCH_BLOCK_ROW_BYTES + b.edges * edge
+    });
+    let per_batch = batch_rows * (input_row + 8) + graph;
+    let activation_rows = mb.activation_rows(&m.layer_widths());
+    let computed = mb.workers * (probe.per_node * activation_rows) as u64;
     // The batches in flight take at most a quarter of a budget, the queue shortened down to
     // one batch ahead (unless its depth was given).
     let mut in_flight = mb.in_flight;

@@ -27,7 +27,7 @@ use crate::{PlanError, Result};
 mod mini_batch;
 mod probe;
 
-pub(crate) use mini_batch::{mini_batch, MiniBatchShape};
+pub(crate) use mini_batch::{mini_batch, MiniBatchShape, SampledBatch};
 use probe::probe;
 pub(crate) use probe::probe_rows;
 
