@@ -633,6 +633,8 @@ impl Workload for MiniBatch<'_> {
             self.sampler = Some(stream.finish()?);
             result
         })?;
+        // The stream's threads freed their batches' small blocks into the allocator's heaps.
+        graphloom_tensor::alloc::trim_freed();
         // Each worker's loss is its share of the global batches' mean: sum them.
         let mut total = [loss_sum];
         self.comm

@@ -135,6 +135,19 @@ static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_CACHE_LIMIT);
 /// (see above), but it can hold memory while other code allocates, so it stays bounded.
 pub const DEFAULT_CACHE_LIMIT: usize = 1 << 30;
 
+/// Gives the C allocator's free memory back to the kernel (`malloc_trim`): the pages of freed
+/// small blocks that its heaps keep, which otherwise stay resident until the same heap is
+/// reused. Called when a phase that made many small allocations on other threads ends (a
+/// stream of sampled batches), so that the next phase (evaluation) does not add its memory
+/// to theirs.
+pub fn trim_freed() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free pages of the allocator's heaps to the kernel.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// Bytes of freed buffers held for reuse now.
 pub fn cached_bytes() -> usize {
     CACHED_BYTES.load(Ordering::Relaxed)
