@@ -34,10 +34,11 @@ const BATCH_SIZE: usize = 1024;
 const HOP_PROBE_BATCHES: usize = 3;
 
 /// The shape of a sampled batch of `seeds` seeds (the distinct nodes within each hop, the
-/// rows and edges of its blocks), the largest over [`HOP_PROBE_BATCHES`] batches whose seeds are spread over
-/// the training nodes. Measured with the run's own sampler, because a formula from the
-/// average degree misses both what skewed degrees do (most nodes have fewer neighbours than
-/// the fanout, and a few hubs are drawn again and again) and the overlap of the hops.
+/// rows and edges of its blocks), the largest over [`HOP_PROBE_BATCHES`] batches whose seeds
+/// are spread over the training nodes. Measured with the run's own sampler, because a formula
+/// from the average degree misses both what skewed degrees do (most nodes have fewer
+/// neighbours than the fanout, and a few hubs are drawn again and again) and the overlap of
+/// the hops.
 fn sampled_batch_shape(d: &GraphData, seeds: usize, fanouts: &[i64]) -> Result<SampledBatch> {
     let train = d.train_idx;
     let seeds = seeds.min(train.len());

@@ -155,9 +155,7 @@ impl ModelConfig {
             head: Head::NodeClasses,
         }
     }
-}
 
-impl ModelConfig {
     /// The input and output width of each convolution, from the input layer on (a GAT
     /// layer's output is its heads' width together).
     pub fn layer_widths(&self) -> Vec<(usize, usize)> {
