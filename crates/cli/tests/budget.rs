@@ -99,6 +99,47 @@ fn mini_batch_runs_stay_within_their_budget_as_predicted() {
     assert!(s["inference_memory_gib"].as_f64().unwrap() > 0.0);
 }
 
+/// A deep model evaluated exactly, in one pass, on a graph of skewed degrees: the pass and its
+/// graph are the peak between epochs, and their buffers must not stay beside the next
+/// epoch's batches.
+#[test]
+fn a_deep_model_evaluated_exactly_on_a_skewed_graph_stays_within_its_budget_as_predicted() {
+    let root = scratch("budget-deep");
+    let dir = root.join("rmat");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "50000",
+        "--avg-degree",
+        "25",
+        "--feat-dim",
+        "16",
+        "--classes",
+        "47",
+        "--edge-model",
+        "rmat",
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    let s = within_budget(
+        &[
+            "--dataset",
+            dir.to_str().unwrap(),
+            "--model",
+            "sage",
+            "--layers",
+            "3",
+            "--fanouts",
+            "15,10,5",
+            "--epochs",
+            "2",
+        ],
+        1.0,
+    );
+    assert!(s["inference_memory_gib"].is_null());
+}
+
 #[test]
 fn a_dry_run_prints_the_division_and_a_budget_too_small_names_its_part() {
     let root = scratch("budget-dry");

@@ -643,20 +643,10 @@ impl Workload for MiniBatch<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        match self.task {
-            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
-            Task::Link(task) => {
-                let h = self
-                    .infer_all(params, Output::Layer(self.model.num_layers()))?
-                    .into_tensor()?;
-                Ok(Evaluation::Link(link::evaluate(
-                    &self.model,
-                    &h,
-                    params,
-                    &task,
-                )?))
-            }
-        }
+        let evaluation = self.evaluate_task(params);
+        // The pass's large buffers would stay cached beside the next batches' small ones.
+        graphloom_tensor::alloc::trim_freed();
+        evaluation
     }
 }
 

@@ -135,12 +135,16 @@ static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_CACHE_LIMIT);
 /// (see above), but it can hold memory while other code allocates, so it stays bounded.
 pub const DEFAULT_CACHE_LIMIT: usize = 1 << 30;
 
-/// Gives the C allocator's free memory back to the kernel (`malloc_trim`): the pages of freed
-/// small blocks that its heaps keep, which otherwise stay resident until the same heap is
-/// reused. Called when a phase that made many small allocations on other threads ends (a
-/// stream of sampled batches), so that the next phase (evaluation) does not add its memory
-/// to theirs.
+/// Gives freed memory back to the kernel: the buffers this module's cache holds, and the
+/// pages of freed small blocks that the C allocator's heaps keep (`malloc_trim`), which
+/// otherwise stay resident until the same heap is reused. Called when a phase ends whose
+/// allocations the next phase will not reuse: a stream of sampled batches (many small
+/// blocks, freed on other threads) before evaluation, and evaluation (large buffers) before
+/// the next batches, which on a small graph are too small to take cached buffers' place.
 pub fn trim_freed() {
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    give_back(&mut cache, usize::MAX);
+    drop(cache);
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only returns free pages of the allocator's heaps to the kernel.
     unsafe {

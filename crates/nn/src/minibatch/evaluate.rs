@@ -68,6 +68,24 @@ impl MiniBatch<'_> {
         Ok(AllNodes::Tensor(out))
     }
 
+    /// [`Workload::evaluate`] of this run's task.
+    pub(super) fn evaluate_task(&mut self, params: &[Tensor]) -> Result<Evaluation> {
+        match self.task {
+            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
+            Task::Link(task) => {
+                let h = self
+                    .infer_all(params, Output::Layer(self.model.num_layers()))?
+                    .into_tensor()?;
+                Ok(Evaluation::Link(link::evaluate(
+                    &self.model,
+                    &h,
+                    params,
+                    &task,
+                )?))
+            }
+        }
+    }
+
     /// Correct predictions on the three splits with parameters `params` and dropout off,
     /// summed over the job's workers.
     pub(super) fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {

@@ -54,7 +54,8 @@ pub(crate) struct SampledBatch {
 
 /// The allocator's heap of small allocations a worker's batch stream holds: 9-10 MiB measured
 /// (`/proc/PID/smaps`, the `[heap]` mapping) in runs on graphs of 20 thousand and 1 million
-/// nodes, with features in memory or mapped.
+/// nodes, with features in memory or mapped; given back when the stream ends
+/// ([`graphloom_tensor::alloc::trim_freed`]).
 const STREAM_HEAP_BYTES: u64 = 10 << 20;
 
 /// Bytes a batch keeps per sampled edge: its block's local source (u32) and edge id (i64),
@@ -144,13 +145,8 @@ pub(crate) fn mini_batch(
     if mb.graph_in_memory {
         base.add("graph", csr_bytes(z.nodes, z.edges) + labels_bytes(z.nodes))?;
     }
-    // Each worker's sampler keeps a relabelling slot (u32) per node, and the batch stream's
-    // small allocations (per-task vectors of the sampler, channel slots) fill the allocator's
-    // heap.
-    base.add(
-        "sampler tables",
-        mb.workers * (4 * z.nodes + STREAM_HEAP_BYTES),
-    )?;
+    // Each worker's sampler keeps a relabelling slot (u32) per node.
+    base.add("sampler tables", mb.workers * 4 * z.nodes)?;
     if mb.learnt_input {
         // LazyAdam's table: f32 rows with two moments.
         base.add("input embedding", z.nodes * m.in_dim as u64 * 4 * 3)?;
@@ -183,19 +179,21 @@ pub(crate) fn mini_batch(
             ));
         }
     }
+    // The batch stream's small allocations (per-task vectors of the sampler, channel slots)
+    // fill the allocator's heap, given back when the stream ends.
     base.add_phase(
         "batches in flight",
-        rounded(in_flight * per_batch + computed),
+        rounded(in_flight * per_batch + computed) + mb.workers * STREAM_HEAP_BYTES,
     )?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
     // Log-probabilities are f32 (f64 in an f64 model).
     let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
     let exact = Exact {
-        // Every node's input row, the graph in memory and its view, kept once built.
-        held: z.nodes * input_row
-            + csr_bytes(z.nodes, z.edges)
-            + view_bytes(m.arch, z.nodes, z.edges),
-        pass: rounded((probe.eval_per_node * z.nodes as f64) as u64),
+        // Every node's input row and the graph's view, kept once built.
+        held: z.nodes * input_row + view_bytes(m.arch, z.nodes, z.edges),
+        // The larger of building the view (from a copy of the CSR, dropped once built) and a
+        // pass, whose buffers the probe measured as the allocator holds them.
+        pass: csr_bytes(z.nodes, z.edges).max((probe.eval_per_node * z.nodes as f64) as u64),
         nodes: z.nodes,
         degree: z.avg_degree(),
         layers: m.layers as u64,
