@@ -210,11 +210,15 @@ pub(crate) fn mini_batch(
             _ => features,
         },
         producer_threads: 0,
+        staged_blocks: 0,
     };
     let mapped = Placement {
         location: FeaturesLocation::Mmap,
         features: 0,
         producer_threads: mb.producer_threads,
+        // Two stages (sampling, then gathering in the producers' pool): one batch in each
+        // stage's hands and one between them, of which the rows are not gathered yet.
+        staged_blocks: 2 * rounded(graph),
     };
     let division = match mb.features_location {
         Some(FeaturesLocation::Mmap) => place(base, mb, &exact, mapped, features),
@@ -305,6 +309,9 @@ struct Placement {
     features: u64,
     /// Producer threads of their own (mapped features).
     producer_threads: usize,
+    /// Blocks of the batches sampled but not yet gathered, beyond the batches in flight
+    /// (a stream in two stages, with mapped features).
+    staged_blocks: u64,
 }
 
 /// The parts of `base` with the features placed at `at`, evaluation exact or layer by
@@ -322,6 +329,7 @@ fn place(
             "producer threads",
             process_bytes(0, at.producer_threads) - PROCESS_BYTES,
         )?;
+        plan.grow("batches in flight", at.staged_blocks)?;
     }
     if at.location != FeaturesLocation::Mmap && at.features > 0 {
         plan.add("features in memory", at.features)?;

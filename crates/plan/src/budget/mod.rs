@@ -142,6 +142,20 @@ impl MemoryPlan {
             bytes,
             transient,
         });
+        self.check(name, bytes)
+    }
+
+    /// Adds `bytes` to the part named `name` (there must be one), refusing them as
+    /// [`MemoryPlan::add`] does.
+    fn grow(&mut self, name: &'static str, bytes: u64) -> Result<()> {
+        if let Some(part) = self.parts.iter_mut().find(|p| p.name == name) {
+            part.bytes += bytes;
+        }
+        self.check(name, bytes)
+    }
+
+    /// The error of the budget exceeded by `bytes` of part `name`, if it is.
+    fn check(&self, name: &str, bytes: u64) -> Result<()> {
         match self.budget {
             Some(budget) if self.peak() > self.planned().unwrap_or(budget) => {
                 Err(over_budget(name, bytes, self, budget))
