@@ -19,6 +19,7 @@ use std::ops::Range;
 use std::sync::{Arc, Mutex};
 
 use bytemuck::Pod;
+use graphloom_nn::balanced_chunks;
 use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
 use graphloom_nn::kernels::gat::{dot, leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
@@ -478,12 +479,13 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         })
     }
 
-    /// Adds edge `u -> v`'s gradients for heads `ks` (source rows `hu`, `elu`): `er`'s into
-    /// `der`, `h`'s and `el`'s into the row `into` (`width + heads` long).
+    /// Adds edge `u -> v`'s gradients for heads `ks` (source rows `hu`, `elu`): its score's,
+    /// which is `er`'s, into the row `score` (`heads` long), `h`'s and `el`'s into the row
+    /// `into` (`width + heads` long).
     ///
     /// # Safety
-    /// `into` points at such a row and `der` at the start of `der`, and no other thread
-    /// touches the entries of heads `ks` in either during the call.
+    /// `into` and `score` point at such rows, and no other thread touches the entries of
+    /// heads `ks` in either during the call.
     #[allow(clippy::too_many_arguments)]
     unsafe fn edge(
         &self,
@@ -493,7 +495,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         hu: &[T],
         elu: &[T],
         into: Shared<T::Acc>,
-        der: Shared<T::Acc>,
+        score: Shared<T::Acc>,
     ) {
         let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
         let slope = T::Acc::from_f64(self.op.att.negative_slope);
@@ -515,7 +517,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             let a = alpha * d;
             // SAFETY: head k's entries are this caller's alone (the contract above).
             unsafe {
-                *der.at(v * heads + k) += ds;
+                *score.at(k) += ds;
                 *into.at(w + k) += ds;
                 let out = std::slice::from_raw_parts_mut(into.at(k * c), c);
                 for (o, &gv) in out.iter_mut().zip(gk) {
@@ -547,39 +549,54 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     }
 
     /// Adds the gradients of every edge whose source is an own row (self-loops included).
+    /// First by source, each task owning its sources' rows of `mine`: the added self-loop's
+    /// gradients, then each edge's, its score gradient kept in the edge's slot of a scratch.
+    /// Then by destination, the slots summed into `der` (the shard's own self-loops are
+    /// skipped by source, so theirs stay zero). Every sum runs in the order of the edges by
+    /// destination, the self-loop first, as the head groups of the halos' edges do.
     fn own_edges(&mut self) {
         let g = self.op.graph();
-        let (heads, w, own) = (self.x.heads, self.x.width(), g.index);
+        let (heads, w) = (self.x.heads, self.x.width());
         let row_width = w + heads;
-        let mine = Shared::new(&mut self.mine);
-        let der = Shared::new(&mut self.der);
-        let this = &*self;
-        this.by_head_groups(|ks| {
+        let by_source = g.own_out_edges();
+        let shard = &g.shards[g.index];
+        let mut score = scratch::<T::Acc>(shard.src.len() * heads);
+        {
+            let scores = Shared::new(&mut score);
+            let mine = Shared::new(&mut self.mine);
+            let der = Shared::new(&mut self.der);
+            let this = &*self;
             let x = this.x;
-            for v in 0..g.rows {
-                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
-                // SAFETY: row v of `mine`; this group's heads only.
-                unsafe {
-                    this.edge(
-                        ks.clone(),
-                        v,
-                        g.ids[v],
-                        hv,
-                        elv,
-                        mine.offset(v * row_width),
-                        der,
-                    )
-                };
+            let bounds = balanced_chunks(&by_source.ptr, rayon::current_num_threads() * 4);
+            bounds.par_windows(2).for_each(|range| {
+                for u in range[0]..range[1] {
+                    let (hu, elu) = (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
+                    let (u_id, edges) = (
+                        g.ids[u],
+                        by_source.ptr[u] as usize..by_source.ptr[u + 1] as usize,
+                    );
+                    // SAFETY: row u of `mine` and of `der` are this task's: it owns source u.
+                    let into = unsafe { mine.offset(u * row_width) };
+                    unsafe { this.edge(0..heads, u, u_id, hu, elu, into, der.offset(u * heads)) };
+                    for j in edges {
+                        if let Some(&ahead) = by_source.dst.get(j + PREFETCH_DISTANCE) {
+                            prefetch(&this.grad[ahead as usize * w..(ahead as usize + 1) * w]);
+                        }
+                        let (v, e) = (by_source.dst[j] as usize, by_source.edge[j]);
+                        // SAFETY: edge e's scores are written by its source's task only.
+                        unsafe {
+                            this.edge(0..heads, v, u_id, hu, elu, into, scores.offset(e * heads))
+                        };
+                    }
+                }
+            });
+        }
+        for_each_destination(shard, &mut self.der, heads, |i, der| {
+            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                for (d, &s) in der.iter_mut().zip(&score[e * heads..(e + 1) * heads]) {
+                    *d += s;
+                }
             }
-            let ahead = |row: usize| this.prefetch_heads(mine, row, &ks);
-            this.op
-                .for_each_edge(own, x, Sources::Own, &ahead, |v, u, src, hu, elu| {
-                    let row = g.send[own][src] as usize;
-                    // SAFETY: an own row of `mine`; this group's heads only.
-                    unsafe {
-                        this.edge(ks.clone(), v, u, hu, elu, mine.offset(row * row_width), der)
-                    };
-                });
         });
     }
 
@@ -602,7 +619,15 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                     |v, u, src, hu, elu| {
                         // SAFETY: row src of the halo's gradients; this group's heads only.
                         unsafe {
-                            this.edge(ks.clone(), v, u, hu, elu, rows.offset(src * row_width), der)
+                            this.edge(
+                                ks.clone(),
+                                v,
+                                u,
+                                hu,
+                                elu,
+                                rows.offset(src * row_width),
+                                der.offset(v * this.x.heads),
+                            )
                         };
                     },
                 );

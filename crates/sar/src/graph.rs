@@ -1,6 +1,6 @@
 //! [`PartGraph`]: what one worker knows of the partitioned graph.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use graphloom_comm::{Communicator, CommunicatorExt};
 use graphloom_graph::parts::{Part, Shard};
@@ -30,7 +30,20 @@ pub struct PartGraph {
     pub degree: Vec<f64>,
     /// Whether each local row has a self-loop among its in-edges.
     pub has_loop: Vec<bool>,
+    /// The own shard's edges by source, made on first use (GAT's backward pass).
+    own_out: OnceLock<OwnOutEdges>,
     /// These arrays' bytes, charged to the worker's graph memory.
+    _charge: Charge,
+}
+
+/// The edges of a worker's own shard grouped by source: for own row `u`, entries
+/// `ptr[u]..ptr[u + 1]` of `dst` (the local destination row) and `edge` (the edge's index in
+/// the shard), in the shard's order. Self-loops are left out: the attention adds its own.
+#[derive(Debug)]
+pub(crate) struct OwnOutEdges {
+    pub(crate) ptr: Vec<i64>,
+    pub(crate) dst: Vec<u32>,
+    pub(crate) edge: Vec<usize>,
     _charge: Charge,
 }
 
@@ -89,7 +102,49 @@ impl PartGraph {
             ids: part.orig_ids.clone().into(),
             degree,
             has_loop,
+            own_out: OnceLock::new(),
             _charge: Charge::new(bytes),
+        })
+    }
+
+    /// The own shard's edges by source ([`OwnOutEdges`]), made on the first call and charged
+    /// to the graph's memory.
+    pub(crate) fn own_out_edges(&self) -> &OwnOutEdges {
+        self.own_out.get_or_init(|| {
+            let shard = &self.shards[self.index];
+            let send = &self.send[self.index];
+            // (source row, destination row, edge) of every edge but the self-loops.
+            let edges = || {
+                shard.dst.iter().enumerate().flat_map(move |(i, &v)| {
+                    (shard.ptr[i] as usize..shard.ptr[i + 1] as usize).filter_map(move |e| {
+                        let u = send[shard.src[e] as usize];
+                        (u != v).then_some((u as usize, v, e))
+                    })
+                })
+            };
+            let mut ptr = vec![0i64; self.rows + 1];
+            for (u, _, _) in edges() {
+                ptr[u + 1] += 1;
+            }
+            for u in 0..self.rows {
+                ptr[u + 1] += ptr[u];
+            }
+            let total = ptr[self.rows] as usize;
+            let (mut dst, mut edge) = (vec![0u32; total], vec![0usize; total]);
+            let mut next = ptr.clone();
+            for (u, v, e) in edges() {
+                let at = next[u] as usize;
+                (dst[at], edge[at]) = (v, e);
+                next[u] += 1;
+            }
+            let _g = category_scope(Category::Graph);
+            let bytes = ptr.len() * 8 + total * (4 + 8);
+            OwnOutEdges {
+                ptr,
+                dst,
+                edge,
+                _charge: Charge::new(bytes),
+            }
         })
     }
 
