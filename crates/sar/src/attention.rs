@@ -23,6 +23,7 @@ use graphloom_nn::balanced_chunks;
 use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
 use graphloom_nn::kernels::gat::{dot, leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
+use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 use rayon::prelude::*;
@@ -140,6 +141,7 @@ impl AttentionOp {
     /// skipping self-loops, which are added separately. A few edges ahead it prefetches the
     /// source's rows and calls `ahead_hook(row)` with the source's row (own row or halo position),
     /// for the caller to prefetch what its `edge` will write.
+    #[inline(always)]
     fn edges_of<T: Float>(
         &self,
         from: usize,
@@ -206,6 +208,42 @@ impl AttentionOp {
         }
     }
 
+    /// The online-softmax update of destination `v`'s state (its unnormalised output, then
+    /// its running max and sum per head) with source `u`'s rows `hu`, `elu`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    fn update<T: Float>(
+        &self,
+        x: &Inputs<'_, T>,
+        slope: T::Acc,
+        v: usize,
+        state: &mut [T::Acc],
+        u: i64,
+        hu: &[T],
+        elu: &[T],
+    ) {
+        let (heads, c, w) = (x.heads, x.c, x.width());
+        let (acc, mz) = state.split_at_mut(w);
+        let (m, z) = mz.split_at_mut(heads);
+        let v_id = self.graph().ids[v];
+        for k in 0..heads {
+            let s = leaky(elu[k].to_acc() + x.er[v * heads + k].to_acc(), slope);
+            let out = &mut acc[k * c..(k + 1) * c];
+            if s > m[k] {
+                let f = (m[k] - s).exp();
+                z[k] *= f;
+                out.iter_mut().for_each(|a| *a *= f);
+                m[k] = s;
+            }
+            let p = (s - m[k]).exp();
+            z[k] += p;
+            let a = p * T::Acc::from_f64(self.factor(v_id, u, k));
+            for (o, &hv) in out.iter_mut().zip(&hu[k * c..(k + 1) * c]) {
+                *o += a * hv.to_acc();
+            }
+        }
+    }
+
     fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor> {
         type A<T> = <T as Float>::Acc;
         let (heads, c, w) = (x.heads, x.c, x.width());
@@ -225,35 +263,10 @@ impl AttentionOp {
             let g = this.graph();
             let ids = &g.ids;
             let own = g.index;
-            // The online-softmax update of destination v's state with source row (hu, elu).
-            let update = |v: usize, state: &mut [A<T>], u: i64, hu: &[T], elu: &[T]| {
-                let (acc, mz) = state.split_at_mut(w);
-                let (m, z) = mz.split_at_mut(heads);
-                for k in 0..heads {
-                    let s = leaky(elu[k].to_acc() + x.er[v * heads + k].to_acc(), slope);
-                    let out = &mut acc[k * c..(k + 1) * c];
-                    if s > m[k] {
-                        let f = (m[k] - s).exp();
-                        z[k] *= f;
-                        out.iter_mut().for_each(|a| *a *= f);
-                        m[k] = s;
-                    }
-                    let p = (s - m[k]).exp();
-                    z[k] += p;
-                    let a = p * <A<T>>::from_f64(this.factor(ids[v], u, k));
-                    for (o, &hv) in out.iter_mut().zip(&hu[k * c..(k + 1) * c]) {
-                        *o += a * hv.to_acc();
-                    }
-                }
-            };
+            // Each node's self-loop first.
             state.par_chunks_mut(sw).enumerate().for_each(|(v, row)| {
-                update(
-                    v,
-                    row,
-                    ids[v],
-                    &x.h[v * w..(v + 1) * w],
-                    &x.el[v * heads..(v + 1) * heads],
-                )
+                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
+                this.update(&x, slope, v, row, ids[v], hv, elv)
             });
             let ex = &this.att.exchange;
             let produce = |to: usize| {
@@ -273,10 +286,21 @@ impl AttentionOp {
                     };
                     let shard = &g.shards[from];
                     for_each_destination(shard, &mut state, sw, |i, row| {
-                        let v = shard.dst[i] as usize;
-                        this.edges_of(from, i, &x, sources, &|_| (), |u, _, hu, elu| {
-                            update(v, row, u, hu, elu)
-                        });
+                        with_simd(
+                            #[inline(always)]
+                            || {
+                                let v = shard.dst[i] as usize;
+                                this.edges_of(
+                                    from,
+                                    i,
+                                    &x,
+                                    sources,
+                                    &|_| (),
+                                    #[inline(always)]
+                                    |u, _, hu, elu| this.update(&x, slope, v, row, u, hu, elu),
+                                );
+                            },
+                        )
                     });
                 }
                 if keep && from != own {
@@ -487,6 +511,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     /// `into` and `score` point at such rows, and no other thread touches the entries of
     /// heads `ks` in either during the call.
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     unsafe fn edge(
         &self,
         ks: Range<usize>,
@@ -569,26 +594,44 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             let x = this.x;
             let bounds = balanced_chunks(&by_source.ptr, rayon::current_num_threads() * 4);
             bounds.par_windows(2).for_each(|range| {
-                for u in range[0]..range[1] {
-                    let (hu, elu) = (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
-                    let (u_id, edges) = (
-                        g.ids[u],
-                        by_source.ptr[u] as usize..by_source.ptr[u + 1] as usize,
-                    );
-                    // SAFETY: row u of `mine` and of `der` are this task's: it owns source u.
-                    let into = unsafe { mine.offset(u * row_width) };
-                    unsafe { this.edge(0..heads, u, u_id, hu, elu, into, der.offset(u * heads)) };
-                    for j in edges {
-                        if let Some(&ahead) = by_source.dst.get(j + PREFETCH_DISTANCE) {
-                            prefetch(&this.grad[ahead as usize * w..(ahead as usize + 1) * w]);
+                with_simd(
+                    #[inline(always)]
+                    || {
+                        for u in range[0]..range[1] {
+                            let (hu, elu) =
+                                (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
+                            let (u_id, edges) = (
+                                g.ids[u],
+                                by_source.ptr[u] as usize..by_source.ptr[u + 1] as usize,
+                            );
+                            // SAFETY: row u of `mine` and of `der` are this task's: it owns source u.
+                            let into = unsafe { mine.offset(u * row_width) };
+                            unsafe {
+                                this.edge(0..heads, u, u_id, hu, elu, into, der.offset(u * heads))
+                            };
+                            for j in edges {
+                                if let Some(&ahead) = by_source.dst.get(j + PREFETCH_DISTANCE) {
+                                    prefetch(
+                                        &this.grad[ahead as usize * w..(ahead as usize + 1) * w],
+                                    );
+                                }
+                                let (v, e) = (by_source.dst[j] as usize, by_source.edge[j]);
+                                // SAFETY: edge e's scores are written by its source's task only.
+                                unsafe {
+                                    this.edge(
+                                        0..heads,
+                                        v,
+                                        u_id,
+                                        hu,
+                                        elu,
+                                        into,
+                                        scores.offset(e * heads),
+                                    )
+                                };
+                            }
                         }
-                        let (v, e) = (by_source.dst[j] as usize, by_source.edge[j]);
-                        // SAFETY: edge e's scores are written by its source's task only.
-                        unsafe {
-                            this.edge(0..heads, v, u_id, hu, elu, into, scores.offset(e * heads))
-                        };
-                    }
-                }
+                    },
+                )
             });
         }
         for_each_destination(shard, &mut self.der, heads, |i, der| {

@@ -3,6 +3,7 @@
 
 use graphloom_graph::Meta;
 use graphloom_nn::Architecture;
+use graphloom_tensor::DType;
 
 use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
@@ -186,6 +187,11 @@ pub(crate) fn mini_batch(
         rounded(in_flight * per_batch + computed) + mb.workers * STREAM_HEAP_BYTES,
     )?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
+    // A cache of mapped rows keeps them as the file stores them (bf16 files: half as many
+    // bytes as in the model's f32).
+    let file_row = DType::parse(&meta.feat_dtype)
+        .map_or(z.row, |d| (meta.feat_dim * d.size_in_bytes()) as u64);
+    let on_disk = if mb.learnt_input { 0 } else { z.nodes * file_row };
     // Log-probabilities are f32 (f64 in an f64 model).
     let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
     let exact = Exact {
@@ -221,20 +227,20 @@ pub(crate) fn mini_batch(
         staged_blocks: 2 * rounded(graph),
     };
     let division = match mb.features_location {
-        Some(FeaturesLocation::Mmap) => place(base, mb, &exact, mapped, features),
-        Some(l) => place(base, mb, &exact, host(l), features),
+        Some(FeaturesLocation::Mmap) => place(base, mb, &exact, mapped, on_disk),
+        Some(l) => place(base, mb, &exact, host(l), on_disk),
         None if mb.learnt_input || run.budget.is_none() => {
-            place(base, mb, &exact, host(FeaturesLocation::Host), features)
+            place(base, mb, &exact, host(FeaturesLocation::Host), on_disk)
         }
         None => place(
             base.clone(),
             mb,
             &exact,
             host(FeaturesLocation::Host),
-            features,
+            on_disk,
         )
         .or_else(|_| {
-            let mut d = place(base, mb, &exact, mapped, features)?;
+            let mut d = place(base, mb, &exact, mapped, on_disk)?;
             d.memory.decisions.insert(
                 0,
                 format!(
@@ -315,13 +321,14 @@ struct Placement {
 }
 
 /// The parts of `base` with the features placed at `at`, evaluation exact or layer by
-/// layer, and with mapped features a cache of what is left.
+/// layer, and with mapped features a cache of what is left, at most every row of the file
+/// (`on_disk` bytes).
 fn place(
     mut plan: MemoryPlan,
     mb: &MiniBatchShape,
     exact: &Exact,
     at: Placement,
-    features: u64,
+    on_disk: u64,
 ) -> Result<MiniBatchDivision> {
     let gib = |b: u64| b as f64 / GIB;
     if at.producer_threads > 0 {
@@ -374,16 +381,16 @@ fn place(
     }
     let mut cache = mb.feature_cache_gib;
     if at.location == FeaturesLocation::Mmap {
-        if cache.is_none() && budget.is_some() && features > 0 {
+        if cache.is_none() && budget.is_some() && on_disk > 0 {
             // What is left caches the rows of highest in-degree, at most every row.
             let slots = 4 * exact.nodes;
-            let rows = (plan.left().saturating_sub(slots) / 10 * 9).min(features);
+            let rows = (plan.left().saturating_sub(slots) / 10 * 9).min(on_disk);
             if rows > 0 {
                 cache = Some(gib(rows));
                 plan.decisions.push(format!(
                     "a feature cache of {:.3} GiB ({:.0}% of the rows)",
                     gib(rows),
-                    100.0 * rows as f64 / features as f64
+                    100.0 * rows as f64 / on_disk as f64
                 ));
             }
         }
@@ -391,7 +398,7 @@ fn place(
             // The rows, and a slot (u32) per node saying where a cached row is.
             plan.add(
                 "feature cache",
-                ((g * GIB) as u64).min(features) + 4 * exact.nodes,
+                ((g * GIB) as u64).min(on_disk) + 4 * exact.nodes,
             )?;
         }
     }
