@@ -191,7 +191,11 @@ pub(crate) fn mini_batch(
     // bytes as in the model's f32).
     let file_row = DType::parse(&meta.feat_dtype)
         .map_or(z.row, |d| (meta.feat_dim * d.size_in_bytes()) as u64);
-    let on_disk = if mb.learnt_input { 0 } else { z.nodes * file_row };
+    let on_disk = if mb.learnt_input {
+        0
+    } else {
+        z.nodes * file_row
+    };
     // Log-probabilities are f32 (f64 in an f64 model).
     let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
     let exact = Exact {
