@@ -12,7 +12,9 @@
 //! first), every edge's gradients follow from the halo, `m`, `z` and the output gradient:
 //! `ds = alpha (d g_v . h_u - c_v) LeakyReLU'`, `der_v += ds`, `del_u += ds`,
 //! `dh_u += alpha d g_v`. The gradients of a halo go back to its owner. In [`SarMode::Sar`]
-//! the halo is fetched again, round by round; the other modes kept it.
+//! the halo is fetched again, round by round; the other modes kept it. The own part's edges
+//! go by source (each task owns its sources' sums; each edge's `ds` waits in a scratch for
+//! a pass by destination), a halo's by groups of heads (each group owns its heads' entries).
 
 use std::cell::RefCell;
 use std::ops::Range;
@@ -416,8 +418,9 @@ impl AttentionOp {
     }
 }
 
-/// A buffer of sums that the head groups of the backward pass add to at once, each to the
-/// entries of its own heads: a raw pointer, since the entries of different heads interleave.
+/// A buffer of sums that the tasks of the backward pass add to at once, each to entries no
+/// other task touches (a head group's heads, a range of sources' rows and edges' slots): a
+/// raw pointer, since one task's entries interleave with another's.
 struct Shared<A>(*mut A);
 
 impl<A> Clone for Shared<A> {
@@ -578,7 +581,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     /// gradients, then each edge's, its score gradient kept in the edge's slot of a scratch.
     /// Then by destination, the slots summed into `der` (the shard's own self-loops are
     /// skipped by source, so theirs stay zero). Every sum runs in the order of the edges by
-    /// destination, the self-loop first, as the head groups of the halos' edges do.
+    /// destination, the self-loop first, so the bits do not depend on the thread count.
     fn own_edges(&mut self) {
         let g = self.op.graph();
         let (heads, w) = (self.x.heads, self.x.width());
