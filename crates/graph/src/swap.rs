@@ -75,7 +75,10 @@ mod tests {
         let _ = std::fs::remove_dir_all(&root);
         let dir = root.join("out");
         // What the directory writers do: fill a temporary directory beside the target, swap
-        // it into place, remove what the temporary name then holds.
+        // it into place, and drop what the temporary name then holds. Here that previous
+        // directory is only moved away and removed at the end: a reader that looked `out` up
+        // just before a swap may still be reading in it, and its files vanishing under that
+        // reader is not the swap's doing.
         let write = |i: usize| {
             let tmp = root.join(".out.tmp");
             std::fs::create_dir_all(&tmp).unwrap();
@@ -83,7 +86,9 @@ mod tests {
                 std::fs::write(tmp.join(name), i.to_string()).unwrap();
             }
             replace_dir(&tmp, &dir).unwrap();
-            let _ = std::fs::remove_dir_all(&tmp);
+            if tmp.exists() {
+                std::fs::rename(&tmp, root.join(format!(".old-{i}"))).unwrap();
+            }
         };
         write(0);
         let (done, seen, broken) = (
@@ -109,6 +114,9 @@ mod tests {
         }
         done.store(true, Ordering::Relaxed);
         reader.join().unwrap();
+        for i in 1..300 {
+            std::fs::remove_dir_all(root.join(format!(".old-{i}"))).unwrap();
+        }
         assert!(seen.load(Ordering::Relaxed) > 0);
         assert_eq!(
             broken.load(Ordering::Relaxed),
