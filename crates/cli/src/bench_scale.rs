@@ -703,6 +703,7 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
     if let Some(cache) = row_cache {
         extra.insert("cache_hit_rate".into(), json!(cache.hit_rate()));
         extra.insert("feature_reads".into(), json!(cache.reads()));
+        extra.insert("cache_fill_seconds".into(), json!(cache.fill_seconds));
     }
     // Folded rows are not the nodes' own features: the in-memory run's accuracy means nothing.
     if !in_memory {

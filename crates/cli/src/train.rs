@@ -207,9 +207,10 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     };
     if let (Some(c), false) = (cache, args.quiet || args.json) {
         eprintln!(
-            "feature cache: {} rows, {:.1}% of {} row reads from memory; {} rows read from \
-             disk ({})",
+            "feature cache: {} rows, filled in {:.1} s; {:.1}% of {} row reads from memory; {} \
+             rows read from disk ({})",
             c.cached_rows,
+            c.fill_seconds,
             100.0 * c.hit_rate(),
             c.hits + c.misses,
             c.rows_read,
@@ -307,6 +308,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
                 value["cached_rows"] = json!(cache.cached_rows);
                 value["rows_read"] = json!(cache.rows_read);
                 value["feature_reads"] = json!(cache.reads());
+                value["cache_fill_seconds"] = json!(cache.fill_seconds);
             }
         }
         if let (Plan::Sar(p), RunOutcome::Sar(o)) = (&plan, &outcome) {

@@ -1436,6 +1436,7 @@ fn out_of_core_training_from_a_streamed_graph() {
         .unwrap()
         .starts_with("direct"));
     assert_eq!(direct["cache_hit_rate"], cached["cache_hit_rate"]);
+    assert!(direct["cache_fill_seconds"].as_f64().unwrap() >= 0.0);
     assert_eq!(direct_alone["cache_hit_rate"].as_f64(), Some(0.0));
     assert!(direct_alone["rows_read"].as_u64().unwrap() > 0);
     let accuracies = |v: &serde_json::Value| -> Vec<serde_json::Value> {

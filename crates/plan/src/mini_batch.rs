@@ -140,6 +140,8 @@ pub struct RowCacheReport {
     pub rows_read: u64,
     /// How misses were read: `O_DIRECT` through this engine, or `None` for page faults.
     pub direct_engine: Option<ReadEngine>,
+    /// Seconds the cache took to fill before the first batch.
+    pub fill_seconds: f64,
 }
 
 impl RowCacheReport {
@@ -357,6 +359,7 @@ impl MiniBatchPlan {
                     misses,
                     rows_read: c.rows_read(),
                     direct_engine: c.direct_engine(),
+                    fill_seconds: c.fill_seconds(),
                 })
             }
             _ => None,

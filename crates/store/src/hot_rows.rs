@@ -57,6 +57,8 @@ pub struct HotRows {
     misses: AtomicU64,
     /// Rows read from the file (a row missed twice in one batch is read once).
     rows_read: AtomicU64,
+    /// Seconds the cache took to fill.
+    fill_seconds: f64,
 }
 
 impl HotRows {
@@ -78,36 +80,44 @@ impl HotRows {
                 NOT_CACHED - 1
             )));
         }
-        let rows = table.rows();
-        let _g = category_scope(Category::Cache);
-        let mut slot = vec![NOT_CACHED; rows];
-        for (k, &v) in hot.iter().enumerate() {
-            let entry = slot.get_mut(v as usize).ok_or_else(|| {
-                StoreError::Invalid(format!("cached row {v} is not below {rows}"))
-            })?;
-            if *entry != NOT_CACHED {
-                return Err(StoreError::Invalid(format!("row {v} is cached twice")));
-            }
-            *entry = k as u32;
-        }
-        let ids: Vec<i64> = hot.iter().map(|&v| i64::from(v)).collect();
-        // Hot rows cluster (hubs), so their pages come in long runs: read them ahead.
-        let hot_rows: Vec<usize> = hot.iter().map(|&v| v as usize).collect();
-        will_need(table.local_bytes(), table.row_bytes(), &hot_rows);
-        let mut cached = vec![0u8; ids.len() * table.row_bytes()];
-        table.gather_into(&ids, &mut cached)?;
-        let direct = match (reads, &table.spec().location) {
-            (MissReads::Direct(engine), Location::Mmap { path, .. }) => {
-                let row_elems = table.shape().get(1).copied().unwrap_or(1);
-                let files = RowFiles::open(std::slice::from_ref(path), row_elems, table.dtype())?;
-                let (_, data_offset) = files.single().expect("one file");
-                Some(DirectRows {
-                    file: DirectFile::open(path, engine)?,
-                    data_offset,
-                })
-            }
-            _ => None,
+        let Location::Mmap { path, .. } = &table.spec().location else {
+            unreachable!("checked above")
         };
+        let rows = table.rows();
+        let rb = table.row_bytes();
+        let _g = category_scope(Category::Cache);
+        // Slots in file order, so the fill reads the file front to back into the cache.
+        let mut sorted = hot.to_vec();
+        sorted.sort_unstable();
+        if let Some(&bad) = sorted.last().filter(|&&v| v as usize >= rows) {
+            return Err(StoreError::Invalid(format!(
+                "cached row {bad} is not below {rows}"
+            )));
+        }
+        if let Some(twice) = sorted.windows(2).find(|pair| pair[0] == pair[1]) {
+            return Err(StoreError::Invalid(format!(
+                "row {} is cached twice",
+                twice[0]
+            )));
+        }
+        let mut slot = vec![NOT_CACHED; rows];
+        for (k, &v) in sorted.iter().enumerate() {
+            slot[v as usize] = k as u32;
+        }
+        let row_elems = table.shape().get(1).copied().unwrap_or(1);
+        let files = RowFiles::open(std::slice::from_ref(path), row_elems, table.dtype())?;
+        let (_, data_offset) = files.single().expect("one file");
+        let engine = match reads {
+            MissReads::Direct(engine) => engine,
+            MissReads::Mapped => None,
+        };
+        let file = DirectFile::open(path, engine)?;
+        let started = std::time::Instant::now();
+        let mut cached = vec![0u8; sorted.len() * rb];
+        fill_rows(&file, data_offset, rb, &sorted, &mut cached)?;
+        let fill_seconds = started.elapsed().as_secs_f64();
+        let direct =
+            matches!(reads, MissReads::Direct(_)).then_some(DirectRows { file, data_offset });
         Ok(HotRows {
             table,
             slot,
@@ -116,6 +126,7 @@ impl HotRows {
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             rows_read: AtomicU64::new(0),
+            fill_seconds,
         })
     }
 
@@ -140,6 +151,11 @@ impl HotRows {
             self.hits.load(Ordering::Relaxed),
             self.misses.load(Ordering::Relaxed),
         )
+    }
+
+    /// Seconds the cache took to fill when it was made.
+    pub fn fill_seconds(&self) -> f64 {
+        self.fill_seconds
     }
 
     /// Distinct rows read from the file so far (each batch reads a missing row once, however
@@ -220,6 +236,59 @@ impl HotRows {
             })
         }
     }
+}
+
+/// Rows read per call of the fill: a few MiB of ranges at a time, however many rows are hot.
+const FILL_ROWS: usize = 1 << 16;
+
+/// The fill's calls in flight at once: a call waits for its last read before copying out,
+/// and a second call keeps the disk busy meanwhile.
+const FILL_STREAMS: usize = 2;
+
+/// The longest gap between two hot rows that the fill reads through rather than skips: a
+/// read of its own costs about what reading 32 KiB more does on a disk of 1 GB/s and 40k
+/// reads per second (bench/RESULTS.md), and most disks trade the two alike.
+const FILL_GAP: u64 = 32 << 10;
+
+/// Reads rows `sorted` (ascending) of `file`, whose row 0 starts at `data_offset`, into
+/// `out` one after the other: long sequential reads past the page cache, where the hot rows
+/// lie close together, instead of a page fault or a short read per row.
+fn fill_rows(
+    file: &DirectFile,
+    data_offset: u64,
+    row_bytes: usize,
+    sorted: &[u32],
+    out: &mut [u8],
+) -> Result<()> {
+    let chunks = std::sync::Mutex::new(
+        sorted
+            .chunks(FILL_ROWS)
+            .zip(out.chunks_mut(FILL_ROWS * row_bytes.max(1))),
+    );
+    let read_chunks = || -> Result<()> {
+        loop {
+            let next = chunks.lock().unwrap_or_else(|e| e.into_inner()).next();
+            let Some((rows, out)) = next else {
+                return Ok(());
+            };
+            let ranges: Vec<_> = rows
+                .iter()
+                .map(|&v| {
+                    let at = data_offset + v as u64 * row_bytes as u64;
+                    at..at + row_bytes as u64
+                })
+                .collect();
+            file.read_ranges_bridging(&ranges, out, FILL_GAP)?;
+        }
+    };
+    std::thread::scope(|s| {
+        let streams: Vec<_> = (0..FILL_STREAMS).map(|_| s.spawn(read_chunks)).collect();
+        streams
+            .into_iter()
+            .map(|t| t.join().expect("a fill thread panicked"))
+            .collect::<Result<Vec<()>>>()
+    })?;
+    Ok(())
 }
 
 /// Asks the kernel to start reading the pages of rows `rows` of the mapped `file` (rows of

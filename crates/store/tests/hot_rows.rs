@@ -107,3 +107,19 @@ fn a_cache_of_every_row_never_reads_the_file() {
     assert_eq!(cache.rows_read(), 0);
     assert_eq!(cache.hits_and_misses(), (rows as u64, 0));
 }
+
+#[test]
+fn a_cache_refuses_a_row_twice_or_past_the_table() {
+    let (rows, dim) = (50, 4);
+    let file = NpyFile::new("refused", rows, dim);
+    for (hot, want) in [
+        (vec![3u32, 9, 3], "row 3 is cached twice"),
+        (vec![2u32, 50], "cached row 50 is not below 50"),
+    ] {
+        let err = HotRows::new(mapped(&file.0, rows, dim), &hot, MissReads::Mapped)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(err.contains(want), "{err}");
+    }
+}
