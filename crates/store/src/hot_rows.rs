@@ -66,12 +66,14 @@ impl HotRows {
     /// range), copied from it now, and reads the others as `reads` says. The cache's memory
     /// is charged to [`Category::Cache`].
     pub fn new(table: StoreTensor, hot: &[u32], reads: MissReads) -> Result<HotRows> {
-        if table.spec().layout != Layout::Continuous
-            || !matches!(table.spec().location, Location::Mmap { .. })
-        {
-            return Err(StoreError::Invalid(
-                "a row cache reads a Continuous table mapped from a file".into(),
-            ));
+        let refused = || {
+            StoreError::Invalid("a row cache reads a Continuous table mapped from a file".into())
+        };
+        let Location::Mmap { path, .. } = &table.spec().location else {
+            return Err(refused());
+        };
+        if table.spec().layout != Layout::Continuous {
+            return Err(refused());
         }
         if hot.len() >= NOT_CACHED as usize {
             return Err(StoreError::Invalid(format!(
@@ -80,9 +82,6 @@ impl HotRows {
                 NOT_CACHED - 1
             )));
         }
-        let Location::Mmap { path, .. } = &table.spec().location else {
-            unreachable!("checked above")
-        };
         let rows = table.rows();
         let rb = table.row_bytes();
         let _g = category_scope(Category::Cache);
@@ -283,12 +282,11 @@ fn fill_rows(
     };
     std::thread::scope(|s| {
         let streams: Vec<_> = (0..FILL_STREAMS).map(|_| s.spawn(read_chunks)).collect();
+        // The scope joins any stream left when one fails.
         streams
             .into_iter()
-            .map(|t| t.join().expect("a fill thread panicked"))
-            .collect::<Result<Vec<()>>>()
-    })?;
-    Ok(())
+            .try_for_each(|t| t.join().expect("a fill thread panicked"))
+    })
 }
 
 /// Asks the kernel to start reading the pages of rows `rows` of the mapped `file` (rows of
