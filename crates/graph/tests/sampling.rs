@@ -8,8 +8,8 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, Local};
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{
-    below, uniform_positions, weighted_positions, Block, CsrSource, NeighborSource, Sampler,
-    SamplerKind,
+    below, uniform_positions, weighted_positions, Block, CsrSource, NeighborSource, Relabeler,
+    Sampler, SamplerKind,
 };
 use graphloom_graph::{Csr, StoreGraph};
 use graphloom_store::{Layout, Location};
@@ -193,6 +193,43 @@ fn uniform_positions_are_floyds_choice_at_every_degree() {
                 );
             }
         }
+    }
+}
+
+#[test]
+fn relabeling_numbers_nodes_in_order_of_first_appearance_and_forgets_them() {
+    // Against a map filled one node at a time: node lists with many repeats (ids below 300),
+    // most after a frontier of distinct nodes inserted one by one, over rounds that reuse
+    // the table after `finish`.
+    let key = RngKey::new(3, 0, 11);
+    let mut relabel = Relabeler::new(300);
+    for round in 0..50u64 {
+        let frontier: Vec<u32> = (0..round % 7)
+            .map(|i| (round * 31 + i * 17) as u32 % 300)
+            .collect();
+        let len = 1 + key.row(round).bits(0) as usize % 2000;
+        let nodes: Vec<u32> = (0..len)
+            .map(|i| below(300, key.row(round).bits(i as u64 + 1)) as u32)
+            .collect();
+        let mut expected_ids = HashMap::new();
+        let mut expected_order = Vec::new();
+        let mut number = |node: u32| {
+            let next = expected_ids.len() as u32;
+            *expected_ids.entry(node).or_insert_with(|| {
+                expected_order.push(node);
+                next
+            })
+        };
+        for &v in &frontier {
+            assert_eq!(
+                relabel.insert(v),
+                number(v),
+                "round {round}, frontier node {v}"
+            );
+        }
+        let expected: Vec<u32> = nodes.iter().map(|&v| number(v)).collect();
+        assert_eq!(relabel.insert_all(&nodes), expected, "round {round}");
+        assert_eq!(relabel.finish(), expected_order, "round {round}");
     }
 }
 

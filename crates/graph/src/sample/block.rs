@@ -102,18 +102,28 @@ impl Relabeler {
     }
 
     /// The local ids of `nodes`, appending the new ones in order.
+    ///
+    /// Whether a node is new is not a branch: in a sampled hop about half the neighbours are
+    /// seen for the first time, in no order a predictor can learn. Each node is appended and
+    /// its slot written unconditionally, and the append is kept only when the node was new.
     pub fn insert_all(&mut self, nodes: &[NodeId]) -> Vec<u32> {
-        nodes
-            .iter()
-            .enumerate()
-            .map(|(i, &node)| {
-                // The table is as large as the graph, and the nodes are scattered over it.
-                if let Some(&ahead) = nodes.get(i + INSERT_PREFETCH) {
-                    prefetch_at(&self.local, ahead as usize);
-                }
-                self.insert(node)
-            })
-            .collect()
+        // Room for every node to be new, so that appending never reallocates in the loop.
+        self.nodes.reserve(nodes.len());
+        let mut local_ids = Vec::with_capacity(nodes.len());
+        for (i, &node) in nodes.iter().enumerate() {
+            // The table is as large as the graph, and the nodes are scattered over it.
+            if let Some(&ahead) = nodes.get(i + INSERT_PREFETCH) {
+                prefetch_at(&self.local, ahead as usize);
+            }
+            let seen = self.nodes.len();
+            self.nodes.push(node);
+            let slot = &mut self.local[node as usize];
+            let new = *slot == UNSET;
+            *slot = std::hint::select_unpredictable(new, seen as u32, *slot);
+            self.nodes.truncate(seen + usize::from(new));
+            local_ids.push(*slot);
+        }
+        local_ids
     }
 
     /// The nodes seen so far, in order.

@@ -23,6 +23,8 @@ pub fn below(n: usize, bits: u64) -> usize {
 pub fn uniform_positions(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
     if degree <= k {
         out.extend(0..degree as u32);
+    } else if degree <= 64 {
+        floyd_word(degree, k, draws, out);
     } else if degree <= BITMAP_DEGREE {
         floyd_bitmap(degree, k, draws, out);
     } else {
@@ -33,21 +35,44 @@ pub fn uniform_positions(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u
 /// The largest degree whose kept positions [`floyd_bitmap`] marks in a bitmap on the stack.
 const BITMAP_DEGREE: usize = 512;
 
+/// Floyd's algorithm on a neighbourhood of at most 64: the kept positions are the bits of one
+/// word held in a register.
+///
+/// A draw already kept becomes `j` by arithmetic on the bits, not a branch: when `k` is near
+/// the degree (15 of 20, a first hop on the bench's graph) nearly half the draws collide, at
+/// random, and a mispredicted branch cost more than the draw. With the bits in memory each
+/// draw also waited for the last one's store.
+fn floyd_word(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
+    let mut kept = 0u64;
+    for j in degree - k..degree {
+        let t = below(j + 1, draws.bits(j as u64));
+        // Keep t, and j too when t was kept already (j is above every kept position, so new);
+        // setting t's bit again changes nothing.
+        let taken = (kept >> t) & 1;
+        kept |= (1u64 << t) | (taken << j);
+    }
+    push_positions(&[kept], out);
+}
+
 /// Floyd's algorithm with the kept positions as bits: each membership test is one bit, and
-/// reading the bits in order yields the positions sorted, with no sort.
+/// reading the bits in order yields the positions sorted, with no sort. A collision is
+/// resolved without a branch, as in [`floyd_word`].
 fn floyd_bitmap(degree: usize, k: usize, draws: RowKey, out: &mut Vec<u32>) {
     let mut kept = [0u64; BITMAP_DEGREE / 64];
     for j in degree - k..degree {
         let t = below(j + 1, draws.bits(j as u64));
-        let (word, bit) = (t / 64, 1u64 << (t % 64));
-        if kept[word] & bit == 0 {
-            kept[word] |= bit;
-        } else {
-            // j is above every position kept so far, so it is new.
-            kept[j / 64] |= 1u64 << (j % 64);
-        }
+        // As in `floyd_word`: keep t, and j too when t was kept already.
+        let taken = (kept[t / 64] >> (t % 64)) & 1;
+        kept[t / 64] |= 1u64 << (t % 64);
+        kept[j / 64] |= taken << (j % 64);
     }
-    for (w, &bits) in kept[..degree.div_ceil(64)].iter().enumerate() {
+    push_positions(&kept[..degree.div_ceil(64)], out);
+}
+
+/// Appends the positions of the set bits of `words` (bit `b` of word `w` is position
+/// `64 w + b`), in increasing order.
+fn push_positions(words: &[u64], out: &mut Vec<u32>) {
+    for (w, &bits) in words.iter().enumerate() {
         let mut bits = bits;
         while bits != 0 {
             out.push((w * 64) as u32 + bits.trailing_zeros());

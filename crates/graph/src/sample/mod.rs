@@ -281,29 +281,29 @@ impl Sampler {
             ));
         }
         Fanouts::check(fanouts)?;
-        let mut frontier = seeds.to_vec();
-        let mut blocks = Vec::with_capacity(fanouts.len());
+        let mut blocks: Vec<Block> = Vec::with_capacity(fanouts.len());
         for (hop, &f) in fanouts.iter().enumerate() {
+            // The seeds, then each block's sources (the destinations of the next block out).
+            let frontier = blocks.last().map_or(seeds, |b| &b.src_nodes[..]);
             let fanout = (f >= 0).then_some(f as usize);
             let key = RngKey::new(seed, epoch, SAMPLE_PURPOSE + hop as u64);
-            let hop_sample = source.sample_hop(&frontier, fanout, kind, key)?;
-            for &v in &frontier {
+            let hop_sample = source.sample_hop(frontier, fanout, kind, key)?;
+            for &v in frontier {
                 self.relabel.insert(v);
             }
             if self.relabel.nodes().len() != frontier.len() {
                 self.relabel.finish();
                 return Err(Error::argument("seeds", "seed nodes must be distinct"));
             }
+            let num_dst = frontier.len();
             let col_idx = self.relabel.insert_all(&hop_sample.neighbors);
-            let src_nodes = self.relabel.finish();
             blocks.push(Block {
-                num_dst: frontier.len(),
-                src_nodes: src_nodes.clone(),
+                num_dst,
+                src_nodes: self.relabel.finish(),
                 row_ptr: hop_sample.offsets,
                 col_idx,
                 edge_ids: hop_sample.edge_ids,
             });
-            frontier = src_nodes;
         }
         blocks.reverse();
         Ok(blocks)
