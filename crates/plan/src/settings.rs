@@ -50,8 +50,9 @@ impl Choice for FeaturesLocation {
 /// and does not hold in its row cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FeatureReads {
-    /// `direct` when the feature file is larger than half the memory this process may use
-    /// (the page cache could not keep it beside the run), else `mapped`.
+    /// `mapped` when the page cache can keep every row that may miss (the rows of nodes with
+    /// an in-edge, less the cache's) beside the run's predicted memory and the mapped graph,
+    /// else `direct`.
     Auto,
     /// Each batch's missing rows in one batch of `O_DIRECT` reads (io_uring, or a pread pool
     /// where the kernel gives none): no page faults, no page cache.
@@ -356,8 +357,9 @@ pub struct TrainSettings {
     pub feature_cache_gib: Option<f64>,
     /// Mini-batch with --features-location mmap: how rows outside the cache are read: direct
     /// (O_DIRECT reads of each batch's rows at once, past the page cache), mapped (page
-    /// faults through the page cache) or auto (direct when node_feat.npy is larger than half
-    /// the memory this process may use) [default: auto].
+    /// faults through the page cache) or auto (mapped when the page cache can keep every row
+    /// that may miss beside the run and the mapped graph, else direct; the plan's log says
+    /// which) [default: auto].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<FeatureReads>()))]
     pub feature_reads: Option<FeatureReads>,
     /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB

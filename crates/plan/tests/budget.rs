@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use graphloom_graph::convert::synthetic::SyntheticConfig;
 use graphloom_graph::sample::Fanouts;
-use graphloom_plan::{flag_of, FeaturesLocation, MiniBatchPlan, Plan, TrainSettings};
+use graphloom_plan::{flag_of, FeatureReads, FeaturesLocation, MiniBatchPlan, Plan, TrainSettings};
 mod common;
 use common::{dataset_and_parts, Scratch};
 
@@ -235,4 +235,40 @@ fn flags_given_win_over_the_division_or_break_the_budget() {
             e.render(&flag_of)
         );
     }
+}
+
+#[test]
+fn rows_that_may_miss_are_read_through_the_page_cache_when_it_can_keep_them() {
+    // 20 MB of features beside a machine's memory: the page cache keeps every row that may
+    // miss, so `auto` maps them, and the plan says why; a choice the user makes stands.
+    let (_root, ds, _) = dataset("reads");
+    let on_disk = |reads: Option<FeatureReads>| {
+        mini_plan(TrainSettings {
+            features_location: Some(FeaturesLocation::Mmap),
+            feature_cache_gib: Some(0.005),
+            feature_reads: reads,
+            ..mini(&ds, None)
+        })
+    };
+    let auto = on_disk(None);
+    assert_eq!(auto.feature_reads, FeatureReads::Mapped);
+    let why = auto
+        .memory
+        .lines()
+        .into_iter()
+        .find(|l| l.contains("read through the page cache"))
+        .unwrap_or_else(|| panic!("no reason given: {:?}", auto.memory.lines()));
+    // The rows that may miss: the nodes with an in-edge less the cache's 5 MiB of rows.
+    assert!(why.contains("GiB of rows that may miss"), "{why}");
+    assert_eq!(
+        on_disk(Some(FeatureReads::Direct)).feature_reads,
+        FeatureReads::Direct
+    );
+    assert_eq!(
+        on_disk(Some(FeatureReads::Mapped)).feature_reads,
+        FeatureReads::Mapped
+    );
+    // Features in memory read no rows from the file.
+    let host = mini_plan(mini(&ds, None));
+    assert!(!host.memory.lines().iter().any(|l| l.contains("page cache")));
 }
