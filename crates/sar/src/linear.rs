@@ -6,6 +6,7 @@ use bytemuck::Pod;
 use graphloom_nn::kernels::aggregate::{
     gcn_inverse_sqrt_degree, LinearAggregation, PREFETCH_DISTANCE,
 };
+use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, Tensor, Var};
 
@@ -140,30 +141,36 @@ impl RingAggregation {
                 // Every coefficient is 1 without edge weights and source scales: add the rows
                 // as they are (the same bits: 1 * h is h).
                 let unit = shard.weight.is_empty() && self.norm != Normalisation::Gcn;
+                // Each destination's sum in the AVX2 copy of the loop (the same bits).
                 for_each_destination(shard, &mut acc, cols, |i, out| {
-                    for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
-                        if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
-                            let r = row_of(ahead);
-                            prefetch(&sources[r * cols..(r + 1) * cols]);
-                        }
-                        let row = row_of(shard.src[e]);
-                        let h = &sources[row * cols..(row + 1) * cols];
-                        if unit {
-                            for (o, &h) in out.iter_mut().zip(h) {
-                                *o += h.to_acc();
+                    with_simd(
+                        #[inline(always)]
+                        || {
+                            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                                if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                                    let r = row_of(ahead);
+                                    prefetch(&sources[r * cols..(r + 1) * cols]);
+                                }
+                                let row = row_of(shard.src[e]);
+                                let h = &sources[row * cols..(row + 1) * cols];
+                                if unit {
+                                    for (o, &h) in out.iter_mut().zip(h) {
+                                        *o += h.to_acc();
+                                    }
+                                    continue;
+                                }
+                                let w = shard.weight_of(e);
+                                let c = if from == own {
+                                    <A<T>>::from_f64(w * self.source(row).0)
+                                } else {
+                                    <A<T>>::from_f64(w)
+                                };
+                                for (o, &h) in out.iter_mut().zip(h) {
+                                    *o += c * h.to_acc();
+                                }
                             }
-                            continue;
-                        }
-                        let w = shard.weight_of(e);
-                        let c = if from == own {
-                            <A<T>>::from_f64(w * self.source(row).0)
-                        } else {
-                            <A<T>>::from_f64(w)
-                        };
-                        for (o, &h) in out.iter_mut().zip(h) {
-                            *o += c * h.to_acc();
-                        }
-                    }
+                        },
+                    )
                 });
             }
             if ex.mode.keeps_halos() && from != own {
@@ -174,21 +181,26 @@ impl RingAggregation {
         ex.pass(Direction::Out, produce, consume)
             .map_err(comm_error)?;
         // Every row on its own, in place: in parallel, the same bits as in order.
-        self.for_each_row(&mut acc, cols, |v, row| {
-            let (s, self_loop) = self.source(v);
-            let scale = <A<T>>::from_f64(self.scale(v));
-            let own = &xs[v * cols..(v + 1) * cols];
-            if self_loop {
-                let s = <A<T>>::from_f64(s);
-                for (a, &x) in row.iter_mut().zip(own) {
-                    *a = scale * (*a + s * x.to_acc());
+        self.for_each_row(
+            &mut acc,
+            cols,
+            #[inline(always)]
+            |v, row| {
+                let (s, self_loop) = self.source(v);
+                let scale = <A<T>>::from_f64(self.scale(v));
+                let own = &xs[v * cols..(v + 1) * cols];
+                if self_loop {
+                    let s = <A<T>>::from_f64(s);
+                    for (a, &x) in row.iter_mut().zip(own) {
+                        *a = scale * (*a + s * x.to_acc());
+                    }
+                } else {
+                    for a in row.iter_mut() {
+                        *a = scale * *a;
+                    }
                 }
-            } else {
-                for a in row.iter_mut() {
-                    *a = scale * *a;
-                }
-            }
-        });
+            },
+        );
         into_tensor::<T>(acc, rows, cols)
     }
 
@@ -217,33 +229,40 @@ impl RingAggregation {
         split_rows(out, cols, &bounds)
             .into_par_iter()
             .for_each(|(first, piece)| {
-                let end = first + piece.len() / cols;
-                for (i, &dst) in shard.dst.iter().enumerate() {
-                    let dst = dst as usize;
-                    let s = self.scale(dst);
-                    let gd = &grad[dst * cols..(dst + 1) * cols];
-                    for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
-                        // The row a few edges ahead is read and written at random: ask for it
-                        // now (a hint, no effect on results).
-                        if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
-                            let ahead = row_of(ahead as usize);
-                            if (first..end).contains(&ahead) {
-                                prefetch(
-                                    &piece[(ahead - first) * cols..(ahead - first + 1) * cols],
-                                );
+                with_simd(
+                    #[inline(always)]
+                    || {
+                        let end = first + piece.len() / cols;
+                        for (i, &dst) in shard.dst.iter().enumerate() {
+                            let dst = dst as usize;
+                            let s = self.scale(dst);
+                            let gd = &grad[dst * cols..(dst + 1) * cols];
+                            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
+                                // The row a few edges ahead is read and written at random: ask for it
+                                // now (a hint, no effect on results).
+                                if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                                    let ahead = row_of(ahead as usize);
+                                    if (first..end).contains(&ahead) {
+                                        prefetch(
+                                            &piece[(ahead - first) * cols
+                                                ..(ahead - first + 1) * cols],
+                                        );
+                                    }
+                                }
+                                let row = row_of(shard.src[e] as usize);
+                                if row < first || row >= end {
+                                    continue;
+                                }
+                                let c = T::Acc::from_f64(s * shard.weight_of(e));
+                                let target =
+                                    &mut piece[(row - first) * cols..(row - first + 1) * cols];
+                                for (h, &v) in target.iter_mut().zip(gd) {
+                                    *h += c * v.to_acc();
+                                }
                             }
                         }
-                        let row = row_of(shard.src[e] as usize);
-                        if row < first || row >= end {
-                            continue;
-                        }
-                        let c = T::Acc::from_f64(s * shard.weight_of(e));
-                        let target = &mut piece[(row - first) * cols..(row - first + 1) * cols];
-                        for (h, &v) in target.iter_mut().zip(gd) {
-                            *h += c * v.to_acc();
-                        }
-                    }
-                }
+                    },
+                )
             });
     }
 
@@ -288,21 +307,26 @@ impl RingAggregation {
         self.exchange
             .pass(Direction::Back, produce, consume)
             .map_err(comm_error)?;
-        self.for_each_row(&mut acc, cols, |v, row| {
-            let (s, self_loop) = self.source(v);
-            let s = <A<T>>::from_f64(s);
-            let own = &grad[v * cols..(v + 1) * cols];
-            if self_loop {
-                let scale = <A<T>>::from_f64(self.scale(v));
-                for (a, &gv) in row.iter_mut().zip(own) {
-                    *a = s * (*a + scale * gv.to_acc());
+        self.for_each_row(
+            &mut acc,
+            cols,
+            #[inline(always)]
+            |v, row| {
+                let (s, self_loop) = self.source(v);
+                let s = <A<T>>::from_f64(s);
+                let own = &grad[v * cols..(v + 1) * cols];
+                if self_loop {
+                    let scale = <A<T>>::from_f64(self.scale(v));
+                    for (a, &gv) in row.iter_mut().zip(own) {
+                        *a = s * (*a + scale * gv.to_acc());
+                    }
+                } else {
+                    for a in row.iter_mut() {
+                        *a = s * *a;
+                    }
                 }
-            } else {
-                for a in row.iter_mut() {
-                    *a = s * *a;
-                }
-            }
-        });
+            },
+        );
         into_tensor::<T>(acc, rows, cols)
     }
 
@@ -320,7 +344,7 @@ impl RingAggregation {
         out.par_chunks_mut(cols)
             .enumerate()
             .with_min_len(256)
-            .for_each(|(v, row)| f(v, row));
+            .for_each(|(v, row)| with_simd(|| f(v, row)));
     }
 }
 
