@@ -455,8 +455,8 @@ fn auto_miss_reads(
 ) -> (FeatureReads, String) {
     let d = ds.data();
     // Rows as the file stores them (a bf16 file's are half an f32 row).
-    let element = DType::parse(&d.meta.feat_dtype).map_or(4, |t| t.size_in_bytes());
-    let row_bytes = (d.meta.feat_dim * element) as u64;
+    let file_dtype = DType::parse(&d.meta.feat_dtype).unwrap_or(DType::F32);
+    let row_bytes = (d.meta.feat_dim * file_dtype.size_in_bytes()) as u64;
     let cached_rows = (cache_gib.unwrap_or(0.0) * (1u64 << 30) as f64) as u64 / row_bytes.max(1);
     // Rows a sample can reach: the nodes with an in-edge (all of them in a graph stored both
     // ways; in a directed one, an estimate), less those the cache holds.

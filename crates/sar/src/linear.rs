@@ -330,7 +330,9 @@ impl RingAggregation {
         into_tensor::<T>(acc, rows, cols)
     }
 
-    /// Runs `f(v, row)` for every row `v` of `out` (rows of `cols`), in parallel.
+    /// Runs `f(v, row)` for every row `v` of `out` (rows of `cols`), in parallel, in the AVX2
+    /// copy of the loop where the processor has it: mark `f` `#[inline(always)]` so that it is
+    /// compiled into that copy (see `with_simd`).
     fn for_each_row<T: Send>(
         &self,
         out: &mut [T],
