@@ -31,9 +31,9 @@ use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, V
 use rayon::prelude::*;
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
-use crate::graph::for_each_destination;
+use crate::graph::{fill_every_row, for_each_destination};
 use crate::linear::check_rows;
-use crate::{comm_error, scratch, PartGraph};
+use crate::{comm_error, empty_scratch, PartGraph};
 
 mod backward;
 use backward::Grads;
@@ -142,7 +142,8 @@ impl AttentionOp {
     }
 
     /// Calls `edge(u_id, src, hu, elu)` for every in-edge of destination `i` of part `from`'s
-    /// shard (`src` the source's position in the part's halo, `hu` and `elu` its rows),
+    /// shard (`src` the source's position in the part's halo, or its row in the own part;
+    /// `hu` and `elu` its rows),
     /// skipping self-loops, which are added separately. A few edges ahead it prefetches the
     /// source's rows and calls `ahead_hook(row)` with the source's row (own row or halo position),
     /// for the caller to prefetch what its `edge` will write.
@@ -167,9 +168,8 @@ impl AttentionOp {
                 let ahead = ahead as usize;
                 match sources {
                     Sources::Own => {
-                        let u = g.send[from][ahead] as usize;
-                        prefetch(&x.h[u * w..(u + 1) * w]);
-                        ahead_hook(u);
+                        prefetch(&x.h[ahead * w..(ahead + 1) * w]);
+                        ahead_hook(ahead);
                     }
                     Sources::Halo(halo) => {
                         prefetch(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
@@ -180,11 +180,12 @@ impl AttentionOp {
             let src = shard.src[e] as usize;
             match sources {
                 Sources::Own => {
-                    let u = g.send[from][src] as usize;
+                    // The own shard's sources are rows.
+                    let u = src;
                     if u != v {
                         let (hu, elu) =
                             (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
-                        edge(ids[src], src, hu, elu);
+                        edge(g.ids[u], u, hu, elu);
                     }
                 }
                 Sources::Halo(halo) => {
@@ -256,10 +257,7 @@ impl AttentionOp {
         let slope = <A<T>>::from_f64(self.att.negative_slope);
         // Per destination: the unnormalised output, then the running max and sum per head.
         let sw = w + 2 * heads;
-        let mut state = scratch::<A<T>>(rows * sw);
-        for row in state.chunks_mut(sw) {
-            row[w..w + heads].fill(<A<T>>::NEG_INFINITY);
-        }
+        let mut state = empty_scratch::<A<T>>(rows * sw);
         let mut kept: Vec<Option<Message>> =
             (0..self.att.exchange.comm.size()).map(|_| None).collect();
         let keep = self.att.exchange.mode.keeps_halos();
@@ -268,11 +266,6 @@ impl AttentionOp {
             let g = this.graph();
             let ids = &g.ids;
             let own = g.index;
-            // Each node's self-loop first.
-            state.par_chunks_mut(sw).enumerate().for_each(|(v, row)| {
-                let (hv, elv) = (&x.h[v * w..(v + 1) * w], &x.el[v * heads..(v + 1) * heads]);
-                this.update(&x, slope, v, row, ids[v], hv, elv)
-            });
             let ex = &this.att.exchange;
             let produce = |to: usize| {
                 Ok(if to == own {
@@ -282,13 +275,36 @@ impl AttentionOp {
                 })
             };
             let consume = |from: usize, message: Message| {
+                if from == own {
+                    // The own part comes first (see `Exchange::pass`), and writes every row:
+                    // its running maxima at -inf, its self-loop, then its in-edges from the own
+                    // part (the own shard's destinations are its rows), in the AVX2 copy.
+                    let ptr = &g.shards[own].ptr;
+                    fill_every_row(ptr, sw, &mut state.values, |v, _, row| {
+                        with_simd(
+                            #[inline(always)]
+                            || {
+                                row[w..w + heads].fill(<A<T>>::NEG_INFINITY);
+                                let hv = &x.h[v * w..(v + 1) * w];
+                                let elv = &x.el[v * heads..(v + 1) * heads];
+                                this.update(&x, slope, v, row, ids[v], hv, elv);
+                                this.edges_of(
+                                    own,
+                                    v,
+                                    &x,
+                                    Sources::Own,
+                                    &|_| (),
+                                    #[inline(always)]
+                                    |u, _, hu, elu| this.update(&x, slope, v, row, u, hu, elu),
+                                );
+                            },
+                        )
+                    });
+                    return Ok(());
+                }
                 {
                     let halo = message.values::<T>();
-                    let sources = if from == own {
-                        Sources::Own
-                    } else {
-                        Sources::Halo(&halo)
-                    };
+                    let sources = Sources::Halo(&halo);
                     let shard = &g.shards[from];
                     for_each_destination(shard, &mut state, sw, |i, row| {
                         with_simd(
@@ -308,7 +324,7 @@ impl AttentionOp {
                         )
                     });
                 }
-                if keep && from != own {
+                if keep {
                     kept[from] = Some(message);
                 }
                 Ok(())
@@ -316,20 +332,26 @@ impl AttentionOp {
             ex.pass(Direction::Out, produce, consume)
                 .map_err(comm_error)?;
         }
-        let mut out = graphloom_tensor::alloc::zeros::<T>(rows * w);
-        out.par_chunks_mut(w.max(1))
-            .zip(state.par_chunks(sw))
-            .for_each(|(o, st)| {
-                let (acc, z) = (&st[..w], &st[w + heads..]);
-                for k in 0..heads {
-                    for (d, &a) in o[k * c..(k + 1) * c]
-                        .iter_mut()
-                        .zip(&acc[k * c..(k + 1) * c])
-                    {
-                        *d = T::from_acc(a / z[k]);
+        // Every row of the output is written here, so it is not zeroed first.
+        let mut out = graphloom_tensor::alloc::with_capacity::<T>(rows * w);
+        if w > 0 {
+            out.spare_capacity_mut()[..rows * w]
+                .par_chunks_mut(w)
+                .zip(state.par_chunks(sw))
+                .for_each(|(o, st)| {
+                    let (acc, z) = (&st[..w], &st[w + heads..]);
+                    for k in 0..heads {
+                        for (d, &a) in o[k * c..(k + 1) * c]
+                            .iter_mut()
+                            .zip(&acc[k * c..(k + 1) * c])
+                        {
+                            d.write(T::from_acc(a / z[k]));
+                        }
                     }
-                }
-            });
+                });
+        }
+        // SAFETY: every column of every row was written above (none when `w` is 0).
+        unsafe { out.set_len(rows * w) };
         let stats: Vec<f64> = state
             .chunks(sw)
             .flat_map(|st| {

@@ -71,12 +71,18 @@ impl<A: Real> Drop for Scratch<A> {
 /// A [`Scratch`] of `n` zeros.
 fn scratch<A: Real>(n: usize) -> Scratch<A> {
     use rayon::prelude::*;
+    let mut s = empty_scratch(n);
+    s.values.par_extend(rayon::iter::repeat_n(A::ZERO, n));
+    s
+}
+
+/// A [`Scratch`] with room for `n` values and none in it yet, charged for all `n`: for a pass
+/// that writes every value itself (see `graph::fill_every_row`).
+fn empty_scratch<A: Real>(n: usize) -> Scratch<A> {
     let _g = graphloom_tensor::memory::category_scope(graphloom_tensor::Category::Activations);
     let charge = graphloom_tensor::memory::Charge::new(n * std::mem::size_of::<A>());
-    let mut values = graphloom_tensor::alloc::with_capacity(n);
-    values.par_extend(rayon::iter::repeat_n(A::ZERO, n));
     Scratch {
-        values,
+        values: graphloom_tensor::alloc::with_capacity(n),
         _charge: charge,
     }
 }

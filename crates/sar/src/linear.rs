@@ -1,18 +1,22 @@
 //! [`RingAggregation`]: sum, mean and GCN's normalisation over a graph split into parts.
 
-use std::sync::{Arc, Mutex};
+use std::ops::Range;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use bytemuck::Pod;
 use graphloom_nn::kernels::aggregate::{
     gcn_inverse_sqrt_degree, LinearAggregation, PREFETCH_DISTANCE,
 };
 use graphloom_tensor::kernels::simd::with_simd;
+use graphloom_tensor::memory::{category_scope, Charge};
 use graphloom_tensor::prefetch::prefetch;
-use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::{
+    with_float, BackwardCtx, Category, Element, Float, Op, Real, Tape, Tensor, Var,
+};
 
 use crate::exchange::{Direction, Exchange, Message};
-use crate::graph::for_each_destination;
-use crate::{comm_error, scratch, PartGraph, Scratch};
+use crate::graph::{fill_every_row, for_each_destination};
+use crate::{comm_error, empty_scratch, scratch, PartGraph, Scratch};
 use graphloom_nn::split_rows;
 
 /// How a destination's sum is normalised.
@@ -38,12 +42,50 @@ pub enum Normalisation {
 pub struct RingAggregation {
     exchange: Arc<Exchange>,
     norm: Normalisation,
+    /// Each row's factor, made on first use (empty for the plain sum).
+    factors: Arc<OnceLock<RowFactors>>,
+}
+
+/// The factor of each local row's sum: `1 / degree` for the mean, `degree^-1/2` for GCN,
+/// which is also the factor a GCN row is sent with. Computed once, because the backward pass
+/// reads them at random, once per edge; charged to the worker's graph memory.
+struct RowFactors {
+    values: Vec<f64>,
+    _charge: Charge,
 }
 
 impl RingAggregation {
     /// The aggregation of this worker over its exchange's graph.
     pub fn new(exchange: Arc<Exchange>, norm: Normalisation) -> Self {
-        RingAggregation { exchange, norm }
+        RingAggregation {
+            exchange,
+            norm,
+            factors: Arc::default(),
+        }
+    }
+
+    /// Each row's factor (see [`RowFactors`]), made on the first call: a worker whose model
+    /// never aggregates linearly (GAT) holds none.
+    #[inline(always)]
+    fn factors(&self) -> &[f64] {
+        &self
+            .factors
+            .get_or_init(|| {
+                let g = self.graph();
+                let values: Vec<f64> = match self.norm {
+                    Normalisation::Sum => Vec::new(),
+                    Normalisation::Mean => (g.degree.iter())
+                        .map(|&d| if d == 0.0 { 0.0 } else { 1.0 / d })
+                        .collect(),
+                    Normalisation::Gcn => (g.degree.iter().zip(&g.has_loop))
+                        .map(|(&d, &has_loop)| gcn_inverse_sqrt_degree(d, has_loop))
+                        .collect(),
+                };
+                let _g = category_scope(Category::Graph);
+                let _charge = Charge::new(values.len() * std::mem::size_of::<f64>());
+                RowFactors { values, _charge }
+            })
+            .values
     }
 
     fn graph(&self) -> &PartGraph {
@@ -51,29 +93,37 @@ impl RingAggregation {
     }
 
     /// The factor of destination row `v`'s sum.
+    #[inline(always)]
     fn scale(&self, v: usize) -> f64 {
         match self.norm {
             Normalisation::Sum => 1.0,
-            Normalisation::Mean => match self.graph().degree[v] {
-                0.0 => 0.0,
-                d => 1.0 / d,
-            },
-            Normalisation::Gcn => self.gcn_dinv(v),
+            Normalisation::Mean | Normalisation::Gcn => self.factors()[v],
         }
     }
 
-    /// GCN's `degree^-1/2` of row `v`, the added self-loop counted.
-    fn gcn_dinv(&self, v: usize) -> f64 {
-        let g = self.graph();
-        gcn_inverse_sqrt_degree(g.degree[v], g.has_loop[v])
+    /// The factor row `v` is multiplied by before it is sent (GCN's source normalisation).
+    #[inline(always)]
+    fn source_factor(&self, v: usize) -> f64 {
+        match self.norm {
+            Normalisation::Gcn => self.factors()[v],
+            _ => 1.0,
+        }
     }
 
-    /// The factor a row is multiplied by before it is sent (GCN's source normalisation), and
-    /// whether it adds itself to its own sum (GCN's added self-loop).
+    /// Row `v`'s [`Self::source_factor`], and whether it adds itself to its own sum (GCN's
+    /// added self-loop).
+    #[inline(always)]
     fn source(&self, v: usize) -> (f64, bool) {
-        match self.norm {
-            Normalisation::Gcn => (self.gcn_dinv(v), !self.graph().has_loop[v]),
-            _ => (1.0, false),
+        let self_loop = self.norm == Normalisation::Gcn && !self.graph().has_loop[v];
+        (self.source_factor(v), self_loop)
+    }
+
+    /// Asks the cache for row `v`'s factor (a hint, no effect on results): a kernel that
+    /// reads factors at random would wait on each.
+    #[inline(always)]
+    fn prefetch_factor(&self, v: usize) {
+        if let Some(f) = self.factors().get(v) {
+            prefetch(std::slice::from_ref(f));
         }
     }
 }
@@ -108,16 +158,17 @@ impl RingAggregation {
         type A<T> = <T as Float>::Acc;
         let g = self.graph();
         let rows = g.rows;
-        let mut acc = scratch::<A<T>>(rows * cols);
         let ex = &self.exchange;
         let own = g.index;
+        let halos = self.has_halos();
+        let mut acc = empty_scratch::<A<T>>(rows * cols);
         let produce = |to: usize| {
             if to == own {
                 return Ok(Message::empty());
             }
             let values = g.send[to].iter().flat_map(|&i| {
                 let i = i as usize;
-                let s = <A<T>>::from_f64(self.source(i).0);
+                let s = <A<T>>::from_f64(self.source_factor(i));
                 xs[i * cols..(i + 1) * cols]
                     .iter()
                     .map(move |&x| T::from_acc(s * x.to_acc()))
@@ -125,99 +176,191 @@ impl RingAggregation {
             Ok(Message::of_values(g.send[to].len() * cols, values))
         };
         let consume = |from: usize, message: Message| {
+            if from == own {
+                // The own part comes first (see `Exchange::pass`): it writes every row, in the
+                // AVX2 copy of the loop (the same bits).
+                fill_every_row(
+                    &g.shards[own].ptr,
+                    cols,
+                    &mut acc.values,
+                    |v, edges, row| {
+                        with_simd(
+                            #[inline(always)]
+                            || {
+                                self.add_edges(own, xs, cols, edges, row);
+                                if !halos {
+                                    self.finish_row(v, xs, cols, row);
+                                }
+                            },
+                        )
+                    },
+                );
+                return Ok(());
+            }
             {
                 let halo = message.values::<T>();
                 let shard = &g.shards[from];
-                // The own part's rows are read in place, scaled here as a sender would.
-                let sources: &[T] = if from == own { xs } else { &halo };
-                // The row an edge reads: a halo row, or one of the own part's rows.
-                let row_of = |src: u32| -> usize {
-                    if from == own {
-                        g.send[own][src as usize] as usize
-                    } else {
-                        src as usize
-                    }
-                };
-                // Every coefficient is 1 without edge weights and source scales: add the rows
-                // as they are (the same bits: 1 * h is h).
-                let unit = shard.weight.is_empty() && self.norm != Normalisation::Gcn;
-                // Each destination's sum in the AVX2 copy of the loop (the same bits).
                 for_each_destination(shard, &mut acc, cols, |i, out| {
                     with_simd(
                         #[inline(always)]
                         || {
-                            for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
-                                if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
-                                    let r = row_of(ahead);
-                                    prefetch(&sources[r * cols..(r + 1) * cols]);
-                                }
-                                let row = row_of(shard.src[e]);
-                                let h = &sources[row * cols..(row + 1) * cols];
-                                if unit {
-                                    for (o, &h) in out.iter_mut().zip(h) {
-                                        *o += h.to_acc();
-                                    }
-                                    continue;
-                                }
-                                let w = shard.weight_of(e);
-                                let c = if from == own {
-                                    <A<T>>::from_f64(w * self.source(row).0)
-                                } else {
-                                    <A<T>>::from_f64(w)
-                                };
-                                for (o, &h) in out.iter_mut().zip(h) {
-                                    *o += c * h.to_acc();
-                                }
-                            }
+                            let edges = shard.ptr[i] as usize..shard.ptr[i + 1] as usize;
+                            self.add_edges(from, &halo, cols, edges, out)
                         },
                     )
                 });
             }
-            if ex.mode.keeps_halos() && from != own {
+            if ex.mode.keeps_halos() {
                 kept.push(message);
             }
             Ok(())
         };
         ex.pass(Direction::Out, produce, consume)
             .map_err(comm_error)?;
-        // Every row on its own, in place: in parallel, the same bits as in order.
-        self.for_each_row(
-            &mut acc,
-            cols,
-            #[inline(always)]
-            |v, row| {
-                let (s, self_loop) = self.source(v);
-                let scale = <A<T>>::from_f64(self.scale(v));
-                let own = &xs[v * cols..(v + 1) * cols];
-                if self_loop {
-                    let s = <A<T>>::from_f64(s);
-                    for (a, &x) in row.iter_mut().zip(own) {
-                        *a = scale * (*a + s * x.to_acc());
-                    }
-                } else {
-                    for a in row.iter_mut() {
-                        *a = scale * *a;
-                    }
-                }
-            },
-        );
+        if halos {
+            // Every row on its own, in place: in parallel, the same bits as in order.
+            self.for_each_row(
+                &mut acc,
+                cols,
+                #[inline(always)]
+                |v, row| self.finish_row(v, xs, cols, row),
+            );
+        }
         into_tensor::<T>(acc, rows, cols)
     }
 
-    /// Adds, for every edge from part `to` into this worker's destinations, `scale * g_dst`
-    /// into row `row_of(src)` of `out` (rows of `cols`).
+    /// Whether any other part has edges into this one. Without, the own part's pass finishes
+    /// every row itself, with no pass of its own after the exchange.
+    fn has_halos(&self) -> bool {
+        let g = self.graph();
+        (g.shards.iter().enumerate()).any(|(q, s)| q != g.index && !s.dst.is_empty())
+    }
+
+    /// Adds into own row `u`'s input gradient `out` the terms of its out-edges in the own
+    /// shard, entries `edges` of [`PartGraph::own_out_edges`]: `scale(v) * weight * grad[v]`
+    /// for each edge into `v` (`grad`: rows of `cols`).
+    #[inline(always)]
+    fn add_out_edges<T: Float>(
+        &self,
+        grad: &[T],
+        cols: usize,
+        edges: Range<usize>,
+        out: &mut [T::Acc],
+    ) {
+        let g = self.graph();
+        let (shard, by_source) = (&g.shards[g.index], g.own_out_edges());
+        for j in edges {
+            // The row a few edges ahead is read at random: ask for it now (a hint).
+            if let Some(&ahead) = by_source.dst.get(j + PREFETCH_DISTANCE) {
+                let r = ahead as usize;
+                prefetch(&grad[r * cols..(r + 1) * cols]);
+                self.prefetch_factor(r);
+            }
+            let v = by_source.dst[j] as usize;
+            // Without weights the edge's index is not needed (and `scale * 1` is `scale`).
+            let c = match shard.weight.is_empty() {
+                true => self.scale(v),
+                false => self.scale(v) * shard.weight_of(by_source.edge[j] as usize),
+            };
+            let c = T::Acc::from_f64(c);
+            for (h, &gv) in out.iter_mut().zip(&grad[v * cols..(v + 1) * cols]) {
+                *h += c * gv.to_acc();
+            }
+        }
+    }
+
+    /// Finishes own row `u`'s input gradient once all its terms are in: its self-loop term
+    /// (reading the output gradient `grad`, rows of `cols`) and its source scale.
+    #[inline(always)]
+    fn finish_grad_row<T: Float>(&self, u: usize, grad: &[T], cols: usize, row: &mut [T::Acc]) {
+        let (s, self_loop) = self.source(u);
+        let s = T::Acc::from_f64(s);
+        let own = &grad[u * cols..(u + 1) * cols];
+        if self_loop {
+            let scale = T::Acc::from_f64(self.scale(u));
+            for (a, &gv) in row.iter_mut().zip(own) {
+                *a = s * (*a + scale * gv.to_acc());
+            }
+        } else {
+            for a in row.iter_mut() {
+                *a = s * *a;
+            }
+        }
+    }
+
+    /// Adds the terms of edges `edges` of part `from`'s shard into `out`, reading `sources`
+    /// (rows of `cols`): the own part's rows, scaled here as a sender would, or a halo.
+    #[inline(always)]
+    fn add_edges<T: Float>(
+        &self,
+        from: usize,
+        sources: &[T],
+        cols: usize,
+        edges: Range<usize>,
+        out: &mut [T::Acc],
+    ) {
+        let g = self.graph();
+        let shard = &g.shards[from];
+        let own = from == g.index;
+        // Every coefficient is 1 without edge weights and source scales: add the rows as they
+        // are (the same bits: 1 * h is h).
+        let unit = shard.weight.is_empty() && self.norm != Normalisation::Gcn;
+        for e in edges {
+            if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
+                let r = ahead as usize;
+                prefetch(&sources[r * cols..(r + 1) * cols]);
+                if own && self.norm == Normalisation::Gcn {
+                    self.prefetch_factor(r);
+                }
+            }
+            // A halo row, or one of the own part's rows (the own shard's sources are rows).
+            let row = shard.src[e] as usize;
+            let h = &sources[row * cols..(row + 1) * cols];
+            if unit {
+                for (o, &h) in out.iter_mut().zip(h) {
+                    *o += h.to_acc();
+                }
+                continue;
+            }
+            let w = shard.weight_of(e);
+            let c = if own {
+                T::Acc::from_f64(w * self.source_factor(row))
+            } else {
+                T::Acc::from_f64(w)
+            };
+            for (o, &h) in out.iter_mut().zip(h) {
+                *o += c * h.to_acc();
+            }
+        }
+    }
+
+    /// Finishes row `v`'s sum once all its terms are in: its self-loop term (reading `xs`,
+    /// rows of `cols`) and its scale.
+    #[inline(always)]
+    fn finish_row<T: Float>(&self, v: usize, xs: &[T], cols: usize, row: &mut [T::Acc]) {
+        let (s, self_loop) = self.source(v);
+        let scale = T::Acc::from_f64(self.scale(v));
+        let own = &xs[v * cols..(v + 1) * cols];
+        if self_loop {
+            let s = T::Acc::from_f64(s);
+            for (a, &x) in row.iter_mut().zip(own) {
+                *a = scale * (*a + s * x.to_acc());
+            }
+        } else {
+            for a in row.iter_mut() {
+                *a = scale * *a;
+            }
+        }
+    }
+
+    /// Adds, for every edge from part `to` (another part) into this worker's destinations,
+    /// `scale * g_dst` into the row of `out` (rows of `cols`) at the edge's source's position
+    /// in the halo of part `to`.
     ///
     /// In parallel over ranges of `out`'s rows: each task walks every edge in shard order and
     /// keeps those whose row it owns, so no two tasks write one row and each row receives its
     /// terms in edge order, the order of a single thread, whatever the thread count.
-    fn shard_grad_into<T: Float>(
-        &self,
-        to: usize,
-        grad: &[T],
-        cols: usize,
-        out: &mut [T::Acc],
-        row_of: impl Fn(usize) -> usize + Sync,
-    ) {
+    fn shard_grad_into<T: Float>(&self, to: usize, grad: &[T], cols: usize, out: &mut [T::Acc]) {
         use rayon::prelude::*;
         let shard = &self.graph().shards[to];
         let rows = out.len().checked_div(cols).unwrap_or(0);
@@ -241,7 +384,7 @@ impl RingAggregation {
                                 // The row a few edges ahead is read and written at random: ask for it
                                 // now (a hint, no effect on results).
                                 if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
-                                    let ahead = row_of(ahead as usize);
+                                    let ahead = ahead as usize;
                                     if (first..end).contains(&ahead) {
                                         prefetch(
                                             &piece[(ahead - first) * cols
@@ -249,7 +392,7 @@ impl RingAggregation {
                                         );
                                     }
                                 }
-                                let row = row_of(shard.src[e] as usize);
+                                let row = shard.src[e] as usize;
                                 if row < first || row >= end {
                                     continue;
                                 }
@@ -275,14 +418,15 @@ impl RingAggregation {
         type A<T> = <T as Float>::Acc;
         let g = self.graph();
         let rows = g.rows;
-        let mut acc = scratch::<A<T>>(rows * cols);
         let own = g.index;
+        let halos = self.has_halos();
+        let mut acc = empty_scratch::<A<T>>(rows * cols);
         let produce = |to: usize| {
             if to == own {
                 return Ok(Message::empty());
             }
             let mut halo_grad = scratch::<A<T>>(g.halo_rows(to) * cols);
-            self.shard_grad_into(to, grad, cols, &mut halo_grad, |src| src);
+            self.shard_grad_into(to, grad, cols, &mut halo_grad);
             Ok(Message::of_values(
                 halo_grad.len(),
                 halo_grad.iter().map(|&a| T::from_acc(a)),
@@ -290,8 +434,21 @@ impl RingAggregation {
         };
         let consume = |from: usize, message: Message| {
             if from == own {
-                let own_rows = &g.send[own];
-                self.shard_grad_into(own, grad, cols, &mut acc, |src| own_rows[src] as usize);
+                // The own part comes first: each row gathers over its out-edges (the own
+                // shard by source, in the shard's order: the order a scatter over the shard
+                // would add them in), in the AVX2 copy of the loop.
+                let by_source = g.own_out_edges();
+                fill_every_row(&by_source.ptr, cols, &mut acc.values, |u, edges, row| {
+                    with_simd(
+                        #[inline(always)]
+                        || {
+                            self.add_out_edges(grad, cols, edges, row);
+                            if !halos {
+                                self.finish_grad_row(u, grad, cols, row);
+                            }
+                        },
+                    )
+                });
                 return Ok(());
             }
             // The gradients of my rows that part `from` received, in its order.
@@ -307,26 +464,14 @@ impl RingAggregation {
         self.exchange
             .pass(Direction::Back, produce, consume)
             .map_err(comm_error)?;
-        self.for_each_row(
-            &mut acc,
-            cols,
-            #[inline(always)]
-            |v, row| {
-                let (s, self_loop) = self.source(v);
-                let s = <A<T>>::from_f64(s);
-                let own = &grad[v * cols..(v + 1) * cols];
-                if self_loop {
-                    let scale = <A<T>>::from_f64(self.scale(v));
-                    for (a, &gv) in row.iter_mut().zip(own) {
-                        *a = s * (*a + scale * gv.to_acc());
-                    }
-                } else {
-                    for a in row.iter_mut() {
-                        *a = s * *a;
-                    }
-                }
-            },
-        );
+        if halos {
+            self.for_each_row(
+                &mut acc,
+                cols,
+                #[inline(always)]
+                |u, row| self.finish_grad_row(u, grad, cols, row),
+            );
+        }
         into_tensor::<T>(acc, rows, cols)
     }
 

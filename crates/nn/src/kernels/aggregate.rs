@@ -251,7 +251,12 @@ impl WeightedSum {
                     for i in lo..hi {
                         let u = csr.col_idx[i] as usize;
                         if let Some(&ahead) = csr.col_idx.get(i + PREFETCH_DISTANCE) {
-                            prefetch(&xs[ahead as usize * cols..(ahead as usize + 1) * cols]);
+                            let ahead = ahead as usize;
+                            prefetch(&xs[ahead * cols..(ahead + 1) * cols]);
+                            // Its scale too, read at random as the row is.
+                            if let Some(s) = nb_scale {
+                                prefetch(&s[ahead..ahead + 1]);
+                            }
                         }
                         let mut c = nb_scale.as_ref().map_or(1.0, |s| s[u]);
                         if let Some(w) = &self.edge_weight {

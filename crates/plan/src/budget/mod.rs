@@ -341,15 +341,17 @@ pub(crate) fn sar(
         let n = partition.nodes[p] as u64;
         let e = z.edges * n / z.nodes.max(1);
         let halo = partition.halo.get(p).copied().unwrap_or(0) as u64;
-        // GAT's backward pass groups the own shard's edges by source (an offset per row, a
-        // destination and an edge index per edge): at most all of the part's edges.
-        let by_source = match m.arch {
-            Architecture::Gat => 8 * (n + 1) + 12 * e,
-            _ => 0,
+        // The backward pass groups the own shard's edges by source (an offset per row, a
+        // destination and an edge index per edge, u32 each: at most all of the part's
+        // edges), and a linear aggregation keeps each row's factor (f64).
+        let by_source = 8 * (n + 1) + 8 * e;
+        let factors = match m.arch {
+            Architecture::Gat => 0,
+            _ => 8 * n,
         };
         [
             // The part's CSR and its shards' local sources.
-            csr_bytes(n, e) + 4 * e + labels_bytes(n) + by_source,
+            csr_bytes(n, e) + 4 * e + labels_bytes(n) + by_source + factors,
             n * z.row,
             // The step's activations, and the halo rows it receives of the layer input.
             (probe.per_node * n as f64) as u64 + halo * z.row,

@@ -217,7 +217,13 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                                         &this.grad[ahead as usize * w..(ahead as usize + 1) * w],
                                     );
                                 }
-                                let (v, e) = (by_source.dst[j] as usize, by_source.edge[j]);
+                                let (v, e) =
+                                    (by_source.dst[j] as usize, by_source.edge[j] as usize);
+                                // The shard's own self-loops are skipped: the attention adds
+                                // its own, above.
+                                if v == u {
+                                    continue;
+                                }
                                 // SAFETY: edge e's scores are written by its source's task only.
                                 unsafe {
                                     this.edge(
