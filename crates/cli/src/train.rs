@@ -34,9 +34,10 @@ pub(crate) struct TrainArgs {
     #[arg(long)]
     pub(crate) plot: Option<PathBuf>,
     /// MiB of freed tensor buffers kept for reuse in the next epoch (0: none; a new tensor
-    /// buffer takes the place of cached ones, but other allocations do not).
-    #[arg(long, default_value_t = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT >> 20)]
-    pub(crate) buffer_cache_mib: usize,
+    /// buffer takes the place of cached ones, but other allocations do not) [default: the
+    /// largest phase of the memory plan, at least 1024, within what --memory-gib leaves]
+    #[arg(long)]
+    pub(crate) buffer_cache_mib: Option<usize>,
     /// Time every op and print the totals, forward and backward, at the end.
     #[arg(long)]
     pub(crate) profile: bool,
@@ -161,6 +162,12 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         for line in plan.memory().lines() {
             eprintln!("{line}");
         }
+        if args.buffer_cache_mib.is_none() {
+            eprintln!(
+                "  freed tensor buffers kept for reuse: up to {:.1} MiB (--buffer-cache-mib)",
+                plan.memory().buffer_cache_bytes() as f64 / (1u64 << 20) as f64
+            );
+        }
     }
     if args.dry_run {
         return Ok(None);
@@ -170,7 +177,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     let splits = Splits::of(s.dataset.as_deref())?;
     let arch = common.model.arch;
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
-    graphloom_tensor::alloc::set_cache_limit(args.buffer_cache_mib << 20);
+    let buffer_cache = match args.buffer_cache_mib {
+        Some(mib) => mib << 20,
+        None => plan.memory().buffer_cache_bytes() as usize,
+    };
+    graphloom_tensor::alloc::set_cache_limit(buffer_cache);
     let log = output::EpochLog::new(s.epochs as u64, arch.name(), args.quiet);
     if let (Plan::MiniBatch(p), false) = (&plan, args.quiet || args.json) {
         if let Some(origin) = &p.subgraph_origin {

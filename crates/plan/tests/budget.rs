@@ -272,3 +272,46 @@ fn rows_that_may_miss_are_read_through_the_page_cache_when_it_can_keep_them() {
     let host = mini_plan(mini(&ds, None));
     assert!(!host.memory.lines().iter().any(|l| l.contains("page cache")));
 }
+
+/// The cache of freed buffers holds as much as the largest phase, never less than the
+/// allocator's default, and no more than a budget leaves beside the predicted peak.
+#[test]
+fn the_buffer_cache_holds_a_training_step_within_what_the_budget_leaves() {
+    use graphloom_plan::{MemoryPart, MemoryPlan};
+    const MIB: u64 = 1 << 20;
+    let floor = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT as u64;
+    let plan = |budget: Option<u64>, step: u64| MemoryPlan {
+        budget,
+        parts: vec![
+            MemoryPart {
+                name: "features in memory",
+                bytes: 3000 * MIB,
+                transient: false,
+            },
+            MemoryPart {
+                name: "dataset loading",
+                bytes: 100 * MIB,
+                transient: true,
+            },
+            MemoryPart {
+                name: "training step",
+                bytes: step,
+                transient: true,
+            },
+        ],
+        decisions: Vec::new(),
+    };
+    // A small step: the default.
+    assert_eq!(plan(None, 10 * MIB).buffer_cache_bytes(), floor);
+    // A large one: all of it.
+    assert_eq!(plan(None, 2500 * MIB).buffer_cache_bytes(), 2500 * MIB);
+    // Under a budget of 8 GiB (7.2 GiB planned, 5.4 GiB predicted): the 1.8 GiB left.
+    let budget = 8192 * MIB;
+    let left = budget - budget / 10 - (3000 + 2500) * MIB;
+    assert_eq!(plan(Some(budget), 2500 * MIB).buffer_cache_bytes(), left);
+    // A budget that leaves less than the default keeps the default.
+    assert_eq!(
+        plan(Some(6000 * MIB), 2500 * MIB).buffer_cache_bytes(),
+        floor
+    );
+}

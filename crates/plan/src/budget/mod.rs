@@ -85,6 +85,26 @@ impl MemoryPlan {
         held + phase
     }
 
+    /// How many bytes of freed tensor buffers to keep for reuse (`graphloom_tensor::alloc`):
+    /// as many as the largest phase takes (a training step allocates the same buffers every
+    /// epoch, and buffers it cannot reuse are faulted in and zeroed by the kernel again, which
+    /// on a 400k-node graph costs a third of a GAT epoch), at least
+    /// [`DEFAULT_CACHE_LIMIT`](graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT), and beyond that
+    /// no more than the budget leaves beside the predicted peak.
+    pub fn buffer_cache_bytes(&self) -> u64 {
+        let floor = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT as u64;
+        let phase = (self.parts.iter())
+            .filter(|p| p.transient)
+            .map(|p| p.bytes)
+            .max()
+            .unwrap_or(0);
+        let room = match self.planned() {
+            Some(planned) => planned.saturating_sub(self.peak()),
+            None => u64::MAX,
+        };
+        floor.max(phase.min(room))
+    }
+
     /// What the parts may take of the budget: nine tenths of it, a tenth kept for the
     /// prediction's error, so that the measured peak stays under the budget.
     pub fn planned(&self) -> Option<u64> {
