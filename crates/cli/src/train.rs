@@ -35,7 +35,8 @@ pub(crate) struct TrainArgs {
     pub(crate) plot: Option<PathBuf>,
     /// MiB of freed tensor buffers kept for reuse in the next epoch (0: none; a new tensor
     /// buffer takes the place of cached ones, but other allocations do not) [default: the
-    /// largest phase of the memory plan, at least 1024, within what --memory-gib leaves]
+    /// largest phase of the memory plan, at least 1024, and above that no more than
+    /// --memory-gib leaves]
     #[arg(long)]
     pub(crate) buffer_cache_mib: Option<usize>,
     /// Time every op and print the totals, forward and backward, at the end.

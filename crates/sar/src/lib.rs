@@ -34,9 +34,10 @@ pub use train::{sar_graph, train_sar, Sar};
 
 use graphloom_tensor::Real;
 
-/// A buffer of accumulators for one pass: zeroed, on huge pages when large, charged to the
-/// worker's activations while it lives, and handed back to the buffer cache when dropped, so the
-/// next pass of the same size reuses its pages instead of faulting in fresh ones.
+/// A buffer of accumulators for one pass: zeroed ([`scratch`]) or filled row by row by the
+/// pass itself ([`empty_scratch`]), on huge pages when large, charged to the worker's
+/// activations while it lives, and handed back to the buffer cache when dropped, so the next
+/// pass of the same size reuses its pages instead of faulting in fresh ones.
 pub(crate) struct Scratch<A: Real> {
     values: Vec<A>,
     _charge: graphloom_tensor::memory::Charge,

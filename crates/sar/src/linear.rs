@@ -160,7 +160,9 @@ impl RingAggregation {
         let rows = g.rows;
         let ex = &self.exchange;
         let own = g.index;
-        let halos = self.has_halos();
+        let halos = self.receives_rows();
+        // Made here, on the worker's thread, so that its memory is charged to the worker.
+        self.factors();
         let mut acc = empty_scratch::<A<T>>(rows * cols);
         let produce = |to: usize| {
             if to == own {
@@ -189,7 +191,7 @@ impl RingAggregation {
                             || {
                                 self.add_edges(own, xs, cols, edges, row);
                                 if !halos {
-                                    self.finish_row(v, xs, cols, row);
+                                    self.finish_row(Direction::Out, v, xs, cols, row);
                                 }
                             },
                         )
@@ -223,17 +225,25 @@ impl RingAggregation {
                 &mut acc,
                 cols,
                 #[inline(always)]
-                |v, row| self.finish_row(v, xs, cols, row),
+                |v, row| self.finish_row(Direction::Out, v, xs, cols, row),
             );
         }
         into_tensor::<T>(acc, rows, cols)
     }
 
-    /// Whether any other part has edges into this one. Without, the own part's pass finishes
-    /// every row itself, with no pass of its own after the exchange.
-    fn has_halos(&self) -> bool {
+    /// Whether another part sends rows to this one: without, the forward pass's own part
+    /// finishes every row itself, with no pass of its own after the exchange.
+    fn receives_rows(&self) -> bool {
         let g = self.graph();
         (g.shards.iter().enumerate()).any(|(q, s)| q != g.index && !s.dst.is_empty())
+    }
+
+    /// Whether this part sends rows to another (which returns their gradients in the
+    /// backward pass): without, the backward pass's own part finishes every row itself. In
+    /// a directed graph a part may send rows and receive none, or the reverse.
+    fn sends_rows(&self) -> bool {
+        let g = self.graph();
+        (g.send.iter().enumerate()).any(|(q, rows)| q != g.index && !rows.is_empty())
     }
 
     /// Adds into own row `u`'s input gradient `out` the terms of its out-edges in the own
@@ -265,25 +275,6 @@ impl RingAggregation {
             let c = T::Acc::from_f64(c);
             for (h, &gv) in out.iter_mut().zip(&grad[v * cols..(v + 1) * cols]) {
                 *h += c * gv.to_acc();
-            }
-        }
-    }
-
-    /// Finishes own row `u`'s input gradient once all its terms are in: its self-loop term
-    /// (reading the output gradient `grad`, rows of `cols`) and its source scale.
-    #[inline(always)]
-    fn finish_grad_row<T: Float>(&self, u: usize, grad: &[T], cols: usize, row: &mut [T::Acc]) {
-        let (s, self_loop) = self.source(u);
-        let s = T::Acc::from_f64(s);
-        let own = &grad[u * cols..(u + 1) * cols];
-        if self_loop {
-            let scale = T::Acc::from_f64(self.scale(u));
-            for (a, &gv) in row.iter_mut().zip(own) {
-                *a = s * (*a + scale * gv.to_acc());
-            }
-        } else {
-            for a in row.iter_mut() {
-                *a = s * *a;
             }
         }
     }
@@ -334,21 +325,34 @@ impl RingAggregation {
         }
     }
 
-    /// Finishes row `v`'s sum once all its terms are in: its self-loop term (reading `xs`,
-    /// rows of `cols`) and its scale.
+    /// Finishes row `v`'s sum once all its terms are in: its self-loop term (the row of
+    /// `values`, rows of `cols`) and its scale. The forward pass finishes its output rows
+    /// (`scale * (sum + source * x)`), the backward pass its input gradients, the two factors
+    /// swapped (`source * (sum + scale * g)`).
     #[inline(always)]
-    fn finish_row<T: Float>(&self, v: usize, xs: &[T], cols: usize, row: &mut [T::Acc]) {
-        let (s, self_loop) = self.source(v);
-        let scale = T::Acc::from_f64(self.scale(v));
-        let own = &xs[v * cols..(v + 1) * cols];
+    fn finish_row<T: Float>(
+        &self,
+        pass: Direction,
+        v: usize,
+        values: &[T],
+        cols: usize,
+        row: &mut [T::Acc],
+    ) {
+        let (source, self_loop) = self.source(v);
+        let (outer, inner) = match pass {
+            Direction::Out => (self.scale(v), source),
+            Direction::Back => (source, self.scale(v)),
+        };
+        let outer = T::Acc::from_f64(outer);
         if self_loop {
-            let s = T::Acc::from_f64(s);
+            let inner = T::Acc::from_f64(inner);
+            let own = &values[v * cols..(v + 1) * cols];
             for (a, &x) in row.iter_mut().zip(own) {
-                *a = scale * (*a + s * x.to_acc());
+                *a = outer * (*a + inner * x.to_acc());
             }
         } else {
             for a in row.iter_mut() {
-                *a = scale * *a;
+                *a = outer * *a;
             }
         }
     }
@@ -419,7 +423,10 @@ impl RingAggregation {
         let g = self.graph();
         let rows = g.rows;
         let own = g.index;
-        let halos = self.has_halos();
+        let halos = self.sends_rows();
+        // Made here, on the worker's thread, so that their memory is charged to the worker.
+        self.factors();
+        g.own_out_edges();
         let mut acc = empty_scratch::<A<T>>(rows * cols);
         let produce = |to: usize| {
             if to == own {
@@ -444,7 +451,7 @@ impl RingAggregation {
                         || {
                             self.add_out_edges(grad, cols, edges, row);
                             if !halos {
-                                self.finish_grad_row(u, grad, cols, row);
+                                self.finish_row(Direction::Back, u, grad, cols, row);
                             }
                         },
                     )
@@ -469,7 +476,7 @@ impl RingAggregation {
                 &mut acc,
                 cols,
                 #[inline(always)]
-                |u, row| self.finish_grad_row(u, grad, cols, row),
+                |u, row| self.finish_row(Direction::Back, u, grad, cols, row),
             );
         }
         into_tensor::<T>(acc, rows, cols)

@@ -1,4 +1,4 @@
-//! SAR is exact: for N = 2, 4 and 8 workers, the loss and every parameter gradient of one
+//! SAR is exact: for N = 1, 2, 4 and 8 workers, the loss and every parameter gradient of one
 //! GCN, GraphSAGE or GAT step with dropout (attention dropout included) equal those of one
 //! worker on the whole graph: 1e-9 in f64, 1e-4 norm-wise in f32. The three modes agree.
 
@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::partition::metis;
+use graphloom_graph::partition::{metis, Partition};
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
@@ -171,13 +171,17 @@ fn compare(got: &Step, want: &Step, dtype: DType) -> Result<(), String> {
 }
 
 fn partitioned(ds: &Dataset, parts: usize) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("graphloom-sar-{}-{parts}", std::process::id()));
-    write_parts(
-        ds,
-        &metis(&ds.graph, &ds.train_idx, parts, 0).unwrap(),
-        &dir,
-    )
-    .unwrap();
+    written(ds, &metis(&ds.graph, &ds.train_idx, parts, 0).unwrap())
+}
+
+/// `ds` written as the parts of `partition`, in a folder of this process.
+fn written(ds: &Dataset, partition: &Partition) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "graphloom-sar-{}-{}",
+        std::process::id(),
+        partition.parts
+    ));
+    write_parts(ds, partition, &dir).unwrap();
     dir
 }
 
@@ -280,6 +284,42 @@ fn edge_weights_match_one_worker() {
     for (_, dir) in dirs {
         std::fs::remove_dir_all(dir).unwrap();
     }
+}
+
+/// In a directed graph, a part whose rows others read but which reads none of theirs gets
+/// gradients back without receiving a halo: they join its sums before each row's scale (GCN's
+/// `degree^-1/2` of the source), so its pass over its own edges must not finish the rows.
+#[test]
+fn a_part_that_only_sends_rows_matches_one_worker() {
+    let base = dataset();
+    let part_of = |v: usize| (v >= 200) as u32;
+    // Every edge but those from the second half into the first.
+    let (src, dst): (Vec<_>, Vec<_>) = {
+        let (src, dst) = base.graph.edges();
+        (src.into_iter().zip(dst))
+            .filter(|&(u, v)| !(part_of(u as usize) == 1 && part_of(v as usize) == 0))
+            .unzip()
+    };
+    let graph = graphloom_graph::Csr::from_edges(400, &src, &dst);
+    let ds = Dataset {
+        meta: graphloom_graph::Meta {
+            num_edges: graph.num_edges(),
+            ..base.meta.clone()
+        },
+        graph,
+        ..base
+    };
+    let partition = Partition {
+        part: (0..400).map(part_of).collect(),
+        parts: 2,
+    };
+    let dir = written(&ds, &partition);
+    for arch in ARCHS {
+        let cfg = config(arch, DType::F64);
+        let want = whole_graph(&ds, cfg.clone());
+        check_local(&dir, 2, &cfg, SarMode::Sar, &want);
+    }
+    std::fs::remove_dir_all(dir).unwrap();
 }
 
 /// Batch normalisation with statistics summed over workers normalises as one worker does.

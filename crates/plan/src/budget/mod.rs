@@ -75,29 +75,28 @@ impl MemoryPlan {
             .filter(|p| !p.transient)
             .map(|p| p.bytes)
             .sum();
-        let phase = self
-            .parts
-            .iter()
+        held + self.largest_phase()
+    }
+
+    /// The bytes of the largest part held during one phase only (0 when there is none).
+    fn largest_phase(&self) -> u64 {
+        (self.parts.iter())
             .filter(|p| p.transient)
             .map(|p| p.bytes)
             .max()
-            .unwrap_or(0);
-        held + phase
+            .unwrap_or(0)
     }
 
     /// How many bytes of freed tensor buffers to keep for reuse (`graphloom_tensor::alloc`):
     /// as many as the largest phase takes (a training step allocates the same buffers every
     /// epoch, and buffers it cannot reuse are faulted in and zeroed by the kernel again, which
     /// on a 400k-node graph costs a third of a GAT epoch), at least
-    /// [`DEFAULT_CACHE_LIMIT`](graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT), and beyond that
-    /// no more than the budget leaves beside the predicted peak.
+    /// [`DEFAULT_CACHE_LIMIT`](graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT) (the limit before
+    /// there was a plan, kept under any budget), and beyond that no more than the budget leaves
+    /// beside the predicted peak.
     pub fn buffer_cache_bytes(&self) -> u64 {
         let floor = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT as u64;
-        let phase = (self.parts.iter())
-            .filter(|p| p.transient)
-            .map(|p| p.bytes)
-            .max()
-            .unwrap_or(0);
+        let phase = self.largest_phase();
         let room = match self.planned() {
             Some(planned) => planned.saturating_sub(self.peak()),
             None => u64::MAX,
