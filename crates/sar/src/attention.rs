@@ -27,16 +27,16 @@ use graphloom_nn::kernels::gat::{leaky, Attention};
 use graphloom_tensor::autodiff::ops::Dropout;
 use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::prefetch::prefetch;
-use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
+use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, Tensor, Var};
 use rayon::prelude::*;
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
 use crate::graph::{fill_every_row, for_each_destination};
 use crate::linear::check_rows;
-use crate::{comm_error, empty_scratch, PartGraph};
+use crate::{comm_error, empty_scratch, scratch, PartGraph};
 
 mod backward;
-use backward::Grads;
+use backward::{Grads, Shared};
 
 /// The attention step of a GAT layer over the parts of a graph; one self-loop per node, as
 /// in the single-graph layer (existing self-loops are ignored and one is added).
@@ -223,13 +223,12 @@ impl AttentionOp {
         x: &Inputs<'_, T>,
         slope: T::Acc,
         v: usize,
-        state: &mut [T::Acc],
+        (acc, mz): (&mut [T::Acc], &mut [T::Acc]),
         u: i64,
         hu: &[T],
         elu: &[T],
     ) {
-        let (heads, c, w) = (x.heads, x.c, x.width());
-        let (acc, mz) = state.split_at_mut(w);
+        let (heads, c) = (x.heads, x.c);
         let (m, z) = mz.split_at_mut(heads);
         let v_id = self.graph().ids[v];
         for k in 0..heads {
@@ -250,14 +249,18 @@ impl AttentionOp {
         }
     }
 
-    fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor> {
+    fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor>
+    where
+        T::Acc: Element,
+    {
         type A<T> = <T as Float>::Acc;
         let (heads, c, w) = (x.heads, x.c, x.width());
         let rows = self.graph().rows;
         let slope = <A<T>>::from_f64(self.att.negative_slope);
-        // Per destination: the unnormalised output, then the running max and sum per head.
-        let sw = w + 2 * heads;
-        let mut state = empty_scratch::<A<T>>(rows * sw);
+        // Per destination: the unnormalised output, which becomes the output in place, and
+        // apart (so that the output needs no buffer of its own) the running max and sum per head.
+        let mut acc = empty_scratch::<A<T>>(rows * w);
+        let mut stats = scratch::<A<T>>(rows * 2 * heads);
         let mut kept: Vec<Option<Message>> =
             (0..self.att.exchange.comm.size()).map(|_| None).collect();
         let keep = self.att.exchange.mode.keeps_halos();
@@ -267,6 +270,14 @@ impl AttentionOp {
             let ids = &g.ids;
             let own = g.index;
             let ex = &this.att.exchange;
+            // Row v's statistics, written by the one task that owns destination v.
+            let shared = Shared::new(&mut stats);
+            // SAFETY: row `v` of the statistics lies in the buffer, and only the task that
+            // holds destination `v`'s output row touches it (destinations are distinct and
+            // each belongs to one task's rows).
+            let stats_of = |v: usize| unsafe {
+                std::slice::from_raw_parts_mut(shared.at(v * 2 * heads), 2 * heads)
+            };
             let produce = |to: usize| {
                 Ok(if to == own {
                     Message::empty()
@@ -280,14 +291,15 @@ impl AttentionOp {
                     // its running maxima at -inf, its self-loop, then its in-edges from the own
                     // part (the own shard's destinations are its rows), in the AVX2 copy.
                     let ptr = &g.shards[own].ptr;
-                    fill_every_row(ptr, sw, &mut state.values, |v, _, row| {
+                    fill_every_row(ptr, w, &mut acc.values, |v, _, row| {
                         with_simd(
                             #[inline(always)]
                             || {
-                                row[w..w + heads].fill(<A<T>>::NEG_INFINITY);
+                                let mz = stats_of(v);
+                                mz[..heads].fill(<A<T>>::NEG_INFINITY);
                                 let hv = &x.h[v * w..(v + 1) * w];
                                 let elv = &x.el[v * heads..(v + 1) * heads];
-                                this.update(&x, slope, v, row, ids[v], hv, elv);
+                                this.update(&x, slope, v, (row, mz), ids[v], hv, elv);
                                 this.edges_of(
                                     own,
                                     v,
@@ -295,7 +307,9 @@ impl AttentionOp {
                                     Sources::Own,
                                     &|_| (),
                                     #[inline(always)]
-                                    |u, _, hu, elu| this.update(&x, slope, v, row, u, hu, elu),
+                                    |u, _, hu, elu| {
+                                        this.update(&x, slope, v, (row, mz), u, hu, elu)
+                                    },
                                 );
                             },
                         )
@@ -306,11 +320,12 @@ impl AttentionOp {
                     let halo = message.values::<T>();
                     let sources = Sources::Halo(&halo);
                     let shard = &g.shards[from];
-                    for_each_destination(shard, &mut state, sw, |i, row| {
+                    for_each_destination(shard, &mut acc, w, |i, row| {
                         with_simd(
                             #[inline(always)]
                             || {
                                 let v = shard.dst[i] as usize;
+                                let mz = stats_of(v);
                                 this.edges_of(
                                     from,
                                     i,
@@ -318,7 +333,9 @@ impl AttentionOp {
                                     sources,
                                     &|_| (),
                                     #[inline(always)]
-                                    |u, _, hu, elu| this.update(&x, slope, v, row, u, hu, elu),
+                                    |u, _, hu, elu| {
+                                        this.update(&x, slope, v, (row, mz), u, hu, elu)
+                                    },
                                 );
                             },
                         )
@@ -332,35 +349,23 @@ impl AttentionOp {
             ex.pass(Direction::Out, produce, consume)
                 .map_err(comm_error)?;
         }
-        // Every row of the output is written here, so it is not zeroed first.
-        let mut out = graphloom_tensor::alloc::with_capacity::<T>(rows * w);
+        // The softmax's denominators, in place.
         if w > 0 {
-            out.spare_capacity_mut()[..rows * w]
-                .par_chunks_mut(w)
-                .zip(state.par_chunks(sw))
-                .for_each(|(o, st)| {
-                    let (acc, z) = (&st[..w], &st[w + heads..]);
-                    for k in 0..heads {
-                        for (d, &a) in o[k * c..(k + 1) * c]
-                            .iter_mut()
-                            .zip(&acc[k * c..(k + 1) * c])
-                        {
-                            d.write(T::from_acc(a / z[k]));
-                        }
+            acc.par_chunks_mut(w)
+                .zip(stats.par_chunks(2 * heads))
+                .for_each(|(row, mz)| {
+                    for (k, &z) in mz[heads..].iter().enumerate() {
+                        row[k * c..(k + 1) * c].iter_mut().for_each(|a| *a = *a / z);
                     }
                 });
         }
-        // SAFETY: every column of every row was written above (none when `w` is 0).
-        unsafe { out.set_len(rows * w) };
-        let stats: Vec<f64> = state
-            .chunks(sw)
-            .flat_map(|st| {
-                (0..heads).flat_map(move |k| [st[w + k].to_f64(), st[w + heads + k].to_f64()])
-            })
+        let stats: Vec<f64> = stats
+            .chunks(2 * heads)
+            .flat_map(|mz| (0..heads).flat_map(move |k| [mz[k].to_f64(), mz[heads + k].to_f64()]))
             .collect();
         self.stats = Some(Tensor::from_vec(stats, &[rows, heads, 2])?);
         *self.kept.get_mut().unwrap_or_else(|e| e.into_inner()) = kept;
-        Tensor::from_vec(out, &[rows, w])
+        Tensor::from_vec(acc.into_vec(), &[rows, w])?.cast(T::DTYPE)
     }
 
     fn backward<T: Float + Pod>(

@@ -17,10 +17,10 @@ use crate::exchange::Message;
 use crate::graph::for_each_destination;
 use crate::{scratch, Scratch};
 
-/// A buffer of sums that the tasks of the backward pass add to at once, each to entries no
-/// other task touches (a head group's heads, a range of sources' rows and edges' slots): a
-/// raw pointer, since one task's entries interleave with another's.
-struct Shared<A>(*mut A);
+/// A buffer of sums that parallel tasks add to at once, each to entries no other task touches
+/// (a head group's heads, a range of sources' rows and edges' slots, a destination's
+/// statistics): a raw pointer, since one task's entries interleave with another's.
+pub(super) struct Shared<A>(*mut A);
 
 impl<A> Clone for Shared<A> {
     fn clone(&self) -> Self {
@@ -42,7 +42,7 @@ impl<A> Shared<A> {
     ///
     /// # Safety
     /// `i` is within the buffer.
-    unsafe fn offset(self, i: usize) -> Shared<A> {
+    pub(super) unsafe fn offset(self, i: usize) -> Shared<A> {
         // SAFETY: forwarded to the caller.
         Shared(unsafe { self.0.add(i) })
     }
@@ -51,7 +51,7 @@ impl<A> Shared<A> {
     ///
     /// # Safety
     /// `i` is within the buffer, and no other thread uses that element meanwhile.
-    unsafe fn at(self, i: usize) -> *mut A {
+    pub(super) unsafe fn at(self, i: usize) -> *mut A {
         // SAFETY: forwarded to the caller.
         unsafe { self.0.add(i) }
     }
