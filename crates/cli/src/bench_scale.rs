@@ -200,8 +200,6 @@ pub(crate) fn run(args: ScaleArgs) -> Result<()> {
         rows.push(row);
     } else {
         rows.push(child(&args, Phase::Prepare, false)?);
-        std::fs::write(args.dir.join(MARKER), "made by graphloom bench scale\n")
-            .with_context(|| format!("marking {}", args.dir.display()))?;
     }
     emit(&args, rows.last().expect("pushed"));
     let mut series = Vec::new();
@@ -478,6 +476,10 @@ fn prepare(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Resu
             progress.update(phase.name(), done, total)
         })?;
         progress.finish();
+        // Marked here, not by the bench that runs this phase, so a dataset prepared by
+        // `--phase prepare` alone is the bench's to reuse or replace too.
+        std::fs::write(args.dir.join(MARKER), "made by graphloom bench scale\n")
+            .with_context(|| format!("marking {}", args.dir.display()))?;
     }
     let check = Instant::now();
     MappedDataset::open(&args.dir)?;

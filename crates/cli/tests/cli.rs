@@ -1730,5 +1730,11 @@ fn bench_scale_prints_one_json_object_per_measurement() {
         "{err}"
     );
     assert!(other.join("keep.txt").exists());
+    // A dataset prepared by its phase alone is marked as the bench's, for a full run to reuse.
+    let hand = root.join("hand");
+    let mut c = args(&hand);
+    c.extend(["--phase".to_string(), "prepare".to_string()]);
+    graphloom_ok(&c.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(hand.join(".graphloom-bench-scale").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }

@@ -2,6 +2,8 @@
 //! that split the kernels' work by edge count.
 
 use graphloom_graph::{Csr, NodeId};
+use graphloom_tensor::memory::{category_scope, Charge};
+use graphloom_tensor::Category;
 
 /// A graph ready for the aggregation kernels.
 ///
@@ -23,6 +25,9 @@ pub struct GraphView {
     /// A weight per edge of `by_dst` (`edge_weight.npy`): GCN and the GraphSAGE mean weigh
     /// each neighbour by it, as PyG's `GCNConv(edge_weight)` does.
     pub edge_weight: Option<std::sync::Arc<[f32]>>,
+    /// The bytes of the arrays above (less the weights, which are the dataset's), charged to
+    /// [`Category::Graph`] while the view lives, so memory reports count the graph.
+    _charge: Charge,
 }
 
 /// Cuts `0..num_rows` into ranges whose cost (edges plus one per row) is about `total / parts`.
@@ -77,13 +82,27 @@ impl GraphView {
         }
         let by_src = Csr { row_ptr, col_idx };
         let parts = rayon::current_num_threads() * 8;
+        let dst_chunks = balanced_chunks(&by_dst.row_ptr, parts);
+        let src_chunks = balanced_chunks(&by_src.row_ptr, parts);
+        let bytes = [&by_dst, &by_src]
+            .iter()
+            .map(|g| std::mem::size_of_val(&g.row_ptr[..]) + std::mem::size_of_val(&g.col_idx[..]))
+            .sum::<usize>()
+            + std::mem::size_of_val(&src_edge[..])
+            + std::mem::size_of_val(&dst_chunks[..])
+            + std::mem::size_of_val(&src_chunks[..]);
+        let _charge = {
+            let _g = category_scope(Category::Graph);
+            Charge::new(bytes)
+        };
         GraphView {
-            dst_chunks: balanced_chunks(&by_dst.row_ptr, parts),
-            src_chunks: balanced_chunks(&by_src.row_ptr, parts),
+            dst_chunks,
+            src_chunks,
             by_dst,
             by_src,
             src_edge,
             edge_weight: None,
+            _charge,
         }
     }
 
@@ -213,5 +232,20 @@ mod tests {
             assert_eq!(nb.iter().filter(|&&x| x as usize == u).count(), 1);
             assert!(nb.windows(2).all(|w| w[0] <= w[1]));
         }
+    }
+
+    #[test]
+    fn a_view_is_charged_to_the_graph_while_it_lives() {
+        use graphloom_tensor::memory::{set_thread_tracker, thread_tracker, MemoryTracker};
+        set_thread_tracker(MemoryTracker::new());
+        let graph = || thread_tracker().report().current_of(Category::Graph);
+        let g = Csr::from_edges(4, &[0, 2, 1, 3, 3, 3], &[1, 1, 0, 0, 2, 1]);
+        let v = GraphView::new(&g, false);
+        // Two CSRs of 5 offsets and 6 edges, an edge id per edge, and the chunks' bounds.
+        let id = std::mem::size_of::<NodeId>();
+        let at_least = 2 * (5 * 8 + 6 * id) + 6 * std::mem::size_of::<usize>();
+        assert!(graph() >= at_least, "{} < {at_least}", graph());
+        drop(v);
+        assert_eq!(graph(), 0);
     }
 }

@@ -279,6 +279,18 @@ impl MiniBatchPlan {
         )?;
         let mut memory = division.memory;
         let feature_reads = match (&data, s.feature_reads.unwrap_or(FeatureReads::Auto)) {
+            (MiniBatchData::Mapped(_), FeatureReads::Auto)
+                if features_location == FeaturesLocation::Mmap && backend == Backend::Mpi =>
+            {
+                // See `feature_rows`: the processes of a job map their own rows, which direct
+                // reads (of the whole file) cannot address; so say what will happen.
+                memory.decisions.push(
+                    "feature rows outside the cache read through the page cache: under MPI \
+                     each process maps only its own rows"
+                        .to_string(),
+                );
+                FeatureReads::Mapped
+            }
             (MiniBatchData::Mapped(ds), FeatureReads::Auto)
                 if features_location == FeaturesLocation::Mmap =>
             {

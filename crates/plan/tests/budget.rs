@@ -268,6 +268,19 @@ fn rows_that_may_miss_are_read_through_the_page_cache_when_it_can_keep_them() {
         on_disk(Some(FeatureReads::Mapped)).feature_reads,
         FeatureReads::Mapped
     );
+    // Under MPI each process maps its own rows, and the plan says so rather than "directly".
+    let mpi = mini_plan(TrainSettings {
+        comm: Some(graphloom_plan::Backend::Mpi),
+        features_location: Some(FeaturesLocation::Mmap),
+        feature_cache_gib: Some(0.005),
+        ..mini(&ds, None)
+    });
+    assert_eq!(mpi.feature_reads, FeatureReads::Mapped);
+    assert!(
+        mpi.memory.lines().iter().any(|l| l.contains("under MPI")),
+        "{:?}",
+        mpi.memory.lines()
+    );
     // Features in memory read no rows from the file.
     let host = mini_plan(mini(&ds, None));
     assert!(!host.memory.lines().iter().any(|l| l.contains("page cache")));

@@ -249,6 +249,33 @@ impl AttentionOp {
         }
     }
 
+    /// Destination `v`'s maxima per head over its self-loop and its in-edges `edges` of the
+    /// own shard. Starting the running maxima there, the own part's updates never rescale
+    /// (as in the single-graph kernel, which takes the max first): only halos' scores, which
+    /// come later, can raise them.
+    #[inline(always)]
+    fn own_max<T: Float>(
+        &self,
+        x: &Inputs<'_, T>,
+        slope: T::Acc,
+        v: usize,
+        edges: std::ops::Range<usize>,
+        m: &mut [T::Acc],
+    ) {
+        let heads = x.heads;
+        let erv = &x.er[v * heads..(v + 1) * heads];
+        let score =
+            |u: usize, k: usize| leaky(x.el[u * heads + k].to_acc() + erv[k].to_acc(), slope);
+        for (k, m) in m.iter_mut().enumerate() {
+            *m = score(v, k);
+        }
+        for &u in &self.graph().shards[self.graph().index].src[edges] {
+            for (k, m) in m.iter_mut().enumerate() {
+                *m = m.max(score(u as usize, k));
+            }
+        }
+    }
+
     fn forward<T: Float + Pod>(&mut self, x: Inputs<'_, T>) -> graphloom_tensor::Result<Tensor>
     where
         T::Acc: Element,
@@ -288,15 +315,15 @@ impl AttentionOp {
             let consume = |from: usize, message: Message| {
                 if from == own {
                     // The own part comes first (see `Exchange::pass`), and writes every row:
-                    // its running maxima at -inf, its self-loop, then its in-edges from the own
-                    // part (the own shard's destinations are its rows), in the AVX2 copy.
+                    // its running maxima, its self-loop, then its in-edges from the own part
+                    // (the own shard's destinations are its rows), in the AVX2 copy.
                     let ptr = &g.shards[own].ptr;
-                    fill_every_row(ptr, w, &mut acc.values, |v, _, row| {
+                    fill_every_row(ptr, w, &mut acc.values, |v, edges, row| {
                         with_simd(
                             #[inline(always)]
                             || {
                                 let mz = stats_of(v);
-                                mz[..heads].fill(<A<T>>::NEG_INFINITY);
+                                this.own_max(&x, slope, v, edges, &mut mz[..heads]);
                                 let hv = &x.h[v * w..(v + 1) * w];
                                 let elv = &x.el[v * heads..(v + 1) * heads];
                                 this.update(&x, slope, v, (row, mz), ids[v], hv, elv);

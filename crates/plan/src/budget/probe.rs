@@ -97,9 +97,11 @@ pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>)
             };
             fit(&mut workload, &train, |_| {})?;
             let r = tracker.report();
+            // The graph's view is a part of its own in the plan (`view_bytes`).
             let step = (r.total_peak as u64)
                 .saturating_sub(held)
                 .saturating_sub(r.peak_of(Category::Optimizer) as u64)
+                .saturating_sub(r.peak_of(Category::Graph) as u64)
                 .saturating_sub(params);
             // An evaluation pass alone, under a tracker of its own.
             let params: Vec<Tensor> = workload
