@@ -400,7 +400,10 @@ impl AttentionOp {
         x: Inputs<'_, T>,
         out: &[T],
         grad: &[T],
-    ) -> graphloom_tensor::Result<[Tensor; 3]> {
+    ) -> graphloom_tensor::Result<[Tensor; 3]>
+    where
+        T::Acc: Element,
+    {
         let g = self.graph();
         let own = g.index;
         let grads = RefCell::new(Grads::new(self, &x, out, grad)?);

@@ -9,7 +9,7 @@ use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
 use graphloom_nn::kernels::gat::{dot, leaky};
 use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
-use graphloom_tensor::{Float, Real, Tensor};
+use graphloom_tensor::{Element, Float, Real, Tensor};
 use rayon::prelude::*;
 
 use super::{AttentionOp, Inputs, Sources};
@@ -57,8 +57,8 @@ impl<A> Shared<A> {
     }
 }
 
-/// The backward pass's sums: the gradient of `er` by destination, and of `[h | el]` for the
-/// own rows (rows of `width + heads`, as in the messages).
+/// The backward pass's sums: the gradient of `er` by destination, and those of `h` and `el`
+/// for the own rows, apart, so that each becomes its gradient tensor in place.
 pub(super) struct Grads<'a, T: Float> {
     op: &'a AttentionOp,
     x: &'a Inputs<'a, T>,
@@ -68,7 +68,10 @@ pub(super) struct Grads<'a, T: Float> {
     /// `c_v = g_v . out_v` per head.
     cv: Scratch<T::Acc>,
     der: Scratch<T::Acc>,
-    mine: Scratch<T::Acc>,
+    /// `[rows, width]`.
+    dh: Scratch<T::Acc>,
+    /// `[rows, heads]`.
+    del: Scratch<T::Acc>,
 }
 
 impl<'a, T: Float + Pod> Grads<'a, T> {
@@ -93,7 +96,8 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                 }
             });
         let der = scratch::<T::Acc>(rows * heads);
-        let mine = scratch::<T::Acc>(rows * (w + heads));
+        let dh = scratch::<T::Acc>(rows * w);
+        let del = scratch::<T::Acc>(rows * heads);
         Ok(Grads {
             op,
             x,
@@ -101,17 +105,18 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             grad,
             cv,
             der,
-            mine,
+            dh,
+            del,
         })
     }
 
     /// Adds edge `u -> v`'s gradients for heads `ks` (source rows `hu`, `elu`): its score's,
-    /// which is `er`'s, into the row `score` (`heads` long), `h`'s and `el`'s into the row
-    /// `into` (`width + heads` long).
+    /// which is `er`'s, into the row `score` (`heads` long), `h`'s into the row `into_h`
+    /// (`width` long) and `el`'s into the row `into_el` (`heads` long).
     ///
     /// # Safety
-    /// `into` and `score` point at such rows, and no other thread touches the entries of
-    /// heads `ks` in either during the call.
+    /// `into_h`, `into_el` and `score` point at such rows, and no other thread touches the
+    /// entries of heads `ks` in any of them during the call.
     #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     unsafe fn edge(
@@ -121,7 +126,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         u: i64,
         hu: &[T],
         elu: &[T],
-        into: Shared<T::Acc>,
+        (into_h, into_el): (Shared<T::Acc>, Shared<T::Acc>),
         score: Shared<T::Acc>,
     ) {
         let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
@@ -145,8 +150,8 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             // SAFETY: head k's entries are this caller's alone (the contract above).
             unsafe {
                 *score.at(k) += ds;
-                *into.at(w + k) += ds;
-                let out = std::slice::from_raw_parts_mut(into.at(k * c), c);
+                *into_el.at(k) += ds;
+                let out = std::slice::from_raw_parts_mut(into_h.at(k * c), c);
                 for (o, &gv) in out.iter_mut().zip(gk) {
                     *o += a * gv.to_acc();
                 }
@@ -176,7 +181,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     }
 
     /// Adds the gradients of every edge whose source is an own row (self-loops included).
-    /// First by source, each task owning its sources' rows of `mine`: the added self-loop's
+    /// First by source, each task owning its sources' rows of `dh` and `del`: the added self-loop's
     /// gradients, then each edge's, its score gradient kept in the edge's slot of a scratch.
     /// Then by destination, the slots summed into `der` (the shard's own self-loops are
     /// skipped by source, so theirs stay zero). Every sum runs in the order of the edges by
@@ -184,13 +189,12 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
     pub(super) fn own_edges(&mut self) {
         let g = self.op.graph();
         let (heads, w) = (self.x.heads, self.x.width());
-        let row_width = w + heads;
         let by_source = g.own_out_edges();
         let shard = &g.shards[g.index];
         let mut score = scratch::<T::Acc>(shard.src.len() * heads);
         {
             let scores = Shared::new(&mut score);
-            let mine = Shared::new(&mut self.mine);
+            let (dh, del) = (Shared::new(&mut self.dh), Shared::new(&mut self.del));
             let der = Shared::new(&mut self.der);
             let this = &*self;
             let x = this.x;
@@ -206,8 +210,9 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                                 g.ids[u],
                                 by_source.ptr[u] as usize..by_source.ptr[u + 1] as usize,
                             );
-                            // SAFETY: row u of `mine` and of `der` are this task's: it owns source u.
-                            let into = unsafe { mine.offset(u * row_width) };
+                            // SAFETY: row u of `dh`, `del` and `der` are this task's: it owns
+                            // source u.
+                            let into = unsafe { (dh.offset(u * w), del.offset(u * heads)) };
                             unsafe {
                                 this.edge(0..heads, u, u_id, hu, elu, into, der.offset(u * heads))
                             };
@@ -276,7 +281,10 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                                 u,
                                 hu,
                                 elu,
-                                rows.offset(src * row_width),
+                                (
+                                    rows.offset(src * row_width),
+                                    rows.offset(src * row_width + this.x.width()),
+                                ),
                                 der.offset(v * this.x.heads),
                             )
                         };
@@ -287,44 +295,34 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         Message::of_values(out.len(), out.iter().map(|&a| T::from_acc(a)))
     }
 
-    /// Adds the gradients part `from` computed for the rows this worker sent it.
+    /// Adds the gradients part `from` computed for the rows this worker sent it (rows of
+    /// `[h | el]`, as the messages carry them).
     pub(super) fn add_returned(&mut self, from: usize, message: &Message) {
         let values = message.values::<T>();
-        let row_width = self.x.width() + self.x.heads;
+        let (heads, w) = (self.x.heads, self.x.width());
         for (j, &row) in self.op.graph().send[from].iter().enumerate() {
-            let dst = &mut self.mine[row as usize * row_width..(row as usize + 1) * row_width];
-            for (d, &v) in dst
-                .iter_mut()
-                .zip(&values[j * row_width..(j + 1) * row_width])
-            {
+            let row = row as usize;
+            let returned = &values[j * (w + heads)..(j + 1) * (w + heads)];
+            let dh = &mut self.dh[row * w..(row + 1) * w];
+            let del = &mut self.del[row * heads..(row + 1) * heads];
+            for (d, &v) in dh.iter_mut().chain(del).zip(returned) {
                 *d += v.to_acc();
             }
         }
     }
 
-    /// The gradients of `h`, `el` and `er`.
-    pub(super) fn into_tensors(self) -> graphloom_tensor::Result<[Tensor; 3]> {
+    /// The gradients of `h`, `el` and `er`: the sums themselves, in the inputs' dtype.
+    pub(super) fn into_tensors(self) -> graphloom_tensor::Result<[Tensor; 3]>
+    where
+        T::Acc: Element,
+    {
         let (heads, w) = (self.x.heads, self.x.width());
         let rows = self.op.graph().rows;
-        let row_width = w + heads;
-        let mut dh = graphloom_tensor::alloc::zeros::<T>(rows * w);
-        let mut del = graphloom_tensor::alloc::zeros::<T>(rows * heads);
-        dh.par_chunks_mut(w.max(1))
-            .zip(del.par_chunks_mut(heads.max(1)))
-            .zip(self.mine.par_chunks(row_width.max(1)))
-            .for_each(|((dh_row, del_row), row)| {
-                for (d, &a) in dh_row.iter_mut().zip(&row[..w]) {
-                    *d = T::from_acc(a);
-                }
-                for (d, &a) in del_row.iter_mut().zip(&row[w..]) {
-                    *d = T::from_acc(a);
-                }
-            });
-        let der: Vec<T> = self.der.par_iter().map(|&a| T::from_acc(a)).collect();
+        let Grads { dh, del, der, .. } = self;
         Ok([
-            Tensor::from_vec(dh, &[rows, w])?,
-            Tensor::from_vec(del, &[rows, heads])?,
-            Tensor::from_vec(der, &[rows, heads])?,
+            Tensor::from_vec(dh.into_vec(), &[rows, w])?.cast(T::DTYPE)?,
+            Tensor::from_vec(del.into_vec(), &[rows, heads])?.cast(T::DTYPE)?,
+            Tensor::from_vec(der.into_vec(), &[rows, heads])?.cast(T::DTYPE)?,
         ])
     }
 }
