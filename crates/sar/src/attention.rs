@@ -4,8 +4,11 @@
 //! For destination `v` and head `k`, every worker keeps a running max `m`, a running sum `z`
 //! of `exp(s - m)` and an unnormalised output `acc`. An edge with score `s > m` rescales `z`
 //! and `acc` by `exp(m - s)` first, so after the last part `acc / z` is the softmax-weighted
-//! sum over all in-edges, whatever order the parts came in. Only `m` and `z` are kept for the
-//! backward pass (`[rows, heads]`), never a coefficient per edge.
+//! sum over all in-edges, whatever order the parts came in. The own part comes first and is
+//! computed as the single-graph kernel does (its scores, their max, the exponentials, then one
+//! pass over the rows), so only halos' scores can rescale; with no halo to follow (one worker)
+//! it normalises there too. Only `m` and `z` are kept for the backward pass (`[rows, heads]`),
+//! never a coefficient per edge.
 //!
 //! The backward pass needs each halo's rows again. With `c_v = g_v . out_v` per head (the
 //! softmax's `sum_u alpha_uv dA_uv`, from the output, so no pass over the edges is needed
@@ -31,7 +34,7 @@ use graphloom_tensor::{with_float, BackwardCtx, Element, Float, Op, Real, Tape, 
 use rayon::prelude::*;
 
 use crate::exchange::{Direction, Exchange, Message, SarMode};
-use crate::graph::{fill_every_row, for_each_destination};
+use crate::graph::{fill_every_row_with, for_each_destination};
 use crate::linear::check_rows;
 use crate::{comm_error, empty_scratch, scratch, PartGraph};
 
@@ -120,14 +123,6 @@ impl<T: Float + Pod> Inputs<'_, T> {
     }
 }
 
-/// Where the source rows of a part's edges are: a received halo (rows of `h` then `el`), or
-/// this worker's own inputs.
-#[derive(Clone, Copy)]
-enum Sources<'a, T> {
-    Halo(&'a [T]),
-    Own,
-}
-
 impl AttentionOp {
     fn graph(&self) -> &PartGraph {
         &self.att.exchange.graph
@@ -142,18 +137,17 @@ impl AttentionOp {
     }
 
     /// Calls `edge(u_id, src, hu, elu)` for every in-edge of destination `i` of part `from`'s
-    /// shard (`src` the source's position in the part's halo, or its row in the own part;
-    /// `hu` and `elu` its rows),
-    /// skipping self-loops, which are added separately. A few edges ahead it prefetches the
-    /// source's rows and calls `ahead_hook(row)` with the source's row (own row or halo position),
-    /// for the caller to prefetch what its `edge` will write.
+    /// shard (another part's), whose source rows are in `halo` (rows of `h` then `el`): `src`
+    /// the source's position in the halo, `hu` and `elu` its rows. A few edges ahead it
+    /// prefetches the source's rows and calls `ahead_hook(src)`, for the caller to prefetch
+    /// what its `edge` will write.
     #[inline(always)]
     fn edges_of<T: Float>(
         &self,
         from: usize,
         i: usize,
         x: &Inputs<'_, T>,
-        sources: Sources<'_, T>,
+        halo: &[T],
         ahead_hook: &impl Fn(usize),
         mut edge: impl FnMut(i64, usize, &[T], &[T]),
     ) {
@@ -161,38 +155,17 @@ impl AttentionOp {
         let (w, heads) = (x.width(), x.heads);
         let shard = &g.shards[from];
         let ids = &g.halo_ids[from];
-        let v = shard.dst[i] as usize;
+        let row_width = w + heads;
         for e in shard.ptr[i] as usize..shard.ptr[i + 1] as usize {
             // The row a few edges ahead, asked of the cache now (a hint, no effect on results).
             if let Some(&ahead) = shard.src.get(e + PREFETCH_DISTANCE) {
                 let ahead = ahead as usize;
-                match sources {
-                    Sources::Own => {
-                        prefetch(&x.h[ahead * w..(ahead + 1) * w]);
-                        ahead_hook(ahead);
-                    }
-                    Sources::Halo(halo) => {
-                        prefetch(&halo[ahead * (w + heads)..(ahead + 1) * (w + heads)]);
-                        ahead_hook(ahead);
-                    }
-                }
+                prefetch(&halo[ahead * row_width..(ahead + 1) * row_width]);
+                ahead_hook(ahead);
             }
             let src = shard.src[e] as usize;
-            match sources {
-                Sources::Own => {
-                    // The own shard's sources are rows.
-                    let u = src;
-                    if u != v {
-                        let (hu, elu) =
-                            (&x.h[u * w..(u + 1) * w], &x.el[u * heads..(u + 1) * heads]);
-                        edge(g.ids[u], u, hu, elu);
-                    }
-                }
-                Sources::Halo(halo) => {
-                    let row = &halo[src * (w + heads)..(src + 1) * (w + heads)];
-                    edge(ids[src], src, &row[..w], &row[w..]);
-                }
-            }
+            let row = &halo[src * row_width..(src + 1) * row_width];
+            edge(ids[src], src, &row[..w], &row[w..]);
         }
     }
 
@@ -202,13 +175,13 @@ impl AttentionOp {
         &self,
         from: usize,
         x: &Inputs<'_, T>,
-        sources: Sources<'_, T>,
+        halo: &[T],
         ahead_hook: &impl Fn(usize),
         mut edge: impl FnMut(usize, i64, usize, &[T], &[T]),
     ) {
         let shard = &self.graph().shards[from];
         for (i, &dst) in shard.dst.iter().enumerate() {
-            self.edges_of(from, i, x, sources, ahead_hook, |u, src, hu, elu| {
+            self.edges_of(from, i, x, halo, ahead_hook, |u, src, hu, elu| {
                 edge(dst as usize, u, src, hu, elu)
             });
         }
@@ -249,29 +222,73 @@ impl AttentionOp {
         }
     }
 
-    /// Destination `v`'s maxima per head over its self-loop and its in-edges `edges` of the
-    /// own shard. Starting the running maxima there, the own part's updates never rescale
-    /// (as in the single-graph kernel, which takes the max first): only halos' scores, which
-    /// come later, can raise them.
+    /// Destination `v`'s output row over its self-loop and its in-edges `edges` of the own
+    /// shard, as the single-graph kernel computes it: every score first (into `scores`, a
+    /// task's scratch), then the max and the exponentials per head, then one pass over the
+    /// sources' rows. With `finish` the weights are normalised (no other part's edges
+    /// follow); without, `row` is left unnormalised for halos' online updates. Writes the max
+    /// and the sum per head into `mz`.
+    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
-    fn own_max<T: Float>(
+    fn own_row<T: Float>(
         &self,
         x: &Inputs<'_, T>,
         slope: T::Acc,
         v: usize,
         edges: std::ops::Range<usize>,
-        m: &mut [T::Acc],
+        (row, mz): (&mut [T::Acc], &mut [T::Acc]),
+        scores: &mut Vec<T::Acc>,
+        finish: bool,
     ) {
-        let heads = x.heads;
+        let (heads, c, w) = (x.heads, x.c, x.width());
+        let g = self.graph();
+        let src = &g.shards[g.index].src;
         let erv = &x.er[v * heads..(v + 1) * heads];
-        let score =
-            |u: usize, k: usize| leaky(x.el[u * heads + k].to_acc() + erv[k].to_acc(), slope);
-        for (k, m) in m.iter_mut().enumerate() {
-            *m = score(v, k);
-        }
-        for &u in &self.graph().shards[self.graph().index].src[edges] {
+        // The self-loop, then the in-edges but the shard's own self-loops (one is added).
+        let sources = || {
+            std::iter::once(v).chain(
+                src[edges.clone()]
+                    .iter()
+                    .map(|&u| u as usize)
+                    .filter(move |&u| u != v),
+            )
+        };
+        let (m, z) = mz.split_at_mut(heads);
+        m.fill(T::Acc::NEG_INFINITY);
+        scores.clear();
+        for u in sources() {
             for (k, m) in m.iter_mut().enumerate() {
-                *m = m.max(score(u as usize, k));
+                let s = leaky(x.el[u * heads + k].to_acc() + erv[k].to_acc(), slope);
+                *m = m.max(s);
+                scores.push(s);
+            }
+        }
+        z.fill(T::Acc::ZERO);
+        for e in scores.chunks_mut(heads.max(1)) {
+            for k in 0..heads {
+                e[k] = (e[k] - m[k]).exp();
+                z[k] += e[k];
+            }
+        }
+        let v_id = g.ids[v];
+        for (i, (u, e)) in sources().zip(scores.chunks(heads.max(1))).enumerate() {
+            // A row a few edges ahead in the shard (the next rows' first ones at the end),
+            // asked of the cache now: a hint, no effect on results.
+            if let Some(&a) = src.get(edges.start + i + PREFETCH_DISTANCE) {
+                prefetch(&x.h[a as usize * w..(a as usize + 1) * w]);
+            }
+            let hu = &x.h[u * w..(u + 1) * w];
+            // The source's node id, only for a dropout mask (a lookup per edge otherwise).
+            let u_id = if self.dropout.is_some() { g.ids[u] } else { 0 };
+            for k in 0..heads {
+                let p = if finish { e[k] / z[k] } else { e[k] };
+                let a = p * T::Acc::from_f64(self.factor(v_id, u_id, k));
+                for (o, &hv) in row[k * c..(k + 1) * c]
+                    .iter_mut()
+                    .zip(&hu[k * c..(k + 1) * c])
+                {
+                    *o += a * hv.to_acc();
+                }
             }
         }
     }
@@ -291,10 +308,10 @@ impl AttentionOp {
         let mut kept: Vec<Option<Message>> =
             (0..self.att.exchange.comm.size()).map(|_| None).collect();
         let keep = self.att.exchange.mode.keeps_halos();
+        let halos = self.graph().receives_rows();
         {
             let this = &*self;
             let g = this.graph();
-            let ids = &g.ids;
             let own = g.index;
             let ex = &this.att.exchange;
             // Row v's statistics, written by the one task that owns destination v.
@@ -314,38 +331,30 @@ impl AttentionOp {
             };
             let consume = |from: usize, message: Message| {
                 if from == own {
-                    // The own part comes first (see `Exchange::pass`), and writes every row:
-                    // its running maxima, its self-loop, then its in-edges from the own part
-                    // (the own shard's destinations are its rows), in the AVX2 copy.
+                    // The own part comes first (see `Exchange::pass`), and writes every row
+                    // from its self-loop and its in-edges from the own part (the own shard's
+                    // destinations are its rows), in the AVX2 copy; normalised there when no
+                    // other part's edges follow.
                     let ptr = &g.shards[own].ptr;
-                    fill_every_row(ptr, w, &mut acc.values, |v, edges, row| {
-                        with_simd(
-                            #[inline(always)]
-                            || {
-                                let mz = stats_of(v);
-                                this.own_max(&x, slope, v, edges, &mut mz[..heads]);
-                                let hv = &x.h[v * w..(v + 1) * w];
-                                let elv = &x.el[v * heads..(v + 1) * heads];
-                                this.update(&x, slope, v, (row, mz), ids[v], hv, elv);
-                                this.edges_of(
-                                    own,
-                                    v,
-                                    &x,
-                                    Sources::Own,
-                                    &|_| (),
-                                    #[inline(always)]
-                                    |u, _, hu, elu| {
-                                        this.update(&x, slope, v, (row, mz), u, hu, elu)
-                                    },
-                                );
-                            },
-                        )
-                    });
+                    fill_every_row_with(
+                        ptr,
+                        w,
+                        &mut acc.values,
+                        Vec::new,
+                        |scores, v, edges, row| {
+                            with_simd(
+                                #[inline(always)]
+                                || {
+                                    let mz = stats_of(v);
+                                    this.own_row(&x, slope, v, edges, (row, mz), scores, !halos)
+                                },
+                            )
+                        },
+                    );
                     return Ok(());
                 }
                 {
                     let halo = message.values::<T>();
-                    let sources = Sources::Halo(&halo);
                     let shard = &g.shards[from];
                     for_each_destination(shard, &mut acc, w, |i, row| {
                         with_simd(
@@ -357,7 +366,7 @@ impl AttentionOp {
                                     from,
                                     i,
                                     &x,
-                                    sources,
+                                    &halo,
                                     &|_| (),
                                     #[inline(always)]
                                     |u, _, hu, elu| {
@@ -376,8 +385,8 @@ impl AttentionOp {
             ex.pass(Direction::Out, produce, consume)
                 .map_err(comm_error)?;
         }
-        // The softmax's denominators, in place.
-        if w > 0 {
+        // The softmax's denominators, in place, unless the own pass applied them.
+        if halos && w > 0 {
             acc.par_chunks_mut(w)
                 .zip(stats.par_chunks(2 * heads))
                 .for_each(|(row, mz)| {
@@ -386,11 +395,11 @@ impl AttentionOp {
                     }
                 });
         }
-        let stats: Vec<f64> = stats
-            .chunks(2 * heads)
-            .flat_map(|mz| (0..heads).flat_map(move |k| [mz[k].to_f64(), mz[heads + k].to_f64()]))
-            .collect();
-        self.stats = Some(Tensor::from_vec(stats, &[rows, heads, 2])?);
+        let mut stats_f64 = graphloom_tensor::alloc::with_capacity(rows * heads * 2);
+        stats_f64.par_extend(stats.par_chunks(2 * heads).flat_map_iter(|mz| {
+            (0..heads).flat_map(move |k| [mz[k].to_f64(), mz[heads + k].to_f64()])
+        }));
+        self.stats = Some(Tensor::from_vec(stats_f64, &[rows, heads, 2])?);
         *self.kept.get_mut().unwrap_or_else(|e| e.into_inner()) = kept;
         Tensor::from_vec(acc.into_vec(), &[rows, w])?.cast(T::DTYPE)
     }

@@ -52,6 +52,12 @@ pub(crate) struct OwnOutEdges {
 }
 
 impl PartGraph {
+    /// Whether another part sends rows to this one: without, a forward pass's own part
+    /// finishes every row itself, with no pass of its own after the exchange.
+    pub(crate) fn receives_rows(&self) -> bool {
+        (self.shards.iter().enumerate()).any(|(q, s)| q != self.index && !s.dst.is_empty())
+    }
+
     /// The graph of this worker's loaded part, whose shards, send lists and degrees move here
     /// (the part keeps its features, labels and splits). Collective: the workers tell each
     /// other the node ids of the rows they send.
@@ -227,6 +233,18 @@ pub(crate) fn fill_every_row<A: Real>(
     out: &mut Vec<A>,
     f: impl Fn(usize, Range<usize>, &mut [A]) + Sync,
 ) {
+    fill_every_row_with(ptr, width, out, || (), |_, v, edges, row| f(v, edges, row));
+}
+
+/// [`fill_every_row`] with a scratch `S` per parallel task, made by `init` and handed to
+/// every call of `f` of that task: `f(scratch, v, edges, row)`.
+pub(crate) fn fill_every_row_with<A: Real, S>(
+    ptr: &[i64],
+    width: usize,
+    out: &mut Vec<A>,
+    init: impl Fn() -> S + Sync + Send,
+    f: impl Fn(&mut S, usize, Range<usize>, &mut [A]) + Sync,
+) {
     use rayon::prelude::*;
     let rows = ptr.len() - 1;
     assert!(out.is_empty() && out.capacity() >= rows * width);
@@ -237,7 +255,7 @@ pub(crate) fn fill_every_row<A: Real>(
     let spare = &mut out.spare_capacity_mut()[..rows * width];
     split_rows(spare, width, &bounds)
         .into_par_iter()
-        .for_each(|(first, piece)| {
+        .for_each_init(init, |scratch, (first, piece)| {
             for (r, row) in piece.chunks_mut(width).enumerate() {
                 let v = first + r;
                 row.iter_mut().for_each(|x| {
@@ -245,7 +263,7 @@ pub(crate) fn fill_every_row<A: Real>(
                 });
                 // SAFETY: every element of the row was written just above.
                 let row = unsafe { &mut *(row as *mut [MaybeUninit<A>] as *mut [A]) };
-                f(v, ptr[v] as usize..ptr[v + 1] as usize, row);
+                f(scratch, v, ptr[v] as usize..ptr[v + 1] as usize, row);
             }
         });
     // SAFETY: the row ranges cover rows 0..rows, and every element of each was written (zeroed

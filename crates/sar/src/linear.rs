@@ -160,7 +160,7 @@ impl RingAggregation {
         let rows = g.rows;
         let ex = &self.exchange;
         let own = g.index;
-        let halos = self.receives_rows();
+        let halos = self.graph().receives_rows();
         // Made here, on the worker's thread, so that its memory is charged to the worker.
         self.factors();
         let mut acc = empty_scratch::<A<T>>(rows * cols);
@@ -229,13 +229,6 @@ impl RingAggregation {
             );
         }
         into_tensor::<T>(acc, rows, cols)
-    }
-
-    /// Whether another part sends rows to this one: without, the forward pass's own part
-    /// finishes every row itself, with no pass of its own after the exchange.
-    fn receives_rows(&self) -> bool {
-        let g = self.graph();
-        (g.shards.iter().enumerate()).any(|(q, s)| q != g.index && !s.dst.is_empty())
     }
 
     /// Whether this part sends rows to another (which returns their gradients in the

@@ -12,7 +12,7 @@ use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
 use graphloom_tensor::{Element, Float, Real, Tensor};
 use rayon::prelude::*;
 
-use super::{AttentionOp, Inputs, Sources};
+use super::{AttentionOp, Inputs};
 use crate::exchange::Message;
 use crate::graph::for_each_destination;
 use crate::{scratch, Scratch};
@@ -267,12 +267,8 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
             let this = &*self;
             this.by_head_groups(|ks| {
                 let ahead = |row: usize| this.prefetch_heads(rows, row, &ks);
-                this.op.for_each_edge(
-                    from,
-                    this.x,
-                    Sources::Halo(&halo),
-                    &ahead,
-                    |v, u, src, hu, elu| {
+                this.op
+                    .for_each_edge(from, this.x, &halo, &ahead, |v, u, src, hu, elu| {
                         // SAFETY: row src of the halo's gradients; this group's heads only.
                         unsafe {
                             this.edge(
@@ -288,8 +284,7 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                                 der.offset(v * this.x.heads),
                             )
                         };
-                    },
-                );
+                    });
             });
         }
         Message::of_values(out.len(), out.iter().map(|&a| T::from_acc(a)))
