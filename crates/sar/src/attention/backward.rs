@@ -8,7 +8,7 @@ use graphloom_nn::balanced_chunks;
 use graphloom_nn::kernels::aggregate::PREFETCH_DISTANCE;
 use graphloom_nn::kernels::gat::{dot, leaky};
 use graphloom_tensor::kernels::simd::with_simd;
-use graphloom_tensor::prefetch::{prefetch, prefetch_bytes};
+use graphloom_tensor::prefetch::{prefetch, prefetch_at, prefetch_bytes};
 use graphloom_tensor::{Element, Float, Real, Tensor};
 use rayon::prelude::*;
 
@@ -132,12 +132,12 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
         let (heads, c, w) = (self.x.heads, self.x.c, self.x.width());
         let slope = T::Acc::from_f64(self.op.att.negative_slope);
         let st = self.stats;
-        let v_id = self.op.graph().ids[v];
+        let factors = self.op.factors_of::<T::Acc>(self.op.graph().ids[v]);
         for k in ks {
             let pre = elu[k].to_acc() + self.x.er[v * heads + k].to_acc();
             let (mv, zv) = (st[(v * heads + k) * 2], st[(v * heads + k) * 2 + 1]);
             let alpha = (leaky(pre, slope) - T::Acc::from_f64(mv)).exp() / T::Acc::from_f64(zv);
-            let d = T::Acc::from_f64(self.op.factor(v_id, u, k));
+            let d = factors.of(u, k);
             let gk = &self.grad[v * w + k * c..v * w + (k + 1) * c];
             let da = dot::<T>(gk, &hu[k * c..(k + 1) * c]) * d;
             let dleaky = if pre > T::Acc::ZERO {
@@ -221,6 +221,10 @@ impl<'a, T: Float + Pod> Grads<'a, T> {
                                     prefetch(
                                         &this.grad[ahead as usize * w..(ahead as usize + 1) * w],
                                     );
+                                    // The destination's node id, for the dropout mask.
+                                    if this.op.dropout.is_some() {
+                                        prefetch_at(&g.ids, ahead as usize);
+                                    }
                                 }
                                 let (v, e) =
                                     (by_source.dst[j] as usize, by_source.edge[j] as usize);

@@ -13,7 +13,7 @@ pub use activation::{
     activate, bias_activation, bias_activation_dropout, elu, leaky_relu, relu, Activation,
     OutputDropout,
 };
-pub use dropout::{dropout, Dropout, Probability};
+pub use dropout::{dropout, Dropout, Probability, RowFactors};
 pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul, matmul_pair};
 pub use loss::{log_softmax, nll_loss, weighted_nll_loss};
 pub use norm::{batch_norm, StatsSum};
