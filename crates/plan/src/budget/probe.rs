@@ -69,7 +69,9 @@ pub(crate) fn probe_rows(dir: &Path, meta: &Meta) -> Result<Option<Tensor>> {
 /// activations, and full-batch GraphSAGE on 100,000 nodes was predicted at a third of its
 /// step (106 MiB against 310 MiB tracked).
 pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>) -> Result<Probe> {
-    let nodes = rows.map_or(PROBE_NODES, |r| r.shape()[0]).max(4);
+    // Each graph needs two nodes at least; a dataset that small is probed on generated rows.
+    let rows = rows.filter(|r| r.shape()[0] >= 4);
+    let nodes = rows.map_or(PROBE_NODES, |r| r.shape()[0]);
     let half = match rows {
         Some(r) => Some(r.rows(0, nodes / 2).map_err(graphloom_nn::Error::from)?),
         None => None,
@@ -197,6 +199,18 @@ mod tests {
                 predicted / (1 << 20) as f64,
                 measured / (1 << 20) as f64
             );
+        }
+    }
+
+    /// The probe takes a dataset's own rows, and a dataset may have only a few.
+    #[test]
+    fn a_dataset_of_a_few_nodes_is_probed() {
+        let mut m = ModelConfig::of(Architecture::Gcn);
+        (m.in_dim, m.out_dim) = (4, 2);
+        for n in 1..6 {
+            let rows = Tensor::zeros(&[n, 4], DType::F32);
+            let probe = probe(&m, 1.0, Some(&rows));
+            assert!(probe.is_ok(), "{n} rows: {:?}", probe.err());
         }
     }
 }
