@@ -98,9 +98,9 @@ impl Dropout {
     }
 
     /// The factors of row `id`'s elements, drawn a block of columns at a time or one at a
-    /// time ([`RowFactors::factor`]) from the same draws
-    /// as [`Dropout::dropped`]. The row's hash, the threshold and the kept elements' scale are
-    /// worked out here once, not per element.
+    /// time ([`RowFactors::factor`]) from the same draws as [`Dropout::dropped`]. The row's
+    /// hash, the threshold and the kept elements' scale are worked out here once, not per
+    /// element.
     #[inline(always)]
     pub fn row_factors<R: Real>(&self, id: u64) -> RowFactors<R> {
         RowFactors {
