@@ -15,7 +15,7 @@ use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
 use graphloom_graph::sample::{Fanouts, Sampler, SamplerKind};
 use graphloom_graph::{LinkSet, LinkSplit, MappedDataset};
 use graphloom_nn::link::metrics::LinkMetric;
-use graphloom_nn::link::{pair_batches, LinkTask, PairBatch};
+use graphloom_nn::link::{pair_batches, LinkTask, NegativeSampling, PairBatch};
 use graphloom_nn::Architecture;
 use graphloom_plan::{Plan, TaskName, TrainSettings};
 use graphloom_tensor::autodiff::ops::Probability;
@@ -23,6 +23,10 @@ use graphloom_tensor::RssReport;
 use serde_json::{json, Value};
 
 use crate::bench_peers as peers;
+
+/// The negatives of the measured work: the destination drawn, the source kept, as DGL's
+/// `negative_sampler.Uniform` (the peer measured beside it) draws them.
+const NEG_SAMPLING: NegativeSampling = NegativeSampling::Dst;
 
 /// Arguments of `graphloom bench link`.
 #[derive(Args)]
@@ -215,6 +219,7 @@ fn measure(args: &LinkArgs, dataset: &Path) -> Result<Value> {
         fanouts: Some(args.fanouts.clone()),
         batch_size: Some(args.batch_size),
         neg_ratio: Some(args.neg_ratio),
+        neg_sampling: Some(NEG_SAMPLING),
         batches_per_epoch: Some(total),
         ..Default::default()
     };
@@ -282,6 +287,7 @@ fn sampling(args: &LinkArgs, dataset: &Path) -> Result<(usize, f64)> {
     let task = LinkTask {
         split: &split,
         neg_ratio: args.neg_ratio,
+        neg_sampling: NEG_SAMPLING,
         metric: LinkMetric::Auc,
         exclude_supervision: false,
     };

@@ -6,7 +6,8 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use graphloom_nn::train::{Accuracy, EpochRecord};
+use graphloom_nn::link::metrics::{LinkMetrics, HITS_AT};
+use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation};
 
 /// The drawing area of a PNG.
 type Area<'a> = DrawingArea<BitMapBackend<'a>, plotters::coord::Shift>;
@@ -57,6 +58,11 @@ pub(crate) struct Marks {
 
 /// The colour of the best epoch's mark, used by nothing else.
 const BEST: RGBColor = RGBColor(255, 140, 0);
+/// Link metrics' colours beside the accuracies' blue and green.
+const ORANGE: RGBColor = RGBColor(230, 120, 0);
+const TEAL: RGBColor = RGBColor(0, 150, 150);
+const BROWN: RGBColor = RGBColor(140, 70, 20);
+
 /// The colour of the early stop's mark, used by nothing else.
 const STOP: RGBColor = RGBColor(148, 0, 211);
 /// Pixels under each panel for its legend, so that no legend covers a curve.
@@ -64,9 +70,10 @@ const LEGEND_STRIP: u32 = 64;
 /// The size of tick labels and legends.
 const LABEL_FONT: u32 = 14;
 
-/// Draws loss, accuracies and peak memory per epoch into three panels of a 1200 x 480 PNG,
-/// with the best epoch and an early stop marked by vertical lines on each, and each panel's
-/// legend below it.
+/// Draws loss, accuracies (a link predictor's validation metrics: every one, so that a
+/// collapse of one while the selecting metric rises is in view) and peak memory per epoch
+/// into three panels of a 1200 x 480 PNG, with the best epoch and an early stop marked by
+/// vertical lines on each, and each panel's legend below it.
 pub(crate) fn training_curves(
     path: &Path,
     title: &str,
@@ -97,15 +104,7 @@ pub(crate) fn training_curves(
                     RED,
                 )],
             ),
-            (
-                "accuracy",
-                1.0,
-                vec![
-                    ("train", accuracy(epochs, |a| a.train), BLUE),
-                    ("valid", accuracy(epochs, |a| a.val), GREEN),
-                    ("test", accuracy(epochs, |a| a.test), BLACK),
-                ],
-            ),
+            scores(epochs),
             (
                 "peak tracked memory (MiB)",
                 max_mib,
@@ -168,6 +167,39 @@ pub(crate) fn training_curves(
     })
 }
 
+/// The middle panel: the accuracies of a node classifier, or every validation metric of a
+/// link predictor (by the first evaluation's kind).
+fn scores(epochs: &[EpochRecord]) -> (&'static str, f64, Vec<Line<'static>>) {
+    let link = epochs
+        .iter()
+        .find_map(|e| e.evaluation)
+        .is_some_and(|e| matches!(e, Evaluation::Link(_)));
+    if !link {
+        return (
+            "accuracy",
+            1.0,
+            vec![
+                ("train", accuracy(epochs, |a| a.train), BLUE),
+                ("valid", accuracy(epochs, |a| a.val), GREEN),
+                ("test", accuracy(epochs, |a| a.test), BLACK),
+            ],
+        );
+    }
+    let hits = |k: usize| move |m: &LinkMetrics| m.hits[k];
+    let mut lines: Vec<Line<'static>> = vec![
+        ("val auc", link_metric(epochs, |m| m.auc), BLUE),
+        ("val hits@20", link_metric(epochs, hits(0)), ORANGE),
+        ("val hits@50", link_metric(epochs, hits(1)), GREEN),
+        ("val hits@100", link_metric(epochs, hits(2)), TEAL),
+    ];
+    debug_assert_eq!(HITS_AT, [20, 50, 100], "the labels name these cut-offs");
+    let mrr = link_metric(epochs, |m| m.mrr.unwrap_or(f64::NAN));
+    if mrr.iter().all(|(_, y)| y.is_finite()) {
+        lines.push(("val mrr", mrr, BROWN));
+    }
+    ("validation metrics", 1.0, lines)
+}
+
 /// The points (epoch, accuracy) of the evaluated epochs.
 fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f64)> {
     epochs
@@ -175,6 +207,17 @@ fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f6
         .filter_map(|e| {
             let a = e.evaluation?.accuracy()?;
             Some((e.epoch as f64, split(&a)))
+        })
+        .collect()
+}
+
+/// The points (epoch, metric) of a link predictor's evaluated epochs, on the validation split.
+fn link_metric(epochs: &[EpochRecord], metric: impl Fn(&LinkMetrics) -> f64) -> Vec<(f64, f64)> {
+    epochs
+        .iter()
+        .filter_map(|e| match e.evaluation? {
+            Evaluation::Link(l) => Some((e.epoch as f64, metric(&l.valid))),
+            Evaluation::Node(_) => None,
         })
         .collect()
 }
@@ -431,6 +474,44 @@ mod tests {
         };
         for c in [RED, BLUE, GREEN, MAGENTA, BEST, STOP] {
             assert!(in_strip(c) > 0, "a legend sample of {c:?} under the panels");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_link_predictor_has_every_validation_metric_drawn() {
+        use graphloom_nn::link::metrics::{LinkEvaluation, LinkMetric};
+        let dir = std::env::temp_dir().join(format!("graphloom-plot-link-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("link.png");
+        let metrics = |t: f64| LinkMetrics {
+            auc: 0.9 - 0.04 * t,
+            hits: [0.2 + 0.01 * t, 0.3 - 0.02 * t, 0.4 + 0.02 * t],
+            mrr: Some(0.1 + 0.05 * t),
+        };
+        let epochs: Vec<EpochRecord> = (1..=9)
+            .map(|epoch| EpochRecord {
+                epoch,
+                loss: 1.0 / epoch as f64,
+                evaluation: Some(Evaluation::Link(LinkEvaluation {
+                    valid: metrics(epoch as f64),
+                    test: metrics(epoch as f64),
+                    metric: LinkMetric::Mrr,
+                })),
+                seconds: 0.1,
+                peak_bytes: 3 << 20,
+            })
+            .collect();
+        training_curves(&path, "t", &epochs, Marks::default()).unwrap();
+        let (px, width) = pixels(&path);
+        let strip_top = px.len() / width - LEGEND_STRIP as usize;
+        // Each metric's colour is on a curve above the legends, not only in a legend sample.
+        for c in [BLUE, ORANGE, GREEN, TEAL, BROWN] {
+            let above = px[..strip_top * width]
+                .iter()
+                .filter(|p| **p == [c.0, c.1, c.2])
+                .count();
+            assert!(above > 100, "a curve of {c:?}: {above} pixels");
         }
         std::fs::remove_dir_all(&dir).unwrap();
     }

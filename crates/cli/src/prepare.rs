@@ -173,9 +173,11 @@ pub(crate) struct SyntheticArgs {
     /// Seed.
     #[arg(long, default_value_t = 0)]
     pub(crate) seed: u64,
-    /// Edge model: sbm (classes shape the edges), rmat (power-law degrees, Graph500's R-MAT)
-    /// or powerlaw (Chung-Lu, degree exponent 2.2, hubs spread over the ids: a citation
-    /// graph's shape); with rmat and powerlaw, --homophily of the edges join one class.
+    /// Edge model: sbm (classes shape the edges), rmat (power-law degrees, Graph500's R-MAT),
+    /// powerlaw (Chung-Lu, degree exponent 2.2, hubs spread over the ids: a citation graph's
+    /// shape) or powerlaw-ordered (the same degrees, hubs at the low ids and degree falling
+    /// with the id, as first-appearance numbering leaves e-mail and co-authorship graphs);
+    /// with rmat and the powerlaws, --homophily of the edges join one class.
     #[arg(long, default_value = "sbm", value_parser = choice::<EdgeModel>())]
     pub(crate) edge_model: EdgeModel,
     /// Output dataset directory.

@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use graphloom_nn::link::metrics::HITS_AT;
+use graphloom_nn::link::metrics::{LinkMetric, LinkMetrics, HITS_AT};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation, TrainReport};
 use graphloom_plan::{Choice, Common, Plan, RunOutcome, TrainSettings};
@@ -125,12 +125,7 @@ fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
             format!("train {train:>6}  val {val:>6}  test {test:>6}")
         }
         Some(Evaluation::Link(l)) => {
-            let name = l.metric.name();
-            format!(
-                "val {name} {:.4}  test {name} {:.4}",
-                l.valid.get(l.metric),
-                l.test.get(l.metric)
-            )
+            format!("val {}  test {}", brief(&l.valid), brief(&l.test))
         }
         None => format!("{:<34}", "(not evaluated)"),
     };
@@ -141,6 +136,57 @@ fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
         r.seconds,
         r.peak_bytes as f64 / (1 << 20) as f64
     )
+}
+
+/// A link evaluation's AUC, Hits@50 and MRR (when the split ranks) in one short run of text.
+fn brief(m: &LinkMetrics) -> String {
+    let mrr = m.mrr.map_or(String::new(), |v| format!(" mrr {v:.4}"));
+    format!("auc {:.4} hits@50 {:.4}{mrr}", m.auc, m.hits[1])
+}
+
+/// A link predictor's validation metrics that, at the selected epoch, stand well below their
+/// own best (more than 0.05 under it, and under 90% of it): a model selected by one metric
+/// may rank random pairs above true links by another. One line naming them and `--metric`,
+/// or `None`.
+fn selection_note(report: &TrainReport) -> Option<String> {
+    let Evaluation::Link(chosen) = report.best else {
+        return None;
+    };
+    let mut below = Vec::new();
+    for metric in LinkMetric::ALL.iter().copied() {
+        if metric == chosen.metric || (metric == LinkMetric::Mrr && chosen.valid.mrr.is_none()) {
+            continue;
+        }
+        let at = |e: &EpochRecord| match e.evaluation {
+            Some(Evaluation::Link(l)) => Some((e.epoch, l.valid.get(metric))),
+            _ => None,
+        };
+        let Some((epoch, best)) = report.epochs.iter().filter_map(at).fold(
+            None,
+            |b: Option<(usize, f64)>, (e, v)| match b {
+                Some((_, bv)) if bv >= v => b,
+                _ => Some((e, v)),
+            },
+        ) else {
+            continue;
+        };
+        let now = chosen.valid.get(metric);
+        if now < best - 0.05 && now < 0.9 * best {
+            below.push(format!(
+                "{} {now:.4} (best {best:.4} at epoch {epoch})",
+                metric.name()
+            ));
+        }
+    }
+    (!below.is_empty()).then(|| {
+        format!(
+            "note: epoch {} was selected by validation {}; there validation {}: --metric chooses \
+             the selecting metric",
+            report.best_epoch,
+            chosen.metric.name(),
+            below.join(", ")
+        )
+    })
 }
 
 /// Runs `graphloom train`; returns the report for callers that measure it (none for
@@ -262,6 +308,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             peak_anon as f64 / (1 << 20) as f64,
             report.rss.peak_bytes as f64 / (1 << 20) as f64
         );
+    }
+    if let (Some(note), false) = (selection_note(report), args.quiet) {
+        eprintln!("{note}");
     }
     if args.profile {
         // Forward calls without a backward (evaluation, inputs that need no gradient) are

@@ -352,6 +352,57 @@ fn power_law_graphs_have_the_shape_of_a_citation_graph() {
 }
 
 #[test]
+fn ordered_power_law_graphs_put_the_hubs_at_the_low_ids() {
+    use graphloom_graph::convert::synthetic::{generate, EdgeModel, SyntheticConfig};
+    let (n, avg) = (50_000, 10);
+    let of = |edge_model| {
+        generate(&SyntheticConfig {
+            nodes: n,
+            avg_degree: avg,
+            feat_dim: 1,
+            classes: 10,
+            // Homophily moves a source to an id near it, which would keep hubs' edges near
+            // the hubs in one model only: none, so the two models' degrees compare.
+            homophily: 0.0,
+            edge_model,
+            ..Default::default()
+        })
+        .unwrap()
+    };
+    let (ordered, spread) = (of(EdgeModel::PowerLawOrdered), of(EdgeModel::PowerLaw));
+    ordered.graph.check().unwrap();
+    let mut degrees = ordered.graph.in_degrees();
+    // The first 1% of ids hold the hubs: far above their 1% share of the edges, and the top
+    // 1% by degree lie in the first tenth of the ids.
+    let edges = ordered.graph.num_edges() as f64;
+    let first = degrees[..n / 100].iter().map(|&d| d as f64).sum::<f64>() / edges;
+    assert!(first > 0.1, "the first 1% of ids hold {first} of the edges");
+    let mut by_degree: Vec<usize> = (0..n).collect();
+    by_degree.sort_by_key(|&v| std::cmp::Reverse(degrees[v]));
+    let mean_id = by_degree[..n / 100].iter().sum::<usize>() as f64 / (n / 100) as f64;
+    assert!(mean_id < 0.1 * n as f64, "hubs at mean id {mean_id}");
+    // Degree falls with the id: each tenth of the ids holds fewer edges than the one before.
+    let tenths: Vec<u64> = degrees
+        .chunks(n / 10)
+        .map(|c| c.iter().map(|&d| d as u64).sum())
+        .collect();
+    assert!(tenths.windows(2).all(|w| w[0] > w[1]), "{tenths:?}");
+    // The same degree distribution as the spread model's, only numbered otherwise.
+    let top_share = |d: &mut Vec<usize>| {
+        d.sort_unstable_by(|a, b| b.cmp(a));
+        d[..n / 100].iter().map(|&x| x as f64).sum::<f64>() / edges
+    };
+    let (a, b) = (
+        top_share(&mut degrees),
+        top_share(&mut spread.graph.in_degrees()),
+    );
+    assert!(
+        (a - b).abs() < 0.03,
+        "top 1% share {a} ordered against {b} spread"
+    );
+}
+
+#[test]
 fn the_summary_counts_the_top_percent_of_in_degrees() {
     use graphloom_graph::convert::synthetic::{write, EdgeModel, SyntheticConfig};
     use graphloom_graph::{Dataset, DatasetSummary};

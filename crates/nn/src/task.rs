@@ -39,9 +39,14 @@ impl Task<'_> {
         match self {
             Task::Node => "node classification".into(),
             Task::Link(t) => format!(
-                "link prediction on {} supervision pairs, {} negatives each{}, selected by {}",
+                "link prediction on {} supervision pairs, {} negatives each drawing {}{}, \
+                 selected by {}",
                 t.split.pairs(graphloom_graph::LinkSet::TrainPos).len(),
                 t.neg_ratio,
+                match t.neg_sampling {
+                    crate::link::NegativeSampling::Both => "both ends",
+                    crate::link::NegativeSampling::Dst => "the destination",
+                },
                 if t.exclude_supervision {
                     ", supervision hidden from blocks"
                 } else {

@@ -13,7 +13,7 @@ use graphloom_graph::{
     npy, Csr, Dataset, FeaturesLocation, LinkSet, LinkSplit, MappedDataset, NodeId,
 };
 use graphloom_nn::link::metrics::LinkMetric;
-use graphloom_nn::link::LinkTask;
+use graphloom_nn::link::{LinkTask, NegativeSampling};
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig};
 use graphloom_nn::task::Task;
 use graphloom_nn::train::{fit, Evaluation, FullBatch, TrainConfig, TrainReport};
@@ -133,6 +133,7 @@ fn task(split: &LinkSplit, exclude_supervision: bool) -> Task<'_> {
     Task::Link(LinkTask {
         split,
         neg_ratio: 2,
+        neg_sampling: NegativeSampling::Both,
         metric: LinkMetric::Auc,
         exclude_supervision,
     })

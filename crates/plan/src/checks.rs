@@ -161,6 +161,7 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
         (s.decoder.is_some(), "decoder"),
         (s.out_dim.is_some(), "out_dim"),
         (s.neg_ratio.is_some(), "neg_ratio"),
+        (s.neg_sampling.is_some(), "neg_sampling"),
         (s.exclude_supervision, "exclude_supervision"),
         (s.metric.is_some(), "metric"),
     ] {

@@ -5,7 +5,7 @@ use std::path::Path;
 
 use graphloom_graph::{GraphData, LinkSplit};
 use graphloom_nn::link::metrics::LinkMetric;
-use graphloom_nn::link::LinkTask;
+use graphloom_nn::link::{LinkTask, NegativeSampling};
 use graphloom_nn::task::Task;
 
 use crate::{PlanError, Result, TaskName, TrainSettings};
@@ -14,6 +14,7 @@ use crate::{PlanError, Result, TaskName, TrainSettings};
 pub(crate) struct LinkPlan {
     split: LinkSplit,
     neg_ratio: usize,
+    neg_sampling: NegativeSampling,
     metric: LinkMetric,
     exclude_supervision: bool,
 }
@@ -56,6 +57,7 @@ impl LinkPlan {
         Ok(Some(LinkPlan {
             split,
             neg_ratio: s.neg_ratio.unwrap_or(NEG_RATIO),
+            neg_sampling: s.neg_sampling.unwrap_or_default(),
             metric,
             exclude_supervision: s.exclude_supervision,
         }))
@@ -66,6 +68,7 @@ impl LinkPlan {
         Task::Link(LinkTask {
             split: &self.split,
             neg_ratio: self.neg_ratio,
+            neg_sampling: self.neg_sampling,
             metric: self.metric,
             exclude_supervision: self.exclude_supervision,
         })

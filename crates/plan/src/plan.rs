@@ -7,6 +7,7 @@ use graphloom_graph::Meta;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{EpochRecord, SnapshotConfig, TrainConfig, TrainReport, Workload};
 use graphloom_nn::{Architecture, Decoder, Head, Model, ModelConfig};
+use graphloom_tensor::autodiff::ops::Probability;
 
 use crate::checks::{check_applicable, check_values};
 use crate::full_batch::FullBatchPlan;
@@ -272,7 +273,11 @@ impl PlannedModel {
         let dropout = s
             .dropout
             .or(saved.map(|c| c.dropout))
-            .unwrap_or(defaults.dropout);
+            .unwrap_or(match self.head {
+                Head::NodeClasses => defaults.dropout,
+                Head::Link(_) => Probability::new(graphloom_nn::link::DROPOUT)
+                    .expect("a default is a probability"),
+            });
         let base = ModelConfig::of(self.arch);
         let hidden = s.hidden.or(saved.map(|c| c.hidden)).unwrap_or(base.hidden);
         let model = ModelConfig {

@@ -12,6 +12,7 @@ use graphloom_graph::convert::synthetic::EdgeModel;
 use graphloom_graph::sample::Fanouts;
 pub use graphloom_graph::FeaturesLocation;
 use graphloom_nn::link::metrics::LinkMetric;
+use graphloom_nn::link::NegativeSampling;
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, Decoder, ModelConfig, OptimizerKind};
 use graphloom_sar::SarMode;
@@ -100,6 +101,14 @@ impl Choice for Decoder {
     const ALL: &'static [Self] = Decoder::ALL;
     fn name(self) -> &'static str {
         Decoder::name(self)
+    }
+}
+
+/// Which ends of a pair a link predictor's training negatives draw.
+impl Choice for NegativeSampling {
+    const ALL: &'static [Self] = NegativeSampling::ALL;
+    fn name(self) -> &'static str {
+        NegativeSampling::name(self)
     }
 }
 
@@ -205,12 +214,18 @@ impl Choice for StorageDType {
 
 /// How the synthetic generator draws edges.
 impl Choice for EdgeModel {
-    const ALL: &'static [Self] = &[EdgeModel::Sbm, EdgeModel::Rmat, EdgeModel::PowerLaw];
+    const ALL: &'static [Self] = &[
+        EdgeModel::Sbm,
+        EdgeModel::Rmat,
+        EdgeModel::PowerLaw,
+        EdgeModel::PowerLawOrdered,
+    ];
     fn name(self) -> &'static str {
         match self {
             EdgeModel::Sbm => "sbm",
             EdgeModel::Rmat => "rmat",
             EdgeModel::PowerLaw => "powerlaw",
+            EdgeModel::PowerLawOrdered => "powerlaw-ordered",
         }
     }
 }
@@ -264,10 +279,14 @@ pub struct TrainSettings {
     /// the --hidden value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_dim: Option<usize>,
-    /// Link prediction: negatives per positive in training, each keeping the positive's source
-    /// and drawing a destination uniformly [default: 1].
+    /// Link prediction: negatives per positive in training [default: 1].
     #[cfg_attr(feature = "cli", arg(long))]
     pub neg_ratio: Option<usize>,
+    /// Link prediction: which ends of a positive pair its training negatives draw uniformly:
+    /// both (PyG's binary negative sampling), or the destination alone, keeping the source
+    /// (DGL's uniform sampler) [default: both].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<NegativeSampling>()))]
+    pub neg_sampling: Option<NegativeSampling>,
     /// Link prediction with --fanouts: hide each batch's own positive edges (both directions)
     /// from its sampled blocks, so the model cannot read them off the graph.
     #[cfg_attr(feature = "cli", arg(long))]
@@ -292,7 +311,7 @@ pub struct TrainSettings {
     /// GAT: heads of the output layer (averaged) [default: 1].
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
-    /// Dropout before each layer, in [0, 1) [default: 0.5, gat 0.6].
+    /// Dropout before each layer, in [0, 1) [default: 0.5, gat 0.6; link prediction 0].
     #[cfg_attr(feature = "cli", arg(long))]
     pub dropout: Option<Probability>,
     /// Dropout on the input features [default: the --dropout value].
@@ -448,6 +467,7 @@ impl Default for TrainSettings {
             decoder: None,
             out_dim: None,
             neg_ratio: None,
+            neg_sampling: None,
             exclude_supervision: false,
             metric: None,
             model: None,

@@ -1,15 +1,16 @@
 //! The link-neighbour loader's batches ([`link_neighbor_loader`], PyG's `LinkNeighborLoader`):
 //! each takes `batch_size` supervision pairs, draws their negatives as the command line's
-//! link training does (`graphloom_nn::link`: each negative keeps its positive's source and
-//! takes a destination drawn from seed, epoch, the pair's index and its number, so any rank
-//! count draws the same ones), samples the neighbourhood of every node of the pairs, and
+//! link training does (`graphloom_nn::link::negatives`: binary negatives draw both ends, as
+//! PyG's binary sampling does; triplet negatives keep their positive's source and draw a
+//! destination; every draw comes from seed, epoch, the pair's index and its number, so any
+//! rank count draws the same ones), samples the neighbourhood of every node of the pairs, and
 //! returns the pairs over the neighbourhood's local ids.
 
 use std::sync::Arc;
 
 use graphloom_graph::sample::Sampler;
 use graphloom_graph::NodeId;
-use graphloom_nn::link::{exclude_pairs, pair_batches, PairBatch};
+use graphloom_nn::link::{exclude_pairs, pair_batches, NegativeSampling, PairBatch};
 use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
@@ -28,19 +29,25 @@ use crate::view::View;
 enum Negatives {
     /// The positives alone.
     None,
-    /// `amount` negatives per positive, scored with them: `edge_label_index` and
-    /// `edge_label` (1 for a positive, 0 for a negative).
-    Binary(usize),
+    /// `ceil(amount * P)` uniform pairs (both ends drawn) after a batch's `P` positives,
+    /// scored with them: `edge_label_index` and `edge_label` (1 for a positive, 0 for a
+    /// negative). The amount may be a fraction, as PyG's.
+    Binary(f64),
     /// `amount` negative destinations per positive's source: `src_index`, `dst_pos_index`,
     /// `dst_neg_index`.
     Triplet(usize),
 }
 
 impl Negatives {
-    fn per_positive(self) -> usize {
+    /// The negatives of `positives` pairs and which ends they draw.
+    fn of(self, positives: usize) -> (usize, NegativeSampling) {
         match self {
-            Negatives::None => 0,
-            Negatives::Binary(k) | Negatives::Triplet(k) => k,
+            Negatives::None => (0, NegativeSampling::Both),
+            Negatives::Binary(amount) => (
+                (positives as f64 * amount).ceil() as usize,
+                NegativeSampling::Both,
+            ),
+            Negatives::Triplet(k) => (positives * k, NegativeSampling::Dst),
         }
     }
 }
@@ -85,8 +92,8 @@ fn build(
     let num_nodes = s.source.dataset.meta.num_nodes;
     let src = index.iter().map(|&i| s.src[i]).collect();
     let dst = index.iter().map(|&i| s.dst[i]).collect();
-    let ratio = s.negatives.per_positive();
-    let pairs = PairBatch::of_positives(src, dst, index, num_nodes, ratio, seed, epoch);
+    let (count, sampling) = s.negatives.of(index.len());
+    let pairs = PairBatch::of_positives(src, dst, index, num_nodes, count, sampling, seed, epoch);
     let seeds = pairs.nodes();
     let sampled = s.source.sample(sampler, &seeds, seed, epoch, |blocks| {
         if s.exclude {
@@ -117,8 +124,12 @@ fn build(
         Negatives::Triplet(k) => {
             let sources = to_i64(&src_rows[..positives]);
             let pos_dst = to_i64(&dst_rows[..positives]);
-            // The negatives follow the positives, `k` per positive, in their order.
-            let neg_dst = to_i64(&dst_rows[positives..]);
+            // The negatives follow the positives round by round (draw `r` of every positive,
+            // then `r + 1`): row `p` of `[P, k]` takes positive `p`'s draws.
+            let negatives = &dst_rows[positives..];
+            let neg_dst = (0..positives)
+                .flat_map(|p| (0..k).map(move |r| negatives[r * positives + p] as i64))
+                .collect();
             out.triplet = Some((
                 i64_tensor(sources, &[positives]),
                 i64_tensor(pos_dst, &[positives]),
@@ -129,12 +140,16 @@ fn build(
     Ok(out)
 }
 
+/// The most negatives per positive a loader draws: the command line's bound
+/// (`--neg-ratio`).
+const MAX_NEG_AMOUNT: f64 = graphloom_plan::MAX_NEG_RATIO as f64;
+
 /// A loader over `dataset` whose batches gather input rows from `table`; the supervision
 /// pairs are `edge_label_index` (int64, `2 * E` values: sources then destinations),
 /// `batch_size` of them per global batch, of which this rank takes slice `rank` of
-/// `ranks`; `neg_sampling` is "none", "binary" or "triplet" with `amount` negatives per
-/// positive; `exclude` hides each batch's positive edges (both ways) from its
-/// neighbourhood.
+/// `ranks`; `neg_sampling` is "none", "binary" (`amount` negatives per positive, a fraction
+/// allowed) or "triplet" (a whole `amount`); `exclude` hides each batch's positive edges
+/// (both ways) from its neighbourhood.
 #[pyfunction]
 #[pyo3(signature = (dataset, table, fanouts, edge_label_index, batch_size, neg_sampling="none",
                     amount=1, exclude=false, shuffle=true, seed=0, drop_last=false,
@@ -148,7 +163,7 @@ pub(crate) fn link_neighbor_loader(
     edge_label_index: &Bound<'_, PyAny>,
     batch_size: usize,
     neg_sampling: &str,
-    amount: usize,
+    amount: f64,
     exclude: bool,
     shuffle: bool,
     seed: u64,
@@ -164,16 +179,23 @@ pub(crate) fn link_neighbor_loader(
         return Err(invalid("batch_size must be positive"));
     }
     check_rank(rank, ranks)?;
-    let negatives = match (neg_sampling, amount) {
-        ("none", _) => Negatives::None,
-        (_, 0) => {
-            return Err(invalid(
-                "neg_sampling: the amount of negatives per positive must be at least 1",
-            ))
+    let negatives = match neg_sampling {
+        "none" => Negatives::None,
+        _ if !(amount > 0.0 && amount <= MAX_NEG_AMOUNT) => {
+            return Err(invalid(format!(
+                "neg_sampling: amount {amount}; give a number of negatives per positive in \
+                 (0, {MAX_NEG_AMOUNT}]"
+            )))
         }
-        ("binary", k) => Negatives::Binary(k),
-        ("triplet", k) => Negatives::Triplet(k),
-        (other, _) => {
+        "binary" => Negatives::Binary(amount),
+        "triplet" if amount.fract() == 0.0 => Negatives::Triplet(amount as usize),
+        "triplet" => {
+            return Err(invalid(format!(
+                "neg_sampling: amount {amount}; triplet sampling draws a whole number of \
+                 negative destinations per positive (as PyG's)"
+            )))
+        }
+        other => {
             return Err(invalid(format!(
                 "neg_sampling '{other}': the modes are binary and triplet"
             )))

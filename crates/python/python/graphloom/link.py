@@ -18,7 +18,7 @@ __all__ = ["LinkNeighborLoader"]
 
 
 def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any,
-                       neg_ratio: Any) -> tuple[str, int]:
+                       neg_ratio: Any) -> tuple[str, float]:
     """PyG's ``neg_sampling`` (None, "binary", "triplet", a dict with ``mode`` and
     ``amount``, or a ``torch_geometric.sampler.NegativeSampling``) as (mode, amount);
     ``neg_ratio`` is the amount of a mode given by name (the command line's ``--neg-ratio``)."""
@@ -29,8 +29,8 @@ def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any,
             raise ValueError("neg_ratio: give it with neg_sampling='binary' or 'triplet' (a "
                              "dict or NegativeSampling carries its own amount)")
         neg_sampling = {"mode": neg_sampling, "amount": neg_ratio}
-    if neg_sampling is None and neg_sampling_ratio is not None:
-        # PyG's older spelling: binary negatives at this ratio.
+    if neg_sampling is None and neg_sampling_ratio:
+        # PyG's older spelling: binary negatives at this ratio (0 means none, as in PyG).
         neg_sampling = {"mode": "binary", "amount": neg_sampling_ratio}
     if neg_sampling is None:
         return "none", 1
@@ -51,10 +51,16 @@ def _negative_sampling(neg_sampling: Any, neg_sampling_ratio: Any,
                         f"NegativeSampling, got {type(neg_sampling).__name__}")
     if mode not in ("binary", "triplet"):
         raise ValueError(f"neg_sampling: mode {mode!r}; the modes are 'binary' and 'triplet'")
-    if isinstance(amount, bool) or float(amount) != int(float(amount)) or int(amount) < 1:
-        raise ValueError(f"neg_sampling: amount {amount!r}; GraphLoom draws a whole number "
-                         "(1 or more) of negatives per positive")
-    return mode, int(amount)
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, np.integer, np.floating)):
+        raise ValueError(f"neg_sampling: amount {amount!r}; expected a number of negatives "
+                         "per positive")
+    amount = float(amount)
+    if not (amount > 0 and np.isfinite(amount)):
+        raise ValueError(f"neg_sampling: amount {amount!r}; it must be positive (as PyG's)")
+    if mode == "triplet" and amount != int(amount):
+        raise ValueError(f"neg_sampling: amount {amount!r}; triplet sampling draws a whole "
+                         "number of negative destinations per positive (as PyG's)")
+    return mode, amount
 
 
 def _pairs(edge_label_index: Any, num_nodes: int) -> np.ndarray:
@@ -98,17 +104,20 @@ class LinkNeighborLoader(_SampledLoader):
     ``blocks`` mean the same. ``input_id`` gives each positive's column in
     ``edge_label_index``.
 
-    ``neg_sampling`` is PyG's: ``None`` (the pairs alone; ``edge_label`` is the given
-    ``edge_label`` or ones), ``"binary"`` (``edge_label_index`` holds the positives then
-    ``amount`` negatives per positive, ``edge_label`` 1 and 0; a given ``edge_label`` is
-    shifted by one, as PyG does, so 0 stays the negatives'), ``"triplet"`` (``src_index``,
-    ``dst_pos_index`` and ``dst_neg_index`` of ``amount`` columns, squeezed when 1), or a
-    ``dict``/``NegativeSampling`` with ``mode`` and ``amount`` (a whole number here);
-    ``neg_ratio=k`` with a mode's name is the same as ``amount`` k.
-    Negatives keep their positive's source and take a destination drawn uniformly over the
-    nodes from the seed, the epoch and the pair (DGL's and the command line's negatives), so
-    they are the same for any number of ranks; a drawn negative may happen to be an edge, as
-    in PyG and DGL. All indices are local: positions in ``n_id``.
+    ``neg_sampling`` is PyG's, with PyG's semantics: ``None`` (the pairs alone;
+    ``edge_label`` is the given ``edge_label`` or ones), ``"binary"`` (``edge_label_index``
+    holds a batch's ``P`` positives then ``ceil(amount * P)`` negatives, pairs whose two ends
+    are both drawn uniformly over the nodes; ``edge_label`` is 1 for a positive and 0 for a
+    negative; a given ``edge_label`` is kept for the positives, shifted by one when its
+    smallest value is 0 so that 0 stays the negatives', as PyG does), ``"triplet"``
+    (``src_index``, ``dst_pos_index`` and ``dst_neg_index`` of ``amount`` columns, squeezed
+    when 1: each positive's source kept and a destination drawn uniformly), or a
+    ``dict``/``NegativeSampling`` with ``mode`` and ``amount`` (a fraction allowed for
+    binary, as in PyG); ``neg_sampling_ratio`` is PyG's older spelling of binary sampling;
+    ``neg_ratio=k`` with a mode's name is the same as ``amount`` k. Every draw is keyed by
+    the seed, the epoch and the pair (the command line's negatives), so the negatives are the
+    same for any number of ranks; a drawn negative may happen to be an edge, as in PyG and
+    DGL. All indices are local: positions in ``n_id``.
 
     ``exclude_supervision`` hides each batch's positive edges (both directions) from its
     sampled neighbourhood, so a model cannot read the answer off the graph (DGL's
@@ -187,7 +196,9 @@ class LinkNeighborLoader(_SampledLoader):
         return dataset.edge_index()
 
     def _labels(self, edge_label: Any) -> Any:
-        """The positives' labels, checked (None: ones)."""
+        """The positives' labels, checked (None: ones), as PyG's loader keeps them: under
+        binary sampling, labels whose smallest value is 0 are shifted by one, so that 0 is
+        the negatives' alone."""
         if edge_label is None:
             return None
         if self.mode == "triplet":
@@ -198,6 +209,8 @@ class LinkNeighborLoader(_SampledLoader):
         if len(edge_label) != self.edge_label_index.shape[1]:
             raise ValueError(f"edge_label: {len(edge_label)} labels for "
                              f"{self.edge_label_index.shape[1]} pairs")
+        if self.mode == "binary" and len(edge_label) > 0 and edge_label.min() == 0:
+            edge_label = edge_label + 1
         return edge_label
 
     def _batch(self, batch: Any) -> Any:
@@ -215,12 +228,11 @@ class LinkNeighborLoader(_SampledLoader):
         return self._finish(self._source.data_of(batch.sampled, **extra))
 
     def _batch_labels(self, labels: Any, input_id: Any) -> Any:
-        """The batch's labels: ones and zeros, or the given labels of its positives (plus one
-        when negatives follow, PyG's convention) and zeros."""
+        """The batch's labels: ones and zeros, or the given labels of its positives (see
+        :meth:`_labels`) and zeros for its negatives."""
         if self.edge_label is None:
             return labels
         given = self.edge_label[np.asarray(input_id)]
-        if self.mode == "binary":
-            given = given + 1
-        out = np.concatenate([given, np.zeros(len(labels) - len(given), dtype=given.dtype)])
+        negatives = np.zeros((len(labels) - len(given),) + given.shape[1:], dtype=given.dtype)
+        out = np.concatenate([given, negatives])
         return loaded_torch().from_numpy(out) if is_torch(labels) else out
