@@ -2,13 +2,15 @@
 as `graphloom prepare link-split` writes it): full-batch 2-layer GraphSAGE (PyG's SAGEConv, mean
 aggregation, ReLU between) over the dataset's graph, on learnt node embeddings when feat_dim is 0
 (else node_feat.npy), with a dot-product decoder. Each epoch is one Adam step on binary cross-
-entropy over every train_pos edge and one uniform negative per positive (its destination
-replaced by a uniform node, drawn anew each epoch). Each epoch is evaluated as OGB's evaluators
-define the metrics, and the epoch of the best validation MRR (AUC when the split has no neg_dst;
-the first of equals) gives the test figures. Prints one JSON line.
+entropy over every train_pos edge and one negative per positive, drawn anew each epoch: a pair
+of uniform nodes (--neg-sampling both, PyG's binary negative sampling and the default) or the
+positive's source with a uniform destination (dst, DGL's uniform sampler). Each epoch is
+evaluated as OGB's evaluators define the metrics, and the epoch of the best validation --metric
+(default auc; the first of equals) gives the test figures. Prints one JSON line.
 
 Usage: link_pyg_reference.py DATASET [--epochs 200 --embedding-dim 64 --hidden 64 --lr 0.01
-       --seed 0 --threads N]
+       --neg-sampling both|dst --metric auc|mrr|hits_at_20|hits_at_50|hits_at_100 --seed 0
+       --threads N]
 """
 import argparse
 import json
@@ -135,6 +137,11 @@ def main():
     ap.add_argument("--embedding-dim", type=int, default=64)
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--lr", type=float, default=0.01)
+    ap.add_argument("--neg-sampling", choices=("both", "dst"), default="both",
+                    help="which ends of a negative are drawn (both: PyG's binary sampling)")
+    ap.add_argument("--metric", default="auc",
+                    choices=("auc", "mrr", "hits_at_20", "hits_at_50", "hits_at_100"),
+                    help="the validation metric that selects the epoch")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     args = ap.parse_args()
@@ -149,15 +156,19 @@ def main():
     negatives = torch.Generator().manual_seed(args.seed)
     train_pos = split["train_pos"]
     labels = torch.cat([torch.ones(train_pos.shape[1]), torch.zeros(train_pos.shape[1])])
-    metric = "mrr" if "valid_neg_dst" in split else "auc"
+    metric = args.metric
+    if metric == "mrr" and "valid_neg_dst" not in split:
+        raise SystemExit("--metric mrr needs valid_neg_dst.npy in the split")
     best = None
     for epoch in range(1, args.epochs + 1):
         model.train()
         opt.zero_grad()
         h = model(edge_index)
         neg_dst = torch.randint(0, n, (train_pos.shape[1],), generator=negatives)
+        neg_src = (torch.randint(0, n, (train_pos.shape[1],), generator=negatives)
+                   if args.neg_sampling == "both" else train_pos[0])
         logits = torch.cat([score(h, train_pos[0], train_pos[1]),
-                            score(h, train_pos[0], neg_dst)])
+                            score(h, neg_src, neg_dst)])
         loss = F.binary_cross_entropy_with_logits(logits, labels)
         loss.backward()
         opt.step()
@@ -181,7 +192,8 @@ def main():
     report.update({f"best_val_{k}": v for k, v in valid.items()})
     report.update({f"test_{k}": v for k, v in test.items()})
     report.update({"seed": args.seed, "epochs": args.epochs, "embedding_dim": args.embedding_dim,
-                   "hidden": args.hidden, "lr": args.lr, "seconds": time.time() - start})
+                   "hidden": args.hidden, "lr": args.lr, "neg_sampling": args.neg_sampling,
+                   "seconds": time.time() - start})
     print(json.dumps(report))
 
 

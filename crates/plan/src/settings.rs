@@ -291,8 +291,8 @@ pub struct TrainSettings {
     /// from its sampled blocks, so the model cannot read them off the graph.
     #[cfg_attr(feature = "cli", arg(long))]
     pub exclude_supervision: bool,
-    /// Link prediction: the validation metric that selects the model [default: mrr when the
-    /// split has negative destinations per positive, else auc].
+    /// Link prediction: the validation metric that selects the model: auc, mrr (needs the
+    /// split's negative destinations per positive) or hits@20/50/100 [default: auc].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
     /// Model [default: gcn, or that of --init-model].
