@@ -152,7 +152,7 @@ const MAX_NEG_AMOUNT: f64 = graphloom_plan::MAX_NEG_RATIO as f64;
 /// (both ways) from its neighbourhood.
 #[pyfunction]
 #[pyo3(signature = (dataset, table, fanouts, edge_label_index, batch_size, neg_sampling="none",
-                    amount=1, exclude=false, shuffle=true, seed=0, drop_last=false,
+                    amount=1.0, exclude=false, shuffle=true, seed=0, drop_last=false,
                     queue_depth=4, x_dtype="f32", rank=0, ranks=1, workers=0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments
 pub(crate) fn link_neighbor_loader(

@@ -279,7 +279,7 @@ def test_pygs_link_recipe_learns_with_only_the_loader_changed(cora: Path):
                                    batch_size=256, shuffle=True)
     model = GraphSAGE(ds.feat_dim, hidden_channels=128, num_layers=2, out_channels=64)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.005)
-    for _ in range(8):
+    for _ in range(30):
         for batch in loader:
             assert set(batch.edge_label.tolist()) <= {0.0, 1.0}
             optimizer.zero_grad()
@@ -296,5 +296,5 @@ def test_pygs_link_recipe_learns_with_only_the_loader_changed(cora: Path):
         scores = (h[src] * h[dst]).sum(-1)
     label = val_data.edge_label.bool()
     auc = gl.metrics.auc(scores[label], scores[~label])
-    # PyG's own loader reaches about 0.90 on this split; a model that learnt nothing, 0.5.
-    assert auc > 0.85, auc
+    # 30 epochs reach about 0.89 (PyG's example about 0.90); a model that learnt nothing, 0.5.
+    assert auc > 0.86, auc

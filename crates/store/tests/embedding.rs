@@ -351,6 +351,37 @@ fn save_and_load_with_optimizer_state_is_bit_exact() {
 }
 
 #[test]
+fn a_normal_initialisation_is_standard_normal_and_the_same_on_any_rank_count() {
+    let (rows, dim) = (2000, 8);
+    let whole = |size: usize| -> Vec<f32> {
+        let mut out = Local::run(size, |comm| {
+            let mut e = Embedding::trainable(
+                table(&comm, rows, dim, Layout::Distributed)?,
+                SparseOptimizer::lazy_adam(),
+            )?;
+            e.init_normal(3, 2.0)?;
+            let all: Vec<i64> = (0..rows as i64).collect();
+            Ok::<_, StoreError>(e.gather(&all)?.as_slice::<f32>()?.to_vec())
+        });
+        out.remove(0).unwrap()
+    };
+    let one = whole(1);
+    assert_eq!(one, whole(3), "the table depends on the rank count");
+    // 16,000 draws of N(0, 4): the mean within 4.5 standard errors of 0, the variance within
+    // 4.5 of its standard errors (sqrt(2 / n) * 4) of 4, the share beyond 2 std of 4.55%.
+    let n = one.len() as f64;
+    let mean = one.iter().map(|&x| x as f64).sum::<f64>() / n;
+    let var = one.iter().map(|&x| (x as f64 - mean).powi(2)).sum::<f64>() / n;
+    assert!(mean.abs() < 4.5 * 2.0 / n.sqrt(), "mean {mean}");
+    assert!(
+        (var - 4.0).abs() < 4.5 * 4.0 * (2.0 / n).sqrt(),
+        "variance {var}"
+    );
+    let tails = one.iter().filter(|&&x| x.abs() > 4.0).count() as f64 / n;
+    assert!((tails - 0.0455).abs() < 0.008, "share beyond 2 std {tails}");
+}
+
+#[test]
 fn bad_gradients_are_refused_on_every_rank() {
     for r in Local::run(2, |comm| {
         let mut emb = Embedding::trainable(

@@ -121,6 +121,24 @@ impl Embedding {
     /// counter-based stream keyed by (seed, row, column): the table is the same whatever the
     /// number of ranks.
     pub fn init_uniform(&mut self, seed: u64, scale: f32) -> Result<()> {
+        self.init_with(seed, |key, id, c| {
+            (key.uniform(id, c) as f32 * 2.0 - 1.0) * scale
+        })
+    }
+
+    /// Fills this rank's rows with normal values of mean 0 and standard deviation `std`
+    /// (PyTorch's `nn.Embedding` initialises N(0, 1)), keyed as [`Embedding::init_uniform`]'s.
+    pub fn init_normal(&mut self, seed: u64, std: f32) -> Result<()> {
+        self.init_with(seed, |key, id, c| key.normal(id, c) as f32 * std)
+    }
+
+    /// Sets element (row, column) of this rank's rows to `value(key, row, column)`, the key
+    /// drawn from `seed`. Collective.
+    fn init_with(
+        &mut self,
+        seed: u64,
+        value: impl Fn(RngKey, u64, u64) -> f32 + Sync,
+    ) -> Result<()> {
         let first = self.table.local_rows().start;
         let dim = self.dim();
         let key = RngKey::new(seed, 0, 0x454d_4245);
@@ -131,7 +149,7 @@ impl Embedding {
             .for_each(|(i, row)| {
                 let id = (first + i) as u64;
                 for (c, w) in row.iter_mut().enumerate() {
-                    *w = (key.uniform(id, c as u64) as f32 * 2.0 - 1.0) * scale;
+                    *w = value(key, id, c as u64);
                 }
             });
         self.table.barrier()
