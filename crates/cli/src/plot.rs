@@ -59,7 +59,7 @@ pub(crate) struct Marks {
 /// The colour of the best epoch's mark, used by nothing else.
 const BEST: RGBColor = RGBColor(255, 140, 0);
 /// Link metrics' colours beside the accuracies' blue and green.
-const ORANGE: RGBColor = RGBColor(230, 120, 0);
+const OLIVE: RGBColor = RGBColor(128, 128, 0);
 const TEAL: RGBColor = RGBColor(0, 150, 150);
 const BROWN: RGBColor = RGBColor(140, 70, 20);
 
@@ -188,7 +188,7 @@ fn scores(epochs: &[EpochRecord]) -> (&'static str, f64, Vec<Line<'static>>) {
     let hits = |k: usize| move |m: &LinkMetrics| m.hits[k];
     let mut lines: Vec<Line<'static>> = vec![
         ("val auc", link_metric(epochs, |m| m.auc), BLUE),
-        ("val hits@20", link_metric(epochs, hits(0)), ORANGE),
+        ("val hits@20", link_metric(epochs, hits(0)), OLIVE),
         ("val hits@50", link_metric(epochs, hits(1)), GREEN),
         ("val hits@100", link_metric(epochs, hits(2)), TEAL),
     ];
@@ -506,7 +506,7 @@ mod tests {
         let (px, width) = pixels(&path);
         let strip_top = px.len() / width - LEGEND_STRIP as usize;
         // Each metric's colour is on a curve above the legends, not only in a legend sample.
-        for c in [BLUE, ORANGE, GREEN, TEAL, BROWN] {
+        for c in [BLUE, OLIVE, GREEN, TEAL, BROWN] {
             let above = px[..strip_top * width]
                 .iter()
                 .filter(|p| **p == [c.0, c.1, c.2])

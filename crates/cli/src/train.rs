@@ -148,8 +148,8 @@ fn brief(m: &LinkMetrics) -> String {
 /// own best (more than 0.05 under it, and under 90% of it): a model selected by one metric
 /// may rank random pairs above true links by another. One line naming them and `--metric`,
 /// or `None`.
-fn selection_note(report: &TrainReport) -> Option<String> {
-    let Evaluation::Link(chosen) = report.best else {
+fn selection_note(epochs: &[EpochRecord], best_epoch: usize, best: &Evaluation) -> Option<String> {
+    let Evaluation::Link(chosen) = best else {
         return None;
     };
     let mut below = Vec::new();
@@ -161,13 +161,15 @@ fn selection_note(report: &TrainReport) -> Option<String> {
             Some(Evaluation::Link(l)) => Some((e.epoch, l.valid.get(metric))),
             _ => None,
         };
-        let Some((epoch, best)) = report.epochs.iter().filter_map(at).fold(
-            None,
-            |b: Option<(usize, f64)>, (e, v)| match b {
-                Some((_, bv)) if bv >= v => b,
-                _ => Some((e, v)),
-            },
-        ) else {
+        let Some((epoch, best)) =
+            epochs
+                .iter()
+                .filter_map(at)
+                .fold(None, |b: Option<(usize, f64)>, (e, v)| match b {
+                    Some((_, bv)) if bv >= v => b,
+                    _ => Some((e, v)),
+                })
+        else {
             continue;
         };
         let now = chosen.valid.get(metric);
@@ -182,7 +184,7 @@ fn selection_note(report: &TrainReport) -> Option<String> {
         format!(
             "note: epoch {} was selected by validation {}; there validation {}: --metric chooses \
              the selecting metric",
-            report.best_epoch,
+            best_epoch,
             chosen.metric.name(),
             below.join(", ")
         )
@@ -309,7 +311,8 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             report.rss.peak_bytes as f64 / (1 << 20) as f64
         );
     }
-    if let (Some(note), false) = (selection_note(report), args.quiet) {
+    let note = selection_note(&report.epochs, report.best_epoch, &report.best);
+    if let (Some(note), false) = (note, args.quiet) {
         eprintln!("{note}");
     }
     if args.profile {
@@ -506,4 +509,53 @@ fn evaluation_fields(
         }
     }
     m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use graphloom_nn::link::metrics::LinkEvaluation;
+
+    /// A link predictor's epoch whose validation AUC is `auc` and MRR `mrr`.
+    fn epoch(epoch: usize, auc: f64, mrr: f64) -> EpochRecord {
+        let m = LinkMetrics {
+            auc,
+            hits: [0.1; 3],
+            mrr: Some(mrr),
+        };
+        EpochRecord {
+            epoch,
+            loss: 0.5,
+            evaluation: Some(Evaluation::Link(LinkEvaluation {
+                valid: m,
+                test: m,
+                metric: LinkMetric::Mrr,
+            })),
+            seconds: 0.1,
+            peak_bytes: 0,
+        }
+    }
+
+    #[test]
+    fn a_selected_epoch_whose_other_metrics_collapsed_is_noted() {
+        // AUC rises to 0.76 at epoch 2, then falls to 0.58 while MRR rises.
+        let epochs = vec![
+            epoch(1, 0.70, 0.30),
+            epoch(2, 0.76, 0.40),
+            epoch(3, 0.58, 0.47),
+        ];
+        let best = epochs[2].evaluation.unwrap();
+        let note = selection_note(&epochs, 3, &best).expect("a note");
+        assert!(
+            note.contains("selected by validation mrr")
+                && note.contains("auc 0.5800 (best 0.7600 at epoch 2)")
+                && note.contains("--metric"),
+            "{note}"
+        );
+        assert!(!note.contains("hits"), "the hits did not move: {note}");
+        // A fall within 0.05 of the best is noise, not a collapse.
+        let epochs = vec![epoch(1, 0.76, 0.40), epoch(2, 0.72, 0.47)];
+        let best = epochs[1].evaluation.unwrap();
+        assert_eq!(selection_note(&epochs, 2, &best), None);
+    }
 }

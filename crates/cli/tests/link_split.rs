@@ -157,6 +157,72 @@ fn bad_link_split_options_are_one_line_errors_that_write_nothing() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// The README's sampled example (an MLP decoder, supervision hidden from the blocks, two
+/// workers) on a synthetic graph of 47 classes learns: with dropout 0.5 and negatives that
+/// keep their source, the same flags reached test AUC 0.64 in 4 epochs here and, on 20,000
+/// nodes, a constant score (AUC 0.5000) once every ReLU unit of the decoder had died.
+#[test]
+fn the_readmes_sampled_link_example_learns_on_a_synthetic_graph() {
+    let root = scratch("link-sampled-syn");
+    let (syn, split) = (root.join("syn"), root.join("syn-link"));
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "4000",
+        "--avg-degree",
+        "20",
+        "--feat-dim",
+        "64",
+        "--classes",
+        "47",
+        "--out",
+        s(&syn),
+    ]);
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&syn),
+        "--valid",
+        "0.05",
+        "--test",
+        "0.1",
+        "--seed",
+        "1",
+        "--neg-dst",
+        "0",
+        "--out",
+        s(&split),
+    ]);
+    let out = graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&split),
+        "--task",
+        "link",
+        "--model",
+        "sage",
+        "--fanouts",
+        "15,10",
+        "--batch-size",
+        "1024",
+        "--neg-ratio",
+        "1",
+        "--decoder",
+        "mlp",
+        "--exclude-supervision",
+        "--workers",
+        "2",
+        "--epochs",
+        "4",
+        "--json",
+    ]);
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let auc = summary["test_auc"].as_f64().unwrap();
+    assert!(auc > 0.68, "test AUC {auc}");
+}
+
 /// Cora with its features, split, trained for links full-batch and in sampled mini-batches:
 /// the summary has the link metrics, the saved model scores pairs with `predict`, and options
 /// of the other task are one-line errors.
@@ -194,9 +260,14 @@ fn cora_trains_and_predicts_links() {
     assert_eq!(summary["task"], "link");
     let h = &summary["hyperparameters"];
     assert_eq!(
-        (&h["decoder"], &h["neg_ratio"]),
-        (&"dot".into(), &1.into()),
+        (&h["decoder"], &h["neg_ratio"], &h["neg_sampling"]),
+        (&"dot".into(), &1.into(), &"both".into()),
         "{h}"
+    );
+    // Link prediction's defaults: no dropout, selection by validation AUC.
+    assert_eq!(
+        (&h["dropout"], &summary["metric"]),
+        (&0.0.into(), &"auc".into())
     );
     assert_eq!(h["exclude_supervision"], false);
     let auc = summary["test_auc"].as_f64().unwrap();
