@@ -46,11 +46,16 @@ impl FullBatchPlan {
             (Some(dir), None) => budget::probe_rows(dir, &common.meta)?,
             _ => None,
         };
+        // A step scores a batch of supervision pairs (all of them by default).
+        let pairs = link
+            .as_ref()
+            .map(|l| l.pairs(common.settings.batch_size.unwrap_or(l.supervision_pairs())));
         let memory = budget::full_batch(
             &RunShape::of(&common)?,
             &common.meta,
             embedding.is_some(),
             rows.as_ref(),
+            pairs.as_ref(),
         )?;
         Ok(FullBatchPlan {
             common,

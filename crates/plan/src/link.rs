@@ -3,11 +3,12 @@
 
 use std::path::Path;
 
-use graphloom_graph::{GraphData, LinkSplit};
+use graphloom_graph::{GraphData, LinkSet, LinkSplit};
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::{LinkTask, NegativeSampling};
 use graphloom_nn::task::Task;
 
+use crate::budget::LinkPairs;
 use crate::{PlanError, Result, TaskName, TrainSettings};
 
 /// A link-prediction run's split and settings.
@@ -67,6 +68,40 @@ impl LinkPlan {
             metric,
             exclude_supervision: s.exclude_supervision,
         }))
+    }
+
+    /// The supervision pairs (`train_pos.npy`).
+    pub(crate) fn supervision_pairs(&self) -> usize {
+        self.split.pairs(LinkSet::TrainPos).len()
+    }
+
+    /// Both ends of every supervision pair, sources then destinations.
+    pub(crate) fn supervision_ends(&self) -> Vec<usize> {
+        let pos = self.split.pairs(LinkSet::TrainPos);
+        pos.src()
+            .iter()
+            .chain(pos.dst())
+            .map(|&v| v as usize)
+            .collect()
+    }
+
+    /// The pairs a run scores when a step takes `positives` supervision pairs (at most all of
+    /// them), for the memory plan.
+    pub(crate) fn pairs(&self, positives: usize) -> LinkPairs {
+        let positives = positives.min(self.supervision_pairs()) as u64;
+        let held_out = |pos: LinkSet, neg: LinkSet, test: bool| {
+            let p = self.split.pairs(pos).len() as u64;
+            let k = self.split.neg_dst(test).map_or(0, |d| d.per_positive()) as u64;
+            p + self.split.pairs(neg).len() as u64 + p * k
+        };
+        LinkPairs {
+            step: positives.saturating_mul(1 + self.neg_ratio as u64),
+            eval: held_out(LinkSet::ValidPos, LinkSet::ValidNeg, false).max(held_out(
+                LinkSet::TestPos,
+                LinkSet::TestNeg,
+                true,
+            )),
+        }
     }
 
     /// The task of a workload over this plan.

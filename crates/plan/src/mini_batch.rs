@@ -35,12 +35,16 @@ const HOP_PROBE_BATCHES: usize = 3;
 
 /// The shape of a sampled batch of `seeds` seeds (the distinct nodes within each hop, the
 /// rows and edges of its blocks), the largest over [`HOP_PROBE_BATCHES`] batches whose seeds
-/// are spread over the training nodes. Measured with the run's own sampler, because a formula
+/// are spread over `train` (the training nodes, or the supervision pairs' ends). Measured with the run's own sampler, because a formula
 /// from the average degree misses both what skewed degrees do (most nodes have fewer
 /// neighbours than the fanout, and a few hubs are drawn again and again) and the overlap of
 /// the hops.
-fn sampled_batch_shape(d: &GraphData, seeds: usize, fanouts: &[i64]) -> Result<SampledBatch> {
-    let train = d.train_idx;
+fn sampled_batch_shape(
+    d: &GraphData,
+    train: &[usize],
+    seeds: usize,
+    fanouts: &[i64],
+) -> Result<SampledBatch> {
     let seeds = seeds.min(train.len());
     let source = CsrSource::from_arrays(d.row_ptr, d.col_idx);
     let mut sampler = Sampler::new(d.num_nodes());
@@ -50,10 +54,13 @@ fn sampled_batch_shape(d: &GraphData, seeds: usize, fanouts: &[i64]) -> Result<S
         edges: 0,
     };
     for batch in 0..HOP_PROBE_BATCHES {
-        // Distinct positions: increasing by at least one, then shifted by the batch.
-        let ids: Vec<NodeId> = (0..seeds)
+        // Distinct positions: increasing by at least one, then shifted by the batch; a pool of
+        // pairs' ends repeats nodes, which a batch's seeds hold once.
+        let mut ids: Vec<NodeId> = (0..seeds)
             .map(|i| train[(i * train.len() / seeds.max(1) + batch) % train.len()] as NodeId)
             .collect();
+        ids.sort_unstable();
+        ids.dedup();
         let blocks = sampler.sample(
             &source,
             &ids,
@@ -222,17 +229,35 @@ impl MiniBatchPlan {
         let graph_in_memory = matches!(data, MiniBatchData::Loaded(_));
         let common = model.common(settings, train, meta)?;
         let s = &common.settings;
-        let train_nodes = data.graph_data().train_idx.len().max(1);
-        let seeds = batches.batch_size.min(train_nodes);
+        let n = common.meta.num_nodes;
+        // A link batch's seeds are both ends of its pairs, positives and negatives, drawn from
+        // the supervision pairs' ends (positives' ends are where the degrees are).
+        let link_pairs = link.as_ref().map(|l| l.pairs(batches.batch_size));
+        let pair_ends: Vec<usize>;
+        let (pool, items) = match &link {
+            Some(l) => {
+                pair_ends = l.supervision_ends();
+                (&pair_ends[..], l.supervision_pairs())
+            }
+            None => (
+                data.graph_data().train_idx,
+                data.graph_data().train_idx.len(),
+            ),
+        };
+        let items = items.max(1);
+        let seeds = match link_pairs {
+            Some(p) => (2 * p.step as usize).min(n),
+            None => batches.batch_size.min(items),
+        };
         let per_epoch = batches
             .batches_per_epoch
-            .unwrap_or(train_nodes.div_ceil(batches.batch_size.max(1)));
-        let n = common.meta.num_nodes;
+            .unwrap_or(items.div_ceil(batches.batch_size.max(1)));
         let shape = MiniBatchShape {
             seeds: seeds as u64,
             sampled: match batches.subgraph {
                 None => Some(sampled_batch_shape(
                     &data.graph_data(),
+                    pool,
                     seeds,
                     batches.fanouts.as_slice(),
                 )?),
@@ -259,6 +284,7 @@ impl MiniBatchPlan {
             features_location: s.features_location,
             feature_cache_gib: s.feature_cache_gib,
             inference_memory_gib: s.inference_memory_gib,
+            link: link_pairs,
         };
         let division = budget::mini_batch(&RunShape::of(&common)?, &common.meta, &shape)?;
         let features_location = division.features_location;

@@ -492,11 +492,16 @@ pub(crate) fn check_sizes(m: &ModelConfig, rows: usize) -> Result<()> {
     };
     let width = m.hidden.max(m.out_dim).max(1);
     let bytes = m.dtype.size_in_bytes() as u128;
-    // Parameters with their gradients and two optimizer moments; one layer's output (a few
-    // copies live at once in forward and backward) for every row.
-    let params = (m.in_dim.max(width) as u128) * (width as u128) * (heads as u128) * 2;
-    let needed = params * (m.layers as u128) * 4 * bytes
-        + (rows as u128) * (width as u128) * (heads as u128) * 4 * bytes;
+    // Parameters with their gradients and two optimizer moments, by their real shapes (a
+    // square of the widest layer made a 12,000-wide link embedding need 9.1 GiB for a run
+    // that peaks at 2.6); one layer's output (a few copies live at once in forward and
+    // backward) for every row.
+    let params: u128 = Model::param_shapes(m)?
+        .iter()
+        .map(|(_, shape)| shape.iter().map(|&d| d as u128).product::<u128>())
+        .sum();
+    let needed =
+        params * 4 * bytes.max(4) + (rows as u128) * (width as u128) * (heads as u128) * 4 * bytes;
     let available = available_memory_bytes();
     if available > 0 && needed > available as u128 {
         return Err(PlanError::TooLarge {

@@ -226,8 +226,18 @@ pub fn exclude_pairs(blocks: &mut [Block], pairs: &[(NodeId, NodeId)]) {
     }
 }
 
-/// Pairs scored per pass of evaluation, so the pairs' products stay small.
+/// The bytes of pair products an evaluation pass holds at once, at most: 65,536 pairs of
+/// 2,000-wide embeddings would hold 500 MiB.
+const EVAL_CHUNK_BYTES: usize = 32 << 20;
+/// Pairs scored per pass of evaluation at most.
 const EVAL_CHUNK: usize = 1 << 16;
+
+/// Pairs scored per pass of evaluation over embeddings `width` wide in `dtype`: as many as
+/// keep the pass's pair products within [`EVAL_CHUNK_BYTES`], 1,024 at least.
+pub fn eval_chunk(width: usize, dtype: graphloom_tensor::DType) -> usize {
+    let pair = width.max(1).saturating_mul(dtype.size_in_bytes());
+    (EVAL_CHUNK_BYTES / pair).clamp(1 << 10, EVAL_CHUNK)
+}
 
 /// The scores of pairs `(src[i], dst[i])` (node ids, which are rows of `h`: every node's
 /// encoder output) by `model`'s decoder with `params`, in chunks.
@@ -239,9 +249,10 @@ pub fn score(
     dst: &[i64],
 ) -> Result<Vec<f64>> {
     let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
+    let chunk = eval_chunk(h.shape().get(1).copied().unwrap_or(1), h.dtype());
     let h = Var::constant(h.clone());
     let mut out = Vec::with_capacity(src.len());
-    for (s, d) in src.chunks(EVAL_CHUNK).zip(dst.chunks(EVAL_CHUNK)) {
+    for (s, d) in src.chunks(chunk).zip(dst.chunks(chunk)) {
         let mut tape = Tape::no_grad();
         let s: Arc<[usize]> = s.iter().map(|&v| v as usize).collect();
         let d: Arc<[usize]> = d.iter().map(|&v| v as usize).collect();

@@ -9,7 +9,7 @@ use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
     PROCESS_BYTES,
 };
-use super::{labels_bytes, probe};
+use super::{labels_bytes, link_parts, probe, LinkPairs, PAIR_HOST_BYTES};
 use crate::{FeaturesLocation, Result};
 
 /// What a mini-batch run is asked: batches, evaluation, and the user's memory flags.
@@ -41,6 +41,8 @@ pub(crate) struct MiniBatchShape {
     pub(crate) features_location: Option<FeaturesLocation>,
     pub(crate) feature_cache_gib: Option<f64>,
     pub(crate) inference_memory_gib: Option<f64>,
+    /// A link predictor's pairs (a batch's and evaluation's).
+    pub(crate) link: Option<LinkPairs>,
 }
 
 /// The shape of a neighbour-sampled batch.
@@ -161,9 +163,17 @@ pub(crate) fn mini_batch(
         let edge = BATCH_EDGE_BYTES + u64::from(m.arch == Architecture::Gat) * GAT_EDGE_BYTES;
         b.block_rows * BATCH_BLOCK_ROW_BYTES + b.edges * edge
     });
-    let per_batch = batch_rows * (input_row + 8) + graph;
+    // A link batch keeps its pairs' ids and labels; the computed one its scores too.
+    let (pairs, scored) = match &mb.link {
+        Some(p) => (
+            p.step * PAIR_HOST_BYTES,
+            link_parts(&mut base, m, z.nodes, p)?,
+        ),
+        None => (0, 0),
+    };
+    let per_batch = batch_rows * (input_row + 8) + graph + pairs;
     let activation_rows = mb.activation_rows(&m.layer_widths());
-    let computed = mb.workers * (probe.per_node * activation_rows) as u64;
+    let computed = mb.workers * ((probe.per_node * activation_rows) as u64 + scored);
     // The batches in flight take at most a quarter of a budget, the queue shortened down to
     // one batch ahead (unless its depth was given).
     let mut in_flight = mb.in_flight;

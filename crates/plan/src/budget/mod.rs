@@ -29,8 +29,8 @@ mod mini_batch;
 mod probe;
 
 pub(crate) use mini_batch::{mini_batch, MiniBatchShape, SampledBatch};
-use probe::probe;
 pub(crate) use probe::probe_rows;
+use probe::{probe, probe_pairs};
 
 /// Bytes in a GiB.
 pub(crate) const GIB: f64 = (1u64 << 30) as f64;
@@ -93,16 +93,17 @@ impl MemoryPlan {
     /// epoch, and buffers it cannot reuse are faulted in and zeroed by the kernel again, which
     /// on a 400k-node graph costs a third of a GAT epoch), at least
     /// [`DEFAULT_CACHE_LIMIT`](graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT) (the limit before
-    /// there was a plan, kept under any budget), and beyond that no more than the budget leaves
-    /// beside the predicted peak.
+    /// there was a plan), and never more than a budget leaves beside the predicted peak: a
+    /// cache fills with freed buffers of every size a run makes, and new buffers take the
+    /// place of cached ones, so its limit is a floor of the process's memory (a link run under
+    /// `--memory-gib 0.5` that held 160 MiB reached 1.1 GiB with the default kept).
     pub fn buffer_cache_bytes(&self) -> u64 {
         let floor = graphloom_tensor::alloc::DEFAULT_CACHE_LIMIT as u64;
-        let phase = self.largest_phase();
-        let room = match self.planned() {
-            Some(planned) => planned.saturating_sub(self.peak()),
-            None => u64::MAX,
-        };
-        floor.max(phase.min(room))
+        let wanted = floor.max(self.largest_phase());
+        match self.planned() {
+            Some(planned) => wanted.min(planned.saturating_sub(self.peak())),
+            None => wanted,
+        }
     }
 
     /// What the parts may take of the budget: nine tenths of it, a tenth kept for the
@@ -309,14 +310,65 @@ pub(crate) struct RunShape<'a> {
     pub(crate) budget: Option<u64>,
 }
 
+/// The pairs a link-prediction run scores.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct LinkPairs {
+    /// Pairs one training step scores (a batch of positives and their negatives).
+    pub(crate) step: u64,
+    /// Pairs the evaluation of one held-out split scores at most: its positives, their
+    /// negatives and each positive's negative destinations.
+    pub(crate) eval: u64,
+}
+
+/// What a scored pair of a training step holds outside tensors: its ends as node ids (u32)
+/// and as row indices (usize), and its label (f64).
+pub(super) const PAIR_HOST_BYTES: u64 = 32;
+/// What a scored pair of evaluation holds outside tensors: its ends (i64) and its score
+/// (f64), all kept until the split's metrics are computed, and the metrics' sorted copy.
+const EVAL_PAIR_HOST_BYTES: u64 = 32;
+
+impl LinkPairs {
+    /// What scoring a step's pairs adds to the step: the decoder's tensors (measured by the
+    /// pair probe) and the pairs' ids and labels.
+    fn step_bytes(&self, train_per_pair: f64) -> u64 {
+        (self.step as f64 * train_per_pair) as u64 + self.step * PAIR_HOST_BYTES
+    }
+
+    /// What evaluation holds besides the encoder's output: one chunk of pairs scored
+    /// ([`graphloom_nn::link::eval_chunk`]) and every pair's ends and score.
+    fn eval_bytes(&self, m: &ModelConfig, eval_per_pair: f64) -> u64 {
+        let chunk = graphloom_nn::link::eval_chunk(m.out_dim, m.dtype) as u64;
+        (chunk.min(self.eval) as f64 * eval_per_pair) as u64 + self.eval * EVAL_PAIR_HOST_BYTES
+    }
+}
+
+/// A link-prediction run's parts beside the encoder's: each step's pairs join the training
+/// step (`step` bytes, returned to be added there), and evaluation holds every node's
+/// embedding with the scored pairs, a phase of its own.
+pub(super) fn link_parts(
+    plan: &mut MemoryPlan,
+    m: &ModelConfig,
+    nodes: u64,
+    pairs: &LinkPairs,
+) -> Result<u64> {
+    let probe = probe_pairs(m)?;
+    let embeddings = nodes * (m.out_dim * m.dtype.size_in_bytes()) as u64;
+    plan.add_phase(
+        "link evaluation",
+        rounded(embeddings + pairs.eval_bytes(m, probe.eval)),
+    )?;
+    Ok(pairs.step_bytes(probe.train))
+}
+
 /// A full-batch run's memory: the whole graph, its features and every node's activations in
-/// one process; an error when it exceeds the budget. `rows` are a sample of the features for
-/// the probe.
+/// one process (and a link predictor's pairs); an error when it exceeds the budget. `rows`
+/// are a sample of the features for the probe.
 pub(crate) fn full_batch(
     run: &RunShape,
     meta: &Meta,
     learnt_input: bool,
     rows: Option<&Tensor>,
+    link: Option<&LinkPairs>,
 ) -> Result<MemoryPlan> {
     let m = run.model;
     let z = Sizes::of(meta, m.dtype);
@@ -339,9 +391,13 @@ pub(crate) fn full_batch(
     plan.add("features in memory", features)?;
     plan.add_phase("dataset loading", loading_bytes(z.nodes, z.edges))?;
     plan.add_phase("model probe", probe.peak)?;
+    let pairs = match link {
+        Some(pairs) => link_parts(&mut plan, m, z.nodes, pairs)?,
+        None => 0,
+    };
     plan.add_phase(
         "training step",
-        rounded((probe.per_node * z.nodes as f64) as u64),
+        rounded((probe.per_node * z.nodes as f64) as u64 + pairs),
     )?;
     Ok(plan)
 }

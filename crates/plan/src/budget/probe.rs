@@ -8,10 +8,12 @@ use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::Meta;
 use graphloom_nn::inference::Output;
 use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};
-use graphloom_nn::{Head, ModelConfig};
+use graphloom_nn::{Head, Model, ModelConfig};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, Tensor};
+use graphloom_tensor::{Tape, Var};
 
 use crate::{PlanError, Result};
 
@@ -86,6 +88,77 @@ pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>)
         per_node: per_node(small.step, large.step),
         eval_per_node: per_node(small.eval, large.eval),
         peak: large.peak + given,
+    })
+}
+
+/// Pairs the pair probe scores in its larger count (half as many in the smaller).
+const PROBE_PAIRS: usize = 8192;
+/// Rows of the embeddings the pair probe's pairs index.
+const PROBE_PAIR_ROWS: usize = 64;
+
+/// What a link predictor's decoder holds per scored pair, measured (see [`probe_pairs`]).
+pub(crate) struct PairProbe {
+    /// In a training step: the pair product, the decoder's activations, the score, and their
+    /// gradients.
+    pub(super) train: f64,
+    /// In an evaluation pass, without gradients.
+    pub(super) eval: f64,
+}
+
+/// Scores pairs of rows of generated embeddings with `model`'s decoder, with a backward pass
+/// and without, twice (`PROBE_PAIRS` pairs and half as many) under trackers of their own:
+/// the bytes per pair are the difference of the peaks over the difference of the pairs, so
+/// the parameters and the embeddings cancel out. What a pair costs depends on the decoder
+/// (an MLP keeps two activations of the embeddings' width besides the product), the width
+/// and the dtype, which a formula would have to follow op by op.
+pub(crate) fn probe_pairs(model: &ModelConfig) -> Result<PairProbe> {
+    let per_pair = |grad: bool| -> Result<f64> {
+        let small = measure_pairs(model, PROBE_PAIRS / 2, grad)?;
+        let large = measure_pairs(model, PROBE_PAIRS, grad)?;
+        Ok(large.saturating_sub(small) as f64 / (PROBE_PAIRS - PROBE_PAIRS / 2) as f64)
+    };
+    Ok(PairProbe {
+        train: per_pair(true)?,
+        eval: per_pair(false)?,
+    })
+}
+
+/// The peak tracked bytes of scoring `pairs` pairs (and, with `grad`, the loss's backward
+/// pass) beyond the model and the embeddings, on a thread of its own.
+fn measure_pairs(model: &ModelConfig, pairs: usize, grad: bool) -> Result<u64> {
+    let run = || -> Result<u64> {
+        let tracker = MemoryTracker::new();
+        set_thread_tracker(tracker.clone());
+        let m = Model::new(model.clone(), 0)?;
+        let width = model.out_dim.max(1);
+        let values = vec![0.5; PROBE_PAIR_ROWS * width];
+        let h = Tensor::from_f64(&values, &[PROBE_PAIR_ROWS, width], model.dtype)
+            .map_err(graphloom_nn::Error::from)?;
+        let mut tape = if grad { Tape::new() } else { Tape::no_grad() };
+        let h = tape.leaf(h, grad);
+        let vars: Vec<Var> = m
+            .params
+            .iter()
+            .map(|p| tape.leaf(p.value.clone(), grad))
+            .collect();
+        let held = tracker.report().total_current as u64;
+        let ends = |step: usize| -> std::sync::Arc<[usize]> {
+            (0..pairs).map(|i| i * step % PROBE_PAIR_ROWS).collect()
+        };
+        let scores = m.link_scores(&mut tape, &h, &vars, ends(1), ends(7))?;
+        if grad {
+            let labels = (0..pairs).map(|i| (i % 2) as f64).collect();
+            let loss = ops::bce_with_logits(&mut tape, &scores, labels, pairs as f64)
+                .map_err(graphloom_nn::Error::from)?;
+            drop(tape.backward(&loss).map_err(graphloom_nn::Error::from)?);
+        }
+        Ok((tracker.report().total_peak as u64).saturating_sub(held))
+    };
+    std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
+        Err(PlanError::invalid(
+            "memory_gib",
+            "could not be checked: the probe of the decoder's memory failed",
+        ))
     })
 }
 
