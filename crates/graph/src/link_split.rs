@@ -11,8 +11,9 @@
 //! | `valid_neg_dst.npy`, `test_neg_dst.npy` | int64 `[E, K]`, optional | K negative destinations per positive (MRR) |
 //!
 //! Row 0 of a `[2, E]` array holds the sources, row 1 the destinations. Int64 arrays in C
-//! order are mapped, not read, so a split of billions of edges costs no memory; others (int32,
-//! or a transposed NumPy view saved as is, which is in Fortran order) are read into memory.
+//! order are mapped, not read, so a split of billions of edges costs no memory; others (other
+//! integer dtypes, or a transposed NumPy view saved as is, which is in Fortran order) are read
+//! into memory, through the one reader of ids ([`npy::decode_ids`]).
 
 use std::path::{Path, PathBuf};
 
@@ -375,3 +376,6 @@ impl LinkSplit {
         self.neg_dst[usize::from(test)].as_ref()
     }
 }
+
+#[cfg(test)]
+mod tests;
