@@ -85,3 +85,76 @@ fn int8_and_bool_pairs_are_read_as_signed_ids_or_refused() {
     );
     std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
 }
+
+#[test]
+fn self_pairs_in_held_out_positives_and_negatives_are_refused() {
+    let dir = split_dataset("self-pairs");
+    assert_eq!(open_error(&dir), "opened");
+    for (set, expect) in [
+        (LinkSet::ValidPos, "self-loop"),
+        (LinkSet::TestPos, "self-loop"),
+        (LinkSet::ValidNeg, "self-pair"),
+        (LinkSet::TestNeg, "self-pair"),
+    ] {
+        let original = read(&dir, set.file_name());
+        let mut pairs = original.clone();
+        let e = pairs.shape[1];
+        // Pair 1 becomes (7, 7).
+        pairs.data[1] = 7;
+        pairs.data[e + 1] = 7;
+        let path = dir.join(LINK_SPLIT_DIR).join(set.file_name());
+        npy::write(&path, &pairs.data, &pairs.shape).unwrap();
+        let err = open_error(&dir);
+        assert!(
+            err.contains(set.file_name()) && err.contains("pair 1 (7, 7)") && err.contains(expect),
+            "{err}"
+        );
+        npy::write(&path, &original.data, &original.shape).unwrap();
+    }
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
+
+#[test]
+fn negative_destinations_that_leak_or_are_missing_are_refused_naming_the_row() {
+    let dir = split_dataset("neg-dst");
+    let ds = Dataset::load(&dir).unwrap();
+    let (valid, neg_dst) = (read(&dir, "valid_pos.npy"), read(&dir, NEG_DST_FILES[0]));
+    let (e, k) = (valid.shape[1], neg_dst.shape[1]);
+    // A positive whose source has a neighbour in the graph.
+    let neighbour_of = |u: i64| {
+        let others = ds.graph.in_neighbors(u as usize).iter();
+        others.map(|&s| i64::from(s)).find(|&s| s != u)
+    };
+    let row = (0..e)
+        .find(|&i| neighbour_of(valid.data[i]).is_some())
+        .unwrap();
+    let (u, v) = (valid.data[row], valid.data[e + row]);
+    let neighbour = neighbour_of(u).unwrap();
+    let path = dir.join(LINK_SPLIT_DIR).join(NEG_DST_FILES[0]);
+    for (w, expect) in [
+        (v, "the positive's own destination"),
+        (neighbour, "an edge of the graph"),
+        (u, "self-pair"),
+    ] {
+        let mut changed = neg_dst.data.clone();
+        changed[row * k + 2] = w;
+        npy::write(&path, &changed, &neg_dst.shape).unwrap();
+        let err = open_error(&dir);
+        assert!(
+            err.contains(NEG_DST_FILES[0])
+                && err.contains(&format!("row {row} "))
+                && err.contains(expect),
+            "{w}: {err}"
+        );
+    }
+    // No negative destination at all: an MRR of nothing would select the model.
+    npy::write(&path, &[0i64; 0], &[e, 0]).unwrap();
+    let err = open_error(&dir);
+    assert!(
+        err.contains(NEG_DST_FILES[0]) && err.contains("K = 0"),
+        "{err}"
+    );
+    npy::write(&path, &neg_dst.data, &neg_dst.shape).unwrap();
+    assert_eq!(open_error(&dir), "opened");
+    std::fs::remove_dir_all(dir.parent().unwrap()).unwrap();
+}
