@@ -78,7 +78,7 @@ impl ModelInput {
         let inputs: Vec<&Path> = inputs.into_iter().flatten().map(|p| p.as_path()).collect();
         graphloom_graph::check_output_file(&self.out, &inputs)?;
         let nodes = match &self.nodes {
-            Some(path) => Some(read_ids(path)?),
+            Some(path) => Some(read_nodes(path)?),
             None => None,
         };
         let layerwise = self
@@ -96,8 +96,9 @@ impl ModelInput {
     }
 }
 
-fn read_ids(path: &Path) -> Result<Vec<i64>> {
-    let ids = npy::read_ints(path)?;
+/// Node ids from an `.npy` of `[N]`.
+fn read_nodes(path: &Path) -> Result<Vec<i64>> {
+    let ids = npy::read_ids(path)?;
     if ids.shape.len() != 1 {
         anyhow::bail!(
             "{}: shape {:?}, expected a 1-D array of node ids",
@@ -149,7 +150,7 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
 
 /// Pairs of node ids from an `.npy` of `[2, P]` (sources, then destinations) or `[P, 2]`.
 fn read_pairs(path: &Path) -> Result<(Vec<i64>, Vec<i64>)> {
-    let ids = npy::read_ints(path)?;
+    let ids = npy::read_ids(path)?;
     match ids.shape.as_slice() {
         [2, p] => {
             let (src, dst) = ids.data.split_at(*p);

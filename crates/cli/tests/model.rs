@@ -3,7 +3,9 @@
 //! model trained on a learnt input embedding carries it.
 
 mod common;
-use common::{cora, graphloom, graphloom_ok, losses, partition, scratch, summary, tensors};
+use common::{
+    cora, graphloom, graphloom_ok, losses, partition, scratch, small_dataset, summary, tensors,
+};
 
 use graphloom_graph::npy;
 
@@ -268,6 +270,63 @@ fn a_learnt_input_embedding_travels_with_the_model() {
     assert_eq!(out.status.code(), Some(1), "{stderr}");
     assert!(stderr.contains("learnt an input embedding"), "{stderr}");
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `predict` reads int8 node ids as signed, so -1 is out of range rather than node 255, and
+/// refuses a bool array of nodes or of pairs: it is a mask, not ids.
+#[test]
+fn predict_reads_int8_ids_as_signed_and_refuses_bool_ones() {
+    let root = scratch("model-one-byte");
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let model = root.join("m.safetensors");
+    let (ds, model) = (ds.to_str().unwrap(), model.to_str().unwrap());
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        ds,
+        "--epochs",
+        "1",
+        "--quiet",
+        "--save-model",
+        model,
+    ]);
+    // One-byte ids with the dtype `descr` (`|i1` or `|b1`) in the header.
+    let one_byte = |name: &str, descr: &str, values: &[u8], shape: &[usize]| {
+        let path = root.join(name);
+        npy::write(&path, values, shape).unwrap();
+        let mut file = std::fs::read(&path).unwrap();
+        let at = file.windows(5).position(|w| w == b"'|u1'").unwrap();
+        file[at + 1..at + 4].copy_from_slice(descr.as_bytes());
+        std::fs::write(&path, file).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let out = root.join("out.npy");
+    let refused = |args: &[&str]| {
+        let mut all = vec!["predict", "--model", model, "--dataset", ds];
+        all.extend_from_slice(&["--out", out.to_str().unwrap()]);
+        all.extend_from_slice(args);
+        let run = graphloom(&all);
+        let stderr = String::from_utf8_lossy(&run.stderr).to_string();
+        assert_eq!(run.status.code(), Some(1), "{stderr}");
+        stderr
+    };
+    let nodes = one_byte("nodes_int8.npy", "|i1", &[0, 0xff, 5], &[3]);
+    let stderr = refused(&["--nodes", &nodes]);
+    assert!(stderr.contains("holds node -1, outside 0..300"), "{stderr}");
+    let nodes = one_byte("nodes_bool.npy", "|b1", &[1, 0, 1], &[3]);
+    let stderr = refused(&["--nodes", &nodes]);
+    assert!(
+        stderr.contains("nodes_bool.npy") && stderr.contains("a bool array is a mask, not ids"),
+        "{stderr}"
+    );
+    let pairs = one_byte("pairs_bool.npy", "|b1", &[1, 0, 0, 1], &[2, 2]);
+    let stderr = refused(&["--task", "link", "--pairs", &pairs]);
+    assert!(
+        stderr.contains("pairs_bool.npy") && stderr.contains("a bool array is a mask, not ids"),
+        "{stderr}"
+    );
+    assert!(!out.exists());
 }
 
 /// The tensors of a model file, by name.

@@ -185,7 +185,7 @@ impl Dataset {
             ));
         }
         let col_path = file(dir, "csr_col_idx.npy");
-        let cols = npy::read_ints(&col_path)?.data;
+        let cols = npy::read_ids(&col_path)?.data;
         if cols.len() != meta.num_edges {
             return Err(Error::invalid(
                 &col_path,
@@ -640,7 +640,7 @@ pub fn random_split(
 /// Reads the split file `name`, checking every id is a node.
 pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize) -> Result<Vec<usize>> {
     let p = dir.join(name);
-    let ids = npy::read_ints(&p)?.data;
+    let ids = npy::read_ids(&p)?.data;
     if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= num_nodes) {
         return Err(Error::invalid(
             &p,

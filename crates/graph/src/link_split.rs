@@ -8,15 +8,20 @@
 //! | `train_pos.npy` | int64 `[2, E]` | supervision edges (one direction per undirected edge, `u < v`), edges of the graph |
 //! | `valid_pos.npy`, `test_pos.npy` | int64 `[2, E]` | held-out edges, in no direction left in the graph |
 //! | `valid_neg.npy`, `test_neg.npy` | int64 `[2, E]` | pairs that are not edges, one per positive (AUC, Hits@K) |
-//! | `valid_neg_dst.npy`, `test_neg_dst.npy` | int64 `[E, K]`, optional | K negative destinations per positive (MRR) |
+//! | `valid_neg_dst.npy`, `test_neg_dst.npy` | int64 `[E, K]`, optional, `K >= 1` | K negative destinations per positive (MRR) |
+//!
+//! No file holds a pair of a node with itself: a supervision pair or a held-out positive is a
+//! link between two nodes, and negatives join two distinct nodes as PyG's sampler draws them.
 //!
 //! Row 0 of a `[2, E]` array holds the sources, row 1 the destinations. Int64 arrays in C
-//! order are mapped, not read, so a split of billions of edges costs no memory; others (int32,
-//! or a transposed NumPy view saved as is, which is in Fortran order) are read into memory.
+//! order are mapped, not read, so a split of billions of edges costs no memory; others (other
+//! integer dtypes, or a transposed NumPy view saved as is, which is in Fortran order) are read
+//! into memory, through the one reader of ids ([`npy::decode_ids`]).
 
 use std::path::{Path, PathBuf};
 
 use graphloom_io::MappedNpy;
+use rayon::prelude::*;
 
 use crate::{npy, Error, GraphData, NodeId, Result};
 
@@ -134,6 +139,7 @@ impl Pairs {
 /// `K` negative destinations per positive, `[E, K]`.
 pub struct NegDst {
     array: Matrix,
+    path: PathBuf,
 }
 
 impl NegDst {
@@ -174,9 +180,10 @@ impl LinkSplit {
     }
 
     /// Opens `dir/link_split/`, checking every file's dtype and shape, every id against the
-    /// graph's `num_nodes`, that the negatives match their positives in number, and that no
-    /// held-out positive is an edge of `graph` (the message-passing graph) in either direction.
-    /// Each error names its file.
+    /// graph's `num_nodes`, that no pair joins a node to itself, that the negatives match their
+    /// positives in number, that no held-out positive is an edge of `graph` (the
+    /// message-passing graph) in either direction, and that the sets do not leak into one
+    /// another ([`LinkSplit::check_disjoint`]). Each error names its file.
     pub fn open(dir: &Path, graph: GraphData<'_>) -> Result<LinkSplit> {
         let root = dir.join(LINK_SPLIT_DIR);
         let n = graph.num_nodes() as i64;
@@ -196,7 +203,9 @@ impl LinkSplit {
                     format!("holds node {bad}, outside 0..{n}"),
                 ));
             }
-            sets.push(Pairs { array, path });
+            let pairs = Pairs { array, path };
+            refuse_self_pairs(&pairs, set)?;
+            sets.push(pairs);
         }
         let neg_dst = |s: usize| -> Result<Option<NegDst>> {
             let path = root.join(NEG_DST_FILES[s]);
@@ -215,13 +224,22 @@ impl LinkSplit {
                     ),
                 ));
             }
+            if array.shape()[1] == 0 {
+                return Err(Error::invalid(
+                    &path,
+                    format!(
+                        "has shape [{positives}, 0]: K = 0 negative destinations per positive \
+                         leaves MRR nothing to rank; give K >= 1, or no file"
+                    ),
+                ));
+            }
             if let Some(&bad) = array.as_slice().iter().find(|&&v| v < 0 || v >= n) {
                 return Err(Error::invalid(
                     &path,
                     format!("holds node {bad}, outside 0..{n}"),
                 ));
             }
-            Ok(Some(NegDst { array }))
+            Ok(Some(NegDst { array, path }))
         };
         let split = LinkSplit {
             neg_dst: [neg_dst(0)?, neg_dst(1)?],
@@ -235,7 +253,8 @@ impl LinkSplit {
             return Err(Error::invalid(
                 root.join(missing),
                 format!(
-                    "is missing while {have} is there: MRR needs the negative destinations of                      both held-out splits (or of neither)"
+                    "is missing while {have} is there: MRR needs the negative destinations of \
+                     both held-out splits (or of neither)"
                 ),
             ));
         }
@@ -284,27 +303,11 @@ impl LinkSplit {
     }
 
     /// Checks that the sets do not leak into one another: no held-out positive is a
-    /// supervision pair or a positive of the other held-out split, no negative is an edge of
-    /// the graph or a held-out positive, and no supervision pair is a self-loop (pairs compared
-    /// in either direction).
+    /// supervision pair or a positive of the other held-out split, and no negative is an edge
+    /// of the graph or a held-out positive, nor is any negative destination `w` of a positive
+    /// `(u, v)`: `(u, w)` is neither (pairs compared in either direction).
     fn check_disjoint(&self, graph: GraphData<'_>) -> Result<()> {
-        let key = |(u, v): (NodeId, NodeId)| (u64::from(u.min(v)) << 32) | u64::from(u.max(v));
-        let keys = |set: LinkSet| -> Vec<u64> {
-            let pairs = self.pairs(set);
-            let mut keys: Vec<u64> = (0..pairs.len()).map(|i| key(pairs.get(i))).collect();
-            keys.sort_unstable();
-            keys
-        };
-        let (valid, test) = (keys(LinkSet::ValidPos), keys(LinkSet::TestPos));
-        let held_out = |k: u64| {
-            if valid.binary_search(&k).is_ok() {
-                Some(LinkSet::ValidPos)
-            } else if test.binary_search(&k).is_ok() {
-                Some(LinkSet::TestPos)
-            } else {
-                None
-            }
-        };
+        let held = HeldOut::new(self);
         let fail = |pairs: &Pairs, i: usize, why: String| {
             let (u, v) = pairs.get(i);
             Err(Error::invalid(
@@ -314,15 +317,7 @@ impl LinkSplit {
         };
         let train = self.pairs(LinkSet::TrainPos);
         for i in 0..train.len() {
-            let (u, v) = train.get(i);
-            if u == v {
-                return fail(
-                    train,
-                    i,
-                    "is a self-loop: supervision pairs join two nodes".into(),
-                );
-            }
-            if let Some(set) = held_out(key((u, v))) {
+            if let Some(set) = held.of(train.get(i)) {
                 return fail(
                     train,
                     i,
@@ -335,7 +330,7 @@ impl LinkSplit {
         }
         let test_pos = self.pairs(LinkSet::TestPos);
         for i in 0..test_pos.len() {
-            if valid.binary_search(&key(test_pos.get(i))).is_ok() {
+            if held.valid.binary_search(&key(test_pos.get(i))).is_ok() {
                 return fail(
                     test_pos,
                     i,
@@ -346,19 +341,17 @@ impl LinkSplit {
         for set in [LinkSet::ValidNeg, LinkSet::TestNeg] {
             let negatives = self.pairs(set);
             for i in 0..negatives.len() {
-                let (u, v) = negatives.get(i);
-                let why = if graph.has_edge(u, v) || graph.has_edge(v, u) {
-                    "is an edge of the graph".to_string()
-                } else if let Some(positive) = held_out(key((u, v))) {
-                    format!("is a held-out positive of {}", positive.file_name())
-                } else {
-                    continue;
-                };
-                return fail(
-                    negatives,
-                    i,
-                    format!("{why}: a negative must not be an edge"),
-                );
+                if let Some(why) = leak(graph, &held, negatives.get(i)) {
+                    return fail(negatives, i, format!("{why}: a negative must not be one"));
+                }
+            }
+        }
+        for (s, set) in [LinkSet::ValidPos, LinkSet::TestPos]
+            .into_iter()
+            .enumerate()
+        {
+            if let Some(neg_dst) = &self.neg_dst[s] {
+                check_neg_dst(neg_dst, self.pairs(set), graph, &held)?;
             }
         }
         Ok(())
@@ -375,3 +368,112 @@ impl LinkSplit {
         self.neg_dst[usize::from(test)].as_ref()
     }
 }
+
+/// A pair as a key equal for both its directions.
+fn key((u, v): (NodeId, NodeId)) -> u64 {
+    (u64::from(u.min(v)) << 32) | u64::from(u.max(v))
+}
+
+/// The held-out positives, keyed by [`key`] and sorted, to tell whether a pair is one.
+struct HeldOut {
+    valid: Vec<u64>,
+    test: Vec<u64>,
+}
+
+impl HeldOut {
+    fn new(split: &LinkSplit) -> HeldOut {
+        let keys = |set: LinkSet| -> Vec<u64> {
+            let pairs = split.pairs(set);
+            let mut keys: Vec<u64> = (0..pairs.len()).map(|i| key(pairs.get(i))).collect();
+            keys.sort_unstable();
+            keys
+        };
+        HeldOut {
+            valid: keys(LinkSet::ValidPos),
+            test: keys(LinkSet::TestPos),
+        }
+    }
+
+    /// The held-out set `pair` is a positive of, in either direction.
+    fn of(&self, pair: (NodeId, NodeId)) -> Option<LinkSet> {
+        let k = key(pair);
+        if self.valid.binary_search(&k).is_ok() {
+            Some(LinkSet::ValidPos)
+        } else if self.test.binary_search(&k).is_ok() {
+            Some(LinkSet::TestPos)
+        } else {
+            None
+        }
+    }
+}
+
+/// Why the pair `(u, v)` cannot be a negative: it is an edge of `graph` or a held-out
+/// positive, in either direction; `None` when it can.
+fn leak(graph: GraphData<'_>, held: &HeldOut, (u, v): (NodeId, NodeId)) -> Option<String> {
+    if graph.has_edge(u, v) || graph.has_edge(v, u) {
+        Some("is an edge of the graph".to_string())
+    } else {
+        held.of((u, v))
+            .map(|set| format!("is a held-out positive of {}", set.file_name()))
+    }
+}
+
+/// Refuses a pair of a node with itself in `pairs`, the pairs of `set`: a supervision pair or
+/// a held-out positive is a link between two nodes, and a negative joins two distinct nodes
+/// (PyG's negative sampler never draws a pair of a node with itself).
+fn refuse_self_pairs(pairs: &Pairs, set: LinkSet) -> Result<()> {
+    let Some(i) = (0..pairs.len()).find(|&i| pairs.src()[i] == pairs.dst()[i]) else {
+        return Ok(());
+    };
+    let why = match set {
+        LinkSet::TrainPos | LinkSet::ValidPos | LinkSet::TestPos => {
+            "is a self-loop: a link to learn or predict joins two nodes"
+        }
+        LinkSet::ValidNeg | LinkSet::TestNeg => {
+            "is a self-pair: a negative joins two distinct nodes"
+        }
+    };
+    let (u, v) = pairs.get(i);
+    Err(Error::invalid(
+        pairs.path(),
+        format!("pair {i} ({u}, {v}) {why}"),
+    ))
+}
+
+/// Refuses a negative destination `w` of a positive `(u, v)` of `positives` that is `u`
+/// itself, `v`, or joined to `u` by an edge of `graph` or a held-out positive (either
+/// direction), naming the first such row; rows are checked in parallel.
+fn check_neg_dst(
+    neg_dst: &NegDst,
+    positives: &Pairs,
+    graph: GraphData<'_>,
+    held: &HeldOut,
+) -> Result<()> {
+    let why = |(u, v): (NodeId, NodeId), w: NodeId| -> Option<String> {
+        if w == u {
+            Some("the source itself: a self-pair; a negative joins two distinct nodes".into())
+        } else if w == v {
+            Some("the positive's own destination: a negative must not be the positive".into())
+        } else {
+            leak(graph, held, (u, w))
+                .map(|why| format!("and ({u}, {w}) {why}: a negative must not be one"))
+        }
+    };
+    let bad = (0..neg_dst.len()).into_par_iter().find_map_first(|i| {
+        let pair = positives.get(i);
+        neg_dst.of(i).iter().find_map(|&w| {
+            let w = w as NodeId;
+            why(pair, w).map(|why| (i, pair, w, why))
+        })
+    });
+    match bad {
+        None => Ok(()),
+        Some((i, (u, v), w, why)) => Err(Error::invalid(
+            &neg_dst.path,
+            format!("row {i} (the negatives of ({u}, {v})) holds {w}, {why}"),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

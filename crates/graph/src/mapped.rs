@@ -185,7 +185,7 @@ impl MappedDataset {
         let col_idx = match npy::read_header(&col_path)?.dtype {
             npy::NpyDType::I32 => Column::Mapped(MappedNpy::open(&col_path)?),
             _ => Column::Owned(narrow_sources(
-                &npy::read_ints(&col_path)?.data,
+                &npy::read_ids(&col_path)?.data,
                 n,
                 &col_path,
             )?),

@@ -111,8 +111,14 @@ fn part_dir(root: &Path, p: usize) -> PathBuf {
     root.join(format!("part_{p}"))
 }
 
+/// The numbers of a part's file that holds no ids (offsets, labels, degrees).
 fn ints(path: &Path) -> Result<Vec<i64>> {
     Ok(npy::read_ints(path)?.data)
+}
+
+/// The ids (of nodes, rows or positions) of a part's file.
+fn ids(path: &Path) -> Result<Vec<i64>> {
+    Ok(npy::read_ids(path)?.data)
 }
 
 /// Splits `ds` by `partition` and writes the partitioned directory `out` (atomically); `out`
@@ -348,7 +354,7 @@ impl Part {
             ));
         }
         let dir = part_dir(root, index);
-        let orig_ids = ints(&dir.join("orig_ids.npy"))?;
+        let orig_ids = ids(&dir.join("orig_ids.npy"))?;
         let n = orig_ids.len();
         if n != meta.nodes[index] {
             return Err(Error::invalid(
@@ -360,7 +366,7 @@ impl Part {
             crate::dataset::load_features_file(&dir.join("node_feat.npy"), n, &meta.dataset)?;
         let local = |name: &str| -> Result<Vec<usize>> {
             let path = dir.join(name);
-            let v = ints(&path)?;
+            let v = ids(&path)?;
             if let Some(bad) = v.iter().find(|&&i| i < 0 || i as usize >= n) {
                 return Err(Error::invalid(
                     &path,
@@ -375,7 +381,7 @@ impl Part {
             if !path.exists() {
                 return Ok(Vec::new());
             }
-            let v = ints(path)?;
+            let v = ids(path)?;
             if let Some(bad) = v.iter().find(|&&i| i < 0 || i as usize >= bound) {
                 return Err(Error::invalid(
                     path,

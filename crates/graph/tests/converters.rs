@@ -187,9 +187,9 @@ fn ogb_raw_layout() {
     std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
 }
 
-#[test]
-fn npz_gnn_benchmark_layout() {
-    let d = scratch("npz");
+/// Writes `g.npz` in `d`: a 3-node graph in the GNN-benchmark layout whose `adj_indices` are
+/// written by `indices`.
+fn benchmark_npz(d: &std::path::Path, indices: &dyn Fn(&std::path::Path)) -> PathBuf {
     let entry = |name: &str, f: &dyn Fn(&std::path::Path)| {
         let p = d.join(name);
         f(&p);
@@ -200,10 +200,7 @@ fn npz_gnn_benchmark_layout() {
             "adj_indptr.npy",
             entry("a.npy", &|p| npy::write(p, &[0i32, 1, 2, 3], &[4]).unwrap()),
         ),
-        (
-            "adj_indices.npy",
-            entry("b.npy", &|p| npy::write(p, &[1i32, 2, 0], &[3]).unwrap()),
-        ),
+        ("adj_indices.npy", entry("b.npy", indices)),
         (
             "adj_data.npy",
             entry("c.npy", &|p| npy::write(p, &[1f32, 1., 1.], &[3]).unwrap()),
@@ -219,13 +216,31 @@ fn npz_gnn_benchmark_layout() {
             entry("e.npy", &|p| npy::write(p, &[0i64, 1, 1], &[3]).unwrap()),
         ),
     ];
-    let mut zip = zip::ZipWriter::new(std::fs::File::create(d.join("g.npz")).unwrap());
+    let path = d.join("g.npz");
+    let mut zip = zip::ZipWriter::new(std::fs::File::create(&path).unwrap());
     for (name, bytes) in files {
         zip.start_file(name, zip::write::SimpleFileOptions::default())
             .unwrap();
         zip.write_all(&bytes).unwrap();
     }
     zip.finish().unwrap();
+    path
+}
+
+#[test]
+fn npz_gnn_benchmark_layout() {
+    let d = scratch("npz");
+    // Node ids are integers: floats (1.5 would be node 1) are refused.
+    benchmark_npz(&d, &|p| npy::write(p, &[1.5f64, 2.0, 0.0], &[3]).unwrap());
+    let err = npz::convert(&d.join("g.npz"), true, 1)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(
+        err.contains("adj_indices") && err.contains("expected an integer dtype"),
+        "{err}"
+    );
+    benchmark_npz(&d, &|p| npy::write(p, &[1i32, 2, 0], &[3]).unwrap());
     let ds = npz::convert(&d.join("g.npz"), true, 1).unwrap();
     assert_eq!(
         (

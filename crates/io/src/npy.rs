@@ -22,8 +22,14 @@ pub enum NpyDType {
     I32,
     /// `<i8`
     I64,
-    /// `|u1`, `|b1` and `|i1`
+    /// `|u1`
     U8,
+    /// `|i1`
+    I8,
+    /// `|b1`: numpy's bool, one byte of 0 or 1. A bool array is a mask, never ids or numbers
+    /// to widen, so it has no [`NpyElement`] (not every byte is a bool to map); read it with
+    /// [`decode_mask`].
+    Bool,
 }
 
 impl NpyDType {
@@ -35,6 +41,8 @@ impl NpyDType {
             NpyDType::I32 => "<i4",
             NpyDType::I64 => "<i8",
             NpyDType::U8 => "|u1",
+            NpyDType::I8 => "|i1",
+            NpyDType::Bool => "|b1",
         }
     }
     fn parse(descr: &str) -> Option<NpyDType> {
@@ -44,14 +52,16 @@ impl NpyDType {
             "<u2" => NpyDType::U16,
             "<i4" => NpyDType::I32,
             "<i8" => NpyDType::I64,
-            "|u1" | "|b1" | "|i1" => NpyDType::U8,
+            "|u1" => NpyDType::U8,
+            "|i1" => NpyDType::I8,
+            "|b1" => NpyDType::Bool,
             _ => return None,
         })
     }
     /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
-            NpyDType::U8 => 1,
+            NpyDType::U8 | NpyDType::I8 | NpyDType::Bool => 1,
             NpyDType::U16 => 2,
             NpyDType::F32 | NpyDType::I32 => 4,
             NpyDType::F64 | NpyDType::I64 => 8,
@@ -88,6 +98,7 @@ npy_element!(u16, U16);
 npy_element!(i32, I32);
 npy_element!(i64, I64);
 npy_element!(u8, U8);
+npy_element!(i8, I8);
 
 /// The header of a `.npy` file.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -169,7 +180,8 @@ fn parse_header_and_order(bytes: &[u8], path: &Path) -> Result<(NpyHeader, bool)
         Error::format(
             path,
             format!(
-                "unsupported dtype '{}' (expected <f4, <f8, <u2, <i4, <i8 or |u1, little-endian)",
+                "unsupported dtype '{}' (expected <f4, <f8, <u2, <i4, <i8, |u1, |i1 or |b1, \
+                 little-endian)",
                 shown(descr)
             ),
         )
@@ -264,25 +276,40 @@ pub fn read<T: NpyElement>(path: &Path) -> Result<NpyArray<T>> {
 
 /// Decodes the bytes of a `.npy` file (read from `path`, for messages) of dtype exactly `T`.
 pub fn decode<T: NpyElement>(bytes: &[u8], path: &Path) -> Result<NpyArray<T>> {
+    let (header, body) = body_of(bytes, path, T::DTYPE)?;
+    let data = body.chunks_exact(T::DTYPE.size()).map(T::from_le).collect();
+    Ok(NpyArray {
+        shape: header.shape,
+        data,
+    })
+}
+
+/// Decodes the bytes of a bool `.npy` file (numpy's `|b1`, read from `path`): a mask.
+pub fn decode_mask(bytes: &[u8], path: &Path) -> Result<NpyArray<bool>> {
+    let (header, body) = body_of(bytes, path, NpyDType::Bool)?;
+    Ok(NpyArray {
+        shape: header.shape,
+        data: body.iter().map(|&b| b != 0).collect(),
+    })
+}
+
+/// The header and the data bytes of a whole `.npy` file, which must be of `dtype`.
+fn body_of<'a>(bytes: &'a [u8], path: &Path, dtype: NpyDType) -> Result<(NpyHeader, &'a [u8])> {
     let header = parse_header(bytes, path)?;
     check_length(&header, bytes.len(), path)?;
-    if header.dtype != T::DTYPE {
+    if header.dtype != dtype {
         return Err(Error::format(
             path,
             format!(
                 "dtype is {}, expected {}",
                 header.dtype.descr(),
-                T::DTYPE.descr()
+                dtype.descr()
             ),
         ));
     }
-    let size = header.dtype.size();
-    let body = &bytes[header.data_offset..header.data_offset + header.numel() * size];
-    let data = body.chunks_exact(size).map(T::from_le).collect();
-    Ok(NpyArray {
-        shape: header.shape,
-        data,
-    })
+    let start = header.data_offset;
+    let body = &bytes[start..start + header.numel() * dtype.size()];
+    Ok((header, body))
 }
 
 /// Decodes the bytes of a `.npy` file of any numeric dtype, widening every element to f64.
@@ -294,12 +321,14 @@ pub fn decode_f64(bytes: &[u8], path: &Path) -> Result<NpyArray<f64>> {
         NpyDType::I32 => widen(decode::<i32>(bytes, path)?, f64::from)?,
         NpyDType::I64 => widen(decode::<i64>(bytes, path)?, |v| v as f64)?,
         NpyDType::U8 => widen(decode::<u8>(bytes, path)?, f64::from)?,
+        NpyDType::I8 => widen(decode::<i8>(bytes, path)?, f64::from)?,
+        NpyDType::Bool => widen(decode_mask(bytes, path)?, f64::from)?,
     })
 }
 
-/// Reads a 2-D integer `.npy` file of any integer dtype as i64 in C order, whichever order it
-/// was saved in: a transposed NumPy view (`edges.T`, saved as is) is Fortran-ordered, and its
-/// elements are put back in row order here, in memory.
+/// Reads a 2-D `.npy` file of node ids (pairs, or ids per row) as [`decode_ids`] does, in C
+/// order whichever order it was saved in: a transposed NumPy view (`edges.T`, saved as is) is
+/// Fortran-ordered, and its elements are put back in row order here, in memory.
 pub fn read_int_matrix(path: &Path) -> Result<NpyArray<i64>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     let (header, fortran) = parse_header_and_order(&bytes, path)?;
@@ -310,13 +339,13 @@ pub fn read_int_matrix(path: &Path) -> Result<NpyArray<i64>> {
         ));
     }
     if !fortran {
-        return read_ints(path);
+        return decode_ids(&bytes, path);
     }
     // Decode the column-major body as the C-order transpose it is, then transpose back.
     let (rows, cols) = (header.shape[0], header.shape[1]);
     let mut transposed = header_bytes(header.dtype, &[cols, rows], 0);
     transposed.extend_from_slice(&bytes[header.data_offset..]);
-    let t = decode_ints(&transposed, path)?;
+    let t = decode_ids(&transposed, path)?;
     let mut data = vec![0i64; rows * cols];
     for r in 0..rows {
         for c in 0..cols {
@@ -329,13 +358,16 @@ pub fn read_int_matrix(path: &Path) -> Result<NpyArray<i64>> {
     })
 }
 
-/// Decodes a whole `.npy` file of any integer dtype as i64.
+/// Decodes a whole `.npy` file of any integer dtype as i64, signed ones as signed; a bool
+/// array as 0 and 1 (a label may be one).
 fn decode_ints(bytes: &[u8], path: &Path) -> Result<NpyArray<i64>> {
     match parse_header(bytes, path)?.dtype {
         NpyDType::I64 => decode::<i64>(bytes, path),
-        NpyDType::I32 => widen(decode::<i32>(bytes, path)?, |v| v as i64),
-        NpyDType::U8 => widen(decode::<u8>(bytes, path)?, |v| v as i64),
-        NpyDType::U16 => widen(decode::<u16>(bytes, path)?, |v| v as i64),
+        NpyDType::I32 => widen(decode::<i32>(bytes, path)?, i64::from),
+        NpyDType::U16 => widen(decode::<u16>(bytes, path)?, i64::from),
+        NpyDType::U8 => widen(decode::<u8>(bytes, path)?, i64::from),
+        NpyDType::I8 => widen(decode::<i8>(bytes, path)?, i64::from),
+        NpyDType::Bool => widen(decode_mask(bytes, path)?, i64::from),
         other => Err(Error::format(
             path,
             format!("dtype is {}, expected an integer dtype", other.descr()),
@@ -343,7 +375,28 @@ fn decode_ints(bytes: &[u8], path: &Path) -> Result<NpyArray<i64>> {
     }
 }
 
-/// Reads an integer `.npy` file of any integer dtype (i32, i64, u8, u16) as i64.
+/// Decodes a whole `.npy` file of node ids (read from `path`, for messages) as i64: any
+/// integer dtype, signed ones as signed (so an int8 -1 is -1, for the range checks to refuse,
+/// not node 255). A bool array is refused: it is a mask, and its 0s and 1s are no ids. Every
+/// reader of ids comes here.
+pub fn decode_ids(bytes: &[u8], path: &Path) -> Result<NpyArray<i64>> {
+    if parse_header(bytes, path)?.dtype == NpyDType::Bool {
+        return Err(Error::format(
+            path,
+            "dtype is |b1: a bool array is a mask, not ids (np.flatnonzero(mask) gives its ids)",
+        ));
+    }
+    decode_ints(bytes, path)
+}
+
+/// Reads a `.npy` file of node ids as [`decode_ids`] does.
+pub fn read_ids(path: &Path) -> Result<NpyArray<i64>> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    decode_ids(&bytes, path)
+}
+
+/// Reads an integer `.npy` file that holds no node ids (labels, offsets, part numbers) as i64:
+/// any integer dtype, signed ones as signed, and bool as 0 and 1.
 pub fn read_ints(path: &Path) -> Result<NpyArray<i64>> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     decode_ints(&bytes, path)
@@ -398,6 +451,8 @@ pub fn write<T: NpyElement>(path: &Path, data: &[T], shape: &[usize]) -> Result<
 
 #[cfg(test)]
 mod tests {
+    use std::path::PathBuf;
+
     use super::*;
 
     #[test]
@@ -422,6 +477,53 @@ mod tests {
         let e = read_ints(&path).unwrap_err().to_string();
         assert!(e.contains("np.ascontiguousarray"), "{e}");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    /// A one-byte array of `shape` holding `values`, whose header names `descr` (`|i1`, `|b1`
+    /// or `|u1`).
+    fn one_byte_file(name: &str, descr: &str, shape: &[usize], values: &[u8]) -> PathBuf {
+        let mut bytes = header_bytes(NpyDType::U8, shape, 0);
+        let at = bytes.windows(5).position(|w| w == b"'|u1'").unwrap();
+        bytes[at + 1..at + 4].copy_from_slice(descr.as_bytes());
+        bytes.extend_from_slice(values);
+        let path =
+            std::env::temp_dir().join(format!("graphloom-{name}-{}.npy", std::process::id()));
+        std::fs::write(&path, &bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn int8_ids_are_signed_and_a_bool_array_is_not_ids() {
+        // np.array([0, -1, 5], dtype=np.int8): -1 stays -1, for the range checks to refuse.
+        let int8 = one_byte_file("int8", "|i1", &[3], &[0, 0xff, 5]);
+        assert_eq!(read_ids(&int8).unwrap().data, vec![0, -1, 5]);
+        assert_eq!(read_ints(&int8).unwrap().data, vec![0, -1, 5]);
+        let bytes = std::fs::read(&int8).unwrap();
+        assert_eq!(
+            decode_f64(&bytes, &int8).unwrap().data,
+            vec![0.0, -1.0, 5.0]
+        );
+        // np.array([True, False, True]) is a mask: read as ids it would be nodes 1, 0, 1.
+        let mask = one_byte_file("bool", "|b1", &[3], &[1, 0, 1]);
+        let e = read_ids(&mask).unwrap_err().to_string();
+        assert!(e.starts_with(&mask.display().to_string()), "{e}");
+        assert!(e.contains("a bool array is a mask, not ids"), "{e}");
+        assert_eq!(
+            decode_mask(&std::fs::read(&mask).unwrap(), &mask)
+                .unwrap()
+                .data,
+            vec![true, false, true]
+        );
+        // Nor is a 2-D one a matrix of ids (pairs).
+        let pairs = one_byte_file("bool-pairs", "|b1", &[2, 1], &[1, 0]);
+        let e = read_int_matrix(&pairs).unwrap_err().to_string();
+        assert!(e.contains("a bool array is a mask, not ids"), "{e}");
+        // uint8 stays unsigned.
+        let uint8 = one_byte_file("uint8", "|u1", &[2], &[0, 0xff]);
+        assert_eq!(read_ids(&uint8).unwrap().data, vec![0, 255]);
+        for p in [int8, mask, pairs, uint8] {
+            std::fs::remove_file(p).unwrap();
+        }
     }
 
     #[test]

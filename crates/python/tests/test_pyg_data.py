@@ -95,6 +95,20 @@ def test_from_pyg_refuses_what_it_cannot_keep(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
+
+@pytest.mark.parametrize("edge_index, dtype", [
+    (torch.tensor([[1.5, 0.2], [2.7, 3.9]]), "float32"),
+    (np.array([[1.5, 0.2], [2.7, 3.9]]), "float64"),
+    (torch.tensor([[True, False], [False, True]]), "bool"),
+])
+def test_from_pyg_refuses_edge_index_of_no_integer_dtype(edge_index, dtype, tmp_path):
+    # Cast, the floats would be edges (1, 2) and (0, 3), and the bools edges of nodes 0 and 1.
+    data = Data(x=torch.randn(4, 2), y=torch.tensor([0, 1, 0, 1]), edge_index=edge_index,
+                num_nodes=4)
+    with pytest.raises(ValueError, match=f"^edge_index: dtype {dtype}; expected integer"):
+        gl.Dataset.from_pyg(data, tmp_path / "ds")
+    assert not (tmp_path / "ds").exists()
+
 def test_pyg_signature_and_masks(ds, cora_data):
     mask = cora_data.train_mask
     loader = gl.NeighborLoader(ds, [5, 5], mask, batch_size=64)

@@ -31,6 +31,7 @@ pub(crate) fn target() -> Target {
     add("i32.npy", &|p| npy::write(p, &[5i32, 6], &[2]));
     add("u16.npy", &|p| npy::write(p, &[1u16, 65535, 3, 4], &[2, 2]));
     add("u8.npy", &|p| npy::write(p, &[1u8, 0, 255], &[3]));
+    add("i8.npy", &|p| npy::write(p, &[1i8, 0, -1], &[3]));
     add("empty.npy", &|p| npy::write::<f32>(p, &[], &[0, 4]));
     let _ = std::fs::remove_dir_all(&dir);
     // A version 2 header: a 4-byte length.
@@ -45,6 +46,19 @@ pub(crate) fn target() -> Target {
         v2.extend_from_slice(&v.to_le_bytes());
     }
     files.push(("v2.npy".to_string(), v2));
+    // A bool mask: numpy's `|b1`, which nothing here writes.
+    let mut mask = files
+        .iter()
+        .find(|(name, _)| name == "u8.npy")
+        .expect("u8.npy")
+        .1
+        .clone();
+    let at = mask
+        .windows(5)
+        .position(|w| w == b"'|u1'")
+        .expect("its dtype");
+    mask[at + 1..at + 4].copy_from_slice(b"|b1");
+    files.push(("bool.npy".to_string(), mask));
     Target {
         name: "npy",
         files,
@@ -84,9 +98,15 @@ fn read(dir: &Path) -> Vec<String> {
             NpyDType::I32 => read_as::<i32>(p),
             NpyDType::I64 => read_as::<i64>(p),
             NpyDType::U8 => read_as::<u8>(p),
+            NpyDType::I8 => read_as::<i8>(p),
+            NpyDType::Bool => npy::decode_mask(&bytes, p).map(drop),
         });
         if !matches!(dtype, NpyDType::F32 | NpyDType::F64) {
             note(npy::read_ints(p).map(drop));
+        }
+        // A valid bool file is no ids: refusing it is no error of the reader.
+        if !matches!(dtype, NpyDType::F32 | NpyDType::F64 | NpyDType::Bool) {
+            note(npy::read_ids(p).map(drop));
         }
     }
     errors

@@ -29,11 +29,9 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
         entry
             .read_to_end(&mut bytes)
             .map_err(|e| Error::format(path, format!("{name}: {e}")))?;
-        arrays.insert(
-            name.clone(),
-            npy::decode_f64(&bytes, &path.join(&name))
-                .map_err(|e| Error::format(path, format!("{name}: {e}")))?,
-        );
+        let array = decode(&name, &bytes, &path.join(&name))
+            .map_err(|e| Error::format(path, format!("{name}: {e}")))?;
+        arrays.insert(name, array);
     }
     let get = |k: &str| {
         arrays
@@ -122,4 +120,17 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
         },
         path,
     )
+}
+
+/// The member `name` of the archive: node ids (`adj_indices`) as ids, signed and never a bool
+/// mask, the other arrays as numbers; each as f64.
+fn decode(name: &str, bytes: &[u8], origin: &Path) -> Result<NpyArray<f64>> {
+    if name != "adj_indices" {
+        return Ok(npy::decode_f64(bytes, origin)?);
+    }
+    let ids = npy::decode_ids(bytes, origin)?;
+    Ok(NpyArray {
+        shape: ids.shape,
+        data: ids.data.into_iter().map(|v| v as f64).collect(),
+    })
 }

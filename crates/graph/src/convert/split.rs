@@ -2,8 +2,8 @@
 //! from one `.npz` archive, each as node ids or as a boolean mask over the nodes, instead of a
 //! converter's seeded random split.
 //!
-//! A file is a `.npy` array (integer ids, or a `bool`/`uint8` mask of one entry per node) or
-//! text with one id per line (`#` comments; gzip when it ends in `.gz`, as OGB's
+//! A file is a `.npy` array (integer ids of any integer dtype, or a bool mask of one entry per
+//! node) or text with one id per line (`#` comments; gzip when it ends in `.gz`, as OGB's
 //! `split/*/train.csv.gz`). An archive holds `train_idx`, `valid_idx` and `test_idx` (PyG's and
 //! OGB's names: `train`/`valid`/`val`/`test`, with `_idx` or `_mask`, are read too).
 
@@ -72,13 +72,10 @@ impl<'a> SplitSource<'a> {
     }
 }
 
-/// Ids from the `.npy` bytes `bytes` (read from `origin`): integer ids, or a boolean mask over
+/// Ids from the `.npy` bytes `bytes` (read from `origin`): integer ids, or a bool mask over
 /// the `n` nodes.
 fn ids_of_npy(bytes: &[u8], origin: &Path, n: usize) -> Result<Vec<usize>> {
     let header = npy::parse_header(bytes, origin)?;
-    // The reader takes bool for uint8: the header's text tells them apart.
-    let is_bool =
-        String::from_utf8_lossy(&bytes[..header.data_offset.min(bytes.len())]).contains("'|b1'");
     if header.shape.len() != 1 {
         return Err(Error::format(
             origin,
@@ -88,36 +85,20 @@ fn ids_of_npy(bytes: &[u8], origin: &Path, n: usize) -> Result<Vec<usize>> {
             ),
         ));
     }
-    let values: Vec<i64> = match header.dtype {
-        NpyDType::I64 => npy::decode::<i64>(bytes, origin)?.data,
-        NpyDType::I32 => widen(npy::decode::<i32>(bytes, origin)?.data),
-        NpyDType::U16 => widen(npy::decode::<u16>(bytes, origin)?.data),
-        NpyDType::U8 if !is_bool => widen(npy::decode::<u8>(bytes, origin)?.data),
-        NpyDType::U8 => {
-            let mask = npy::decode::<u8>(bytes, origin)?.data;
-            if mask.len() != n {
-                return Err(Error::invalid(
-                    origin,
-                    format!(
-                        "a mask of {} entries for {n} nodes (a boolean mask has one per node)",
-                        mask.len()
-                    ),
-                ));
-            }
-            return Ok((0..n).filter(|&v| mask[v] != 0).collect());
-        }
-        other => {
-            return Err(Error::format(
-                origin,
-                format!("dtype {other:?}: a split holds integer node ids or a boolean mask"),
-            ))
-        }
-    };
-    in_range(values, origin, n)
-}
-
-fn widen<T: Into<i64>>(values: Vec<T>) -> Vec<i64> {
-    values.into_iter().map(Into::into).collect()
+    if header.dtype != NpyDType::Bool {
+        return in_range(npy::decode_ids(bytes, origin)?.data, origin, n);
+    }
+    let mask = npy::decode_mask(bytes, origin)?.data;
+    if mask.len() != n {
+        return Err(Error::invalid(
+            origin,
+            format!(
+                "a mask of {} entries for {n} nodes (a boolean mask has one per node)",
+                mask.len()
+            ),
+        ));
+    }
+    Ok((0..n).filter(|&v| mask[v]).collect())
 }
 
 /// `values` as node ids, refusing one outside `0..n`.
@@ -226,6 +207,23 @@ mod tests {
         assert_eq!(
             only_train.read(&[0; 6]).unwrap(),
             [vec![4, 0, 2], vec![], vec![]]
+        );
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn int8_ids_are_signed_and_uint8_ones_are_not_a_mask() {
+        let d = dir("one-byte");
+        let (train, valid) = (d.join("train.npy"), d.join("valid.npy"));
+        npy::write(&valid, &[1u8, 5], &[2]).unwrap();
+        npy::write(&train, &[4i8, -1], &[2]).unwrap();
+        let source = SplitSource::Files([None, Some(&valid), None]);
+        assert_eq!(source.read(&[0; 6]).unwrap(), [vec![], vec![1, 5], vec![]]);
+        let source = SplitSource::Files([Some(&train), None, None]);
+        let err = source.read(&[0; 6]).unwrap_err().to_string();
+        assert!(
+            err.contains("train.npy") && err.contains("node -1 is not in 0..6"),
+            "{err}"
         );
         std::fs::remove_dir_all(&d).unwrap();
     }

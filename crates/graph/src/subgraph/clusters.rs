@@ -255,7 +255,7 @@ pub fn partition_clusters(root: &Path, data: GraphData<'_>) -> Result<Clusters> 
     let mut part = vec![u32::MAX; n];
     for p in 0..meta.parts {
         let path = root.join(format!("part_{p}")).join("orig_ids.npy");
-        for v in npy::read_ints(&path)?.data {
+        for v in npy::read_ids(&path)?.data {
             let slot = usize::try_from(v).ok().and_then(|v| part.get_mut(v));
             match slot {
                 Some(slot) if *slot == u32::MAX => *slot = p as u32,

@@ -135,6 +135,9 @@ def from_pyg(
     edge_index = _cpu_numpy(data.edge_index, "edge_index")
     if edge_index.ndim != 2 or edge_index.shape[0] != 2:
         raise ValueError(f"edge_index: shape {tuple(edge_index.shape)}; expected [2, E]")
+    # A cast would store float ids truncated and a bool mask's 0s and 1s as nodes.
+    if not np.issubdtype(edge_index.dtype, np.integer):
+        raise ValueError(f"edge_index: dtype {edge_index.dtype}; expected integer node ids")
     edge_index = np.ascontiguousarray(edge_index, dtype=np.int64)
     x = getattr(data, "x", None)
     features, x_dtype = _features(x) if x is not None else (None, "f32")
