@@ -329,7 +329,6 @@ fn predict_reads_int8_ids_as_signed_and_refuses_bool_ones() {
     assert!(!out.exists());
 }
 
-/// The tensors of a model file, by name.
 /// A run stopped after 3 epochs and resumed to 6 gives the losses and the parameters of an
 /// uninterrupted 6-epoch run, bit for bit: full batch, mini-batch with a learnt input
 /// embedding, and SAR over 2 workers.
