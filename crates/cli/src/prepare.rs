@@ -187,8 +187,8 @@ pub(crate) struct SyntheticArgs {
 
 impl SyntheticArgs {
     pub(crate) fn config(&self) -> Result<synthetic::SyntheticConfig> {
-        if self.nodes < 2 || self.classes == 0 || self.feat_dim == 0 {
-            bail!("--nodes must be at least 2, --classes and --feat-dim positive");
+        if self.nodes < 2 || self.classes < 2 || self.feat_dim == 0 {
+            bail!("--nodes and --classes must be at least 2, --feat-dim positive");
         }
         let split = match self.split_counts.as_deref() {
             Some(&[a, b, c]) => synthetic::SplitSizes::Counts(a, b, c),

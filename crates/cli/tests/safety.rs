@@ -451,3 +451,48 @@ fn train_outputs_never_replace_what_the_run_reads() {
     refused(&out, &["two outputs"]);
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// A dataset of one class has nothing to classify: `prepare synthetic` refuses to make one,
+/// and training one (here a meta.json edited to say so) is a one-line error in every mode,
+/// not the probe's "index 1 out of range 0..1".
+#[test]
+fn a_one_class_dataset_is_refused_in_one_line() {
+    let root = scratch("one-class");
+    let dir = root.join("one");
+    refused(
+        &graphloom(&[
+            "prepare",
+            "synthetic",
+            "--nodes",
+            "100",
+            "--classes",
+            "1",
+            "--out",
+            s(&dir),
+        ]),
+        &["--classes must be at least 2"],
+    );
+    assert!(!dir.exists());
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "100",
+        "--classes",
+        "2",
+        "--out",
+        s(&dir),
+    ]);
+    let meta = dir.join("meta.json");
+    let text = std::fs::read_to_string(&meta).unwrap();
+    std::fs::write(
+        &meta,
+        text.replace("\"num_classes\": 2", "\"num_classes\": 1"),
+    )
+    .unwrap();
+    npy::write(&dir.join("node_label.npy"), &[0i64; 100], &[100]).unwrap();
+    for mode in [&[][..], &["--fanouts", "5,5"][..]] {
+        let args = [&["train", "--dataset", s(&dir), "--epochs", "1"][..], mode].concat();
+        refused(&graphloom(&args), &["has 1 class", "needs 2 or more"]);
+    }
+}

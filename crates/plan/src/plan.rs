@@ -268,6 +268,14 @@ impl PlannedModel {
         meta: Meta,
     ) -> Result<Common> {
         let s = &settings;
+        if self.head == Head::NodeClasses && meta.num_classes == 1 {
+            // One class gives every node the same prediction and a loss of 0: nothing to learn.
+            return Err(PlanError::invalid(
+                "dataset",
+                "has 1 class (num_classes in its meta.json): node classification needs 2 or \
+                 more",
+            ));
+        }
         let saved = self.saved.as_ref().map(|m| &m.config);
         let defaults = self.arch.defaults();
         let dropout = s
