@@ -91,3 +91,10 @@ pub(crate) fn write_arrays(
             _ => errors::raise(e),
         })
 }
+
+/// Removes the entries of `dir` named `{prefix}{pid}-...` whose process `pid` no longer runs
+/// (graphloom_io's sweep of what killed runs left behind), for the folders the package makes.
+#[pyfunction]
+pub(crate) fn remove_abandoned(dir: PathBuf, prefix: &str) {
+    graphloom_io::remove_abandoned(&dir, prefix);
+}

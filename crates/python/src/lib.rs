@@ -51,6 +51,7 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<view::View>()?;
     m.add_class::<dataset::Dataset>()?;
     m.add_function(wrap_pyfunction!(convert::write_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(convert::remove_abandoned, m)?)?;
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(node_loader::neighbor_loader, m)?)?;
     m.add_class::<node_loader::Batch>()?;

@@ -109,3 +109,36 @@ def test_a_torch_dataloader_worker_reports_the_error_to_the_parent(cora):
         print("ok")
     """)
     assert result.returncode == 0 and "ok" in result.stdout, result.stderr
+
+
+def test_the_folder_of_a_killed_process_data_is_removed_by_the_next_one(tmp_path):
+    # A process iterating a NeighborLoader over a PyG Data is killed with SIGKILL: its
+    # converted dataset's folder stays until the next process that converts a Data removes it.
+    code = """
+        import os, signal, sys
+        import torch
+        from torch_geometric.data import Data
+        import graphloom as gl
+        gl.init()
+        data = Data(x=torch.randn(6, 3), edge_index=torch.tensor([[0, 1, 2, 3], [1, 2, 3, 4]]))
+        loader = gl.NeighborLoader(data, [2], batch_size=2)
+        next(iter(loader))
+        print(os.getpid(), flush=True)
+        {end}
+    """
+    env = dict(__import__("os").environ, TMPDIR=str(tmp_path))
+
+    def run(end: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", textwrap.dedent(code.format(end=end))],
+                              capture_output=True, text=True, timeout=300, env=env)
+
+    killed = run("os.kill(os.getpid(), signal.SIGKILL)")
+    assert killed.returncode == -9, killed.stderr
+    pid = killed.stdout.split()[0]
+    left = [p.name for p in tmp_path.iterdir() if p.name.startswith(f"graphloom-pyg-{pid}-")]
+    assert left, "the killed process's folder is there until another process sweeps it"
+    swept = run("pass")
+    assert swept.returncode == 0, swept.stderr
+    assert not any(p.name.startswith(f"graphloom-pyg-{pid}-") for p in tmp_path.iterdir())
+    # The clean run removed its own folder too.
+    assert not any(p.name.startswith("graphloom-pyg-") for p in tmp_path.iterdir())

@@ -180,13 +180,21 @@ def from_pyg(
 _converted: dict[int, Dataset] = {}
 
 
+# The temporary folders of converted Data: named after the process, so that a process killed
+# before it could remove them (SIGKILL, or SIGTERM without a handler) has them removed by the
+# next process that converts one.
+_FOLDER_PREFIX = "graphloom-pyg-"
+
+
 def dataset_of(data: Any) -> Dataset:
     """The dataset a loader given the PyG ``Data`` ``data`` samples from: written once per
     ``Data`` to a temporary folder, removed when ``data`` is freed or the process ends (a
-    ``Data`` changed after its first loader is not written again)."""
+    ``Data`` changed after its first loader is not written again); the folders of processes
+    that were killed are removed first."""
     key = id(data)
     if key not in _converted:
-        folder = tempfile.mkdtemp(prefix="graphloom-pyg-")
+        _graphloom.remove_abandoned(tempfile.gettempdir(), _FOLDER_PREFIX)
+        folder = tempfile.mkdtemp(prefix=f"{_FOLDER_PREFIX}{os.getpid()}-")
         ds = from_pyg(data, os.path.join(folder, "data"), graph_only=True)
         _converted[key] = ds
 
