@@ -42,7 +42,7 @@ pub(crate) fn add_run_settings(summary: &mut Value, common: &Common) {
         h["out_dim"] = json!(model.out_dim);
         h["neg_ratio"] = json!(s.neg_ratio.unwrap_or(graphloom_plan::NEG_RATIO));
         h["neg_sampling"] = json!(s.neg_sampling.unwrap_or_default().name());
-        h["exclude_supervision"] = json!(s.exclude_supervision);
+        h["exclude_supervision"] = json!(s.excludes_supervision());
     }
     if let Some(dim) = s.embedding_dim {
         h["embedding_dim"] = json!(dim);

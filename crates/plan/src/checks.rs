@@ -135,7 +135,7 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
                  split, to train link prediction full-batch or in mini-batches",
             );
         }
-        if s.exclude_supervision && mode != TrainMode::MiniBatch {
+        if s.exclude_supervision == Some(true) && mode != TrainMode::MiniBatch {
             return not_here(
                 "exclude_supervision",
                 "it hides a batch's edges from its sampled blocks (`fanouts`); a full batch has \
@@ -162,7 +162,7 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
         (s.out_dim.is_some(), "out_dim"),
         (s.neg_ratio.is_some(), "neg_ratio"),
         (s.neg_sampling.is_some(), "neg_sampling"),
-        (s.exclude_supervision, "exclude_supervision"),
+        (s.exclude_supervision.is_some(), "exclude_supervision"),
         (s.metric.is_some(), "metric"),
     ] {
         if given {

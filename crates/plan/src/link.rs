@@ -66,7 +66,7 @@ impl LinkPlan {
             neg_ratio: s.neg_ratio.unwrap_or(NEG_RATIO),
             neg_sampling: s.neg_sampling.unwrap_or_default(),
             metric,
-            exclude_supervision: s.exclude_supervision,
+            exclude_supervision: s.excludes_supervision(),
         }))
     }
 

