@@ -292,6 +292,49 @@ fn features_beyond_the_address_space_limit_are_refused_before_loading() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
+/// A link split of the 300-node synthetic dataset in `root/link` (about 760 supervision
+/// pairs).
+fn small_link_split(root: &Path) -> std::path::PathBuf {
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let link = root.join("link");
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&ds),
+        "--out",
+        s(&link),
+    ]);
+    link
+}
+
+#[test]
+fn an_empty_supervision_split_is_named_as_such() {
+    let root = scratch("empty-train-pos");
+    let link = small_link_split(&root);
+    let empty: [i64; 0] = [];
+    npy::write(&link.join("link_split/train_pos.npy"), &empty, &[2, 0]).unwrap();
+    for extra in [&[][..], &["--fanouts", "5,5"][..]] {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            s(&link),
+            "--task",
+            "link",
+            "--epochs",
+            "1",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        refused(
+            &graphloom(&args),
+            &["no supervision pairs (train_pos.npy is empty)"],
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
 #[test]
 fn info_reports_the_feature_file_and_plain_offsets() {
     let root = scratch("info");

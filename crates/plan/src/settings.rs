@@ -371,7 +371,8 @@ pub struct TrainSettings {
     pub features_location: Option<FeaturesLocation>,
     /// Mini-batch with --features-location mmap: GiB of memory for a cache of the feature
     /// rows of the nodes of highest in-degree, read once at the start (its hit rate is in the
-    /// summary) [default: no cache: every row is read from the file].
+    /// summary), at most 1073741824 (1 EiB) [default: no cache: every row is read from the
+    /// file].
     #[cfg_attr(feature = "cli", arg(long))]
     pub feature_cache_gib: Option<f64>,
     /// Mini-batch with --features-location mmap: how rows outside the cache are read: direct
@@ -382,18 +383,19 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<FeatureReads>()))]
     pub feature_reads: Option<FeatureReads>,
     /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB
-    /// of memory, each layer's output for all nodes in a scratch file when it takes more than
-    /// half of it [default: one forward pass over the whole graph in memory].
+    /// of memory (at most 1073741824, 1 EiB), each layer's output for all nodes in a scratch
+    /// file when it takes more than half of it [default: one forward pass over the whole
+    /// graph in memory].
     #[cfg_attr(feature = "cli", arg(long))]
     pub inference_memory_gib: Option<f64>,
-    /// GiB of memory the run may take (its peak anonymous memory): a mini-batch run divides
-    /// it among the model, the batches in flight, the samplers, the features (in memory when
-    /// they fit, else mapped from disk with what is left as --feature-cache-gib) and
-    /// evaluation (layer by layer, as --inference-memory-gib, when one pass over the graph
-    /// would not fit); a full-batch or SAR run checks its predicted peak against it; a tenth
-    /// is kept for the prediction's error. Options given win, and one that breaks the budget
-    /// is an error. Every run prints its predicted peak by part before training [default: no
-    /// budget].
+    /// GiB of memory the run may take (its peak anonymous memory, at most 1073741824, 1 EiB):
+    /// a mini-batch run divides it among the model, the batches in flight, the samplers, the
+    /// features (in memory when they fit, else mapped from disk with what is left as
+    /// --feature-cache-gib) and evaluation (layer by layer, as --inference-memory-gib, when
+    /// one pass over the graph would not fit); a full-batch or SAR run checks its predicted
+    /// peak against it; a tenth is kept for the prediction's error. Options given win, and
+    /// one that breaks the budget is an error. Every run prints its predicted peak by part
+    /// before training [default: no budget].
     #[cfg_attr(feature = "cli", arg(long))]
     pub memory_gib: Option<f64>,
     /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
