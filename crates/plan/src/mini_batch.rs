@@ -221,6 +221,9 @@ impl MiniBatchPlan {
         let backend = s.comm.unwrap_or(Backend::Local);
         let graph_in_memory = matches!(data, MiniBatchData::Loaded(_));
         let common = model.common(settings, train, meta)?;
+        if let Some(link) = &link {
+            link.check_step(&common.model, Some(batches.batch_size))?;
+        }
         let s = &common.settings;
         let train_nodes = data.graph_data().train_idx.len().max(1);
         let seeds = batches.batch_size.min(train_nodes);

@@ -279,7 +279,8 @@ pub struct TrainSettings {
     /// the --hidden value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_dim: Option<usize>,
-    /// Link prediction: negatives per positive in training [default: 1].
+    /// Link prediction: negatives per positive in training, at most 65536, and no more than
+    /// lets a step's pairs (its supervision pairs times 1 + this) fit in memory [default: 1].
     #[cfg_attr(feature = "cli", arg(long))]
     pub neg_ratio: Option<usize>,
     /// Link prediction: which ends of a positive pair its training negatives draw uniformly:
@@ -301,8 +302,9 @@ pub struct TrainSettings {
     /// Number of layers [default: 2, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
-    /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8, or that of
-    /// --init-model; the same holds for every model option below].
+    /// Hidden width (per head for GAT; the model's parameters are at most 2^40, so times the
+    /// heads at most 2^40 too) [default: gcn 16, sage 64, gat 8, or that of --init-model; the
+    /// same holds for every model option below].
     #[cfg_attr(feature = "cli", arg(long))]
     pub hidden: Option<usize>,
     /// GAT: heads of the hidden layers [default: 8].
@@ -403,8 +405,9 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub scratch_dir: Option<PathBuf>,
     /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
-    /// order of the training nodes, so evaluation and snapshots come every that many batches
-    /// [default: every training node once per epoch].
+    /// order of the training nodes, so evaluation and snapshots come every that many batches;
+    /// with GraphSAINT (--batching saint-*), the samples of an epoch, at most the graph's
+    /// nodes [default: every training node once per epoch].
     #[cfg_attr(feature = "cli", arg(long))]
     pub batches_per_epoch: Option<usize>,
     /// Mini-batch: evaluate by sampled inference with these fanouts, one per layer (-1: all
