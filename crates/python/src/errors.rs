@@ -165,7 +165,8 @@ impl Classify for graphloom_graph::Error {
             Error::File(e) => e.kind(),
             Error::Tensor(e) => e.kind(),
             Error::Store(e) => e.kind(),
-            Error::Argument { .. } => Kind::Argument,
+            // A path of the caller's that the call cannot use, an argument out of its domain.
+            Error::Argument { .. } | Error::Path { .. } => Kind::Argument,
             // Contents of a file that contradict each other.
             _ => Kind::Failure,
         }
