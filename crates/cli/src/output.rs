@@ -80,9 +80,17 @@ impl PhaseProgress {
 /// A command-line parser of a choice (its values listed by `--help`), the plan's.
 pub(crate) use graphloom_plan::choice_parser as choice;
 
-/// A plan's error as the command line spells it: every setting as its option (`--batch-size`).
+/// A plan's error as the command line spells it: every setting as its option (`--batch-size`),
+/// and what a link predictor gives instead of classes as the subcommands that take it.
 pub(crate) fn plan_error(e: graphloom_plan::PlanError) -> anyhow::Error {
-    anyhow::anyhow!(e.render(&graphloom_plan::flag_of))
+    let hint = match e {
+        graphloom_plan::PlanError::NoClasses => {
+            "; score pairs of nodes with graphloom predict --task link --pairs FILE, or take \
+             its node embeddings with graphloom embed"
+        }
+        _ => "",
+    };
+    anyhow::anyhow!("{}{hint}", e.render(&graphloom_plan::flag_of))
 }
 
 /// Prints `value` as one line of JSON on stdout: the output convention of `--json` in every

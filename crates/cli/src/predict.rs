@@ -27,8 +27,8 @@ pub(crate) struct ModelInput {
     /// Only these nodes, in this order: an `.npy` of integer node ids [default: every node].
     #[arg(long)]
     nodes: Option<PathBuf>,
-    /// Compute layer by layer, in chunks of nodes within this many GiB of memory, the dataset
-    /// mapped and each layer's output for all nodes in a scratch file when it takes more than
+    /// Compute layer by layer, in chunks of nodes within this many GiB of memory (at most
+    /// 1073741824, 1 EiB), the dataset mapped and each layer's output for all nodes in a scratch file when it takes more than
     /// half of it: for graphs larger than memory [default: one pass over the whole graph in
     /// memory].
     #[arg(long)]

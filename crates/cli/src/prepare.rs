@@ -143,18 +143,20 @@ pub(crate) struct SyntheticArgs {
     /// Number of nodes.
     #[arg(long, default_value_t = 10_000)]
     pub(crate) nodes: usize,
-    /// Average degree (edges = nodes * avg-degree, both directions counted).
+    /// Average degree (edges = nodes * avg-degree, both directions counted, at most 2^60 - 1
+    /// and as many as fit on the disk).
     #[arg(long, default_value_t = 10)]
     pub(crate) avg_degree: usize,
     /// A directed graph of exactly this many edges (CSR entries; no reverse pairs added)
-    /// instead of --avg-degree.
+    /// instead of --avg-degree: at most 1152921504606846975 (2^60 - 1), and as many as fit
+    /// on the disk.
     #[arg(long, conflicts_with = "avg_degree")]
     pub(crate) edges: Option<usize>,
     /// Exact train,valid,test node counts; the nodes in no split are unlabelled (-1)
     /// [default: 60/20/20 shares of all nodes].
     #[arg(long, value_delimiter = ',')]
     pub(crate) split_counts: Option<Vec<usize>>,
-    /// Feature width.
+    /// Feature width: the features (nodes x this x 4 bytes, 2 for bf16) must fit on the disk.
     #[arg(long, default_value_t = 64)]
     pub(crate) feat_dim: usize,
     /// Number of classes.

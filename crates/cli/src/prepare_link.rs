@@ -13,10 +13,10 @@ pub(crate) struct LinkSplitArgs {
     /// The dataset directory whose edges are split.
     #[arg(long)]
     dataset: PathBuf,
-    /// Share of the edges held out for validation, in [0, 1).
+    /// Share of the edges held out for validation, in (0, 1).
     #[arg(long, default_value_t = 0.05, allow_negative_numbers = true)]
     valid: f64,
-    /// Share of the edges held out for test, in [0, 1); with --valid, less than 1.
+    /// Share of the edges held out for test, in (0, 1); with --valid, less than 1.
     #[arg(long, default_value_t = 0.1, allow_negative_numbers = true)]
     test: f64,
     /// Seed of the split and of the negatives.

@@ -605,7 +605,35 @@ fn bad_options_are_clear_errors() {
             vec!["--fanouts", "5"],
             "--fanouts has 1 values for 2 layers",
         ),
-        (vec!["--hidden", "100000000"], "this process may use"),
+        (
+            vec!["--hidden", "100000000"],
+            "its activations need about 568.5 PiB, more than the ",
+        ),
+        (
+            vec!["--memory-gib", "1e12"],
+            "--memory-gib must be a positive number of GiB, at most 1073741824 (1 EiB), not 1e12",
+        ),
+        (
+            vec!["--memory-gib", "1e300"],
+            "at most 1073741824 (1 EiB), not 1e300",
+        ),
+        (
+            vec!["--fanouts", "5,5", "--inference-memory-gib", "1e12"],
+            "--inference-memory-gib must be a positive number of GiB, at most 1073741824 (1 EiB), \
+             not 1e12",
+        ),
+        (
+            vec![
+                "--fanouts",
+                "5,5",
+                "--features-location",
+                "mmap",
+                "--feature-cache-gib",
+                "0",
+            ],
+            "--feature-cache-gib must be a positive number of GiB, at most 1073741824 (1 EiB), \
+             not 0",
+        ),
         (
             vec!["--summary-json", "/nonexistent-graphloom/run.json"],
             "/nonexistent-graphloom/run.json cannot be written",

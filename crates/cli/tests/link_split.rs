@@ -135,6 +135,16 @@ fn bad_link_split_options_are_one_line_errors_that_write_nothing() {
         &split(&["--valid", "0.6", "--test", "0.4"], &out),
         "holds out every edge",
     );
+    // 0 is refused (model selection and the test metrics need held-out edges), as the help
+    // says.
+    refused(
+        &split(&["--valid", "0"], &out),
+        "--valid: 0 is not a share of the edges to hold out: give a value in (0, 1)",
+    );
+    let help = graphloom_ok(&["prepare", "link-split", "--help"]);
+    let help = String::from_utf8_lossy(&help.stdout);
+    assert_eq!(help.matches("in (0, 1)").count(), 2, "{help}");
+    assert!(!help.contains("[0, 1)"), "{help}");
     assert!(!out.exists());
     refused(&split(&[], &cora), "is an input of this run");
     refused(
@@ -358,7 +368,9 @@ fn cora_trains_and_predicts_links() {
                 "--out",
                 s(&root.join("classes.npy")),
             ],
-            "is a link predictor",
+            "is a link predictor (trained with --task link): it has no classes; score pairs of \
+             nodes with graphloom predict --task link --pairs FILE, or take its node embeddings \
+             with graphloom embed",
         ),
         (
             vec!["train", "--dataset", s(&split), "--init-model", s(&model)],
@@ -368,7 +380,10 @@ fn cora_trains_and_predicts_links() {
         let out = graphloom(&args);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            !out.status.success() && stderr.contains(expect) && stderr.lines().count() == 1,
+            !out.status.success()
+                && stderr.contains(expect)
+                && stderr.lines().count() == 1
+                && !stderr.contains("  "),
             "{stderr}"
         );
     }

@@ -36,11 +36,12 @@ fn listing(dir: &Path) -> Vec<String> {
     names
 }
 
-/// Runs `graphloom` under an address-space limit of `kib` KiB (`ulimit -v`).
+/// Runs `graphloom` under an address-space limit of `kib` KiB (`ulimit -v`) and a time limit
+/// of five minutes (`timeout`, exit code 124), so that a run that spins fails its test.
 fn graphloom_limited(kib: u64, args: &[&str]) -> Output {
     std::process::Command::new("sh")
         .arg("-c")
-        .arg(format!("ulimit -v {kib} && exec \"$0\" \"$@\""))
+        .arg(format!("ulimit -v {kib} && exec timeout 300 \"$0\" \"$@\""))
         .arg(env!("CARGO_BIN_EXE_graphloom"))
         .args(args)
         .output()
@@ -289,6 +290,267 @@ fn features_beyond_the_address_space_limit_are_refused_before_loading() {
         &["train", "--dataset", s(&ds), "--epochs", "1", "--quiet"],
     );
     refused(&out, &["--dataset", "node features take 5.6 GiB"]);
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// A link split of the 300-node synthetic dataset in `root/link` (about 760 supervision
+/// pairs).
+fn small_link_split(root: &Path) -> std::path::PathBuf {
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let link = root.join("link");
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&ds),
+        "--out",
+        s(&link),
+    ]);
+    link
+}
+
+#[test]
+fn link_steps_whose_pairs_outgrow_memory_are_refused_before_allocating() {
+    let root = scratch("neg-ratio");
+    let link = small_link_split(&root);
+    let train = |extra: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            s(&link),
+            "--task",
+            "link",
+            "--epochs",
+            "1",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        graphloom_limited(4 << 20, &args)
+    };
+    // 760 pairs with 65536 negatives each: 50 million pairs, 7 GiB and more.
+    refused(
+        &train(&["--neg-ratio", "65536"]),
+        &[
+            "--neg-ratio 65536 with all ",
+            "supervision pairs in one step (no --batch-size)",
+            "this process may use: lower --neg-ratio, or give --batch-size",
+        ],
+    );
+    refused(
+        &train(&["--neg-ratio", "65536", "--fanouts", "10,10"]),
+        &[
+            "--neg-ratio 65536 with ",
+            "supervision pairs a step (--batch-size)",
+            "lower --neg-ratio or --batch-size",
+        ],
+    );
+    refused(
+        &train(&["--neg-ratio", "65537"]),
+        &["--neg-ratio 65537 is more than 65536 negatives per positive"],
+    );
+    // A step that fits trains.
+    let out = train(&["--neg-ratio", "1000"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn graphsaint_sizes_beyond_the_graph_or_memory_are_refused() {
+    let root = scratch("saint-sizes");
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let train = |dataset: &Path, batching: &[&str]| {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            s(dataset),
+            "--epochs",
+            "1",
+            "--quiet",
+            "--batching",
+        ];
+        args.extend_from_slice(batching);
+        graphloom_limited(4 << 20, &args)
+    };
+    for (batching, expect) in [
+        (
+            vec![
+                "saint-rw",
+                "--saint-budget",
+                "100000000",
+                "--walk-length",
+                "100",
+            ],
+            "--saint-budget 100000000 is more than the graph's 300 nodes: give at most 300",
+        ),
+        (
+            vec!["saint-node", "--saint-budget", "4294967296"],
+            "--saint-budget 4294967296 is more than the graph's 300 nodes",
+        ),
+        (
+            vec![
+                "saint-rw",
+                "--saint-budget",
+                "5",
+                "--walk-length",
+                "1000000000000",
+            ],
+            "--walk-length 1000000000000 steps are more than the graph's 300 nodes",
+        ),
+        (
+            vec![
+                "saint-rw",
+                "--saint-budget",
+                "4294967296",
+                "--walk-length",
+                "4294967296",
+            ],
+            "--saint-budget 4294967296 is more than",
+        ),
+        (
+            vec![
+                "saint-edge",
+                "--saint-budget",
+                "10",
+                "--batches-per-epoch",
+                "1099511627776",
+            ],
+            "--batches-per-epoch 1099511627776 samples per epoch: give 1 to the graph's 300",
+        ),
+        (
+            vec![
+                "saint-edge",
+                "--saint-budget",
+                "100",
+                "--batches-per-epoch",
+                "1099511627776",
+                "--saint-coverage",
+                "2",
+            ],
+            "--batches-per-epoch 1099511627776 samples per epoch",
+        ),
+    ] {
+        refused(&train(&ds, &batching), &[expect]);
+    }
+    // Within the graph, a sample can still outgrow memory: 100,000 walks of 100,000 steps.
+    let big = root.join("big");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "100000",
+        "--avg-degree",
+        "2",
+        "--feat-dim",
+        "1",
+        "--classes",
+        "2",
+        "--out",
+        s(&big),
+    ]);
+    refused(
+        &train(
+            &big,
+            &[
+                "saint-rw",
+                "--saint-budget",
+                "100000",
+                "--walk-length",
+                "100000",
+            ],
+        ),
+        &[
+            "--saint-budget 100000 with --walk-length 100000 draws 10000100000 nodes per sample",
+            "lower --saint-budget or --walk-length",
+        ],
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn synthetic_and_model_sizes_past_their_products_are_refused() {
+    let root = scratch("synthetic-sizes");
+    let out = root.join("ds");
+    let prepare = |flag: &str, value: &str| {
+        graphloom_limited(
+            4 << 20,
+            &[
+                "prepare",
+                "synthetic",
+                "--nodes",
+                "1000",
+                flag,
+                value,
+                "--out",
+                s(&out),
+            ],
+        )
+    };
+    refused(
+        &prepare("--edges", "18446744073709551615"),
+        &["edges: 18446744073709551615 edges are more than the 1152921504606846975"],
+    );
+    refused(
+        &prepare("--feat-dim", "18446744073709551615"),
+        &["feat_dim: 1000 nodes of 18446744073709551615 features are more bytes"],
+    );
+    // Within the bounds, the disk decides, before anything is written.
+    refused(
+        &prepare("--edges", "1152921504606846975"),
+        &["the synthetic dataset needs about", "of disk"],
+    );
+    // Nothing is left behind: no dataset, no temporary folder.
+    assert!(listing(&root).is_empty(), "{:?}", listing(&root));
+    small_dataset(&out);
+    let gat = graphloom_limited(
+        4 << 20,
+        &[
+            "train",
+            "--dataset",
+            s(&out),
+            "--model",
+            "gat",
+            "--hidden",
+            "4294967296",
+            "--heads",
+            "4294967296",
+        ],
+    );
+    refused(
+        &gat,
+        &["4294967296 heads of hidden width 4294967296 make more than 1099511627776 parameters"],
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn an_empty_supervision_split_is_named_as_such() {
+    let root = scratch("empty-train-pos");
+    let link = small_link_split(&root);
+    let empty: [i64; 0] = [];
+    npy::write(&link.join("link_split/train_pos.npy"), &empty, &[2, 0]).unwrap();
+    for extra in [&[][..], &["--fanouts", "5,5"][..]] {
+        let mut args = vec![
+            "train",
+            "--dataset",
+            s(&link),
+            "--task",
+            "link",
+            "--epochs",
+            "1",
+            "--quiet",
+        ];
+        args.extend_from_slice(extra);
+        refused(
+            &graphloom(&args),
+            &["no supervision pairs (train_pos.npy is empty)"],
+        );
+    }
     std::fs::remove_dir_all(&root).unwrap();
 }
 

@@ -47,7 +47,7 @@ impl Meta {
             let reason = if crate::parts::PartitionMeta::is_partitioned(dir) {
                 "is a partitioned dataset: give the folder it was partitioned from"
             } else if let Some(hint) = crate::convert::layouts::conversion_hint(dir) {
-                return Err(Error::invalid(
+                return Err(Error::path(
                     dir,
                     format!("is not a dataset directory (it has no meta.json); {hint}"),
                 ));
@@ -58,7 +58,7 @@ impl Meta {
             } else {
                 "does not exist: make a dataset directory with graphloom prepare"
             };
-            return Err(Error::invalid(dir, reason));
+            return Err(Error::path(dir, reason));
         }
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
         let meta: Meta =
@@ -324,16 +324,23 @@ pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
             format!("has {} weights for {count} edges", w.len()),
         ));
     }
-    if let Some(e) = w.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
-        return Err(Error::invalid(
-            path,
+    check_edge_weights(path, &w)?;
+    Ok(w)
+}
+
+/// Refuses NaN, infinite and negative edge weights `w` (of `origin`, named in the error): a
+/// weighted aggregation's normalisation takes square roots of their sums.
+pub(crate) fn check_edge_weights(origin: &Path, w: &[f32]) -> Result<()> {
+    match w.iter().position(|x| !(x.is_finite() && *x >= 0.0)) {
+        Some(e) => Err(Error::invalid(
+            origin,
             format!(
                 "weight of edge {e} is {}: weights must be finite and not negative",
                 w[e]
             ),
-        ));
+        )),
+        None => Ok(()),
     }
-    Ok(w)
 }
 
 /// The label of a node outside the splits that has none (papers100M labels 1.4% of its nodes).

@@ -18,6 +18,15 @@ pub enum Error {
         /// What is wrong.
         msg: String,
     },
+    /// A path given to a call is not one it can use (a file where a dataset directory is
+    /// read, a folder of the user's or an input where an output is written).
+    #[error("{}: {msg}", path.display())]
+    Path {
+        /// The path given.
+        path: PathBuf,
+        /// Why it cannot be used.
+        msg: String,
+    },
     /// An argument of a call is out of its domain (seeds, fanouts, a generator's setting, a
     /// part count); the error names the argument.
     #[error("{name}: {msg}")]
@@ -43,6 +52,13 @@ impl Error {
     /// An [`Error::Invalid`] for `path`.
     pub fn invalid(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
         Error::Invalid {
+            path: path.into(),
+            msg: msg.into(),
+        }
+    }
+    /// An [`Error::Path`] for the path given, `path`.
+    pub fn path(path: impl Into<PathBuf>, msg: impl Into<String>) -> Error {
+        Error::Path {
             path: path.into(),
             msg: msg.into(),
         }

@@ -84,7 +84,7 @@ pub fn check_output_dir(out: &Path, kind: OutputKind, inputs: &[&Path]) -> Resul
         return Ok(());
     };
     let refuse = |why: String| {
-        Err(Error::invalid(
+        Err(Error::path(
             out,
             format!(
                 "{why}: writing {} there would replace it, so give a new or empty folder",
@@ -152,7 +152,7 @@ fn check_not_input(out: &Path, inputs: &[&Path]) -> Result<()> {
         } else {
             format!(" ({})", input.display())
         };
-        return Err(Error::invalid(
+        return Err(Error::path(
             out,
             format!(
                 "{why}{named}: writing there would replace what the run reads, so write elsewhere"

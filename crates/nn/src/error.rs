@@ -44,6 +44,9 @@ pub enum Error {
     /// The dataset has no training nodes.
     #[error("the dataset has no training nodes")]
     NoTrainingNodes,
+    /// The link split has no supervision pairs to train on.
+    #[error("the link split has no supervision pairs (train_pos.npy is empty)")]
+    NoSupervisionPairs,
     /// `--resume` found no snapshot.
     #[error("no snapshot to resume from in {}", dir.display())]
     NoSnapshot {

@@ -17,9 +17,15 @@ pub enum Task<'a> {
 }
 
 impl Task<'_> {
-    /// Fails unless a model of `cfg` has the head this task needs.
+    /// Fails unless a model of `cfg` has the head this task needs, and link prediction has
+    /// supervision pairs to train on.
     pub fn check(&self, cfg: &ModelConfig) -> Result<()> {
         match (self, cfg.head) {
+            (Task::Link(t), Head::Link(_))
+                if t.split.pairs(graphloom_graph::LinkSet::TrainPos).is_empty() =>
+            {
+                Err(Error::NoSupervisionPairs)
+            }
             (Task::Node, Head::NodeClasses) | (Task::Link(_), Head::Link(_)) => Ok(()),
             (Task::Node, Head::Link(_)) => Err(Error::Mismatch {
                 what: "the task and the model's head",

@@ -5,6 +5,7 @@
 
 use graphloom_nn::Architecture;
 
+use crate::budget::gib_bytes;
 use crate::{Backend, FeaturesLocation, PlanError, Result, TaskName, TrainMode, TrainSettings};
 
 /// The most in-process workers a job may have: each is a thread with a share of the data, and
@@ -216,12 +217,12 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
             format!("{q} is more than {MAX_QUEUE_DEPTH} batches ahead"),
         ));
     }
-    if let Some(gib) = s.feature_cache_gib {
-        if !(gib.is_finite() && gib > 0.0 && gib < MAX_GIB) {
-            return Err(PlanError::invalid(
-                "feature_cache_gib",
-                format!("must be a positive number of GiB, not {gib}"),
-            ));
+    for (gib, setting) in [
+        (s.feature_cache_gib, "feature_cache_gib"),
+        (s.inference_memory_gib, "inference_memory_gib"),
+    ] {
+        if let Some(gib) = gib {
+            gib_bytes(setting, gib)?;
         }
     }
     if let Some(lr) = s.embedding_lr {
@@ -252,6 +253,3 @@ pub const MAX_NEG_RATIO: usize = 1 << 16;
 
 /// The most batches a mini-batch run may prepare ahead.
 pub const MAX_QUEUE_DEPTH: usize = 1024;
-
-/// A bound on sizes given in GiB (1 EiB): above it, byte counts would overflow.
-const MAX_GIB: f64 = (1u64 << 30) as f64;

@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use graphloom_comm::Communicator;
 use graphloom_graph::convert::synthetic;
-use graphloom_graph::{Dataset, Meta};
+use graphloom_graph::{format_bytes, Dataset, Meta};
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tensor};
@@ -91,11 +91,10 @@ pub(crate) fn default_graph(seed: u64) -> synthetic::SyntheticConfig {
 /// Refuses to load features larger than the memory this process may use, before reading any.
 pub(crate) fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> Result<()> {
     let bytes = (meta.num_nodes as u128) * (meta.feat_dim as u128) * dtype.size_in_bytes() as u128;
-    let available = available_memory_bytes() as u128;
-    if available == 0 || bytes <= available {
+    let available = available_memory_bytes();
+    if available == 0 || bytes <= available as u128 {
         return Ok(());
     }
-    let gib = |b: u128| b as f64 / (1u64 << 30) as f64;
     let hint = match mode {
         TrainMode::MiniBatch => "keep them on disk with `features_location` mmap",
         _ => {
@@ -106,10 +105,9 @@ pub(crate) fn check_features_fit(meta: &Meta, dtype: DType, mode: TrainMode) -> 
     Err(PlanError::invalid(
         "dataset",
         format!(
-            "its node features take {:.1} GiB in {dtype}, more than the {:.1} GiB this process may use: \
-             {hint}",
-            gib(bytes),
-            gib(available)
+            "its node features take {} in {dtype}, more than the {} this process may use: {hint}",
+            format_bytes(u64::try_from(bytes).unwrap_or(u64::MAX)),
+            format_bytes(available)
         ),
     ))
 }

@@ -3,6 +3,8 @@
 //! them its own way with [`PlanError::render`]: `--batch-size` on the command line,
 //! `batch_size` in Python.
 
+use graphloom_graph::format_bytes;
+
 use crate::TrainMode;
 
 /// Everything that can stop a plan: settings that do not fit together, and the errors of the
@@ -29,13 +31,17 @@ pub enum PlanError {
         reason: String,
     },
     /// The run would need more memory than this process may use.
-    #[error("the model and its activations need about {needed_gib:.1} GiB, more than the {available_gib:.1} GiB this process may use: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)")]
+    #[error("the model and its activations need about {}, more than the {} this process may use: use a narrower model, or split the graph over the machines of an MPI job (graphloom partition)", format_bytes(*needed_bytes), format_bytes(*available_bytes))]
     TooLarge {
-        /// Estimated need.
-        needed_gib: f64,
-        /// The memory this process may use.
-        available_gib: f64,
+        /// Estimated need, in bytes.
+        needed_bytes: u64,
+        /// The memory this process may use, in bytes.
+        available_bytes: u64,
     },
+    /// A link predictor was asked for the classes of nodes: front ends say how to take what
+    /// it gives instead (scores of pairs, node embeddings), each in its own terms.
+    #[error("`model` is a link predictor (trained with `task` link): it has no classes")]
+    NoClasses,
     /// The MPI backend was asked for in a build without it.
     #[error("this graphloom was built without MPI: build with --features mpi")]
     NoMpi,
@@ -139,5 +145,18 @@ mod tests {
             "batch_size needs fanouts and not `x1`"
         );
         assert_eq!(render_settings("a ` b", &flag), "a ` b");
+    }
+
+    #[test]
+    fn small_sizes_stay_visible() {
+        let e = PlanError::TooLarge {
+            needed_bytes: 3 << 20,
+            available_bytes: 1536,
+        };
+        assert!(
+            e.to_string()
+                .contains("need about 3.0 MiB, more than the 1.5 KiB this process may use"),
+            "{e}"
+        );
     }
 }

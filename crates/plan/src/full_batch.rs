@@ -40,6 +40,9 @@ impl FullBatchPlan {
         }
         let link = LinkPlan::open(s, s.dataset.as_deref(), dataset.data())?;
         let common = model.common(settings, train, dataset.meta.clone())?;
+        if let Some(link) = &link {
+            link.check_step(&common.model, common.settings.batch_size)?;
+        }
         // Every node's activations are held at once.
         check_sizes(&common.model, common.meta.num_nodes)?;
         let rows = match (&common.settings.dataset, embedding) {

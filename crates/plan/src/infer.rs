@@ -38,12 +38,7 @@ pub struct InferSettings {
 /// for training's evaluation and for inference alike. Fails on a budget that is not a positive
 /// number of GiB, or a scratch folder that is not one.
 pub fn layerwise_config(gib: f64, scratch_dir: Option<PathBuf>) -> Result<LayerwiseConfig> {
-    if !(gib.is_finite() && gib > 0.0 && gib < (1u64 << 30) as f64) {
-        return Err(PlanError::invalid(
-            "inference_memory_gib",
-            format!("must be a positive number of GiB, not {gib}"),
-        ));
-    }
+    let memory_bytes = crate::budget::gib_bytes("inference_memory_gib", gib)?;
     let scratch_dir = scratch_dir.unwrap_or_else(std::env::temp_dir);
     if !scratch_dir.is_dir() {
         return Err(PlanError::invalid(
@@ -52,7 +47,7 @@ pub fn layerwise_config(gib: f64, scratch_dir: Option<PathBuf>) -> Result<Layerw
         ));
     }
     Ok(LayerwiseConfig {
-        memory_bytes: (gib * (1u64 << 30) as f64) as usize,
+        memory_bytes: usize::try_from(memory_bytes).unwrap_or(usize::MAX),
         scratch_dir,
     })
 }
@@ -71,10 +66,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     if matches!(cfg.head, graphloom_nn::Head::Link(_))
         && settings.output == graphloom_nn::inference::Output::LogProbabilities
     {
-        return Err(PlanError::invalid(
-            "model",
-            "is a link predictor (trained with `task` link): it has no classes; score pairs with              `task` link and `pairs`, or take its node embeddings with `embed`",
-        ));
+        return Err(PlanError::NoClasses);
     }
     if let Some(layerwise) = &settings.layerwise {
         return infer_mapped(settings, &saved, layerwise);

@@ -47,7 +47,7 @@ pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
-pub use link::{METRIC as LINK_METRIC, NEG_RATIO};
+pub use link::{check_step_pairs, METRIC as LINK_METRIC, NEG_RATIO, PAIR_BYTES};
 pub use mini_batch::{MiniBatchOutcome, MiniBatchPlan, RowCacheReport};
 pub use plan::{Common, Plan, RunOutcome, TrainMode};
 pub use sar::{SarOutcome, SarPlan};

@@ -3,12 +3,14 @@
 
 use std::path::Path;
 
-use graphloom_graph::{GraphData, LinkSet, LinkSplit};
+use graphloom_graph::{format_bytes, GraphData, LinkSet, LinkSplit};
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::{LinkTask, NegativeSampling};
 use graphloom_nn::task::Task;
+use graphloom_nn::ModelConfig;
 
 use crate::budget::LinkPairs;
+use crate::plan::available_memory_bytes;
 use crate::{PlanError, Result, TaskName, TrainSettings};
 
 /// A link-prediction run's split and settings.
@@ -104,6 +106,21 @@ impl LinkPlan {
         }
     }
 
+    /// Refuses a training step whose pairs cannot fit in memory with a decoder of `model`:
+    /// `batch_size` supervision pairs at a time (every one when `None`, a full batch), each
+    /// with its `neg_ratio` negatives, each pair holding its [`PAIR_BYTES`] and its ends'
+    /// rows of the decoder's input (measured: a GCN of out_dim 16 held 160 bytes a pair at
+    /// its peak, these 32 and 128).
+    pub(crate) fn check_step(&self, model: &ModelConfig, batch_size: Option<usize>) -> Result<()> {
+        let decoder = 2 * (model.out_dim as u64).saturating_mul(model.dtype.size_in_bytes() as u64);
+        check_step_pairs(
+            self.split.pairs(LinkSet::TrainPos).len(),
+            batch_size,
+            self.neg_ratio as f64,
+            PAIR_BYTES.saturating_add(decoder),
+        )
+    }
+
     /// The task of a workload over this plan.
     pub(crate) fn task(&self) -> Task<'_> {
         Task::Link(LinkTask {
@@ -114,4 +131,49 @@ impl LinkPlan {
             exclude_supervision: self.exclude_supervision,
         })
     }
+}
+
+/// The bytes a scored pair of a step holds at least, besides the decoder's rows: its ends
+/// (`u32` each), its label (`f64`) and its ends' rows among the step's nodes (`usize` each).
+pub const PAIR_BYTES: u64 = 32;
+
+/// Refuses a step of link prediction whose pairs cannot fit in the memory this process may
+/// use: `batch_size` of the `supervision` pairs (every one when `None`), each with `neg_ratio`
+/// negatives (a fraction for PyG's loader), every pair taking `pair_bytes`. The error names
+/// `neg_ratio` and `batch_size`.
+pub fn check_step_pairs(
+    supervision: usize,
+    batch_size: Option<usize>,
+    neg_ratio: f64,
+    pair_bytes: u64,
+) -> Result<()> {
+    let positives = batch_size.map_or(supervision, |b| b.min(supervision));
+    // In floating point: the counts only need comparing, and a product past every integer
+    // type is then a large number, not an overflow.
+    let pairs = (positives as f64 * neg_ratio).ceil() + positives as f64;
+    let needed = pairs * pair_bytes as f64;
+    let available = available_memory_bytes();
+    if available == 0 || needed <= available as f64 {
+        return Ok(());
+    }
+    let (step, lower) = match batch_size {
+        Some(_) => (
+            format!("{positives} supervision pairs a step (`batch_size`)"),
+            "lower `neg_ratio` or `batch_size`",
+        ),
+        None => (
+            format!("all {positives} supervision pairs in one step (no `batch_size`)"),
+            "lower `neg_ratio`, or give `batch_size`",
+        ),
+    };
+    Err(PlanError::invalid(
+        "neg_ratio",
+        format!(
+            "{} with {step} makes {pairs:.0} pairs to score, at least {}, more than the {} this \
+             process may use: {lower}",
+            crate::budget::short_number(neg_ratio),
+            format_bytes(needed.min(u64::MAX as f64) as u64),
+            format_bytes(available)
+        ),
+    ))
 }

@@ -228,6 +228,9 @@ impl MiniBatchPlan {
         let backend = s.comm.unwrap_or(Backend::Local);
         let graph_in_memory = matches!(data, MiniBatchData::Loaded(_));
         let common = model.common(settings, train, meta)?;
+        if let Some(link) = &link {
+            link.check_step(&common.model, Some(batches.batch_size))?;
+        }
         let s = &common.settings;
         let n = common.meta.num_nodes;
         // A link batch's seeds are both ends of its pairs, positives and negatives, drawn from

@@ -513,8 +513,8 @@ pub(crate) fn check_sizes(m: &ModelConfig, rows: usize) -> Result<()> {
     let available = available_memory_bytes();
     if available > 0 && needed > available as u128 {
         return Err(PlanError::TooLarge {
-            needed_gib: needed as f64 / (1u64 << 30) as f64,
-            available_gib: available as f64 / (1u64 << 30) as f64,
+            needed_bytes: u64::try_from(needed).unwrap_or(u64::MAX),
+            available_bytes: available,
         });
     }
     Ok(())

@@ -279,7 +279,8 @@ pub struct TrainSettings {
     /// the --hidden value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_dim: Option<usize>,
-    /// Link prediction: negatives per positive in training [default: 1].
+    /// Link prediction: negatives per positive in training, at most 65536, and no more than
+    /// lets a step's pairs (its supervision pairs times 1 + this) fit in memory [default: 1].
     #[cfg_attr(feature = "cli", arg(long))]
     pub neg_ratio: Option<usize>,
     /// Link prediction: which ends of a positive pair its training negatives draw uniformly:
@@ -303,8 +304,9 @@ pub struct TrainSettings {
     /// Number of layers [default: 2, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
-    /// Hidden width (per head for GAT) [default: gcn 16, sage 64, gat 8, or that of
-    /// --init-model; the same holds for every model option below].
+    /// Hidden width (per head for GAT; the model's parameters are at most 2^40, so times the
+    /// heads at most 2^40 too) [default: gcn 16, sage 64, gat 8, or that of --init-model; the
+    /// same holds for every model option below].
     #[cfg_attr(feature = "cli", arg(long))]
     pub hidden: Option<usize>,
     /// GAT: heads of the hidden layers [default: 8].
@@ -373,7 +375,8 @@ pub struct TrainSettings {
     pub features_location: Option<FeaturesLocation>,
     /// Mini-batch with --features-location mmap: GiB of memory for a cache of the feature
     /// rows of the nodes of highest in-degree, read once at the start (its hit rate is in the
-    /// summary) [default: no cache: every row is read from the file].
+    /// summary), at most 1073741824 (1 EiB) [default: no cache: every row is read from the
+    /// file].
     #[cfg_attr(feature = "cli", arg(long))]
     pub feature_cache_gib: Option<f64>,
     /// Mini-batch with --features-location mmap: how rows outside the cache are read: direct
@@ -384,18 +387,19 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<FeatureReads>()))]
     pub feature_reads: Option<FeatureReads>,
     /// Mini-batch: evaluate exactly but layer by layer, in chunks of nodes within this many GiB
-    /// of memory, each layer's output for all nodes in a scratch file when it takes more than
-    /// half of it [default: one forward pass over the whole graph in memory].
+    /// of memory (at most 1073741824, 1 EiB), each layer's output for all nodes in a scratch
+    /// file when it takes more than half of it [default: one forward pass over the whole
+    /// graph in memory].
     #[cfg_attr(feature = "cli", arg(long))]
     pub inference_memory_gib: Option<f64>,
-    /// GiB of memory the run may take (its peak anonymous memory): a mini-batch run divides
-    /// it among the model, the batches in flight, the samplers, the features (in memory when
-    /// they fit, else mapped from disk with what is left as --feature-cache-gib) and
-    /// evaluation (layer by layer, as --inference-memory-gib, when one pass over the graph
-    /// would not fit); a full-batch or SAR run checks its predicted peak against it; a tenth
-    /// is kept for the prediction's error. Options given win, and one that breaks the budget
-    /// is an error. Every run prints its predicted peak by part before training [default: no
-    /// budget].
+    /// GiB of memory the run may take (its peak anonymous memory, at most 1073741824, 1 EiB):
+    /// a mini-batch run divides it among the model, the batches in flight, the samplers, the
+    /// features (in memory when they fit, else mapped from disk with what is left as
+    /// --feature-cache-gib) and evaluation (layer by layer, as --inference-memory-gib, when
+    /// one pass over the graph would not fit); a full-batch or SAR run checks its predicted
+    /// peak against it; a tenth is kept for the prediction's error. Options given win, and
+    /// one that breaks the budget is an error. Every run prints its predicted peak by part
+    /// before training [default: no budget].
     #[cfg_attr(feature = "cli", arg(long))]
     pub memory_gib: Option<f64>,
     /// Folder of --inference-memory-gib's scratch files, removed after use [default: the
@@ -403,8 +407,9 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub scratch_dir: Option<PathBuf>,
     /// Mini-batch: batches per epoch; each epoch then trains on the first batches of its own
-    /// order of the training nodes, so evaluation and snapshots come every that many batches
-    /// [default: every training node once per epoch].
+    /// order of the training nodes, so evaluation and snapshots come every that many batches;
+    /// with GraphSAINT (--batching saint-*), the samples of an epoch, at most the graph's
+    /// nodes [default: every training node once per epoch].
     #[cfg_attr(feature = "cli", arg(long))]
     pub batches_per_epoch: Option<usize>,
     /// Mini-batch: evaluate by sampled inference with these fanouts, one per layer (-1: all

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use graphloom_graph::subgraph::clusters::{
     check_count, metis_clusters, partition_clusters, ClusterOrigin,
 };
-use graphloom_graph::subgraph::saint::{Saint, SaintNorm, SaintSampler};
+use graphloom_graph::subgraph::saint::{check_steps, Saint, SaintNorm, SaintSampler};
 use graphloom_graph::GraphData;
 use graphloom_nn::minibatch::SubgraphBatching;
 
@@ -74,10 +74,11 @@ pub struct SubgraphSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub cluster_from: Option<PathBuf>,
     /// GraphSAINT: node draws (saint-node), edge draws (saint-edge) or walk roots (saint-rw)
-    /// per batch (PyG's batch_size).
+    /// per batch (PyG's batch_size), at most the graph's nodes (saint-node, saint-rw) or
+    /// edges (saint-edge), and as many as a batch's nodes fit in memory.
     #[cfg_attr(feature = "cli", arg(long))]
     pub saint_budget: Option<usize>,
-    /// GraphSAINT random walks: steps per walk [default: 2].
+    /// GraphSAINT random walks: steps per walk, at most the graph's nodes [default: 2].
     #[cfg_attr(feature = "cli", arg(long))]
     pub walk_length: Option<usize>,
     /// GraphSAINT: estimate the loss and aggregation normalisation from samples drawn ahead
@@ -255,12 +256,17 @@ pub(crate) fn batching(
         }
         (_, budget) => {
             let saint = Saint::new(sampler(budget.unwrap_or(1)), data).map_err(argument)?;
-            // An epoch covers the graph's nodes about once (PyG's num_steps), unless capped.
-            let steps = s.batches_per_epoch.unwrap_or_else(|| {
-                data.num_nodes()
+            // An epoch covers the graph's nodes about once (PyG's num_steps), unless given.
+            let steps = match s.batches_per_epoch {
+                Some(steps) => {
+                    check_steps(data, steps).map_err(argument)?;
+                    steps
+                }
+                None => data
+                    .num_nodes()
                     .div_ceil(saint.sampler().nodes_drawn().max(1))
-                    .max(1)
-            });
+                    .max(1),
+            };
             let norm = match g.saint_coverage {
                 Some(coverage) => Some(Arc::new(
                     SaintNorm::estimate(&saint, data, coverage, steps, s.seed).map_err(argument)?,

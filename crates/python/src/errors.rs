@@ -165,7 +165,8 @@ impl Classify for graphloom_graph::Error {
             Error::File(e) => e.kind(),
             Error::Tensor(e) => e.kind(),
             Error::Store(e) => e.kind(),
-            Error::Argument { .. } => Kind::Argument,
+            // A path of the caller's that the call cannot use, an argument out of its domain.
+            Error::Argument { .. } | Error::Path { .. } => Kind::Argument,
             // Contents of a file that contradict each other.
             _ => Kind::Failure,
         }
@@ -180,9 +181,10 @@ impl Classify for graphloom_nn::Error {
             Error::Graph(e) => e.kind(),
             Error::Store(e) => e.kind(),
             Error::Comm(e) => e.kind(),
-            Error::InvalidSetting { .. } | Error::Mismatch { .. } | Error::NoTrainingNodes => {
-                Kind::Argument
-            }
+            Error::InvalidSetting { .. }
+            | Error::Mismatch { .. }
+            | Error::NoTrainingNodes
+            | Error::NoSupervisionPairs => Kind::Argument,
             Error::NoSnapshot { .. } => Kind::Missing,
             _ => Kind::Failure,
         }
@@ -205,7 +207,9 @@ impl Classify for graphloom_sar::Error {
 impl Classify for PlanError {
     fn kind(&self) -> Kind {
         match self {
-            PlanError::NotApplicable { .. } | PlanError::Invalid { .. } => Kind::Argument,
+            PlanError::NotApplicable { .. } | PlanError::Invalid { .. } | PlanError::NoClasses => {
+                Kind::Argument
+            }
             PlanError::TooLarge { .. } => Kind::Memory,
             PlanError::Graph(e) => e.kind(),
             PlanError::Train(e) => e.kind(),
@@ -217,8 +221,12 @@ impl Classify for PlanError {
     }
 
     /// The plan names settings neutrally (`` `nodes` ``): Python spells each as its keyword
-    /// argument.
+    /// argument; a link predictor's node embeddings are `predict`'s `layer`.
     fn message(&self) -> String {
-        self.render(&|setting: &str| setting.to_string())
+        let hint = match self {
+            PlanError::NoClasses => "; take its node embeddings with predict(..., layer=k)",
+            _ => "",
+        };
+        self.render(&|setting: &str| setting.to_string()) + hint
     }
 }

@@ -18,7 +18,7 @@ use pyo3::prelude::*;
 use crate::buffers::Held;
 use crate::dataset::Dataset;
 use crate::epochs::{check_rank, EpochPlan, Epochs};
-use crate::errors::invalid;
+use crate::errors::{self, invalid};
 use crate::loader::{Batches, Batching, IntoBatch, Loader, Made};
 use crate::neighbourhood::{i64_tensor, stacked, Neighbourhood, Sampled, Source};
 use crate::table::Table;
@@ -217,6 +217,20 @@ pub(crate) fn link_neighbor_loader(
         )));
     }
     let (src, dst) = values.split_at(values.len() / 2);
+    // A batch's pairs, its positives with their negatives, are built at once: refused now
+    // when they could not fit in memory, as the command line's --neg-ratio is.
+    let ratio = match negatives {
+        Negatives::None => 0.0,
+        Negatives::Binary(amount) => amount,
+        Negatives::Triplet(k) => k as f64,
+    };
+    graphloom_plan::check_step_pairs(
+        src.len(),
+        Some(batch_size),
+        ratio,
+        graphloom_plan::PAIR_BYTES,
+    )
+    .map_err(errors::raise)?;
     let to_nodes = |ends: &[i64]| ends.iter().map(|&v| v as NodeId).collect::<Vec<_>>();
     let epochs = Epochs::new("LinkNeighborLoader", num_nodes, queue_depth, workers)?;
     let settings = Settings {

@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use graphloom_graph::subgraph::clusters::{self, ClusterOrigin};
-use graphloom_graph::subgraph::saint::{Saint, SaintNorm, SaintSampler, MAX_COVERAGE};
+use graphloom_graph::subgraph::saint::{check_steps, Saint, SaintNorm, SaintSampler, MAX_COVERAGE};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::MappedDataset;
 use graphloom_nn::minibatch::{BatchDraw, SubgraphBatching};
@@ -65,15 +65,15 @@ impl Clusters {
         self.origin.to_string()
     }
 
-    /// The nodes of cluster `c`, in increasing order.
-    fn members(&self, c: usize) -> PyResult<Vec<u32>> {
-        if c >= self.inner.count() {
+    /// The nodes of cluster `cluster`, in increasing order.
+    fn members(&self, cluster: usize) -> PyResult<Vec<u32>> {
+        if cluster >= self.inner.count() {
             return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                "cluster {c} of {}",
+                "cluster {cluster} of {}",
                 self.inner.count()
             )));
         }
-        Ok(self.inner.members(c).to_vec())
+        Ok(self.inner.members(cluster).to_vec())
     }
 }
 
@@ -355,6 +355,27 @@ pub(crate) fn subgraph_loader(
     Ok(Loader::new(Arc::new(source), epochs))
 }
 
+/// An error of GraphSAINT's checks, its settings named as PyG's samplers name them
+/// (`saint_budget` is `batch_size`, `batches_per_epoch` is `num_steps`).
+fn saint_error(e: graphloom_graph::Error) -> PyErr {
+    let spell = |setting: &str| {
+        match setting {
+            "saint_budget" => "batch_size",
+            "batches_per_epoch" => "num_steps",
+            other => other,
+        }
+        .to_string()
+    };
+    match e {
+        graphloom_graph::Error::Argument { name, msg } => invalid(format!(
+            "{}: {}",
+            spell(name),
+            graphloom_plan::render_settings(&msg, &spell)
+        )),
+        other => errors::raise(other),
+    }
+}
+
 /// GraphSAINT's batching of `kind` over `ds`, its normalisation estimated now.
 #[allow(clippy::too_many_arguments)]
 fn saint(
@@ -377,16 +398,14 @@ fn saint(
         },
         other => return Err(invalid(format!("sampler {other:?}: node, edge or walk"))),
     };
-    if num_steps == 0 {
-        return Err(invalid("num_steps must be positive"));
-    }
     if sample_coverage > MAX_COVERAGE {
         return Err(invalid(format!(
             "sample_coverage {sample_coverage}: at most {MAX_COVERAGE}"
         )));
     }
     let data = ds.data();
-    let saint = Saint::new(sampler, data).map_err(errors::raise)?;
+    let saint = Saint::new(sampler, data).map_err(saint_error)?;
+    check_steps(data, num_steps).map_err(saint_error)?;
     let norm = match sample_coverage {
         0 => None,
         c => Some(Arc::new(

@@ -245,7 +245,14 @@ impl Table {
         check_pair(&comm, layout, &location)?;
         let embedding = py.detach(|| -> PyResult<Embedding> {
             let table = StoreTensor::from_files(comm, &files, &row_shape, dtype, layout, location)
-                .map_err(errors::raise)?;
+                .map_err(|e| match e {
+                    // The files are the caller's: one that does not hold rows of the shape
+                    // and dtype given is an argument that does not fit, not a damaged file.
+                    graphloom_store::StoreError::File(f @ graphloom_io::Error::Format { .. }) => {
+                        invalid(f.to_string())
+                    }
+                    other => errors::raise(other),
+                })?;
             with_optimizer(table, optimizer, weight_decay, &optimizer_params)
         })?;
         Ok(Table::wrap(embedding))

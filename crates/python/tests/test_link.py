@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -214,6 +215,42 @@ def test_bad_arguments_are_clear_errors(cora_link: Path):
         gl.LinkNeighborLoader(ds, [5], num_negatives=3)
     with pytest.raises(ValueError, match="not both"):
         gl.LinkNeighborLoader(ds, [5], neg_sampling="binary", neg_ratio=2, neg_sampling_ratio=3)
+
+
+def test_negatives_beyond_the_bound_or_memory_are_value_errors(cora_link: Path):
+    ds = gl.Dataset.open(cora_link)
+    with pytest.raises(ValueError, match="65536"):
+        gl.LinkNeighborLoader(ds, [5], neg_sampling="binary", neg_ratio=10**9)
+    # A batch's pairs within the bound can still outgrow memory: under a 4 GiB address space,
+    # every supervision pair in one batch with 65536 negatives each (about 10 GiB of pairs).
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(f"""
+        import resource
+        resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
+        import graphloom as gl
+        ds = gl.Dataset.open({str(cora_link)!r})
+        try:
+            gl.LinkNeighborLoader(ds, [5], batch_size=2**40, neg_sampling="binary",
+                                  neg_ratio=65536)
+        except ValueError as e:
+            print("refused:", e)
+    """)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("refused: neg_ratio 65536 with "), result.stdout
+    assert "supervision pairs a step (batch_size)" in result.stdout, result.stdout
+    assert "lower neg_ratio or batch_size" in result.stdout, result.stdout
+
+
+def test_predicting_classes_of_a_link_model_names_its_embeddings(cora_link: Path,
+                                                                  graphloom_cli: Path,
+                                                                  tmp_path: Path):
+    model = tmp_path / "link.safetensors"
+    subprocess.run([graphloom_cli, "train", "--dataset", cora_link, "--task", "link", "--epochs",
+                    "1", "--quiet", "--save-model", model], check=True, capture_output=True)
+    with pytest.raises(ValueError, match=r"^model is a link predictor \(trained with task link\): "
+                                         r"it has no classes; take its node embeddings with "
+                                         r"predict\(\.\.\., layer=k\)$"):
+        gl.predict(model, cora_link)
+    assert gl.predict(model, cora_link, layer=1).shape[0] == 2708
 
 
 def naive_auc(pos, neg):

@@ -53,7 +53,7 @@ def test_from_pyg_keeps_nodes_edges_and_splits(cora_data, ds, tmp_path):
     # A second write to a folder of the user's is refused, the folder kept.
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "notes.txt").write_text("keep")
-    with pytest.raises(gl.GraphLoomError, match="mine: holds files"):
+    with pytest.raises(ValueError, match="mine: holds files"):
         gl.Dataset.from_pyg(cora_data, tmp_path / "mine")
     assert (tmp_path / "mine" / "notes.txt").read_text() == "keep"
 
@@ -78,6 +78,12 @@ def test_from_pyg_takes_index_splits_weights_and_column_labels(tmp_path):
         for k in range(row_ptr[d], row_ptr[d + 1]):
             placed.setdefault((int(col[k]), d), []).append(float(w[k]))
     assert placed == {(0, 1): [0.5], (1, 2): [1.5, 3.5], (2, 3): [2.5]}
+    # A negative weight is the caller's argument, refused before anything is written.
+    negative = Data(edge_index=edge_index, edge_weight=-weight, num_nodes=4)
+    with pytest.raises(ValueError, match="^edge_weight: weight of edge 0 is -0.5: weights must "
+                                         "be finite and not negative"):
+        gl.Dataset.from_pyg(negative, tmp_path / "negative")
+    assert not (tmp_path / "negative").exists()
 
 
 def test_from_pyg_refuses_what_it_cannot_keep(tmp_path):
@@ -232,10 +238,10 @@ def test_opening_a_pyg_download_names_the_command_that_converts_it(tmp_path):
     raw = tmp_path / "Planetoid" / "Cora" / "raw"
     raw.mkdir(parents=True)
     (raw / "ind.cora.x").write_bytes(b"")
-    with pytest.raises(gl.GraphLoomError, match="graphloom prepare planetoid --raw .* --name cora"):
+    with pytest.raises(ValueError, match="graphloom prepare planetoid --raw .* --name cora"):
         gl.Dataset.open(tmp_path / "Planetoid")
     processed = tmp_path / "Reddit" / "processed"
     processed.mkdir(parents=True)
     (processed / "data.pt").write_bytes(b"")
-    with pytest.raises(gl.GraphLoomError, match=r"graphloom.Dataset.from_pyg"):
+    with pytest.raises(ValueError, match=r"graphloom.Dataset.from_pyg"):
         gl.Dataset.open(tmp_path / "Reddit")

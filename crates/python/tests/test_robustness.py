@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -102,6 +103,37 @@ def test_arguments_of_the_wrong_kind(comm, tmp_path):
                             writable=False, optimizer="sgd")
     with pytest.raises(ValueError, match="saved_ranks"):
         gl.load_embedding(comm, tmp_path / "x", 2**62, 4, "continuous", "host", "sgd")
+
+
+def test_ints_out_of_their_range_are_value_errors_naming_the_argument(comm, cora):
+    ds = gl.Dataset.open(cora)
+    too_big = "is more than 18446744073709551615 (2**64 - 1)"
+    for make, says in [
+        (lambda: gl.NeighborLoader(ds, [5], batch_size=-1), "^batch_size: -1 is negative"),
+        (lambda: gl.NeighborLoader(ds, [5], batch_size=4, seed=-1), "^seed: -1 is negative"),
+        (lambda: gl.NeighborLoader(ds, [5], batch_size=4, seed=2**70),
+         rf"^seed: {2**70} {re.escape(too_big)}"),
+        (lambda: gl.metrics.hits_at_k([1.0, 2.0], [0.5], k=2**70),
+         rf"^k: {2**70} {re.escape(too_big)}"),
+        (lambda: gl.ClusterLoader(gl.ClusterData(ds, 8), seed=-5), "^seed: -5 is negative"),
+        (lambda: gl.ClusterData(ds, 8).members(-1), "^cluster: -1 is negative"),
+        (lambda: gl.create_embedding(comm, "continuous", "host", "float32", [10, -4]),
+         "^shape: -4 is negative: expected an int of 0 or more$"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            make()
+    # Fanouts take -1 by right: the negative batch size is the one named.
+    with pytest.raises(ValueError, match="^batch_size: -1"):
+        gl.NeighborLoader(ds, [-1], batch_size=-1)
+
+
+def test_arguments_that_do_not_fit_their_files_are_value_errors(comm, tmp_path):
+    rows = tmp_path / "rows.bin"
+    np.zeros(10, np.float32).tofile(rows)
+    with pytest.raises(ValueError, match="40 bytes is not a whole number of rows of 12 bytes"):
+        gl.create_embedding_from_filelist(comm, "continuous", "host", [rows], "float32", 3)
+    with pytest.raises(ValueError, match="is a file, not a dataset directory"):
+        gl.Dataset.open(rows)
 
 
 def test_activations_that_do_not_map_are_refused(tmp_path):

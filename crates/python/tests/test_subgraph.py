@@ -117,6 +117,33 @@ def test_bad_sampler_arguments_are_errors(ds):
         gl.GraphSAINTNodeSampler(ds, batch_size=10, bogus=1)
 
 
+def test_graphsaint_sizes_beyond_the_graph_are_value_errors(ds):
+    # Cora: 2708 nodes, 10556 edges. Each of these aborted or hung the interpreter.
+    for make, says in [
+        (lambda: gl.GraphSAINTRandomWalkSampler(ds, batch_size=10**8, walk_length=100),
+         "^batch_size: 100000000 is more than the graph's 2708 nodes: give at most 2708$"),
+        (lambda: gl.GraphSAINTNodeSampler(ds, batch_size=2**32),
+         "^batch_size: 4294967296 is more than the graph's 2708 nodes"),
+        (lambda: gl.GraphSAINTEdgeSampler(ds, batch_size=10**6),
+         "^batch_size: 1000000 is more than the graph's 10556 edges"),
+        (lambda: gl.GraphSAINTRandomWalkSampler(ds, batch_size=5, walk_length=10**12),
+         "^walk_length: 1000000000000 steps are more than the graph's 2708 nodes"),
+        (lambda: gl.GraphSAINTRandomWalkSampler(ds, batch_size=2**32, walk_length=2**32),
+         "^batch_size: 4294967296 is more than"),
+        (lambda: gl.GraphSAINTEdgeSampler(ds, batch_size=10, num_steps=2**40),
+         "^num_steps: 1099511627776 samples per epoch: give 1 to the graph's 2708 nodes"),
+        (lambda: gl.GraphSAINTEdgeSampler(ds, batch_size=100, num_steps=2**40,
+                                          sample_coverage=2),
+         "^num_steps: 1099511627776 samples per epoch"),
+    ]:
+        with pytest.raises(ValueError, match=says):
+            make()
+    # At the bounds, they sample.
+    batch = next(iter(gl.GraphSAINTRandomWalkSampler(ds, batch_size=2708, walk_length=2708,
+                                                     num_steps=1, seed=0)))
+    assert 0 < batch.n_id.numel() <= 2708
+
+
 def cora_data(ds) -> Data:
     """Cora as a PyG ``Data`` with masks, from the dataset."""
     n = ds.num_nodes

@@ -84,12 +84,7 @@ pub fn write(
                 format!("{} weights for {num_edges} edges", w.len()),
             ));
         }
-        if let Some(i) = w.iter().position(|v| !v.is_finite()) {
-            return Err(Error::invalid(
-                "edge_weight",
-                format!("the weight of edge {i} is {}", w[i]),
-            ));
-        }
+        crate::dataset::check_edge_weights(Path::new("edge_weight"), w)?;
     }
     let labels: Vec<i64> = match input.labels {
         Some(l) if l.len() != n => {

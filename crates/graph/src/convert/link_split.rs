@@ -32,9 +32,9 @@ use negatives::write_negatives;
 /// How to split a dataset's edges.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct LinkSplitConfig {
-    /// Share of the candidate edges held out for validation, in `[0, 1)`.
+    /// Share of the candidate edges held out for validation, in `(0, 1)`.
     pub valid: f64,
-    /// Share held out for test, in `[0, 1)`; with `valid`, less than 1.
+    /// Share held out for test, in `(0, 1)`; with `valid`, less than 1.
     pub test: f64,
     /// Seed of the split and of the negatives.
     pub seed: u64,

@@ -72,13 +72,17 @@ impl SaintSampler {
 
     /// The most nodes a sample holds (draws and walk steps, before repeats are removed): the
     /// default number of samples per epoch covers the graph's nodes about once with them.
+    /// Exact for a sampler [`Saint::new`] accepted; saturated otherwise.
     pub fn nodes_drawn(&self) -> usize {
+        self.checked_nodes_drawn().unwrap_or(usize::MAX)
+    }
+
+    /// [`SaintSampler::nodes_drawn`], `None` where the count overflows.
+    fn checked_nodes_drawn(&self) -> Option<usize> {
         match *self {
-            SaintSampler::Node { budget } => budget,
-            SaintSampler::Edge { budget } => budget.saturating_mul(2),
-            SaintSampler::RandomWalk { roots, length } => {
-                roots.saturating_mul(length.saturating_add(1))
-            }
+            SaintSampler::Node { budget } => Some(budget),
+            SaintSampler::Edge { budget } => budget.checked_mul(2),
+            SaintSampler::RandomWalk { roots, length } => roots.checked_mul(length.checked_add(1)?),
         }
     }
 }
@@ -92,8 +96,11 @@ pub struct Saint {
 }
 
 impl Saint {
-    /// `sampler` over `data`; fails on a budget or walk length of 0, and on a graph without
-    /// edges for the node and edge samplers, which draw edges.
+    /// `sampler` over `data`; fails on a budget or walk length of 0, on a graph without
+    /// edges for the node and edge samplers, which draw edges, on a budget beyond what it
+    /// draws from (the graph's edges for the edge sampler, its nodes otherwise) or a walk
+    /// longer than the graph's nodes, which only draw the same nodes again, and on a sample
+    /// that would not fit in the memory this process may use.
     pub fn new(sampler: SaintSampler, data: GraphData<'_>) -> Result<Saint> {
         let zero = |name, what| Err(Error::argument(name, format!("{what} must be at least 1")));
         match sampler {
@@ -107,12 +114,36 @@ impl Saint {
             _ => {}
         }
         let draws_edges = !matches!(sampler, SaintSampler::RandomWalk { .. });
-        if data.num_nodes() == 0 || (draws_edges && data.num_edges() == 0) {
+        let (n, edges) = (data.num_nodes(), data.num_edges());
+        if n == 0 || (draws_edges && edges == 0) {
             return Err(Error::argument(
                 "batching",
-                format!("{} draws edges, and the graph has none", sampler.describe()),
+                format!(
+                    "{}: the sampler draws edges, and the graph has none",
+                    sampler.describe()
+                ),
             ));
         }
+        let (budget, most, what) = match sampler {
+            SaintSampler::Edge { budget } => (budget, edges, "edges"),
+            SaintSampler::Node { budget } => (budget, n, "nodes"),
+            SaintSampler::RandomWalk { roots, .. } => (roots, n, "nodes"),
+        };
+        if budget > most {
+            return Err(Error::argument(
+                "saint_budget",
+                format!("{budget} is more than the graph's {most} {what}: give at most {most}"),
+            ));
+        }
+        if let SaintSampler::RandomWalk { length, .. } = sampler {
+            if length > n {
+                return Err(Error::argument(
+                    "walk_length",
+                    format!("{length} steps are more than the graph's {n} nodes: give at most {n}"),
+                ));
+            }
+        }
+        check_sample_fits(sampler)?;
         let cumulative = match sampler {
             SaintSampler::Edge { .. } => {
                 let mut sum = 0.0;
@@ -178,6 +209,59 @@ impl Saint {
         nodes.dedup();
         nodes
     }
+}
+
+/// Fails on an epoch of `steps` samples (`batches_per_epoch`) of 0 or more than `data`'s
+/// nodes: each sample holds a node at least, so such an epoch draws the graph over and over
+/// (more epochs train longer), and an epoch lists its samples before drawing them.
+pub fn check_steps(data: GraphData<'_>, steps: usize) -> Result<()> {
+    let n = data.num_nodes();
+    if (1..=n.max(1)).contains(&steps) {
+        return Ok(());
+    }
+    Err(Error::argument(
+        "batches_per_epoch",
+        format!(
+            "{steps} samples per epoch: give 1 to the graph's {n} nodes (more epochs train \
+             longer)"
+        ),
+    ))
+}
+
+/// Fails when a sample of `sampler` (every node it draws, before repeats are removed) would
+/// not fit in the memory this process may use, or its size overflows.
+fn check_sample_fits(sampler: SaintSampler) -> Result<()> {
+    use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure};
+    let drawn = sampler.checked_nodes_drawn();
+    let bytes = drawn.and_then(|d| d.checked_mul(std::mem::size_of::<NodeId>()));
+    let usable = usable_memory_bytes(MemoryMeasure::Total);
+    match (bytes, usable) {
+        (Some(b), Some(u)) if b as u64 <= u => return Ok(()),
+        (Some(_), None) => return Ok(()),
+        _ => {}
+    }
+    let drawn = drawn.map_or("more than a count holds".into(), |d| d.to_string());
+    let (setting, lower) = match sampler {
+        SaintSampler::RandomWalk { roots, length } => (
+            format!("{roots} with `walk_length` {length}"),
+            "lower `saint_budget` or `walk_length`",
+        ),
+        SaintSampler::Node { budget } | SaintSampler::Edge { budget } => {
+            (budget.to_string(), "lower `saint_budget`")
+        }
+    };
+    let size = match (bytes, usable) {
+        (Some(b), Some(u)) => format!(
+            "{}, more than the {} this process may use",
+            graphloom_io::format_bytes(b as u64),
+            graphloom_io::format_bytes(u)
+        ),
+        _ => "more bytes than memory addresses".into(),
+    };
+    Err(Error::argument(
+        "saint_budget",
+        format!("{setting} draws {drawn} nodes per sample ({size}): {lower}"),
+    ))
 }
 
 /// A uniform draw in `[0, 1)` from 64 random bits.
@@ -365,6 +449,52 @@ mod tests {
             length: 0,
         };
         assert!(zero(walk).contains("walk_length"));
+    }
+
+    #[test]
+    fn sizes_beyond_the_graph_or_memory_are_refused() {
+        let ds = graph();
+        let data = ds.data();
+        let (n, e) = (data.num_nodes(), data.num_edges());
+        let refused = |s| Saint::new(s, data).unwrap_err().to_string();
+        let walk = |roots, length| SaintSampler::RandomWalk { roots, length };
+        for (sampler, says) in [
+            (
+                SaintSampler::Node { budget: n + 1 },
+                format!("saint_budget: {} is more than the graph's {n} nodes", n + 1),
+            ),
+            (
+                SaintSampler::Edge { budget: e + 1 },
+                format!("the graph's {e} edges"),
+            ),
+            (
+                walk(4_294_967_296, 4_294_967_296),
+                format!("the graph's {n} nodes: give at most {n}"),
+            ),
+            (
+                walk(n, 1_000_000_000_000),
+                format!("walk_length: 1000000000000 steps are more than the graph's {n}"),
+            ),
+        ] {
+            let err = refused(sampler);
+            assert!(err.contains(&says), "{err}");
+        }
+        Saint::new(SaintSampler::Node { budget: n }, data).unwrap();
+        Saint::new(walk(n, n), data).unwrap();
+        // A sample's size overflows: refused without allocating.
+        let huge = walk(usize::MAX / 2, 3);
+        assert!(check_sample_fits(huge)
+            .unwrap_err()
+            .to_string()
+            .contains("more bytes than memory addresses"));
+        assert!(check_steps(data, n).is_ok());
+        for steps in [0, n + 1, 1 << 40] {
+            let err = check_steps(data, steps).unwrap_err().to_string();
+            assert!(
+                err.contains("batches_per_epoch") && err.contains("give 1 to"),
+                "{err}"
+            );
+        }
     }
 
     /// A directed graph without self-loops or reciprocal edges, so that a pair of nodes names

@@ -341,6 +341,25 @@ impl Model {
                 reason: format!("{} is not a float type", cfg.dtype),
             });
         }
+        // A GAT layer's output is heads x width wide, and its weight at least that many
+        // parameters: bounding the products by the parameters' bound keeps every width
+        // computed from them from overflowing.
+        let wide = [
+            ("heads", cfg.heads, "hidden", cfg.hidden),
+            ("out_heads", cfg.out_heads, "output", cfg.out_dim),
+        ];
+        for (count, n, width, w) in wide {
+            if cfg.arch == Architecture::Gat && n.checked_mul(w).is_none_or(|p| p > MAX_PARAMETERS)
+            {
+                return Err(Error::InvalidSetting {
+                    setting: "model widths",
+                    reason: format!(
+                        "{n} {count} of {width} width {w} make more than {MAX_PARAMETERS} \
+                         parameters"
+                    ),
+                });
+            }
+        }
         Ok(())
     }
 

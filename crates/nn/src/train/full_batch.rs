@@ -280,10 +280,8 @@ impl Workload for FullBatch<'_> {
                 Ok(ops::nll_loss(tape, &logp, rows, labels, n)?)
             });
         };
+        // `Task::check` refused a split without supervision pairs.
         let pairs = task.split.pairs(LinkSet::TrainPos).len();
-        if pairs == 0 {
-            return Err(Error::NoTrainingNodes);
-        }
         let (n, seed) = (self.ds.graph.num_nodes(), self.seed);
         let (batches, _) = pair_batches(
             pairs,

@@ -9,7 +9,8 @@ use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
     PROCESS_BYTES,
 };
-use super::{labels_bytes, link_parts, probe, LinkPairs, PAIR_HOST_BYTES};
+use super::{labels_bytes, link_parts, probe, LinkPairs};
+use crate::link::PAIR_BYTES;
 use crate::{FeaturesLocation, Result};
 
 /// What a mini-batch run is asked: batches, evaluation, and the user's memory flags.
@@ -165,10 +166,7 @@ pub(crate) fn mini_batch(
     });
     // A link batch keeps its pairs' ids and labels; the computed one its scores too.
     let (pairs, scored) = match &mb.link {
-        Some(p) => (
-            p.step * PAIR_HOST_BYTES,
-            link_parts(&mut base, m, z.nodes, p)?,
-        ),
+        Some(p) => (p.step * PAIR_BYTES, link_parts(&mut base, m, z.nodes, p)?),
         None => (0, 0),
     };
     let per_batch = batch_rows * (input_row + 8) + graph + pairs;

@@ -23,6 +23,7 @@ use graphloom_nn::layers::ConvKind;
 use graphloom_nn::{Architecture, Model, ModelConfig, OptimizerKind};
 use graphloom_tensor::{DType, Tensor};
 
+use crate::link::PAIR_BYTES;
 use crate::{PlanError, Result};
 
 mod mini_batch;
@@ -212,15 +213,37 @@ fn over_budget(name: &str, bytes: u64, plan: &MemoryPlan, budget: u64) -> PlanEr
 
 /// The budget of `memory_gib` in bytes, checked.
 pub(crate) fn budget_bytes(memory_gib: Option<f64>) -> Result<Option<u64>> {
-    match memory_gib {
-        None => Ok(None),
-        Some(g) if g.is_finite() && g > 0.0 && g < (1u64 << 30) as f64 => {
-            Ok(Some((g * GIB) as u64))
-        }
-        Some(g) => Err(PlanError::invalid(
-            "memory_gib",
-            format!("must be a positive number of GiB, not {g}"),
-        )),
+    memory_gib.map(|g| gib_bytes("memory_gib", g)).transpose()
+}
+
+/// The most GiB a size in GiB may be (2^30 GiB, 1 EiB): above it, byte counts would
+/// overflow.
+pub(crate) const MAX_GIB: u64 = 1 << 30;
+
+/// `gib` GiB, the value of `setting`, in bytes; fails unless it is a positive number of GiB
+/// of at most [`MAX_GIB`].
+pub(crate) fn gib_bytes(setting: &'static str, gib: f64) -> Result<u64> {
+    if gib.is_finite() && gib > 0.0 && gib <= MAX_GIB as f64 {
+        return Ok((gib * GIB) as u64);
+    }
+    Err(PlanError::invalid(
+        setting,
+        format!(
+            "must be a positive number of GiB, at most {MAX_GIB} (1 EiB), not {}",
+            short_number(gib)
+        ),
+    ))
+}
+
+/// `v` as written, or in exponent form when that is shorter (1e12, not 1000000000000; 1e300,
+/// not 301 digits).
+pub(crate) fn short_number(v: f64) -> String {
+    let plain = v.to_string();
+    let exponent = format!("{v:e}");
+    if exponent.len() < plain.len() {
+        exponent
+    } else {
+        plain
     }
 }
 
@@ -320,9 +343,6 @@ pub(crate) struct LinkPairs {
     pub(crate) eval: u64,
 }
 
-/// What a scored pair of a training step holds outside tensors: its ends as node ids (u32)
-/// and as row indices (usize), and its label (f64).
-pub(super) const PAIR_HOST_BYTES: u64 = 32;
 /// What a scored pair of evaluation holds outside tensors: its ends (i64) and its score
 /// (f64), all kept until the split's metrics are computed, and the metrics' sorted copy.
 const EVAL_PAIR_HOST_BYTES: u64 = 32;
@@ -331,7 +351,7 @@ impl LinkPairs {
     /// What scoring a step's pairs adds to the step: the decoder's tensors (measured by the
     /// pair probe) and the pairs' ids and labels.
     fn step_bytes(&self, train_per_pair: f64) -> u64 {
-        (self.step as f64 * train_per_pair) as u64 + self.step * PAIR_HOST_BYTES
+        (self.step as f64 * train_per_pair) as u64 + self.step * PAIR_BYTES
     }
 
     /// What evaluation holds besides the encoder's output: one chunk of pairs scored
@@ -514,5 +534,29 @@ pub(crate) fn return_freed_memory() {
     unsafe {
         libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
         libc::mallopt(libc::M_ARENA_MAX, 2);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_in_gib_are_bounded_and_said_as_given() {
+        assert_eq!(gib_bytes("memory_gib", 0.5).unwrap(), 1 << 29);
+        assert_eq!(gib_bytes("memory_gib", MAX_GIB as f64).unwrap(), 1 << 60);
+        for (gib, said) in [
+            (1e12, "not 1e12"),
+            (1e300, "not 1e300"),
+            (0.0, "not 0"),
+            (-2.5, "not -2.5"),
+            (f64::NAN, "not NaN"),
+        ] {
+            let e = gib_bytes("memory_gib", gib).unwrap_err().to_string();
+            assert!(
+                e.ends_with(said) && e.contains("at most 1073741824 (1 EiB)"),
+                "{e}"
+            );
+        }
     }
 }

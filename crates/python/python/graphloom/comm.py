@@ -9,8 +9,8 @@ import sys
 import weakref
 from typing import Any
 
-from . import _graphloom
 from ._arrays import dense_array
+from ._extension import extension as _graphloom
 
 __all__ = [
     "Communicator",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _graphloom
 from ._arrays import from_view
+from ._extension import extension as _graphloom
 from .comm import Communicator, get_global_communicator, handle
 from .embedding import Embedding, location_name
 

@@ -7,8 +7,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from . import _graphloom
 from ._arrays import dtype_name, from_view, ids_array, int_list, rows_bytes
+from ._extension import checked, extension as _graphloom
 from .comm import Communicator, TorchCommunicator, handle, track
 
 __all__ = [
@@ -136,7 +136,7 @@ class Embedding:
     def load(self, prefix: str | os.PathLike, saved_ranks: int) -> None:
         """Refills a trainable table and its optimizer state from :meth:`save`'s files of a
         job of ``saved_ranks`` ranks (any number)."""
-        self._table.restore(os.fspath(prefix), saved_ranks)
+        checked(self._table.restore)(os.fspath(prefix), saved_ranks)
 
     def barrier(self) -> None:
         """Waits for every rank of the table."""
@@ -149,7 +149,7 @@ class Embedding:
     def time_gather(self, ids: Any, repeats: int = 3) -> list[float]:
         """Seconds of each of ``repeats`` gathers of ``ids`` run inside the extension, without
         Python between them: the baseline for the speed of :meth:`gather`."""
-        return self._table.time_gather(ids_array(ids), repeats)
+        return checked(self._table.time_gather)(ids_array(ids), repeats)
 
     def gather_stats(self) -> dict[str, float]:
         """Gathers so far: calls, rows and seconds."""

@@ -7,8 +7,8 @@ from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
-from . import _graphloom
 from ._arrays import dtype_name, from_view, ids_array, int_list, is_torch, loaded_torch, torch_or_none
+from ._extension import extension as _graphloom
 from .comm import get_global_communicator
 from .dataset import Dataset
 from .embedding import Embedding

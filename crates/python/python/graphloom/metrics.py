@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _graphloom
 from ._arrays import is_torch
+from ._extension import extension as _graphloom
 
 __all__ = ["auc", "hits_at_k", "mrr"]
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from . import _graphloom
 from ._arrays import from_view, ids_array
+from ._extension import extension as _graphloom
 
 __all__ = ["predict"]
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from . import _graphloom
 from ._arrays import loaded_torch, torch_or_none
+from ._extension import extension as _graphloom
 from .dataset import Dataset
 
 __all__ = ["from_pyg", "dataset_of", "csr_order", "is_pyg_data"]

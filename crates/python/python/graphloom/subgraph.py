@@ -10,8 +10,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import _graphloom
 from ._arrays import dtype_name, from_view, loaded_torch
+from ._extension import checked, extension as _graphloom
 from .dataset import Dataset
 from .embedding import Embedding
 from .loader import _draw_seed, _SampledLoader, sliced_attributes
@@ -94,7 +94,7 @@ class ClusterData:
 
     def members(self, cluster: int) -> Any:
         """The node ids of cluster ``cluster``, in increasing order (int64)."""
-        return np.asarray(self._clusters.members(cluster), dtype=np.int64)
+        return np.asarray(checked(self._clusters.members)(cluster), dtype=np.int64)
 
     def __repr__(self) -> str:
         return f"ClusterData(num_parts={self.num_parts}, {self.origin})"

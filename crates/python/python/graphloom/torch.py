@@ -27,8 +27,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from . import _graphloom
 from ._arrays import ids_array
+from ._extension import extension as _graphloom
 from .embedding import Embedding
 
 __all__ = [

@@ -166,6 +166,10 @@ impl Default for SyntheticConfig {
     }
 }
 
+/// The most CSR entries (edges) a synthetic graph may have: as many 8-byte values as memory
+/// or a file addresses. Whether they fit on the disk is checked as they are written.
+pub const MAX_ENTRIES: u64 = isize::MAX as u64 / 8;
+
 /// The checked sizes and keys every draw of a configuration uses.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Draws {
@@ -210,25 +214,38 @@ impl Draws {
             ));
         }
         let n = cfg.nodes.max(2);
-        let (pairs, directed) = match cfg.edges {
-            Some(e) => (e as u64, true),
-            None => {
-                let pairs = (n as u128 * cfg.avg_degree as u128 / 2) as u64;
-                if pairs
-                    .checked_mul(2)
-                    .is_none_or(|e| e > isize::MAX as u64 / 8)
-                {
-                    return Err(Error::argument(
-                        "avg_degree",
-                        format!(
-                            "{n} nodes of average degree {} is too many edges",
-                            cfg.avg_degree
-                        ),
-                    ));
-                }
-                (pairs, false)
-            }
+        // In u128: a count given as any usize, times a degree, overflows no wider type.
+        let (entries, directed) = match cfg.edges {
+            Some(e) => (e as u128, true),
+            None => (n as u128 * cfg.avg_degree as u128 / 2 * 2, false),
         };
+        if entries > MAX_ENTRIES as u128 {
+            let (setting, asked) = match cfg.edges {
+                Some(e) => ("edges", format!("{e} edges")),
+                None => (
+                    "avg_degree",
+                    format!("{n} nodes of average degree {}", cfg.avg_degree),
+                ),
+            };
+            return Err(Error::argument(
+                setting,
+                format!("{asked} are more than the {MAX_ENTRIES} a dataset addresses"),
+            ));
+        }
+        let pairs = if directed { entries } else { entries / 2 } as u64;
+        let row = cfg.feat_dim.checked_mul(cfg.feat_dtype.size_in_bytes());
+        if row
+            .and_then(|r| r.checked_mul(n))
+            .is_none_or(|bytes| bytes > isize::MAX as usize)
+        {
+            return Err(Error::argument(
+                "feat_dim",
+                format!(
+                    "{n} nodes of {} features are more bytes than memory or a file addresses",
+                    cfg.feat_dim
+                ),
+            ));
+        }
         if let SplitSizes::Counts(a, b, c) = cfg.split {
             if a.saturating_add(b).saturating_add(c) > n {
                 return Err(Error::argument(

@@ -20,8 +20,10 @@ use crate::{Meta, Result, UNLABELLED};
 
 /// Edges drawn per parallel task.
 const EDGES_PER_TASK: u64 = 1 << 16;
-/// Feature rows generated and written at a time.
+/// Feature rows generated and written at a time, at most.
 const ROWS_PER_CHUNK: usize = 1 << 16;
+/// Bytes of feature rows generated and written at a time, but for a single wider row.
+const CHUNK_BYTES: usize = 64 << 20;
 
 /// Writes the dataset [`super::generate`] makes into the directory `dir` (through a temporary
 /// directory renamed into place), holding at most `buffer_bytes` of edges at a time besides
@@ -49,16 +51,17 @@ pub fn write(
     Ok(meta)
 }
 
-/// The size of the dataset's files.
+/// The size of the dataset's files (saturated: sizes that pass a `u64` are refused all the
+/// same).
 fn disk_bytes(cfg: &SyntheticConfig, draws: &Draws) -> u64 {
-    let n = draws.n as u64;
+    let n = draws.n as u128;
     let col = if draws.n <= i32::MAX as usize { 4 } else { 8 };
-    let feature = if cfg.feat_dtype == graphloom_tensor::DType::BF16 {
-        2
-    } else {
-        4
-    };
-    8 * (n + 1) + col * draws.num_edges() + 8 * n * 2 + feature * n * cfg.feat_dim as u64
+    let feature = cfg.feat_dtype.size_in_bytes() as u128;
+    let bytes = 8 * (n + 1)
+        + col * draws.num_edges() as u128
+        + 8 * n * 2
+        + feature * n * cfg.feat_dim as u128;
+    u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
 impl EdgeStream for Draws {
@@ -145,9 +148,11 @@ fn write_rows<E: graphloom_io::npy::NpyElement + Send>(
     let (n, d) = (draws.n, cfg.feat_dim);
     let values = FeatureDraws::new(cfg, draws);
     let mut out = NpyWriter::<E>::create(path, &[n, d])?;
+    // Wide rows come fewer at a time, so a chunk stays within CHUNK_BYTES.
+    let rows = (CHUNK_BYTES / (d * std::mem::size_of::<E>()).max(1)).clamp(1, ROWS_PER_CHUNK);
     let mut chunk = Vec::new();
-    for start in (0..n).step_by(ROWS_PER_CHUNK) {
-        let end = (start + ROWS_PER_CHUNK).min(n);
+    for start in (0..n).step_by(rows) {
+        let end = (start + rows).min(n);
         chunk.resize((end - start) * d, E::default());
         values.fill(draws, start..end, &mut chunk, store);
         out.write(&chunk)?;
