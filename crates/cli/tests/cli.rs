@@ -607,7 +607,7 @@ fn bad_options_are_clear_errors() {
         ),
         (
             vec!["--hidden", "100000000"],
-            "its activations need about 568.5 PiB, more than the ",
+            "its activations need about 29.2 TiB, more than the ",
         ),
         (
             vec!["--memory-gib", "1e12"],
