@@ -310,24 +310,27 @@ fn small_link_split(root: &Path) -> std::path::PathBuf {
     link
 }
 
+/// The arguments of one quiet epoch of link prediction on the split `link`, then `extra`.
+fn train_link<'a>(link: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "train",
+        "--dataset",
+        s(link),
+        "--task",
+        "link",
+        "--epochs",
+        "1",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
 #[test]
 fn link_steps_whose_pairs_outgrow_memory_are_refused_before_allocating() {
     let root = scratch("neg-ratio");
     let link = small_link_split(&root);
-    let train = |extra: &[&str]| {
-        let mut args = vec![
-            "train",
-            "--dataset",
-            s(&link),
-            "--task",
-            "link",
-            "--epochs",
-            "1",
-            "--quiet",
-        ];
-        args.extend_from_slice(extra);
-        graphloom_limited(4 << 20, &args)
-    };
+    let train = |extra: &[&str]| graphloom_limited(4 << 20, &train_link(&link, extra));
     // 760 pairs with 65536 negatives each: 50 million pairs, 7 GiB and more.
     refused(
         &train(&["--neg-ratio", "65536"]),
@@ -535,19 +538,8 @@ fn an_empty_supervision_split_is_named_as_such() {
     let empty: [i64; 0] = [];
     npy::write(&link.join("link_split/train_pos.npy"), &empty, &[2, 0]).unwrap();
     for extra in [&[][..], &["--fanouts", "5,5"][..]] {
-        let mut args = vec![
-            "train",
-            "--dataset",
-            s(&link),
-            "--task",
-            "link",
-            "--epochs",
-            "1",
-            "--quiet",
-        ];
-        args.extend_from_slice(extra);
         refused(
-            &graphloom(&args),
+            &graphloom(&train_link(&link, extra)),
             &["no supervision pairs (train_pos.npy is empty)"],
         );
     }
