@@ -14,6 +14,8 @@ mod bench_scale;
 mod bench_subgraph;
 mod hints;
 mod info;
+mod kernel_threads;
+mod out_of_memory;
 mod output;
 mod partition;
 mod plot;
@@ -24,6 +26,9 @@ mod run_settings;
 mod train;
 
 use clap::{Parser, Subcommand};
+
+#[global_allocator]
+static ALLOCATOR: out_of_memory::ExitOnOutOfMemory = out_of_memory::ExitOnOutOfMemory;
 
 /// Train graph neural networks on graphs too large for one memory.
 #[derive(Parser)]
@@ -57,9 +62,16 @@ fn main() {
     // instead of panicking on the failed write.
     // SAFETY: setting a signal's disposition to the default has no preconditions.
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
+    out_of_memory::fit_allocator_to_limit();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| hints::with_tips(e, &args).exit());
-    let result = match cli.command {
+    // Benchmarks size their own pools; every other command starts the kernels' pool first.
+    let threads = match &cli.command {
+        Command::Bench(_) => Ok(()),
+        Command::Train(a) => kernel_threads::start(a.threads),
+        _ => kernel_threads::start(None),
+    };
+    let result = threads.and_then(|()| match cli.command {
         Command::Prepare(a) => prepare::run(a),
         Command::Info(a) => info::run(a),
         Command::Partition(a) => partition::run(a),
@@ -67,7 +79,7 @@ fn main() {
         Command::Predict(a) => predict::predict(a),
         Command::Embed(a) => predict::embed(a),
         Command::Bench(a) => bench::run(a),
-    };
+    });
     if let Err(e) = result {
         eprintln!("error: {e:#}");
         std::process::exit(1);

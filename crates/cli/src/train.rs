@@ -55,10 +55,6 @@ pub(crate) struct TrainArgs {
     pub(crate) json: bool,
 }
 
-/// The most kernel threads a run may ask for: far more than any machine's cores, few enough
-/// that starting them cannot exhaust the process's threads.
-const MAX_THREADS: usize = 1024;
-
 impl TrainArgs {
     /// The output files, each checked writable before any training.
     fn outputs(&self) -> impl Iterator<Item = &PathBuf> {
@@ -194,15 +190,6 @@ fn selection_note(epochs: &[EpochRecord], best_epoch: usize, best: &Evaluation) 
 /// Runs `graphloom train`; returns the report for callers that measure it (none for
 /// `--dry-run`).
 pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
-    if let Some(t) = args.threads {
-        if t == 0 || t > MAX_THREADS {
-            anyhow::bail!("--threads must be in 1..={MAX_THREADS}, not {t}");
-        }
-        rayon::ThreadPoolBuilder::new()
-            .num_threads(t)
-            .build_global()
-            .ok();
-    }
     check_outputs(&args)?;
     let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;

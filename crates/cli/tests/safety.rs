@@ -750,3 +750,104 @@ fn a_one_class_dataset_is_refused_in_one_line() {
         refused(&graphloom(&args), &["has 1 class", "needs 2 or more"]);
     }
 }
+
+#[test]
+fn every_mode_below_the_memory_it_needs_ends_in_a_memory_error() {
+    let root = scratch("below");
+    let link = small_link_split(&root);
+    let ds = root.join("ds");
+    let parts = root.join("parts");
+    let model = root.join("model.safetensors");
+    graphloom_ok(&[
+        "partition",
+        "--dataset",
+        s(&ds),
+        "--parts",
+        "2",
+        "--out",
+        s(&parts),
+    ]);
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&ds),
+        "--epochs",
+        "1",
+        "--quiet",
+        "--save-model",
+        s(&model),
+    ]);
+    let train = |dataset: &Path, extra: &[&str]| -> Vec<String> {
+        let mut args = vec!["train", "--dataset", s(dataset), "--epochs", "1", "--quiet"];
+        args.extend_from_slice(extra);
+        args.into_iter().map(String::from).collect()
+    };
+    let predictions = root.join("predictions.npy");
+    let modes = [
+        train(&ds, &[]),
+        train(&ds, &["--fanouts", "5,5"]),
+        train(&ds, &["--fanouts", "5,5", "--features-location", "mmap"]),
+        train(&ds, &["--batching", "cluster", "--clusters", "4"]),
+        train(&ds, &["--batching", "saint-rw", "--saint-budget", "50"]),
+        train(&link, &["--task", "link"]),
+        train(&link, &["--task", "link", "--fanouts", "5,5"]),
+        train(&parts, &["--workers", "2"]),
+        [
+            "predict",
+            "--dataset",
+            s(&ds),
+            "--model",
+            s(&model),
+            "--out",
+        ]
+        .into_iter()
+        .map(String::from)
+        .chain([s(&predictions).to_string()])
+        .collect(),
+    ];
+    // From a limit the process barely starts under (below about 15,000 KiB the loader itself
+    // cannot map the binary) to one every mode runs under: each run either trains or ends in
+    // one error line, never a panic, an abort or a signal.
+    let limits = [20_000, 30_000, 40_000, 55_000, 70_000, 90_000, 200_000];
+    for args in &modes {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let mut outcomes = Vec::new();
+        for kib in limits {
+            let _ = std::fs::remove_file(&predictions);
+            let out = graphloom_limited(kib, &args);
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let code = out.status.code();
+            assert!(
+                code == Some(0) || code == Some(1),
+                "{args:?} under {kib} KiB: {:?}\n{stderr}",
+                out.status
+            );
+            for crash in ["panicked", "memory allocation of", "RUST_BACKTRACE"] {
+                assert!(
+                    !stderr.contains(crash),
+                    "{args:?} under {kib} KiB: {stderr}"
+                );
+            }
+            if code == Some(1) {
+                let last = stderr.trim().lines().last().unwrap_or_default();
+                assert!(
+                    last.starts_with("error: "),
+                    "{args:?} under {kib} KiB: {stderr}"
+                );
+            }
+            outcomes.push(code == Some(0));
+        }
+        // The sweep crosses what the mode needs: refused at the lowest limit, run at the top.
+        assert_eq!(
+            outcomes.first(),
+            Some(&false),
+            "{args:?} ran under 20,000 KiB"
+        );
+        assert_eq!(
+            outcomes.last(),
+            Some(&true),
+            "{args:?} failed under 200,000 KiB"
+        );
+    }
+    std::fs::remove_dir_all(&root).unwrap();
+}

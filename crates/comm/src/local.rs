@@ -139,7 +139,8 @@ impl Local {
     ///
     /// A rank whose job returns an error or panics is marked failed, so any rank waiting for a
     /// message from it gets [`CommError::PeerFailed`] naming it within a few milliseconds. A
-    /// panic is re-raised here once every rank has finished.
+    /// panic is re-raised here once every rank has finished. A rank whose thread cannot start
+    /// fails the same way, with [`CommError::Invalid`] saying so.
     ///
     /// ```
     /// use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
@@ -154,7 +155,7 @@ impl Local {
     pub fn run<T, E, F>(size: usize, job: F) -> Vec<std::result::Result<T, E>>
     where
         T: Send,
-        E: Send + std::fmt::Display,
+        E: Send + std::fmt::Display + From<CommError>,
         F: Fn(Arc<dyn Communicator>) -> std::result::Result<T, E> + Sync,
     {
         assert!(size > 0, "a job needs at least one rank");
@@ -166,8 +167,8 @@ impl Local {
                 let handles: Vec<_> = (0..size)
                     .map(|rank| {
                         let comm: Arc<dyn Communicator> = Arc::new(LocalComm::new(&group, rank));
-                        let board = board.clone();
-                        std::thread::Builder::new()
+                        let rank_board = board.clone();
+                        let started = std::thread::Builder::new()
                             .name(format!("rank-{rank}"))
                             .spawn_scoped(scope, move || {
                                 let outcome =
@@ -176,17 +177,26 @@ impl Local {
                                     }));
                                 match &outcome {
                                     Ok(Ok(_)) => {}
-                                    Ok(Err(e)) => board.mark(rank, e.to_string()),
-                                    Err(panic) => board.mark(rank, panic_message(panic)),
+                                    Ok(Err(e)) => rank_board.mark(rank, e.to_string()),
+                                    Err(panic) => rank_board.mark(rank, panic_message(panic)),
                                 }
                                 outcome
-                            })
-                            .expect("spawning a rank thread")
+                            });
+                        // A rank whose thread cannot start (no room for its stack) fails at
+                        // once, like one whose job fails, so the others stop waiting for it.
+                        started.map_err(|e| {
+                            let reason = format!("cannot start the thread of rank {rank}: {e}");
+                            board.mark(rank, reason.clone());
+                            reason
+                        })
                     })
                     .collect();
                 handles
                     .into_iter()
-                    .map(|h| h.join().expect("rank threads catch their panics"))
+                    .map(|h| match h {
+                        Ok(h) => h.join().expect("rank threads catch their panics"),
+                        Err(reason) => Ok(Err(E::from(CommError::Invalid(reason)))),
+                    })
                     .collect()
             });
         outcomes

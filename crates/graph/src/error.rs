@@ -76,5 +76,11 @@ impl Error {
     }
 }
 
+impl From<graphloom_comm::CommError> for Error {
+    fn from(e: graphloom_comm::CommError) -> Error {
+        Error::Store(e.into())
+    }
+}
+
 /// The result type of the graph crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

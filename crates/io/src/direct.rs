@@ -381,36 +381,42 @@ impl DirectFile {
         let next = AtomicUsize::new(0);
         let base = SendPtr(buffer.as_mut_ptr());
         let errors: Mutex<Option<Error>> = Mutex::new(None);
+        let work = || loop {
+            let k = next.fetch_add(1, Ordering::Relaxed);
+            let Some(read) = reads.get(k) else { return };
+            let mut r = *read;
+            let outcome = loop {
+                // SAFETY: each read owns its disjoint bytes of `buffer`.
+                let dst = unsafe {
+                    std::slice::from_raw_parts_mut(base.get().add(r.buffer_offset), r.len)
+                };
+                match self.file.read_at(dst, r.file_offset) {
+                    Ok(n) => match self.advance(&mut r, n) {
+                        Ok(true) => continue,
+                        Ok(false) => break Ok(()),
+                        Err(e) => break Err(e),
+                    },
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => break Err(self.error(e)),
+                }
+            };
+            if let Err(e) = outcome {
+                errors
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_or_insert(e);
+                next.store(reads.len(), Ordering::Relaxed);
+                return;
+            }
+        };
         std::thread::scope(|s| {
-            for _ in 0..threads {
-                s.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(read) = reads.get(k) else { return };
-                    let mut r = *read;
-                    let outcome = loop {
-                        // SAFETY: each read owns its disjoint bytes of `buffer`.
-                        let dst = unsafe {
-                            std::slice::from_raw_parts_mut(base.get().add(r.buffer_offset), r.len)
-                        };
-                        match self.file.read_at(dst, r.file_offset) {
-                            Ok(n) => match self.advance(&mut r, n) {
-                                Ok(true) => continue,
-                                Ok(false) => break Ok(()),
-                                Err(e) => break Err(e),
-                            },
-                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                            Err(e) => break Err(self.error(e)),
-                        }
-                    };
-                    if let Err(e) = outcome {
-                        errors
-                            .lock()
-                            .unwrap_or_else(|e| e.into_inner())
-                            .get_or_insert(e);
-                        next.store(reads.len(), Ordering::Relaxed);
-                        return;
-                    }
-                });
+            // Each thread takes the next read until none is left, so any number of them does
+            // all the reads; with none started (no room for a stack), this thread does them.
+            let started = (0..threads)
+                .filter(|_| std::thread::Builder::new().spawn_scoped(s, work).is_ok())
+                .count();
+            if started == 0 {
+                work();
             }
         });
         match errors.into_inner().unwrap_or_else(|e| e.into_inner()) {

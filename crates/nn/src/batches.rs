@@ -267,7 +267,10 @@ pub fn producer_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
         .map(Arc::new)
         .map_err(|e| Error::InvalidSetting {
             setting: "producer threads",
-            reason: e.to_string(),
+            reason: format!(
+                "cannot start {threads} threads to make batches ({e}): each needs a stack of \
+                 its own; give the process more address space (ulimit -v)"
+            ),
         })
 }
 

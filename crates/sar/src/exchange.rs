@@ -251,10 +251,18 @@ impl Exchange {
                 } else {
                     let comm = self.ring_comm.clone();
                     let tracker = tracker.clone();
-                    Round::InFlight(scope.spawn(move || {
+                    let travel = move || {
                         set_thread_tracker(tracker);
                         swap(comm.as_ref(), to, from, outgoing)
-                    }))
+                    };
+                    let handle = std::thread::Builder::new()
+                        .spawn_scoped(scope, travel)
+                        .map_err(|e| {
+                            CommError::Invalid(format!(
+                                "cannot start the SAR communication thread: {e}"
+                            ))
+                        })?;
+                    Round::InFlight(handle)
                 };
                 // The previous round is aggregated while this one travels.
                 if let Some((from, round)) = previous.take() {

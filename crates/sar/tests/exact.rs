@@ -188,7 +188,7 @@ fn written(ds: &Dataset, partition: &Partition) -> PathBuf {
 /// Runs one step on `parts` in-process workers and compares each worker's sums with `want`.
 fn check_local(dir: &Path, parts: usize, cfg: &ModelConfig, sar: SarMode, want: &Step) {
     for got in Local::run(parts, |comm| {
-        Ok::<_, String>(one_part(comm, dir, cfg.clone(), sar))
+        Ok::<_, graphloom_comm::CommError>(one_part(comm, dir, cfg.clone(), sar))
     }) {
         if let Err(e) = compare(&got.unwrap(), want, cfg.dtype) {
             panic!("{cfg:?} {} on {parts} workers: {e}", sar.name());

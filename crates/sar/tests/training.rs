@@ -44,11 +44,20 @@ fn four_workers_train_like_one_for_twenty_epochs() {
             std::process::id()
         ));
         write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 4, 0).unwrap(), &dir).unwrap();
-        for report in Local::run(4, |comm| {
-            let mut part = Part::load(&dir, comm.rank()).map_err(|e| e.to_string())?;
-            train_sar(comm, &mut part, cfg.clone(), &tc, SarMode::Sar, |_| {})
-                .map_err(|e| e.to_string())
-        }) {
+        for report in Local::run(
+            4,
+            |comm| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
+                let mut part = Part::load(&dir, comm.rank())?;
+                Ok(train_sar(
+                    comm,
+                    &mut part,
+                    cfg.clone(),
+                    &tc,
+                    SarMode::Sar,
+                    |_| {},
+                )?)
+            },
+        ) {
             let report = report.unwrap();
             for (a, b) in report.epochs.iter().zip(&one.epochs) {
                 assert!(

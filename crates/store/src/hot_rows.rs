@@ -281,7 +281,18 @@ fn fill_rows(
         }
     };
     std::thread::scope(|s| {
-        let streams: Vec<_> = (0..FILL_STREAMS).map(|_| s.spawn(read_chunks)).collect();
+        // Each stream takes the next chunk until none is left, so any number of them fills
+        // every row; with none started (no room for a stack), this thread fills them.
+        let streams: Vec<_> = (0..FILL_STREAMS)
+            .filter_map(|_| {
+                std::thread::Builder::new()
+                    .spawn_scoped(s, read_chunks)
+                    .ok()
+            })
+            .collect();
+        if streams.is_empty() {
+            return read_chunks();
+        }
         // The scope joins any stream left when one fails.
         streams
             .into_iter()

@@ -154,11 +154,17 @@ fn measure_pairs(model: &ModelConfig, pairs: usize, grad: bool) -> Result<u64> {
         }
         Ok((tracker.report().total_peak as u64).saturating_sub(held))
     };
-    std::thread::scope(|s| s.spawn(run).join()).unwrap_or_else(|_| {
-        Err(PlanError::invalid(
-            "memory_gib",
-            "could not be checked: the probe of the decoder's memory failed",
-        ))
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .spawn_scoped(s, run)
+            .map_err(probe_thread_error)?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(PlanError::invalid(
+                    "memory_gib",
+                    "could not be checked: the probe of the decoder's memory failed",
+                ))
+            })
     })
 }
 
@@ -183,7 +189,7 @@ fn measure(
     cfg.head = Head::NodeClasses;
     let degree = (avg_degree.round() as usize).clamp(1, PROBE_MAX_DEGREE.min(nodes - 1));
     let measured = std::thread::scope(|s| {
-        s.spawn(|| -> Result<Measured> {
+        let probe = std::thread::Builder::new().spawn_scoped(s, || -> Result<Measured> {
             let tracker = MemoryTracker::new();
             set_thread_tracker(tracker.clone());
             let mut ds = generate(&SyntheticConfig {
@@ -229,15 +235,26 @@ fn measure(
                 eval: eval.report().total_peak as u64,
                 peak: r.total_peak as u64,
             })
-        })
-        .join()
+        });
+        probe
+            .map_err(probe_thread_error)?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(PlanError::invalid(
+                    "memory_gib",
+                    "could not be checked: the probe of the model's memory failed",
+                ))
+            })
     });
-    measured.unwrap_or_else(|_| {
-        Err(PlanError::invalid(
-            "memory_gib",
-            "could not be checked: the probe of the model's memory failed",
-        ))
-    })
+    measured
+}
+
+/// The error of a probe whose thread could not start (no room left for its stack).
+fn probe_thread_error(e: std::io::Error) -> PlanError {
+    PlanError::invalid(
+        "memory_gib",
+        format!("could not be checked: the probe's thread could not start: {e}"),
+    )
 }
 
 #[cfg(test)]
