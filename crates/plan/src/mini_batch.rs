@@ -5,9 +5,13 @@
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
-use graphloom_graph::sample::{CsrSource, Fanouts, Sampler, SamplerKind};
+use graphloom_graph::sample::{Block, CsrSource, Fanouts, Sampler, SamplerKind};
+use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta, NodeId};
-use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
+use graphloom_nn::batches::rank_slice;
+use graphloom_nn::minibatch::{
+    Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds, SubgraphBatching,
+};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{
     HotRows, Layout, Location, MissReads, ReadEngine, RowSource, StoreSpec, StoreTensor,
@@ -69,17 +73,65 @@ fn sampled_batch_shape(
             0,
             batch as u64,
         )?;
-        // Blocks run from the input layer to the seeds: the hops are theirs in reverse.
-        for (hop, block) in blocks.iter().rev().enumerate() {
-            let most = &mut shape.hop_rows[hop + 1];
-            *most = (*most).max(block.src_nodes.len() as u64);
-        }
-        let edges = blocks.iter().map(|b| b.num_edges() as u64).sum();
-        shape.edges = shape.edges.max(edges);
-        let block_rows = blocks.iter().map(|b| b.src_nodes.len() as u64).sum();
-        shape.block_rows = shape.block_rows.max(block_rows);
+        widen(&mut shape, &blocks);
     }
     Ok(shape)
+}
+
+/// Widens `shape` to hold the batch of `blocks` too.
+fn widen(shape: &mut SampledBatch, blocks: &[Block]) {
+    // Blocks run from the input layer to the seeds: the hops are theirs in reverse.
+    for (hop, block) in blocks.iter().rev().enumerate() {
+        let most = &mut shape.hop_rows[hop + 1];
+        *most = (*most).max(block.src_nodes.len() as u64);
+    }
+    let edges = blocks.iter().map(|b| b.num_edges() as u64).sum();
+    shape.edges = shape.edges.max(edges);
+    let block_rows = blocks.iter().map(|b| b.src_nodes.len() as u64).sum();
+    shape.block_rows = shape.block_rows.max(block_rows);
+}
+
+/// The shape of the subgraph batches `batching` draws for `layers` layers, the largest over
+/// the first [`HOP_PROBE_BATCHES`] batches of the first epoch, with the induced subgraph a
+/// batch is made from: measured by drawing them, because a sample's draws bound its distinct
+/// nodes loosely (random walks and node draws revisit nodes) and say nothing of its edges. A
+/// worker of `workers` takes the blocks around its share of a batch's training nodes.
+fn subgraph_batch_shape(
+    d: &GraphData,
+    batching: &SubgraphBatching,
+    layers: usize,
+    workers: usize,
+    seed: u64,
+) -> Result<(SampledBatch, u64)> {
+    let mut train = vec![false; d.num_nodes()];
+    for &v in d.train_idx {
+        train[v] = true;
+    }
+    let mut set = NodeSet::new(d.num_nodes());
+    let mut sampler = Sampler::new(d.num_nodes());
+    let mut shape = SampledBatch {
+        hop_rows: vec![0; layers + 1],
+        block_rows: 0,
+        edges: 0,
+    };
+    let mut induced = 0;
+    for draw in batching.epoch(seed, 0).iter().take(HOP_PROBE_BATCHES) {
+        let nodes = batching.nodes(*d, draw, seed, 0);
+        let rows: Vec<NodeId> = (0..nodes.len())
+            .filter(|&p| train[nodes[p] as usize])
+            .map(|p| p as NodeId)
+            .collect();
+        let rows = rank_slice(&rows, 0, workers);
+        let sub = set.members(&nodes).induced(*d);
+        // Its nodes (u32), offsets (i64), sources (u32), edge ids (i64) and edge weights (f32).
+        induced = induced.max(12 * sub.nodes.len() as u64 + 16 * sub.edge_ids.len() as u64);
+        let source = CsrSource::new(&sub.csr);
+        let blocks =
+            sampler.sample(&source, rows, &vec![-1; layers], SamplerKind::Uniform, 0, 0)?;
+        shape.hop_rows[0] = shape.hop_rows[0].max(rows.len() as u64);
+        widen(&mut shape, &blocks);
+    }
+    Ok((shape, induced))
 }
 
 /// A mini-batch run.
@@ -255,21 +307,19 @@ impl MiniBatchPlan {
         let per_epoch = batches
             .batches_per_epoch
             .unwrap_or(items.div_ceil(batches.batch_size.max(1)));
+        let (sampled, induced_bytes) = match &batches.subgraph {
+            None => (
+                sampled_batch_shape(&data.graph_data(), pool, seeds, batches.fanouts.as_slice())?,
+                0,
+            ),
+            Some(b) => {
+                subgraph_batch_shape(&data.graph_data(), b, common.model.layers, workers, s.seed)?
+            }
+        };
         let shape = MiniBatchShape {
             seeds: seeds as u64,
-            sampled: match batches.subgraph {
-                None => Some(sampled_batch_shape(
-                    &data.graph_data(),
-                    pool,
-                    seeds,
-                    batches.fanouts.as_slice(),
-                )?),
-                Some(_) => None,
-            },
-            subgraph_nodes: batches
-                .subgraph
-                .as_ref()
-                .map_or(0, |b| b.max_batch_nodes(n)) as u64,
+            sampled,
+            induced_bytes,
             in_flight: (batches.queue_depth + 2).min(per_epoch.max(1)) as u64,
             queue_given: s.queue_depth.is_some(),
             workers: workers as u64,

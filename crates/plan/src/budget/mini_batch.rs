@@ -17,10 +17,12 @@ use crate::{FeaturesLocation, Result};
 pub(crate) struct MiniBatchShape {
     /// Seeds of a batch (at most the training nodes).
     pub(crate) seeds: u64,
-    /// A sampled batch's shape (measured by sampling); `None` for subgraph batches.
-    pub(crate) sampled: Option<SampledBatch>,
-    /// The most nodes of a subgraph batch.
-    pub(crate) subgraph_nodes: u64,
+    /// A batch's shape, measured by drawing batches: the blocks of a sampled batch, or those
+    /// around the training nodes of a subgraph batch.
+    pub(crate) sampled: SampledBatch,
+    /// The induced subgraph a subgraph batch's producer holds while it makes the blocks (0
+    /// for sampled batches).
+    pub(crate) induced_bytes: u64,
     /// Batches in flight: the queue, the one being made and the one computed, at most an
     /// epoch's.
     pub(crate) in_flight: u64,
@@ -46,7 +48,7 @@ pub(crate) struct MiniBatchShape {
     pub(crate) link: Option<LinkPairs>,
 }
 
-/// The shape of a neighbour-sampled batch.
+/// The shape of a batch's blocks.
 pub(crate) struct SampledBatch {
     /// Distinct nodes within each hop, from the seeds (`[0]`) out to every input row.
     pub(crate) hop_rows: Vec<u64>,
@@ -76,10 +78,7 @@ const BATCH_BLOCK_ROW_BYTES: u64 = 36;
 impl MiniBatchShape {
     /// The input rows of a batch: every node its blocks reach.
     fn batch_rows(&self) -> u64 {
-        match &self.sampled {
-            Some(b) => b.hop_rows.last().copied().unwrap_or(self.seeds),
-            None => self.subgraph_nodes,
-        }
+        self.sampled.hop_rows.last().copied().unwrap_or(self.seeds)
     }
 
     /// The rows whose activations a training step on one batch keeps, in the probe's units
@@ -87,11 +86,9 @@ impl MiniBatchShape {
     /// a sampled batch reads the nodes within `L - l + 1` hops and writes those within
     /// `L - l`: its tensors of the input's width (the input's dropout, a product of the input
     /// before aggregating) have the rows it reads, those of the output's width the rows it
-    /// writes. A subgraph batch runs every layer on all of its nodes.
+    /// writes.
     fn activation_rows(&self, widths: &[(usize, usize)]) -> f64 {
-        let Some(SampledBatch { hop_rows: hops, .. }) = &self.sampled else {
-            return self.subgraph_nodes as f64;
-        };
+        let hops = &self.sampled.hop_rows;
         let layers = widths.len().min(hops.len().saturating_sub(1));
         let (mut rows, mut weights) = (0.0, 0.0);
         for (l, &(input, output)) in widths.iter().take(layers).enumerate() {
@@ -160,10 +157,8 @@ pub(crate) fn mini_batch(
     // the layer graphs made of them; the computed one its activations too.
     let batch_rows = mb.batch_rows().min(z.nodes);
     let input_row = (m.in_dim * m.dtype.size_in_bytes()) as u64;
-    let graph = mb.sampled.as_ref().map_or(0, |b| {
-        let edge = BATCH_EDGE_BYTES + u64::from(m.arch == Architecture::Gat) * GAT_EDGE_BYTES;
-        b.block_rows * BATCH_BLOCK_ROW_BYTES + b.edges * edge
-    });
+    let edge = BATCH_EDGE_BYTES + u64::from(m.arch == Architecture::Gat) * GAT_EDGE_BYTES;
+    let graph = mb.sampled.block_rows * BATCH_BLOCK_ROW_BYTES + mb.sampled.edges * edge;
     // A link batch keeps its pairs' ids and labels; the computed one its scores too.
     let (pairs, scored) = match &mb.link {
         Some(p) => (p.step * PAIR_BYTES, link_parts(&mut base, m, z.nodes, p)?),
@@ -192,7 +187,8 @@ pub(crate) fn mini_batch(
     // fill the allocator's heap, given back when the stream ends.
     base.add_phase(
         "batches in flight",
-        rounded(in_flight * per_batch + computed) + mb.workers * STREAM_HEAP_BYTES,
+        rounded(in_flight * per_batch + computed + mb.workers * mb.induced_bytes)
+            + mb.workers * STREAM_HEAP_BYTES,
     )?;
     let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
     // A cache of mapped rows keeps them as the file stores them (bf16 files: half as many
