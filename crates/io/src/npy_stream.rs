@@ -7,13 +7,17 @@ use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
 use crate::npy::{header_bytes, read_header, NpyElement};
-use crate::{Error, Result};
+use crate::{Error, FaultName, Result};
 
 /// A `.npy` array of dtype exactly `T`, mapped read-only: its pages are the kernel's page
 /// cache, not this process's memory. The file's length is checked against its header before
 /// it is mapped, so a truncated file is an error, never a fault. Changing the file while it
-/// is mapped is not supported.
+/// is mapped is not supported: a read past an end it was cut to ends the process with an error
+/// naming it ([`FaultName`]).
 pub struct MappedNpy<T> {
+    /// Declared before `map` so that it is dropped first: the range is unnamed before it is
+    /// unmapped and can be mapped again.
+    _name: FaultName,
     map: Option<memmap2::Mmap>,
     offset: usize,
     len: usize,
@@ -62,6 +66,7 @@ impl<T: NpyElement> MappedNpy<T> {
             Some(unsafe { memmap2::Mmap::map(&file) }.map_err(|e| Error::io(path, e))?)
         };
         Ok(MappedNpy {
+            _name: FaultName::register(map.as_deref().unwrap_or_default(), path),
             map,
             offset: header.data_offset,
             len,

@@ -89,6 +89,8 @@ pub struct LayerRows {
 enum RowStore {
     Memory(Vec<u8>),
     File {
+        /// Declared before `map` so that the range is unnamed before it is unmapped.
+        _name: graphloom_io::FaultName,
         map: memmap2::MmapMut,
         path: PathBuf,
     },
@@ -146,7 +148,11 @@ impl LayerRows {
                     .map_err(|e| graphloom_io::Error::io(&path, e))
             });
             match mapped {
-                Ok(map) => RowStore::File { map, path },
+                Ok(map) => RowStore::File {
+                    _name: graphloom_io::FaultName::register(&map, &path),
+                    map,
+                    path,
+                },
                 Err(e) => {
                     let _ = std::fs::remove_file(&path);
                     return Err(graphloom_graph::Error::from(e).into());

@@ -55,7 +55,9 @@ pub enum Location {
     /// backend, one allocation that every rank thread addresses.
     SharedHost,
     /// A file on disk, mapped into memory: for tensors larger than RAM. A `.npy` file is mapped
-    /// past its header.
+    /// past its header. The file must not change while it is mapped: a read or write past an
+    /// end it was cut to ends the process with an error naming the file
+    /// (`graphloom_io::FaultName`).
     Mmap {
         /// The file.
         path: PathBuf,

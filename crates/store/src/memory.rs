@@ -1,6 +1,8 @@
 //! The memory behind a store tensor's rows: private anonymous maps, memory files shared between
 //! the processes of one machine, and maps of files on disk. Every kind ends up as a [`Region`]:
-//! a pointer, a length, and a handle that keeps the memory alive while any rank uses it.
+//! a pointer, a length, and a handle that keeps the memory alive while any rank uses it. Maps of
+//! files on disk are named for the SIGBUS handler ([`FaultName`]); anonymous memory and this
+//! job's memory files have no file a user could cut short under it.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, FromRawFd};
@@ -8,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::Handle;
+use graphloom_io::FaultName;
 use memmap2::{Mmap, MmapMut, MmapOptions};
 
 use crate::{Result, StoreError};
@@ -64,7 +67,13 @@ impl Region {
 /// The memory objects a region can belong to.
 enum Owned {
     Writable(MmapMut),
-    ReadOnly(Mmap),
+    /// A map of a file on disk, its range named for the SIGBUS handler so that a file cut
+    /// short under the run ends it with an error naming the file. The name is declared first
+    /// so that it is dropped, and the range unnamed, before the range is unmapped.
+    File {
+        _name: FaultName,
+        map: FileMap,
+    },
     /// A memory file of this process, with its descriptor kept open until every other process
     /// of the machine has opened it.
     SharedWritable(MmapMut, #[allow(dead_code)] Option<File>),
@@ -73,9 +82,17 @@ enum Owned {
 impl Owned {
     fn range(&self) -> (*mut u8, usize) {
         match self {
-            Owned::Writable(m) | Owned::SharedWritable(m, _) => (m.as_ptr() as *mut u8, m.len()),
+            Owned::Writable(m)
+            | Owned::SharedWritable(m, _)
+            | Owned::File {
+                map: FileMap::Writable(m),
+                ..
+            } => (m.as_ptr() as *mut u8, m.len()),
             // Read-only maps are never written: scatter refuses them before touching memory.
-            Owned::ReadOnly(m) => (m.as_ptr() as *mut u8, m.len()),
+            Owned::File {
+                map: FileMap::ReadOnly(m),
+                ..
+            } => (m.as_ptr() as *mut u8, m.len()),
         }
     }
 
@@ -85,6 +102,12 @@ impl Owned {
             .expect("an Owned is memory")
             .slice(offset, len)
     }
+}
+
+/// A map of a file, for writing or only reading.
+enum FileMap {
+    Writable(MmapMut),
+    ReadOnly(Mmap),
 }
 
 fn advise_huge_pages(map: &MmapMut) {
@@ -160,9 +183,9 @@ pub(crate) fn map_file(path: &Path, offset: u64, len: usize, writable: bool) -> 
     options.offset(start).len(map_len);
     // SAFETY: the file is the tensor's backing store; other processes changing it underneath is
     // the same hazard as with any memory-mapped dataset, and documented on Location::Mmap.
-    let owned = unsafe {
+    let map = unsafe {
         if writable {
-            Owned::Writable(
+            FileMap::Writable(
                 options
                     .map_mut(&file)
                     .map_err(|e| StoreError::io(path, e))?,
@@ -172,8 +195,16 @@ pub(crate) fn map_file(path: &Path, offset: u64, len: usize, writable: bool) -> 
             // Rows are gathered at random: a fault should read its page, not a read-ahead
             // window of rows nobody asked for.
             let _ = map.advise(memmap2::Advice::Random);
-            Owned::ReadOnly(map)
+            FileMap::ReadOnly(map)
         }
+    };
+    let mapped = match &map {
+        FileMap::Writable(m) => &m[..],
+        FileMap::ReadOnly(m) => &m[..],
+    };
+    let owned = Owned::File {
+        _name: FaultName::register(mapped, path),
+        map,
     };
     Ok(owned.into_region(skip, len))
 }
