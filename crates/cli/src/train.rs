@@ -20,7 +20,8 @@ use crate::output;
 pub(crate) struct TrainArgs {
     #[command(flatten)]
     pub(crate) settings: TrainSettings,
-    /// Worker threads for the kernels [default: all cores].
+    /// Worker threads for the kernels, at most 1024, and no more than the address-space limit
+    /// (ulimit -v) leaves room for their stacks [default: all cores].
     #[arg(long)]
     pub(crate) threads: Option<usize>,
     /// Write a JSON summary of the run here.
@@ -197,6 +198,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     if let Some(t) = args.threads {
         if t == 0 || t > MAX_THREADS {
             anyhow::bail!("--threads must be in 1..={MAX_THREADS}, not {t}");
+        }
+        if let Some(why) = graphloom_plan::threads_beyond_address_space(t as u64) {
+            anyhow::bail!("--threads {t}: {why}: give fewer");
         }
         rayon::ThreadPoolBuilder::new()
             .num_threads(t)
