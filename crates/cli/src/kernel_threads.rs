@@ -14,6 +14,9 @@ pub(crate) fn start(threads: Option<usize>) -> Result<()> {
         if t == 0 || t > MAX_THREADS {
             anyhow::bail!("--threads must be in 1..={MAX_THREADS}, not {t}");
         }
+        if let Some(why) = graphloom_plan::threads_beyond_address_space(t as u64) {
+            anyhow::bail!("--threads {t}: {why}: give fewer");
+        }
     }
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or(0))

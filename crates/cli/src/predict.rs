@@ -121,7 +121,7 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
     }
     if let Some(path) = &args.pairs {
         graphloom_graph::check_output_file(&args.input.out, &[path.as_path()])?;
-        let (src, dst) = read_pairs(path)?;
+        let (src, dst) = npy::read_id_pairs(path)?;
         let settings = args.input.settings(Output::LogProbabilities)?;
         let scores = score_links(&settings, &src, &dst).map_err(crate::output::plan_error)?;
         let out = &args.input.out;
@@ -146,22 +146,6 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
     .with_context(|| format!("writing {}", out.display()))?;
     eprintln!("wrote {} rows to {}", logp.shape()[0], out.display());
     Ok(())
-}
-
-/// Pairs of node ids from an `.npy` of `[2, P]` (sources, then destinations) or `[P, 2]`.
-fn read_pairs(path: &Path) -> Result<(Vec<i64>, Vec<i64>)> {
-    let ids = npy::read_ids(path)?;
-    match ids.shape.as_slice() {
-        [2, p] => {
-            let (src, dst) = ids.data.split_at(*p);
-            Ok((src.to_vec(), dst.to_vec()))
-        }
-        [_, 2] => Ok(ids.data.chunks(2).map(|c| (c[0], c[1])).unzip()),
-        shape => anyhow::bail!(
-            "{}: shape {shape:?}, expected pairs of node ids as [2, P] or [P, 2]",
-            path.display()
-        ),
-    }
 }
 
 pub(crate) fn embed(args: EmbedArgs) -> Result<()> {

@@ -20,7 +20,8 @@ use crate::output;
 pub(crate) struct TrainArgs {
     #[command(flatten)]
     pub(crate) settings: TrainSettings,
-    /// Worker threads for the kernels [default: all cores].
+    /// Worker threads for the kernels, at most 1024, and no more than the address-space limit
+    /// (ulimit -v) leaves room for their stacks [default: all cores].
     #[arg(long)]
     pub(crate) threads: Option<usize>,
     /// Write a JSON summary of the run here.

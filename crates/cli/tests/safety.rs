@@ -8,7 +8,7 @@ use std::process::Output;
 use graphloom_graph::npy;
 
 mod common;
-use common::{graphloom, graphloom_ok, scratch, small_dataset};
+use common::{graphloom, graphloom_limited, graphloom_ok, scratch, small_dataset};
 
 /// Checks that `out` is a one-line error (exit 1, no panic) holding every piece of `expect`.
 fn refused(out: &Output, expect: &[&str]) {
@@ -34,18 +34,6 @@ fn listing(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
-}
-
-/// Runs `graphloom` under an address-space limit of `kib` KiB (`ulimit -v`) and a time limit
-/// of five minutes (`timeout`, exit code 124), so that a run that spins fails its test.
-fn graphloom_limited(kib: u64, args: &[&str]) -> Output {
-    std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("ulimit -v {kib} && exec timeout 300 \"$0\" \"$@\""))
-        .arg(env!("CARGO_BIN_EXE_graphloom"))
-        .args(args)
-        .output()
-        .expect("run graphloom under sh")
 }
 
 #[test]
@@ -235,6 +223,7 @@ fn node_ids_beyond_32_bits_or_memory_are_errors_not_aborts() {
     let prepare = |edges: &Path| {
         graphloom_limited(
             4 << 20,
+            300,
             &[
                 "prepare",
                 "edgelist",
@@ -287,6 +276,7 @@ fn features_beyond_the_address_space_limit_are_refused_before_loading() {
     assert_eq!(npy::read_header(&path).unwrap().shape, [300, feat_dim]);
     let out = graphloom_limited(
         4 << 20,
+        300,
         &["train", "--dataset", s(&ds), "--epochs", "1", "--quiet"],
     );
     refused(&out, &["--dataset", "node features take 5.6 GiB"]);
@@ -330,7 +320,7 @@ fn train_link<'a>(link: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
 fn link_steps_whose_pairs_outgrow_memory_are_refused_before_allocating() {
     let root = scratch("neg-ratio");
     let link = small_link_split(&root);
-    let train = |extra: &[&str]| graphloom_limited(4 << 20, &train_link(&link, extra));
+    let train = |extra: &[&str]| graphloom_limited(4 << 20, 300, &train_link(&link, extra));
     // 760 pairs with 65536 negatives each: 50 million pairs, 7 GiB and more.
     refused(
         &train(&["--neg-ratio", "65536"]),
@@ -378,7 +368,7 @@ fn graphsaint_sizes_beyond_the_graph_or_memory_are_refused() {
             "--batching",
         ];
         args.extend_from_slice(batching);
-        graphloom_limited(4 << 20, &args)
+        graphloom_limited(4 << 20, 300, &args)
     };
     for (batching, expect) in [
         (
@@ -482,6 +472,7 @@ fn synthetic_and_model_sizes_past_their_products_are_refused() {
     let prepare = |flag: &str, value: &str| {
         graphloom_limited(
             4 << 20,
+            300,
             &[
                 "prepare",
                 "synthetic",
@@ -512,6 +503,7 @@ fn synthetic_and_model_sizes_past_their_products_are_refused() {
     small_dataset(&out);
     let gat = graphloom_limited(
         4 << 20,
+        300,
         &[
             "train",
             "--dataset",
@@ -814,7 +806,7 @@ fn every_mode_below_the_memory_it_needs_ends_in_a_memory_error() {
         let mut outcomes = Vec::new();
         for kib in limits {
             let _ = std::fs::remove_file(&predictions);
-            let out = graphloom_limited(kib, &args);
+            let out = graphloom_limited(kib, 300, &args);
             let stderr = String::from_utf8_lossy(&out.stderr);
             let code = out.status.code();
             assert!(

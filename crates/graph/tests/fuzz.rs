@@ -1,8 +1,11 @@
 //! Damaged inputs of every reader of the graph crate (bounded, seeded): `meta.json`, the dataset
-//! directory loaded and mapped, the partitioned directory, and each converter's raw files.
+//! directory loaded and mapped, the partitioned directory, each converter's raw files, and a
+//! dataset's link split.
 //! Every case is read without a panic, a hang or an allocation beyond its size times a small
 //! factor, and refused with a one-line error naming its file (or accepted, and then what was
 //! written loads). The cases come from the mutations shared with the `cargo fuzz` targets.
+
+use std::path::Path;
 
 #[path = "../../../fuzz/src/guard.rs"]
 mod guard;
@@ -57,6 +60,11 @@ fn damaged_planetoid_pickles_are_refused_cleanly() {
 }
 
 #[test]
+fn damaged_link_splits_are_refused_cleanly() {
+    guard::fuzz(&targets::link_split::target(), 1000, 1500);
+}
+
+#[test]
 fn fuzzer_inputs_replay() {
     let inputs: [&[u8]; 3] = [b"", b"\x05\x00\x00\x00\x00\x00\x00\x00\x01", &[0xff; 40]];
     for target in [
@@ -69,6 +77,7 @@ fn fuzzer_inputs_replay() {
         targets::ogb_npz(),
         targets::benchmark_npz(),
         targets::planetoid(),
+        targets::link_split::target(),
     ] {
         guard::replay(&target, &inputs);
     }
@@ -114,9 +123,13 @@ fn a_part_with_labels_or_degrees_of_another_length_is_refused() {
 }
 
 fn npy_bytes_i64(values: &[i64]) -> Vec<u8> {
+    npy_bytes_shaped(values, &[values.len()])
+}
+
+fn npy_bytes_shaped(values: &[i64], shape: &[usize]) -> Vec<u8> {
     let p = guard::scratch("npy-bytes");
     std::fs::create_dir_all(&p).unwrap();
-    graphloom_graph::npy::write(&p.join("a.npy"), values, &[values.len()]).unwrap();
+    graphloom_graph::npy::write(&p.join("a.npy"), values, shape).unwrap();
     let bytes = std::fs::read(p.join("a.npy")).unwrap();
     std::fs::remove_dir_all(&p).unwrap();
     bytes
@@ -280,4 +293,78 @@ fn a_pickle_fetching_one_large_value_from_its_memo_many_times_stays_small() {
         *b = p;
     });
     assert_refused(&errors, "dict of adjacency lists expected");
+}
+
+/// The errors of the link split whose int64 file `name` (in `link_split/`) has its elements
+/// and shape changed by `edit`.
+fn edited_split(name: &str, edit: impl FnOnce(&mut Vec<i64>, &mut Vec<usize>)) -> Vec<String> {
+    let path = format!("link_split/{name}");
+    read_edited(&targets::link_split::target(), &path, |b| {
+        let mut a = graphloom_graph::npy::decode::<i64>(b, Path::new(name)).unwrap();
+        edit(&mut a.data, &mut a.shape);
+        *b = npy_bytes_shaped(&a.data, &a.shape);
+    })
+}
+
+/// The pairs `[2, E]` of the valid link split's file `name`, as (sources, destinations).
+fn split_pairs(name: &str) -> (Vec<i64>, Vec<i64>) {
+    let target = targets::link_split::target();
+    let path = format!("link_split/{name}");
+    let bytes = &target.files.iter().find(|(n, _)| *n == path).unwrap().1;
+    let mut src = graphloom_graph::npy::decode::<i64>(bytes, Path::new(name))
+        .unwrap()
+        .data;
+    let dst = src.split_off(src.len() / 2);
+    (src, dst)
+}
+
+#[test]
+fn link_split_ids_outside_the_graph_or_shapes_not_pairs_are_refused() {
+    let errors = edited_split("valid_pos.npy", |d, _| d[0] = 60);
+    assert_refused(&errors, "valid_pos.npy: holds node 60, outside 0..60");
+    let errors = edited_split("test_neg_dst.npy", |d, _| d[0] = -1);
+    assert_refused(&errors, "test_neg_dst.npy: holds node -1, outside 0..60");
+    let errors = edited_split("train_pos.npy", |_, s| s.reverse());
+    assert_refused(&errors, "not [2, E]");
+    let errors = edited_split("valid_neg.npy", |d, s| {
+        let e = s[1];
+        d.remove(2 * e - 1);
+        d.remove(e - 1);
+        s[1] = e - 1;
+    });
+    assert_refused(&errors, "give one negative per positive");
+}
+
+#[test]
+fn link_split_self_pairs_and_leaks_between_sets_are_refused() {
+    let errors = edited_split("train_pos.npy", |d, s| d[s[1]] = d[0]);
+    assert_refused(&errors, "is a self-loop");
+    let errors = edited_split("test_neg.npy", |d, s| d[s[1]] = d[0]);
+    assert_refused(
+        &errors,
+        "is a self-pair: a negative joins two distinct nodes",
+    );
+    // A negative that is an edge of the graph, in either direction.
+    let (src, dst) = targets::link_split::graph().graph.edges();
+    let errors = edited_split("valid_neg.npy", |d, s| {
+        d[0] = dst[0] as i64;
+        d[s[1]] = src[0] as i64;
+    });
+    assert_refused(
+        &errors,
+        "is an edge of the graph: a negative must not be one",
+    );
+    // A supervision pair that is a held-out positive.
+    let (valid_src, valid_dst) = split_pairs("valid_pos.npy");
+    let errors = edited_split("train_pos.npy", |d, s| {
+        d[0] = valid_src[0];
+        d[s[1]] = valid_dst[0];
+    });
+    assert_refused(
+        &errors,
+        "is a held-out positive of valid_pos.npy: it leaks into training",
+    );
+    // A negative destination that is the positive's own source.
+    let errors = edited_split("valid_neg_dst.npy", |d, _| d[0] = valid_src[0]);
+    assert_refused(&errors, "the source itself");
 }

@@ -358,6 +358,26 @@ pub fn read_int_matrix(path: &Path) -> Result<NpyArray<i64>> {
     })
 }
 
+/// Reads pairs of node ids from a 2-D `.npy` file as [`read_int_matrix`] does, whichever
+/// order it was saved in: `[2, P]` (the sources, then the destinations, as PyG's
+/// `edge_index`) or `[P, 2]` (a pair a row; a `[2, 2]` array is read as `[2, P]`). Returns
+/// the sources and the destinations.
+pub fn read_id_pairs(path: &Path) -> Result<(Vec<i64>, Vec<i64>)> {
+    let ids = read_int_matrix(path)?;
+    match ids.shape.as_slice() {
+        [2, p] => {
+            let mut src = ids.data;
+            let dst = src.split_off(*p);
+            Ok((src, dst))
+        }
+        [_, 2] => Ok(ids.data.chunks_exact(2).map(|c| (c[0], c[1])).unzip()),
+        shape => Err(Error::format(
+            path,
+            format!("shape {shape:?}, expected pairs of node ids as [2, P] or [P, 2]"),
+        )),
+    }
+}
+
 /// Decodes a whole `.npy` file of any integer dtype as i64, signed ones as signed; a bool
 /// array as 0 and 1 (a label may be one).
 fn decode_ints(bytes: &[u8], path: &Path) -> Result<NpyArray<i64>> {
@@ -477,6 +497,37 @@ mod tests {
         let e = read_ints(&path).unwrap_err().to_string();
         assert!(e.contains("np.ascontiguousarray"), "{e}");
         std::fs::remove_file(&path).unwrap();
+    }
+
+    #[test]
+    fn pairs_are_read_from_either_shape_in_either_order() {
+        let dir = std::env::temp_dir().join(format!("graphloom-pairs-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let want = (vec![0i64, 1, 2], vec![3i64, 4, 5]);
+        let rows = dir.join("rows.npy");
+        write(&rows, &[0i64, 1, 2, 3, 4, 5], &[2, 3]).unwrap();
+        assert_eq!(read_id_pairs(&rows).unwrap(), want);
+        let pairs = dir.join("pairs.npy");
+        write(&pairs, &[0i32, 3, 1, 4, 2, 5], &[3, 2]).unwrap();
+        assert_eq!(read_id_pairs(&pairs).unwrap(), want);
+        // `pairs.T` saved as is: [2, 3] in Fortran order, its body the pairs one after another.
+        let mut bytes = header_bytes(NpyDType::I64, &[2, 3], 0);
+        let at = bytes.windows(5).position(|w| w == b"False").unwrap();
+        bytes[at..at + 5].copy_from_slice(b"True ");
+        for v in [0i64, 3, 1, 4, 2, 5] {
+            bytes.extend_from_slice(&v.to_le_bytes());
+        }
+        let transposed = dir.join("transposed.npy");
+        std::fs::write(&transposed, &bytes).unwrap();
+        assert_eq!(read_id_pairs(&transposed).unwrap(), want);
+        let square = dir.join("square.npy");
+        write(&square, &[0i64; 9], &[3, 3]).unwrap();
+        let e = read_id_pairs(&square).unwrap_err().to_string();
+        assert!(
+            e.contains("shape [3, 3], expected pairs of node ids"),
+            "{e}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 
     /// A one-byte array of `shape` holding `values`, whose header names `descr` (`|i1`, `|b1`

@@ -294,3 +294,18 @@ fn models_learn_links_from_features_and_from_a_learnt_embedding() {
     std::fs::remove_dir_all(&dir).unwrap();
     std::fs::remove_dir_all(&dir2).unwrap();
 }
+
+#[test]
+fn an_mlp_decoder_whose_weight_overflows_a_count_is_refused() {
+    // 2^32 x 2^32 is past usize: the count itself must not overflow.
+    for out_dim in [1 << 20, 1 << 32] {
+        let cfg = ModelConfig {
+            out_dim,
+            ..config(Architecture::Sage, 4)
+        };
+        let e = graphloom_nn::Model::param_shapes(&cfg)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("make more than 1099511627776 parameters"), "{e}");
+    }
+}

@@ -3,6 +3,7 @@
 //! the training loop's own settings are checked by the loop's check
 //! (`TrainConfig::check`), called here before anything is loaded.
 
+use graphloom_graph::format_bytes;
 use graphloom_nn::Architecture;
 
 use crate::budget::gib_bytes;
@@ -244,6 +245,70 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
                 ),
             ));
         }
+    }
+    Ok(())
+}
+
+/// The address space one thread reserves, touched or not: its stack (2 MiB, Rust's and
+/// rayon's default), a guard page and its share of the allocator's arenas. Measured on
+/// 300-node runs: 2.7 MiB a kernel thread (`threads`), 4.3 MiB a mini-batch worker of two
+/// threads (its own, its batch producer), 6.2 MiB a SAR worker of three (its own, two rounds
+/// of its ring exchange); rounded up.
+const THREAD_ADDRESS_BYTES: u64 = 4 << 20;
+
+/// Why `threads` more threads cannot start in this process: their stacks would reserve more
+/// address space than its limit (`ulimit -v`) leaves, past which a thread cannot start or an
+/// allocation fails and the process aborts. `None` when they fit, or without a limit.
+pub fn threads_beyond_address_space(threads: u64) -> Option<String> {
+    let left = graphloom_tensor::memory::address_space_left()?;
+    let reserved = threads.saturating_mul(THREAD_ADDRESS_BYTES);
+    (reserved > left).then(|| {
+        format!(
+            "{threads} threads reserve about {} of address space for their stacks, more than \
+             the {} this process's address-space limit (ulimit -v) leaves, room for {}",
+            format_bytes(reserved),
+            format_bytes(left),
+            left / THREAD_ADDRESS_BYTES
+        )
+    })
+}
+
+/// Refuses an in-process job that one process cannot start: `workers` workers of
+/// `threads_each` threads beyond the address space its limit leaves
+/// ([`threads_beyond_address_space`]); and, where the partition's `parts` set the number of
+/// workers, more than [`MAX_WORKERS`] (a number given is checked with the other values). An
+/// MPI job's processes start their own threads: nothing is checked for them.
+pub(crate) fn check_local_workers(
+    backend: Backend,
+    workers: usize,
+    threads_each: usize,
+    parts: Option<usize>,
+) -> Result<()> {
+    if backend != Backend::Local {
+        return Ok(());
+    }
+    let whose = match parts {
+        Some(p) => format!("not given: the partition's {p} parts train on as many workers"),
+        None => workers.to_string(),
+    };
+    if parts.is_some() && workers > MAX_WORKERS {
+        return Err(PlanError::invalid(
+            "workers",
+            format!(
+                "{whose}, more than the {MAX_WORKERS} one process may run: partition into \
+                 fewer parts, or train one part per process of an MPI job (`comm` mpi)"
+            ),
+        ));
+    }
+    let threads = (workers as u64).saturating_mul(threads_each as u64);
+    if let Some(why) = threads_beyond_address_space(threads) {
+        return Err(PlanError::invalid(
+            "workers",
+            format!(
+                "{whose}: workers of {threads_each} threads each, {why}: give fewer workers, \
+                 or run them as the processes of an MPI job (`comm` mpi)"
+            ),
+        ));
     }
     Ok(())
 }

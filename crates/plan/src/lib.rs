@@ -42,7 +42,7 @@ mod subgraph;
 mod suggest;
 
 pub use budget::{MemoryPart, MemoryPlan};
-pub use checks::{MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
+pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};

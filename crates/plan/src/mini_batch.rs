@@ -19,6 +19,7 @@ use graphloom_store::{
 use graphloom_tensor::DType;
 
 use crate::budget::{self, MiniBatchShape, RunShape, SampledBatch};
+use crate::checks::check_local_workers;
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
@@ -348,6 +349,10 @@ impl MiniBatchPlan {
         // their own, many reads in flight.
         batches.producer_threads =
             (features_location == FeaturesLocation::Mmap).then_some(MAPPED_PRODUCER_THREADS);
+        // A worker's own thread and its batch producer; with a pool of producer threads, a
+        // second stage that gathers the rows too.
+        let threads_each = 2 + batches.producer_threads.map_or(0, |t| t + 1);
+        check_local_workers(backend, workers, threads_each, None)?;
         batches.layerwise = division
             .inference_memory_gib
             .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))

@@ -12,8 +12,13 @@ use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, Mem
 use graphloom_tensor::RssReport;
 
 use crate::budget::{self, RunShape};
+use crate::checks::check_local_workers;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
 use crate::{run_job, Backend, MemoryPlan, PlanError, Result, TrainSettings, WorkerFigures};
+
+/// The threads of a SAR worker: its own, and the senders of two rounds of its ring exchange
+/// (the next one starts while the last one is aggregated).
+const WORKER_THREADS: usize = 3;
 
 /// A SAR run.
 pub struct SarPlan {
@@ -58,6 +63,8 @@ impl SarPlan {
         // One in-process worker per part unless told otherwise; an MPI job's processes hold
         // one part each (an in-process job's workers share one machine's memory).
         let workers = settings.workers.unwrap_or(partition.parts);
+        let parts_set_it = settings.workers.is_none().then_some(partition.parts);
+        check_local_workers(backend, workers, WORKER_THREADS, parts_set_it)?;
         let rows_per_process = match backend {
             Backend::Mpi => partition.nodes.iter().copied().max().unwrap_or(0),
             Backend::Local => partition.dataset.num_nodes,

@@ -301,7 +301,7 @@ pub struct TrainSettings {
     /// Model [default: gcn, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Architecture>()))]
     pub model: Option<Architecture>,
-    /// Number of layers [default: 2, or that of --init-model].
+    /// Number of layers, at most 65536 [default: 2, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
     /// Hidden width (per head for GAT; the model's parameters are at most 2^40, so times the
@@ -423,7 +423,9 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub eval_nodes: Option<usize>,
     /// Workers in this process: data parallel for mini-batches (each takes a slice of every
-    /// batch), one per part for a partitioned dataset [default: 1, or one per part].
+    /// batch), one per part for a partitioned dataset; at most 1024, and no more than the
+    /// address-space limit (ulimit -v) leaves room for their threads' stacks [default: 1, or
+    /// one per part].
     #[cfg_attr(feature = "cli", arg(long))]
     pub workers: Option<usize>,
     /// How workers talk: the --workers threads of this process, or the processes of an

@@ -8,7 +8,7 @@
 
 mod limit;
 
-pub use limit::{usable_memory_bytes, MemoryMeasure};
+pub use limit::{address_space_left, usable_memory_bytes, MemoryMeasure};
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,6 +1,7 @@
 //! The readers of the graph crate: `meta.json`, the dataset directory (loaded and mapped), the
 //! partitioned directory, and the converters' inputs (Planetoid pickles, edge lists in text and
-//! `.npy`, OGB's gzip CSV and `.npz` layouts, the GNN-benchmark `.npz`).
+//! `.npy`, OGB's gzip CSV and `.npz` layouts, the GNN-benchmark `.npz`); and, in
+//! [`link_split`], a dataset's link split.
 //!
 //! A converter that accepts its input must write a dataset that loads: that is checked too.
 
@@ -15,6 +16,9 @@ use graphloom_graph::parts::{write_parts, Part, PartitionMeta};
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 
 use crate::mutate::{plain, Files, Target};
+
+#[path = "link_split.rs"]
+pub(crate) mod link_split;
 
 /// A small dataset with edge weights, the source of the valid inputs.
 fn small_dataset() -> Dataset {

@@ -1,5 +1,6 @@
 //! The `.npy` reader: headers (versions 1 to 3, every dtype) and bodies, read whole, widened,
-//! decoded from bytes and mapped.
+//! decoded from bytes and mapped; and the reader of pairs of node ids (`graphloom predict
+//! --pairs`).
 
 use std::path::Path;
 
@@ -128,4 +129,65 @@ fn read_as<T: NpyElement>(p: &Path) -> graphloom_io::Result<()> {
         p.display()
     );
     Ok(())
+}
+
+/// Files of pairs of node ids in each layout [`npy::read_id_pairs`] takes: `[2, P]`, `[P, 2]`,
+/// one-byte ids, and a transposed view saved as is (Fortran order).
+pub(crate) fn pairs() -> Target {
+    let dir =
+        std::env::temp_dir().join(format!("graphloom-fuzz-pairs-base-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("scratch folder");
+    let bytes = |name: &str, write: &dyn Fn(&Path) -> graphloom_io::Result<()>| {
+        let path = dir.join(name);
+        write(&path).expect("write a valid .npy");
+        std::fs::read(&path).expect("read it back")
+    };
+    let rows = bytes("rows.npy", &|p| {
+        npy::write(p, &[0i64, 1, 2, 3, 4, 5, 6, 7], &[2, 4])
+    });
+    let pairs = bytes("pairs.npy", &|p| {
+        npy::write(p, &[0i32, 3, 1, 4, 2, 5], &[3, 2])
+    });
+    let small = bytes("small.npy", &|p| {
+        npy::write(p, &[9u8, 8, 7, 1, 2, 3], &[2, 3])
+    });
+    // `pairs.T` of [[0, 3], [1, 4], [2, 5]], saved as is: [2, 3], its body column by column.
+    let mut transposed = bytes("transposed.npy", &|p| {
+        npy::write(p, &[0i64, 3, 1, 4, 2, 5], &[2, 3])
+    });
+    let at = transposed
+        .windows(5)
+        .position(|w| w == b"False")
+        .expect("its order");
+    transposed[at..at + 5].copy_from_slice(b"True ");
+    let _ = std::fs::remove_dir_all(&dir);
+    Target {
+        name: "pairs",
+        files: vec![
+            ("rows.npy".into(), rows),
+            ("pairs.npy".into(), pairs),
+            ("small.npy".into(), small),
+            ("transposed.npy".into(), transposed),
+        ],
+        encode: plain,
+        read: read_pairs,
+        alloc_factor: 24,
+    }
+}
+
+/// Reads every file of `dir` as pairs; those read must pair every source with a destination.
+fn read_pairs(dir: &Path) -> Vec<String> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("the input folder")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    paths.sort();
+    let mut errors = Vec::new();
+    for p in &paths {
+        match npy::read_id_pairs(p) {
+            Ok((src, dst)) => assert_eq!(src.len(), dst.len(), "{}", p.display()),
+            Err(e) => errors.push(e.to_string()),
+        }
+    }
+    errors
 }

@@ -11,6 +11,21 @@ pub(crate) fn graphloom(args: &[&str]) -> Output {
         .expect("run graphloom")
 }
 
+/// Runs `graphloom` under an address-space limit of `kib` KiB (`ulimit -v`) and a time limit
+/// of `seconds` (`timeout`, exit code 124), so that a run that spins fails its test.
+#[allow(dead_code)]
+pub(crate) fn graphloom_limited(kib: u64, seconds: u64, args: &[&str]) -> Output {
+    Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {kib} && exec timeout {seconds} \"$0\" \"$@\""
+        ))
+        .arg(env!("CARGO_BIN_EXE_graphloom"))
+        .args(args)
+        .output()
+        .expect("run graphloom under sh")
+}
+
 /// An empty folder for one test, named after it and this process, removed with everything in
 /// it when the test ends, passed or failed (so test runs leave nothing in the temporary
 /// folder).

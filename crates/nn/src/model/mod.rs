@@ -379,15 +379,23 @@ impl Model {
         if cfg.layers > 1 << 16 {
             return Err(too_large());
         }
+        // `total` plus the parameters of `shape`, within the bound; the product is checked
+        // too, since one shape alone can overflow (an MLP decoder's square weight of a
+        // 2^32-wide embedding).
+        let add = |total: usize, shape: &[usize]| {
+            shape
+                .iter()
+                .try_fold(1usize, |n, &d| n.checked_mul(d))
+                .and_then(|n| total.checked_add(n))
+                .filter(|&t| t <= MAX_PARAMETERS)
+                .ok_or_else(too_large)
+        };
         let layers = Model::layers_of(cfg);
         let mut shapes = Vec::new();
         let mut total = 0usize;
         for (l, layer) in layers.iter().enumerate() {
             for (name, shape) in layer.param_shapes().ok_or_else(too_large)? {
-                total = total
-                    .checked_add(shape.iter().product())
-                    .filter(|&t| t <= MAX_PARAMETERS)
-                    .ok_or_else(too_large)?;
+                total = add(total, &shape)?;
                 shapes.push((format!("layers.{l}.{name}"), shape));
             }
             if cfg.batch_norm && l + 1 < layers.len() {
@@ -398,10 +406,7 @@ impl Model {
         }
         if let Head::Link(decoder) = cfg.head {
             for (name, shape) in decoder.param_shapes(cfg.out_dim) {
-                total = total
-                    .checked_add(shape.iter().product())
-                    .filter(|&t| t <= MAX_PARAMETERS)
-                    .ok_or_else(too_large)?;
+                total = add(total, &shape)?;
                 shapes.push((format!("decoder.{name}"), shape));
             }
         }

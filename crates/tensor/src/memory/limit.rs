@@ -39,8 +39,10 @@ pub fn usable_memory_bytes(measure: MemoryMeasure) -> Option<u64> {
     .min()
 }
 
-/// What `RLIMIT_AS` leaves of the address space: the limit less the current `VmSize`.
-fn address_space_left() -> Option<u64> {
+/// What the address-space limit (`RLIMIT_AS`, `ulimit -v`) leaves this process: the limit
+/// less its current `VmSize`; `None` without a limit. Unlike memory, it is spent by what is
+/// reserved and never touched too: a thread's whole stack, an allocator arena.
+pub fn address_space_left() -> Option<u64> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -163,6 +165,8 @@ mod tests {
             assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_AS, &limit) }, 0);
             let usable = usable_memory_bytes(MemoryMeasure::Total).unwrap();
             assert!(usable < 8 << 30, "{usable}");
+            let left = address_space_left().unwrap();
+            assert!(left < 8 << 30, "{left}");
             return;
         }
         let status = std::process::Command::new(exe)

@@ -1,0 +1,18 @@
+//! `cargo fuzz run pairs`: the cases of the workspace's fuzz test of this reader (the pairs of
+//! `graphloom predict --pairs`), their choices taken from libFuzzer's input.
+#![no_main]
+#![allow(dead_code)]
+
+#[path = "../src/mutate.rs"]
+mod mutate;
+#[path = "../src/targets/npy.rs"]
+mod targets;
+
+use std::sync::OnceLock;
+
+libfuzzer_sys::fuzz_target!(|input: &[u8]| {
+    static TARGET: OnceLock<mutate::Target> = OnceLock::new();
+    let target = TARGET.get_or_init(targets::pairs);
+    let dir = mutate::scratch_root().join(format!("graphloom-fuzz-pairs-{}", std::process::id()));
+    mutate::run_input(target, &dir, input);
+});
