@@ -197,6 +197,18 @@ pub(crate) fn scratch_root() -> std::path::PathBuf {
     }
 }
 
+/// The files of a case's folder `dir`, sorted, for a reader that reads each of them.
+// The graph crate's targets read whole dataset folders instead.
+#[allow(dead_code)]
+pub(crate) fn case_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut paths: Vec<_> = std::fs::read_dir(dir)
+        .expect("the input folder")
+        .map(|e| e.expect("an entry").path())
+        .collect();
+    paths.sort();
+    paths
+}
+
 /// Checks that each error is one line naming a file of the input folder `dir`.
 pub(crate) fn check_errors(errors: &[String], dir: &Path) -> Result<(), String> {
     let dir = dir.to_string_lossy();

@@ -10,7 +10,7 @@ use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{train_full_batch, SnapshotConfig, TrainConfig};
 use graphloom_nn::{Architecture, Model, ModelConfig};
 
-use crate::mutate::{plain, Target};
+use crate::mutate::{case_files, plain, Target};
 
 /// Model files of each architecture: a GCN, a 3-layer GraphSAGE with batch normalisation, a
 /// two-head GAT with a learnt input embedding.
@@ -79,11 +79,7 @@ pub(crate) fn model_file() -> Target {
 
 /// Loads every model file of `dir`; one that loads must build its model.
 fn read_model_files(dir: &Path) -> Vec<String> {
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("the input folder")
-        .map(|e| e.expect("an entry").path())
-        .collect();
-    paths.sort();
+    let paths = case_files(dir);
     let mut errors = Vec::new();
     for p in paths {
         match ModelFile::load(&p) {

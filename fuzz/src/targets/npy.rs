@@ -7,7 +7,7 @@ use std::path::Path;
 use graphloom_io::npy::{self, NpyDType, NpyElement};
 use graphloom_io::MappedNpy;
 
-use crate::mutate::{plain, Target};
+use crate::mutate::{case_files, plain, Target};
 
 /// `.npy` files of every dtype and a few shapes (one written with a version 2 header).
 pub(crate) fn target() -> Target {
@@ -72,11 +72,7 @@ pub(crate) fn target() -> Target {
 /// Every way of reading every `.npy` file of `dir` as the dtype its header names.
 fn read(dir: &Path) -> Vec<String> {
     let mut errors = Vec::new();
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("the input folder")
-        .map(|e| e.expect("an entry").path())
-        .collect();
-    paths.sort();
+    let paths = case_files(dir);
     for p in &paths {
         let mut note = |r: Result<(), graphloom_io::Error>| {
             if let Err(e) = r {
@@ -177,11 +173,7 @@ pub(crate) fn pairs() -> Target {
 
 /// Reads every file of `dir` as pairs; those read must pair every source with a destination.
 fn read_pairs(dir: &Path) -> Vec<String> {
-    let mut paths: Vec<_> = std::fs::read_dir(dir)
-        .expect("the input folder")
-        .map(|e| e.expect("an entry").path())
-        .collect();
-    paths.sort();
+    let paths = case_files(dir);
     let mut errors = Vec::new();
     for p in &paths {
         match npy::read_id_pairs(p) {
