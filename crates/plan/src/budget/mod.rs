@@ -526,14 +526,22 @@ impl<'a> RunShape<'a> {
 /// raises its threshold for handing blocks to the kernel as large blocks are freed, and then
 /// keeps freed blocks of up to 32 MiB, which a budget cannot account for. Large tensor
 /// buffers are reused through their own cache ([`graphloom_tensor::alloc`]), which gives
-/// memory back under pressure.
+/// memory back under pressure. Under an address-space limit one arena is kept (as the
+/// command line sets before any thread starts): each reserves 64 MiB of address space.
 pub(crate) fn return_freed_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes the allocator's tunables; both are documented to be
-    // settable at any time.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
-        libc::mallopt(libc::M_ARENA_MAX, 2);
+    {
+        let arenas = if graphloom_tensor::memory::address_space_left().is_some() {
+            1
+        } else {
+            2
+        };
+        // SAFETY: mallopt only changes the allocator's tunables; both are documented to be
+        // settable at any time.
+        unsafe {
+            libc::mallopt(libc::M_MMAP_THRESHOLD, 256 << 10);
+            libc::mallopt(libc::M_ARENA_MAX, arenas);
+        }
     }
 }
 
