@@ -1,6 +1,6 @@
 //! What the command-line tests share: running the binary and a scratch folder per test.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Runs `graphloom` with `args`, stdout and stderr captured (so stderr is not a terminal).
@@ -152,4 +152,69 @@ pub(crate) fn tensors(path: &std::path::Path) -> Vec<(String, Vec<u8>)> {
         .collect();
     v.sort();
     v
+}
+
+/// Checks that `out` is a one-line error (exit 1, no panic) holding every piece of `expect`.
+#[allow(dead_code)]
+pub(crate) fn refused(out: &Output, expect: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    for piece in expect {
+        assert!(stderr.contains(piece), "{piece:?} not in: {stderr}");
+    }
+}
+
+/// `p` as text.
+#[allow(dead_code)]
+pub(crate) fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A link split of the 300-node synthetic dataset in `root/link` (about 760 supervision
+/// pairs).
+#[allow(dead_code)]
+pub(crate) fn small_link_split(root: &Path) -> std::path::PathBuf {
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let link = root.join("link");
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&ds),
+        "--out",
+        s(&link),
+    ]);
+    link
+}
+
+/// The arguments of one quiet epoch of link prediction on the split `link`, then `extra`.
+#[allow(dead_code)]
+pub(crate) fn train_link<'a>(link: &'a Path, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "train",
+        "--dataset",
+        s(link),
+        "--task",
+        "link",
+        "--epochs",
+        "1",
+        "--quiet",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// The names in folder `dir`, sorted.
+#[allow(dead_code)]
+pub(crate) fn listing(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    names
 }
