@@ -415,9 +415,11 @@ pub(crate) fn full_batch(
         Some(pairs) => link_parts(&mut plan, m, z.nodes, pairs)?,
         None => 0,
     };
+    // From the second epoch on, the step runs beside what evaluation keeps.
+    let per_node = probe.per_node + probe.held_per_node;
     plan.add_phase(
         "training step",
-        rounded((probe.per_node * z.nodes as f64) as u64 + pairs),
+        rounded((per_node * z.nodes as f64) as u64 + pairs),
     )?;
     Ok(plan)
 }

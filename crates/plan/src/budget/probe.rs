@@ -11,7 +11,7 @@ use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};
 use graphloom_nn::{Head, Model, ModelConfig};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::memory::{set_thread_tracker, Category, MemoryTracker};
+use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, Tensor};
 use graphloom_tensor::{Tape, Var};
 
@@ -30,6 +30,11 @@ pub(crate) struct Probe {
     pub(super) per_node: f64,
     /// Bytes an evaluation pass (inference, no gradients) holds per node.
     pub(super) eval_per_node: f64,
+    /// Bytes per node that a run over the whole graph keeps from one epoch to the next,
+    /// beyond the step: the aggregation of the input features, which evaluation keeps for the
+    /// next (the features do not change), while the next training step aggregates their
+    /// dropped-out rows anew. A batch's graph, and with it that aggregation, lasts one step.
+    pub(super) held_per_node: f64,
     /// The probe's own peak, held while the plan is made.
     pub(super) peak: u64,
 }
@@ -56,6 +61,8 @@ pub(crate) fn probe_rows(dir: &Path, meta: &Meta) -> Result<Option<Tensor>> {
     );
     let table = StoreTensor::new(Local::single(), spec)?;
     let ids: Vec<i64> = (0..k).map(|i| (i * n / k.max(1)) as i64).collect();
+    // Charged as features, as a run's are: the model keeps its aggregation of features.
+    let _g = category_scope(Category::Features);
     Ok(Some(table.gather(&ids)?))
 }
 
@@ -87,6 +94,7 @@ pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>)
     Ok(Probe {
         per_node: per_node(small.step, large.step),
         eval_per_node: per_node(small.eval, large.eval),
+        held_per_node: per_node(small.held, large.held),
         peak: large.peak + given,
     })
 }
@@ -173,6 +181,7 @@ fn measure_pairs(model: &ModelConfig, pairs: usize, grad: bool) -> Result<u64> {
 struct Measured {
     step: u64,
     eval: u64,
+    held: u64,
     peak: u64,
 }
 
@@ -204,10 +213,14 @@ fn measure(
                 ds.meta.feat_dim = cfg.in_dim;
                 ds.features = rows.clone();
             }
+            // Charged as features (a cast is a new tensor), as a run's are: the model keeps
+            // its aggregation of features, not of other inputs.
+            let features = category_scope(Category::Features);
             ds.features = ds
                 .features
                 .cast(cfg.dtype)
                 .map_err(graphloom_nn::Error::from)?;
+            drop(features);
             let held = tracker.report().total_current as u64;
             let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;
             let train = TrainConfig {
@@ -220,6 +233,11 @@ fn measure(
             let step = (r.total_peak as u64)
                 .saturating_sub(held)
                 .saturating_sub(r.peak_of(Category::Graph) as u64);
+            // What the epoch left (the parameters and their state, which cancel out between
+            // the two graphs, and what evaluation keeps for the next epoch).
+            let left = (r.total_current as u64)
+                .saturating_sub(held)
+                .saturating_sub(r.current_of(Category::Graph) as u64);
             // An evaluation pass alone, under a tracker of its own.
             let params: Vec<Tensor> = workload
                 .model()
@@ -233,6 +251,7 @@ fn measure(
             Ok(Measured {
                 step,
                 eval: eval.report().total_peak as u64,
+                held: left,
                 peak: r.total_peak as u64,
             })
         });

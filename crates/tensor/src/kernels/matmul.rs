@@ -7,8 +7,14 @@ use half::bf16;
 
 use crate::{DType, Element, Error, Real, Result, Tensor};
 
-/// Rows of a `bf16` left operand widened to `f32` at a time.
-const BF16_ROW_BLOCK: usize = 4096;
+/// Bytes of `f32` a `bf16` product works in at a time: the block of rows of its operands
+/// widened to `f32` and of its output before narrowing. A block is scratch no tensor counts.
+const BF16_BLOCK_BYTES: usize = 4 << 20;
+
+/// Rows of a block of [`BF16_BLOCK_BYTES`] whose rows hold `width` values.
+fn bf16_block_rows(width: usize) -> usize {
+    (BF16_BLOCK_BYTES / (4 * width).max(1)).max(ROWS_PER_TASK)
+}
 
 /// A matrix operand: a row-major `[rows, cols]` slice, read transposed when `transposed`.
 #[derive(Clone, Copy)]
@@ -162,6 +168,12 @@ fn reduction_chunk<T>(m: usize, k: usize) -> usize {
 /// 133-153 cut this way. The chunks depend only on the shapes and are added in a fixed order,
 /// so the result does not depend on the thread count.
 ///
+/// The chunks are computed a group at a time, two per thread, and each group is folded into
+/// the running sums before the next: the partial products then take a few outputs' worth of
+/// memory rather than one per chunk (a GraphSAGE layer's weight gradient over 20,000 nodes
+/// kept 40 of them, 20 MiB that no tensor counted), and the sums, taken in the same order, are
+/// the same to the bit.
+///
 /// # Safety
 /// As [`gemm_into`]; `lhs` is transposed and `rhs` is not.
 unsafe fn gemm_split_reduction<T: Real>(
@@ -175,56 +187,83 @@ unsafe fn gemm_split_reduction<T: Real>(
     let n = rhs.dims().1;
     let chunk = reduction_chunk::<T>(m, k);
     let chunks = k.div_ceil(chunk);
-    let mut partials: Vec<T> = crate::alloc::with_capacity(chunks * m * n);
-    partials.spare_capacity_mut()[..chunks * m * n]
-        .par_chunks_mut(m * n)
-        .enumerate()
-        .for_each(|(c, out)| {
-            let (first, last) = (c * chunk, ((c + 1) * chunk).min(k));
-            // Rows first..last of the reduction: of `lhs`, stored [k, m], and `rhs`, [k, n].
-            fn rows<T>(op: Operand<'_, T>, first: usize, last: usize) -> Operand<'_, T> {
-                Operand {
-                    data: &op.data[first * op.cols..last * op.cols],
-                    rows: last - first,
-                    ..op
+    let group = (2 * rayon::current_num_threads()).clamp(1, chunks);
+    let mut partials: Vec<T> = crate::alloc::with_capacity(group * m * n);
+    // When accumulating, the chunks' sum is kept apart and added to `dst` last, as one sum.
+    let mut own_sums: Vec<T> = if accumulate {
+        crate::alloc::with_capacity(m * n)
+    } else {
+        Vec::new()
+    };
+    let sums = RowsPtr(if accumulate {
+        own_sums.as_mut_ptr()
+    } else {
+        dst
+    });
+    for first_chunk in (0..chunks).step_by(group) {
+        let last_chunk = (first_chunk + group).min(chunks);
+        partials.spare_capacity_mut()[..(last_chunk - first_chunk) * m * n]
+            .par_chunks_mut(m * n)
+            .enumerate()
+            .for_each(|(g, out)| {
+                let c = first_chunk + g;
+                let (first, last) = (c * chunk, ((c + 1) * chunk).min(k));
+                // Rows first..last of the reduction: of `lhs`, stored [k, m], and `rhs`, [k, n].
+                fn rows<T>(op: Operand<'_, T>, first: usize, last: usize) -> Operand<'_, T> {
+                    Operand {
+                        data: &op.data[first * op.cols..last * op.cols],
+                        rows: last - first,
+                        ..op
+                    }
+                }
+                // SAFETY: `out` is this task's own m * n elements, written (not read) by a
+                // product that does not accumulate.
+                unsafe {
+                    gemm_one(
+                        out.as_mut_ptr().cast::<T>(),
+                        rows(lhs, first, last),
+                        rows(rhs, first, last),
+                        false,
+                        gemm::Parallelism::None,
+                    )
+                };
+            });
+        // SAFETY: the group's chunks' m * n elements each were written above.
+        let parts = unsafe {
+            std::slice::from_raw_parts(partials.as_ptr(), (last_chunk - first_chunk) * m * n)
+        };
+        let sums = &sums;
+        (0..m).into_par_iter().for_each(|i| {
+            // SAFETY: row i of the sums (`dst`'s own, or `own_sums`, m * n elements either way)
+            // is this task's alone; it was written by the groups before this one.
+            let row = unsafe { std::slice::from_raw_parts_mut(sums.get().add(i * n), n) };
+            for c in first_chunk..last_chunk {
+                let g = c - first_chunk;
+                let part_row = &parts[(g * m + i) * n..(g * m + i + 1) * n];
+                if c == 0 {
+                    row.copy_from_slice(part_row);
+                } else {
+                    for (s, &p) in row.iter_mut().zip(part_row) {
+                        *s += p;
+                    }
                 }
             }
-            // SAFETY: `out` is this task's own m * n elements, written (not read) by a
-            // product that does not accumulate.
-            unsafe {
-                gemm_one(
-                    out.as_mut_ptr().cast::<T>(),
-                    rows(lhs, first, last),
-                    rows(rhs, first, last),
-                    false,
-                    gemm::Parallelism::None,
-                )
-            };
         });
-    // SAFETY: every chunk's m * n elements were written above.
-    unsafe { partials.set_len(chunks * m * n) };
-    let out = RowsPtr(dst);
-    let parts = &partials;
-    // One row of sums per task, reused over its rows.
-    (0..m)
-        .into_par_iter()
-        .for_each_init(Vec::new, |sum: &mut Vec<T>, i| {
-            // SAFETY: row i of `dst` is this task's alone, inside the m * n elements the caller
-            // promised (initialised when accumulating).
+    }
+    if accumulate {
+        // SAFETY: every chunk's sum was written into `own_sums` above.
+        unsafe { own_sums.set_len(m * n) };
+        let out = RowsPtr(dst);
+        let sums = &own_sums;
+        (0..m).into_par_iter().for_each(|i| {
+            // SAFETY: row i of `dst` is this task's alone, initialised as the caller promised.
             let row = unsafe { std::slice::from_raw_parts_mut(out.get().add(i * n), n) };
-            let part_row = |c: usize| &parts[(c * m + i) * n..(c * m + i + 1) * n];
-            // The product's row: the chunks' rows added in chunk order.
-            sum.clear();
-            sum.extend_from_slice(part_row(0));
-            for c in 1..chunks {
-                for (s, &p) in sum.iter_mut().zip(part_row(c)) {
-                    *s += p;
-                }
-            }
-            for (o, &s) in row.iter_mut().zip(sum.iter()) {
-                *o = if accumulate { *o + s } else { s };
+            for (o, &s) in row.iter_mut().zip(&sums[i * n..(i + 1) * n]) {
+                *o = *o + s;
             }
         });
+        crate::alloc::recycle(own_sums);
+    }
     crate::alloc::recycle(partials);
 }
 
@@ -546,6 +585,41 @@ fn matmul_bf16(
     m: usize,
     n: usize,
 ) -> Result<Tensor> {
+    if a_shape.transposed && !b_shape.transposed {
+        // `A^T B`, a weight's gradient `X^T G`: a reduction over the rows of both operands,
+        // with a small output. The operands are widened a block of rows at a time and the
+        // blocks' products summed in f32, so the widened copies take a few MiB rather than
+        // twice the operands' memory (which no tensor counted: 80 MiB for a 512-wide layer
+        // over 20,000 nodes).
+        let k = a_shape.rows;
+        let rows = bf16_block_rows(m + n);
+        let mut out32 = vec![0f32; m * n];
+        for start in (0..k).step_by(rows) {
+            let end = (start + rows).min(k);
+            let a32 = widen(&a_shape.data[start * m..end * m]);
+            let b32 = widen(&b_shape.data[start * n..end * n]);
+            fn block(data: &[f32], rows: usize, cols: usize, transposed: bool) -> Operand<'_, f32> {
+                Operand {
+                    data,
+                    rows,
+                    cols,
+                    transposed,
+                }
+            }
+            // SAFETY: out32 holds the m*n elements of the product, initialised (zeros).
+            unsafe {
+                gemm_into(
+                    out32.as_mut_ptr(),
+                    block(&a32, end - start, m, true),
+                    block(&b32, end - start, n, false),
+                    true,
+                )
+            };
+        }
+        let out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
+        return Tensor::from_vec(out, &[m, n]);
+    }
+    let mut out = crate::alloc::zeros::<bf16>(m * n);
     let a = a_shape.data;
     let b32 = widen(b_shape.data);
     let rhs = Operand {
@@ -554,10 +628,8 @@ fn matmul_bf16(
         cols: b_shape.cols,
         transposed: b_shape.transposed,
     };
-    let mut out = crate::alloc::zeros::<bf16>(m * n);
     if a_shape.transposed {
-        // A transposed left operand is read by columns: widen it whole. This is the weight
-        // gradient X^T * G, whose output is small, and its input is already held in bf16.
+        // Both transposed (no layer asks for it): the left operand widened whole.
         let a32 = widen(a);
         let lhs = Operand {
             data: &a32[..],
@@ -571,9 +643,10 @@ fn matmul_bf16(
         out = crate::kernels::elementwise::map_vec(&out32, bf16::from_f32);
     } else {
         let k = a_shape.cols;
-        let mut out32 = vec![0f32; BF16_ROW_BLOCK.min(m) * n];
-        for start in (0..m).step_by(BF16_ROW_BLOCK) {
-            let end = (start + BF16_ROW_BLOCK).min(m);
+        let rows = bf16_block_rows(k + n);
+        let mut out32 = vec![0f32; rows.min(m) * n];
+        for start in (0..m).step_by(rows) {
+            let end = (start + rows).min(m);
             let a32 = widen(&a[start * k..end * k]);
             let lhs = Operand {
                 data: &a32[..],

@@ -115,9 +115,10 @@ fn products_split_by_rows_are_exact_and_do_not_depend_on_threads() {
 
 #[test]
 fn long_reductions_split_in_chunks_are_exact_and_do_not_depend_on_threads() {
-    // A transposed left operand over a reduction of two chunks and a short third.
+    // A transposed left operand over a reduction of five chunks and a short sixth: in one
+    // group of chunks on three threads, in three groups on one.
     let (m, n) = (40, 24);
-    let k = 2 * reduction_chunk::<f64>(m, 0) + 77;
+    let k = 5 * reduction_chunk::<f64>(m, 0) + 77;
     assert_eq!(reduction_chunk::<f64>(m, k), reduction_chunk::<f64>(m, 0));
     assert!(splits_reduction::<f64>(m, n, k));
     // A tall output would need partial products of gigabytes: not split.
@@ -150,6 +151,27 @@ fn long_reductions_split_in_chunks_are_exact_and_do_not_depend_on_threads() {
                 assert!((x - e).abs() < tolerance, "{dtype}: {x} against {e}");
             }
         }
+    }
+}
+
+/// `A^T B` in bf16 over a reduction of several blocks of rows widened at a time: the blocks'
+/// products add up to the whole product.
+#[test]
+fn bf16_weight_gradients_are_summed_over_blocks_of_rows() {
+    let (m, n) = (4096, 8);
+    let rows = bf16_block_rows(m + n);
+    let k = 2 * rows + 37;
+    // Eighths in [-1, 1]: exact in bf16, and every product and partial sum exact in f32.
+    let value = |i: usize, salt: usize| ((i * 31 + salt * 17) % 17) as f64 / 8.0 - 1.0;
+    let a: Vec<f64> = (0..k * m).map(|i| value(i, 1)).collect(); // [k, m]
+    let b: Vec<f64> = (0..k * n).map(|i| value(i, 2)).collect(); // [k, n]
+    let ta = Tensor::from_f64(&a, &[k, m], DType::BF16).unwrap();
+    let tb = Tensor::from_f64(&b, &[k, n], DType::BF16).unwrap();
+    let out = matmul(&ta, &tb, true, false).unwrap().to_vec_f64();
+    let expected = naive(&transpose(&a, k, m), &b, m, k, n);
+    for (x, e) in out.iter().zip(&expected) {
+        // The one rounding left: the sum's to bf16 (8 bits of mantissa).
+        assert!((x - e).abs() <= e.abs() / 128.0, "{x} against {e}");
     }
 }
 
