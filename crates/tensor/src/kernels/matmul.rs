@@ -259,7 +259,7 @@ unsafe fn gemm_split_reduction<T: Real>(
             // SAFETY: row i of `dst` is this task's alone, initialised as the caller promised.
             let row = unsafe { std::slice::from_raw_parts_mut(out.get().add(i * n), n) };
             for (o, &s) in row.iter_mut().zip(&sums[i * n..(i + 1) * n]) {
-                *o = *o + s;
+                *o += s;
             }
         });
         crate::alloc::recycle(own_sums);
