@@ -324,7 +324,7 @@ fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
 
 fn emit(args: &ScaleArgs, row: &Value) {
     if args.json {
-        crate::bench_host::print_record(row, None);
+        crate::host::print_record(row, None);
     }
 }
 
@@ -621,7 +621,7 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
             );
         }
     };
-    let reads_before = crate::bench_disk::disk_reads(&args.dir);
+    let reads_before = crate::disk::disk_reads(&args.dir);
     let val = std::sync::Mutex::new(Vec::new());
     let on_epoch = |r: &graphloom_nn::train::EpochRecord| {
         val.lock()
@@ -673,7 +673,7 @@ fn train(args: &ScaleArgs, run: Run, extra: &mut serde_json::Map<String, Value>)
         }
     };
     let seconds = start.elapsed().as_secs_f64();
-    let reads = crate::bench_disk::disk_reads(&args.dir).saturating_sub(reads_before) as f64;
+    let reads = crate::disk::disk_reads(&args.dir).saturating_sub(reads_before) as f64;
     let val = val.into_inner().unwrap_or_else(|e| e.into_inner());
     let times = times.into_inner().unwrap_or_else(|e| e.into_inner());
     // A run of one epoch (the cold phase) is measured whole: its start is what it is about.
@@ -779,7 +779,7 @@ fn seeds_per_second(times: &[(usize, f64)], warmup: usize) -> (f64, Vec<(f64, f6
 /// The disk's limit for the reads the training run makes: random direct reads of the feature
 /// file, of the size a row is read with, for `probe_seconds`.
 fn probe(args: &ScaleArgs, extra: &mut serde_json::Map<String, Value>) -> Result<()> {
-    let probe = crate::bench_disk::probe(&args.dir.join("node_feat.npy"), args.probe_seconds)?;
+    let probe = crate::disk::probe(&args.dir.join("node_feat.npy"), args.probe_seconds)?;
     extra.insert("probe_read_bytes".into(), json!(probe.read_bytes));
     extra.insert(
         "probe_reads_per_second".into(),

@@ -401,7 +401,7 @@ fn run_on(comm: Arc<dyn Communicator>, args: &GatherArgs) -> Result<()> {
 /// Prints one measurement: a JSON line, or a table row.
 fn report(as_json: bool, record: &Value) {
     if as_json {
-        crate::bench_host::print_record(record, None);
+        crate::host::print_record(record, None);
         return;
     }
     let f = |k: &str| record[k].as_f64().unwrap_or(0.0);
