@@ -1,17 +1,5 @@
 //! The `graphloom` command: prepare datasets, inspect them, train GNNs and benchmark.
 
-mod bench;
-mod bench_cache;
-mod bench_disk;
-mod bench_fullbatch;
-mod bench_gather;
-mod bench_host;
-mod bench_link;
-mod bench_peers;
-mod bench_sample;
-mod bench_sar;
-mod bench_scale;
-mod bench_subgraph;
 mod hints;
 mod info;
 mod kernel_threads;
@@ -54,7 +42,7 @@ enum Command {
     /// Write a saved model's node embeddings (the output of its first K layers) as .npy.
     Embed(predict::EmbedArgs),
     /// Measure speed and memory against baselines.
-    Bench(bench::BenchArgs),
+    Bench(graphloom_bench::BenchArgs),
 }
 
 fn main() {
@@ -78,7 +66,7 @@ fn main() {
         Command::Train(a) => train::run(*a).map(|_| ()),
         Command::Predict(a) => predict::predict(a),
         Command::Embed(a) => predict::embed(a),
-        Command::Bench(a) => bench::run(a),
+        Command::Bench(a) => graphloom_bench::run(a),
     });
     if let Err(e) = result {
         eprintln!("error: {e:#}");

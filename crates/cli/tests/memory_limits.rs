@@ -351,7 +351,9 @@ fn every_mode_below_the_memory_it_needs_ends_in_a_memory_error() {
         .step_by(5_000)
         .find(|&kib| graphloom_limited(kib, 60, &["--version"]).status.success())
         .expect("graphloom --version runs under 60,000 KiB");
-    let limits = [0, 5_000, 15_000, 30_000, 50_000, 150_000].map(|above| floor + above);
+    // The top leaves room for the stacks of a mini-batch run's threads (35 of them reserve
+    // about 140 MiB) beside the binary's own mappings, with some to spare as the binary grows.
+    let limits = [0, 5_000, 15_000, 30_000, 50_000, 160_000].map(|above| floor + above);
     for args in &modes {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         let mut outcomes = Vec::new();
@@ -384,12 +386,14 @@ fn every_mode_below_the_memory_it_needs_ends_in_a_memory_error() {
         assert_eq!(
             outcomes.first(),
             Some(&false),
-            "{args:?} ran under 20,000 KiB"
+            "{args:?} ran under {} KiB",
+            limits[0]
         );
         assert_eq!(
             outcomes.last(),
             Some(&true),
-            "{args:?} failed under 200,000 KiB"
+            "{args:?} failed under {} KiB",
+            limits[limits.len() - 1]
         );
     }
     std::fs::remove_dir_all(&root).unwrap();

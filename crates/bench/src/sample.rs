@@ -12,7 +12,7 @@ use graphloom_tensor::rng::RngKey;
 use rayon::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench_peers as peers;
+use crate::peers;
 
 /// Arguments of `graphloom bench sample`.
 #[derive(Args)]
@@ -135,7 +135,7 @@ fn sampling_epoch(
 
 fn report(args: &SampleArgs, record: &Value, ours: Option<f64>) {
     if args.json {
-        crate::bench_host::print_record(record, args.threads);
+        crate::host::print_record(record, args.threads);
         return;
     }
     let eps = record["sampled_edges_per_second"]

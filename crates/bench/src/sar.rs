@@ -15,8 +15,8 @@ use serde_json::{json, Value};
 use graphloom_nn::Architecture;
 use graphloom_sar::SarMode;
 
-use crate::bench_peers as peers;
 use crate::output::{self, choice};
+use crate::peers;
 
 /// Arguments of `graphloom bench sar`.
 #[derive(Args)]
@@ -222,7 +222,7 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
                     "epoch_seconds": run.epoch_seconds,
                     "bytes_sent_per_worker": run.bytes_sent,
                 });
-                bar.suspend(|| crate::bench_host::print_record(&record, args.threads));
+                bar.suspend(|| crate::host::print_record(&record, args.threads));
             }
             runs.push(run);
             bar.inc(1);

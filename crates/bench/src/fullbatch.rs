@@ -7,7 +7,7 @@ use anyhow::Result;
 use clap::Args;
 use serde_json::{json, Value};
 
-use crate::bench_peers as peers;
+use crate::peers;
 
 /// Arguments of `graphloom bench fullbatch`.
 #[derive(Args)]
@@ -134,7 +134,7 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
                 let record = json!({"system": system, "model": model, "mean_epoch_seconds": t,
                     "peak_rss_bytes": *m as u64, "time_ratio_vs_graphloom": tr,
                     "memory_ratio_vs_graphloom": mr});
-                crate::bench_host::print_record(&record, args.threads);
+                crate::host::print_record(&record, args.threads);
             } else {
                 println!(
                     "{:<6} {:<10} {:>14.3} {:>16.1} {:>12.2} {:>12.2}",

@@ -157,7 +157,7 @@ pub(crate) fn run(args: CacheArgs) -> Result<()> {
                 "sieve_vs_static": rate(sieve_hits) / rate(static_hits).max(f64::MIN_POSITIVE),
             });
             if args.json {
-                crate::bench_host::print_record(&record, None);
+                crate::host::print_record(&record, None);
             } else {
                 println!(
                     "{:<14} cache {:>5.1}% of rows: static (in-degree) {:>5.1}% hits, SIEVE \

@@ -22,7 +22,7 @@ use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::RssReport;
 use serde_json::{json, Value};
 
-use crate::bench_peers as peers;
+use crate::peers;
 
 /// The negatives of the measured work: the destination drawn, the source kept, as DGL's
 /// `negative_sampler.Uniform` (the peer measured beside it) draws them.
@@ -317,7 +317,7 @@ fn sampling(args: &LinkArgs, dataset: &Path) -> Result<(usize, f64)> {
 
 fn report(args: &LinkArgs, record: &Value) {
     if args.json {
-        crate::bench_host::print_record(record, args.threads);
+        crate::host::print_record(record, args.threads);
         return;
     }
     let vs = record["vs_dgl"]

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use clap::Args;
 use serde_json::{json, Value};
 
-use crate::bench_peers as peers;
+use crate::peers;
 
 /// Arguments of `graphloom bench subgraph`.
 #[derive(Args)]
@@ -129,7 +129,7 @@ pub(crate) fn run(args: SubgraphArgs) -> Result<()> {
                     let record = json!({"system": "graphloom", "method": method, "model": model,
                                         "error": why});
                     if args.json {
-                        crate::bench_host::print_record(&record, args.threads);
+                        crate::host::print_record(&record, args.threads);
                     } else {
                         println!("{model:<5} {method:<9} did not run: {why}");
                     }
@@ -155,7 +155,7 @@ pub(crate) fn run(args: SubgraphArgs) -> Result<()> {
                 "memory_vs_full": ratio(peak, full_peak),
             });
             if args.json {
-                crate::bench_host::print_record(&record, args.threads);
+                crate::host::print_record(&record, args.threads);
             } else {
                 println!(
                     "{model:<5} {method:<9} {:>8.2} s/epoch  peak anonymous {:>8.0} MiB",
