@@ -33,7 +33,7 @@ const MAX_READ: usize = 256 << 10;
 const GROUP_BYTES: usize = 32 << 20;
 
 /// Reads in flight at once through a ring: 64 kept a virtio disk at 69% of the requests per
-/// second 32 synchronous threads reach, 128 at 84% (bench/RESULTS.md).
+/// second 32 synchronous threads reach, 128 at 84% (bench/history/2026-11-29-to-2026-12-03.md).
 const QUEUE_DEPTH: usize = 128;
 
 /// The longest run [`DirectFile::read_ranges_bridging`] makes by reading across gaps, so

@@ -246,7 +246,7 @@ const FILL_STREAMS: usize = 2;
 
 /// The longest gap between two hot rows that the fill reads through rather than skips: a
 /// read of its own costs about what reading 32 KiB more does on a disk of 1 GB/s and 40k
-/// reads per second (bench/RESULTS.md), and most disks trade the two alike.
+/// reads per second (bench/history/2026-11-29-to-2026-12-03.md), and most disks trade the two alike.
 const FILL_GAP: u64 = 32 << 10;
 
 /// Reads rows `sorted` (ascending) of `file`, whose row 0 starts at `data_offset`, into
