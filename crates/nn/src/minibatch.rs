@@ -22,7 +22,6 @@ use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{Fanouts, Sampler};
 use graphloom_graph::{GraphData, LinkSet, NodeId};
 use graphloom_store::RowSource;
-use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
@@ -36,7 +35,7 @@ use crate::inference::{
 pub use crate::inputs::Inputs;
 use crate::link::{self, exclude_pairs, pair_batches, supervision_pairs, PairBatch};
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
-use crate::task::Task;
+use crate::task::{Targets, Task};
 use crate::train::{
     correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig,
     TrainReport, Workload,
@@ -131,19 +130,6 @@ struct Batch {
     targets: Targets,
 }
 
-/// What a batch's loss is over: its seeds' labels, or pairs of its seeds to score.
-enum Targets {
-    /// The class of each seed (the first rows of the last layer's output).
-    Nodes(Arc<[i64]>),
-    /// Pairs of seeds (rows of the last layer's output) and their labels (1 positive, 0
-    /// negative).
-    Pairs {
-        src: Arc<[usize]>,
-        dst: Arc<[usize]>,
-        labels: Arc<[f64]>,
-    },
-}
-
 /// What one step of a worker trains on: seed nodes, or a batch of supervision pairs and their
 /// negatives (whose ends are the seeds).
 enum StepWork<'s> {
@@ -185,7 +171,7 @@ fn prepare(
     let start = Instant::now();
     let targets = match work {
         StepWork::Nodes(seeds) => {
-            Targets::Nodes(seeds.iter().map(|&v| data.labels[v as usize]).collect())
+            Targets::first_rows(seeds.iter().map(|&v| data.labels[v as usize]).collect())
         }
         StepWork::Pairs { batch, hidden } => {
             if let Some(hidden) = hidden {
@@ -419,37 +405,22 @@ impl<'a> MiniBatch<'a> {
         let targets = batch.targets;
         // Normalised by the global batch: the workers' gradients sum to the gradient of the
         // global batch's mean loss.
-        self.run_step(
-            batch.sampled.x,
-            ids,
-            graph,
-            steps,
-            |model, tape, out, vars| {
-                Ok(match targets {
-                    Targets::Nodes(labels) => {
-                        let logp = Model::log_probabilities(tape, out)?;
-                        let seeds: Arc<[usize]> = (0..labels.len()).collect();
-                        ops::nll_loss(tape, &logp, seeds, labels, global as f64)?
-                    }
-                    Targets::Pairs { src, dst, labels } => {
-                        let s = model.link_scores(tape, out, vars, src, dst)?;
-                        ops::bce_with_logits(tape, &s, labels, global as f64)?
-                    }
-                })
-            },
-        )
+        self.run_step(batch.sampled.x, ids, graph, steps, targets, global as f64)
     }
 
     /// One training step over input rows `ids` (gathered ahead as `gathered`, or read now from
-    /// the embedding table) and `graph`: the forward pass, `loss` of its output, backward, the
-    /// update, and the embedding table's update when the input is one. Returns the loss.
+    /// the embedding table) and `graph`: the forward pass, the loss of `targets` on its output
+    /// (over `normaliser`), backward, the update, and the embedding table's update when the
+    /// input is one. Returns the loss.
+    #[allow(clippy::too_many_arguments)]
     fn run_step(
         &mut self,
         gathered: Option<Tensor>,
         ids: &[i64],
         graph: GraphInput<'_>,
         steps: &mut Steps<'_>,
-        loss: impl FnOnce(&Model, &mut Tape, &Var, &[Var]) -> Result<Var>,
+        targets: Targets,
+        normaliser: f64,
     ) -> Result<f64> {
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
@@ -461,7 +432,7 @@ impl<'a> MiniBatch<'a> {
             Inputs::Features(_) => (Var::constant(rows), None),
         };
         let out = self.model.forward(&mut tape, &x, &vars, graph, mode)?;
-        let loss = loss(&self.model, &mut tape, &out, &vars)?;
+        let loss = targets.loss(&self.model, &mut tape, &out, &vars, normaliser)?;
         drop(out);
         let wants_input = table.is_some().then_some(&x);
         let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;

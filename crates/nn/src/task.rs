@@ -1,11 +1,96 @@
 //! [`Task`]: what a workload trains its model for, beside the batching: node classification
 //! over the dataset's labels and splits, or link prediction over a link split. Every batching
 //! (full batch, sampled mini-batches) takes one, so each batching x task pair is a workload
-//! without a forward pass of its own.
+//! without a forward pass of its own. A step's [`Targets`] say what its loss is over, and
+//! [`Targets::loss`] is the one definition of each task's loss.
+
+use std::sync::Arc;
+
+use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::{Tape, Var};
 
 use crate::link::LinkTask;
-use crate::model::{Head, ModelConfig};
+use crate::model::{Head, Model, ModelConfig};
 use crate::{Error, Result};
+
+/// What one training step's loss is over: rows of the model's output and their classes, or
+/// pairs of output rows to score.
+pub enum Targets {
+    /// Node classification: the negative log-likelihood of each row's class.
+    Nodes {
+        /// Rows of the model's output.
+        rows: Arc<[usize]>,
+        /// The class of each row.
+        labels: Arc<[i64]>,
+        /// A weight per row (GraphSAINT's loss normalisation), or `None` for all ones.
+        weights: Option<Arc<[f64]>>,
+    },
+    /// Link prediction: the decoder's score of each pair of output rows, against its label
+    /// by binary cross-entropy.
+    Pairs {
+        /// The pairs' first rows.
+        src: Arc<[usize]>,
+        /// The pairs' second rows.
+        dst: Arc<[usize]>,
+        /// 1 for a positive pair, 0 for a negative one.
+        labels: Arc<[f64]>,
+    },
+}
+
+impl Targets {
+    /// The classes of the first `labels.len()` rows of the output (a batch's seeds come first),
+    /// unweighted.
+    pub fn first_rows(labels: Arc<[i64]>) -> Targets {
+        Targets::Nodes {
+            rows: (0..labels.len()).collect(),
+            labels,
+            weights: None,
+        }
+    }
+
+    /// The step's loss on `out`, the last layer's output of `model` with parameters `vars`:
+    /// the sum of its terms over `normaliser` (the global batch's count, so that the workers'
+    /// gradients sum to the gradient of the global mean).
+    pub fn loss(
+        self,
+        model: &Model,
+        tape: &mut Tape,
+        out: &Var,
+        vars: &[Var],
+        normaliser: f64,
+    ) -> Result<Var> {
+        Ok(match self {
+            Targets::Nodes {
+                rows,
+                labels,
+                weights,
+            } => {
+                let logp = Model::log_probabilities(tape, out)?;
+                match weights {
+                    Some(w) => ops::weighted_nll_loss(tape, &logp, rows, labels, w, normaliser)?,
+                    None => ops::nll_loss(tape, &logp, rows, labels, normaliser)?,
+                }
+            }
+            Targets::Pairs { src, dst, labels } => {
+                let scores = model.link_scores(tape, out, vars, src, dst)?;
+                ops::bce_with_logits(tape, &scores, labels, normaliser)?
+            }
+        })
+    }
+
+    /// The labels' count: the terms of the loss.
+    pub fn len(&self) -> usize {
+        match self {
+            Targets::Nodes { labels, .. } => labels.len(),
+            Targets::Pairs { labels, .. } => labels.len(),
+        }
+    }
+
+    /// Whether the loss has no terms.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
 
 /// What a workload trains for.
 #[derive(Clone, Copy)]

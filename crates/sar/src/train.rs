@@ -10,8 +10,8 @@ use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
+use graphloom_nn::task::Targets;
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
-use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{Tape, Tensor, Var};
 
 use crate::{
@@ -141,17 +141,14 @@ impl Workload for Sar<'_> {
             GraphInput::Nodes(&self.graph),
             mode,
         )?;
-        let logp = Model::log_probabilities(&mut tape, &scores)?;
-        drop(scores);
+        let targets = Targets::Nodes {
+            rows: self.rows.clone(),
+            labels: self.labels.clone(),
+            weights: None,
+        };
         let normaliser = self.part.meta.num_train as f64;
-        let loss = ops::nll_loss(
-            &mut tape,
-            &logp,
-            self.rows.clone(),
-            self.labels.clone(),
-            normaliser,
-        )?;
-        drop(logp);
+        let loss = targets.loss(&self.model, &mut tape, &scores, &vars, normaliser)?;
+        drop(scores);
         let (loss, _) = steps.finish(tape, &loss, vars, None)?;
         let mut total = [loss];
         self.comm

@@ -172,7 +172,7 @@ impl MiniBatch<'_> {
                         GraphInput::Blocks(&batch.graphs),
                         Mode::inference(),
                     )?;
-                    let Targets::Nodes(labels) = &batch.targets else {
+                    let Targets::Nodes { labels, .. } = &batch.targets else {
                         return Err(Error::InvalidSetting {
                             setting: "evaluation",
                             reason: "sampled evaluation classifies nodes".into(),

@@ -30,13 +30,13 @@ use graphloom_graph::subgraph::saint::{Saint, SaintNorm};
 use graphloom_graph::subgraph::{InducedSubgraph, NodeSet};
 use graphloom_graph::{GraphData, NodeId};
 use graphloom_store::RowSource;
-use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::Tensor;
 
 use super::MiniBatch;
 use crate::batches::{rank_slice, BatchStream};
 use crate::kernels::aggregate::GcnNorm;
-use crate::model::{Architecture, GraphInput, LayerGraph, Model};
+use crate::model::{Architecture, GraphInput, LayerGraph};
+use crate::task::Targets;
 use crate::train::Steps;
 use crate::GraphView;
 use crate::Result;
@@ -440,13 +440,12 @@ impl MiniBatch<'_> {
             ..
         } = batch;
         let input = GraphInput::Blocks(&graphs);
-        let loss = self.run_step(x, &ids, input, steps, |_, tape, out, _| {
-            let logp = Model::log_probabilities(tape, out)?;
-            Ok(match weights {
-                Some(w) => ops::weighted_nll_loss(tape, &logp, rows, labels, w, normaliser)?,
-                None => ops::nll_loss(tape, &logp, rows, labels, normaliser)?,
-            })
-        })?;
+        let targets = Targets::Nodes {
+            rows,
+            labels,
+            weights,
+        };
+        let loss = self.run_step(x, &ids, input, steps, targets, normaliser)?;
         Ok(loss * global_rows as f64)
     }
 }

@@ -8,14 +8,13 @@ use std::sync::Arc;
 use graphloom_comm::Communicator;
 use graphloom_graph::{Dataset, LinkSet};
 use graphloom_store::Embedding;
-use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::{fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload};
 use crate::inference::{infer, Output};
 use crate::link::{self, pair_batches, PairBatch};
 use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
-use crate::task::Task;
+use crate::task::{Targets, Task};
 use crate::{Error, Result};
 
 /// The name of a learnt input table's files in a snapshot folder.
@@ -161,13 +160,10 @@ impl<'a> FullBatch<'a> {
         )
     }
 
-    /// One step: the forward pass over the whole graph and `loss` of its output, backward,
-    /// the update, and the table's update when the input is one. Returns the loss.
-    fn step(
-        &mut self,
-        steps: &mut Steps<'_>,
-        loss: impl FnOnce(&Model, &mut Tape, &Var, &[Var]) -> Result<Var>,
-    ) -> Result<f64> {
+    /// One step: the forward pass over the whole graph and the loss of `targets` on its output
+    /// (over `normaliser`), backward, the update, and the table's update when the input is
+    /// one. Returns the loss.
+    fn step(&mut self, steps: &mut Steps<'_>, targets: Targets, normaliser: f64) -> Result<f64> {
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
         let dtype = self.model.cfg.dtype;
@@ -182,7 +178,7 @@ impl<'a> FullBatch<'a> {
         let out = self
             .model
             .forward(&mut tape, &x, &vars, GraphInput::Nodes(&self.graph), mode)?;
-        let loss = loss(&self.model, &mut tape, &out, &vars)?;
+        let loss = targets.loss(&self.model, &mut tape, &out, &vars, normaliser)?;
         drop(out);
         let wants_input = table.is_some().then_some(&x);
         let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
@@ -273,12 +269,13 @@ impl Workload for FullBatch<'_> {
             if self.rows.is_empty() {
                 return Err(Error::NoTrainingNodes);
             }
-            let (rows, labels) = (self.rows.clone(), self.labels.clone());
-            return self.step(steps, |_, tape, scores, _| {
-                let logp = Model::log_probabilities(tape, scores)?;
-                let n = rows.len() as f64;
-                Ok(ops::nll_loss(tape, &logp, rows, labels, n)?)
-            });
+            let targets = Targets::Nodes {
+                rows: self.rows.clone(),
+                labels: self.labels.clone(),
+                weights: None,
+            };
+            let n = self.rows.len() as f64;
+            return self.step(steps, targets, n);
         };
         // `Task::check` refused a split without supervision pairs.
         let pairs = task.split.pairs(LinkSet::TrainPos).len();
@@ -299,11 +296,12 @@ impl Workload for FullBatch<'_> {
                 batch.src.iter().map(|&v| v as usize).collect(),
                 batch.dst.iter().map(|&v| v as usize).collect(),
             );
-            let labels = batch.labels.clone();
-            let loss = self.step(steps, |model, tape, h, vars| {
-                let s = model.link_scores(tape, h, vars, src, dst)?;
-                Ok(ops::bce_with_logits(tape, &s, labels, scored as f64)?)
-            })?;
+            let targets = Targets::Pairs {
+                src,
+                dst,
+                labels: batch.labels.clone(),
+            };
+            let loss = self.step(steps, targets, scored as f64)?;
             total += loss * scored as f64;
             count += scored;
         }
