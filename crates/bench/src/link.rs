@@ -17,7 +17,7 @@ use graphloom_graph::{LinkSet, LinkSplit, MappedDataset};
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::{pair_batches, LinkTask, NegativeSampling, PairBatch};
 use graphloom_nn::Architecture;
-use graphloom_plan::{Plan, TaskName, TrainSettings};
+use graphloom_plan::{Plan, TaskKind, TrainSettings};
 use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::RssReport;
 use serde_json::{json, Value};
@@ -208,7 +208,7 @@ fn measure(args: &LinkArgs, dataset: &Path) -> Result<Value> {
     let total = args.warmup + args.batches;
     let settings = TrainSettings {
         dataset: Some(dataset.to_path_buf()),
-        task: Some(TaskName::Link),
+        task: Some(TaskKind::Link),
         model: Some(Architecture::Sage),
         hidden: Some(256),
         out_dim: Some(256),

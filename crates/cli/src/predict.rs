@@ -8,7 +8,7 @@ use clap::Args;
 
 use graphloom_graph::npy;
 use graphloom_nn::inference::Output;
-use graphloom_plan::{infer, labels_of, score_links, InferSettings, TaskName};
+use graphloom_plan::{infer, labels_of, score_links, InferSettings, TaskKind};
 
 use crate::output::choice;
 
@@ -50,8 +50,8 @@ pub(crate) struct PredictArgs {
     labels: bool,
     /// What the model predicts: node classes, or (a model trained with --task link) the
     /// scores of pairs of nodes given by --pairs [default: node].
-    #[arg(long, value_parser = choice::<TaskName>())]
-    task: Option<TaskName>,
+    #[arg(long, value_parser = choice::<TaskKind>())]
+    task: Option<TaskKind>,
     /// With --task link: the pairs to score, an `.npy` of integer node ids, `[2, P]` (sources
     /// then destinations, as PyG's `edge_label_index`) or `[P, 2]`; the output is each pair's
     /// score (a logit, float32 `[P]`; its sigmoid is the predicted probability of an edge).
@@ -110,7 +110,7 @@ fn read_nodes(path: &Path) -> Result<Vec<i64>> {
 }
 
 pub(crate) fn predict(args: PredictArgs) -> Result<()> {
-    let link = args.task == Some(TaskName::Link);
+    let link = args.task == Some(TaskKind::Link);
     match (&args.pairs, link) {
         (Some(_), false) => anyhow::bail!("--pairs scores links: give --task link"),
         (None, true) => anyhow::bail!("--task link scores the pairs of --pairs: give the file"),

@@ -32,7 +32,8 @@ use std::path::Path;
 use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tensor};
 
-use crate::model::{Architecture, Decoder, Head, Model, ModelConfig, Param};
+use crate::model::{Architecture, Head, Model, ModelConfig, Param};
+use crate::task::TaskKind;
 use crate::tensor_file::{self, TensorFile};
 use crate::Result;
 
@@ -74,7 +75,7 @@ impl ModelFile {
             ("dropout", c.dropout.to_string()),
             ("input_dropout", c.input_dropout.to_string()),
             ("attention_dropout", c.attention_dropout.to_string()),
-            ("task", task_name(c.head).to_string()),
+            ("task", TaskKind::of(c.head).name().to_string()),
         ]
         .into_iter()
         .chain(match c.head {
@@ -235,30 +236,14 @@ fn stored(t: &Tensor) -> Result<Tensor> {
     })
 }
 
-/// The activation of an architecture's hidden layers, as the file names it.
-/// The metadata name of a head's task.
-fn task_name(head: Head) -> &'static str {
-    match head {
-        Head::NodeClasses => "node",
-        Head::Link(_) => "link",
-    }
-}
-
 /// The head a model file's metadata names: `task` node (also when absent, as files written
 /// before link prediction are) or link with its `decoder`.
 fn head(file: &TensorFile) -> Result<Head> {
-    match file.metadata.get("task").map(String::as_str) {
-        None | Some("node") => Ok(Head::NodeClasses),
-        Some("link") => {
-            let name = file.meta("decoder")?;
-            Decoder::parse(name).map(Head::Link).ok_or_else(|| {
-                file.error(format!("metadata 'decoder' is '{name}', not dot or mlp"))
-            })
-        }
-        Some(other) => Err(file.error(format!("metadata 'task' is '{other}', not node or link"))),
-    }
+    let get = |key: &str| file.metadata.get(key).map(String::as_str);
+    TaskKind::head(get("task"), get("decoder")).map_err(|e| file.error(format!("metadata: {e}")))
 }
 
+/// The activation of an architecture's hidden layers, as the file names it.
 fn hidden_activation(arch: Architecture) -> &'static str {
     if arch == Architecture::Gat {
         "elu"

@@ -10,8 +10,60 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{Tape, Var};
 
 use crate::link::LinkTask;
-use crate::model::{Head, Model, ModelConfig};
+use crate::model::{Decoder, Head, Model, ModelConfig};
 use crate::{Error, Result};
+
+/// A task's name: the one type that names it, from the command line and the settings to a
+/// model file's metadata and Python's model configuration.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TaskKind {
+    /// Node classification (the dataset's labels and splits).
+    Node,
+    /// Link prediction (the dataset's link split, `graphloom prepare link-split`).
+    Link,
+}
+
+impl TaskKind {
+    /// Every task, as front ends list them.
+    pub const ALL: &'static [TaskKind] = &[TaskKind::Node, TaskKind::Link];
+
+    /// The task's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            TaskKind::Node => "node",
+            TaskKind::Link => "link",
+        }
+    }
+
+    /// The task named `name`.
+    pub fn parse(name: &str) -> Option<TaskKind> {
+        TaskKind::ALL.iter().copied().find(|t| t.name() == name)
+    }
+
+    /// The task a model of `head` is trained for.
+    pub fn of(head: Head) -> TaskKind {
+        match head {
+            Head::NodeClasses => TaskKind::Node,
+            Head::Link(_) => TaskKind::Link,
+        }
+    }
+
+    /// The head named by a task's name and, for link prediction, a decoder's (as model files
+    /// and model configurations store them); no task names node classification, as in files
+    /// written before link prediction. The error says which name is wrong.
+    pub fn head(task: Option<&str>, decoder: Option<&str>) -> std::result::Result<Head, String> {
+        match task.map(|t| (t, TaskKind::parse(t))) {
+            None | Some((_, Some(TaskKind::Node))) => Ok(Head::NodeClasses),
+            Some((_, Some(TaskKind::Link))) => match decoder {
+                Some(name) => Decoder::parse(name)
+                    .map(Head::Link)
+                    .ok_or_else(|| format!("decoder '{name}' is not dot or mlp")),
+                None => Err("task 'link' names no decoder".into()),
+            },
+            Some((other, None)) => Err(format!("task '{other}' is not node or link")),
+        }
+    }
+}
 
 /// What one training step's loss is over: rows of the model's output and their classes, or
 /// pairs of output rows to score.
@@ -145,6 +197,35 @@ impl Task<'_> {
                 },
                 t.metric.name()
             ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_head_is_named_by_its_task_and_decoder_and_read_back() {
+        for head in [
+            Head::NodeClasses,
+            Head::Link(Decoder::Dot),
+            Head::Link(Decoder::Mlp),
+        ] {
+            let decoder = match head {
+                Head::Link(d) => Some(d.name()),
+                Head::NodeClasses => None,
+            };
+            let task = TaskKind::of(head).name();
+            assert_eq!(TaskKind::head(Some(task), decoder), Ok(head));
+        }
+        assert_eq!(TaskKind::head(None, None), Ok(Head::NodeClasses));
+        for (task, decoder, error) in [
+            ("edge", None, "task 'edge' is not node or link"),
+            ("link", None, "task 'link' names no decoder"),
+            ("link", Some("cosine"), "decoder 'cosine' is not dot or mlp"),
+        ] {
+            assert_eq!(TaskKind::head(Some(task), decoder), Err(error.into()));
         }
     }
 }

@@ -7,7 +7,7 @@ use graphloom_graph::format_bytes;
 use graphloom_nn::Architecture;
 
 use crate::budget::gib_bytes;
-use crate::{Backend, FeaturesLocation, PlanError, Result, TaskName, TrainMode, TrainSettings};
+use crate::{Backend, FeaturesLocation, PlanError, Result, TaskKind, TrainMode, TrainSettings};
 
 /// The most in-process workers a job may have: each is a thread with a share of the data, and
 /// far more threads than cores only slows a job down (an MPI job's processes are not counted
@@ -22,7 +22,7 @@ pub(crate) fn check_applicable(
     embedding: bool,
 ) -> Result<()> {
     check_task(s, mode)?;
-    let link = s.task == Some(TaskName::Link);
+    let link = s.task == Some(TaskKind::Link);
     let given = |o: bool, setting: &'static str, hint: &'static str| -> Result<()> {
         if o {
             Err(PlanError::not_applicable(setting, mode, hint))
@@ -128,7 +128,7 @@ pub(crate) fn check_applicable(
 /// Refuses the settings of link prediction in a run that classifies nodes, and link prediction
 /// where it does not run.
 fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
-    if s.task == Some(TaskName::Link) {
+    if s.task == Some(TaskKind::Link) {
         let not_here = |setting, hint| Err(PlanError::not_applicable(setting, mode, hint));
         if mode == TrainMode::Sar {
             return not_here(

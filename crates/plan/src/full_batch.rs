@@ -8,7 +8,7 @@ use crate::budget::{self, RunShape};
 use crate::data::{embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel};
-use crate::{MemoryPlan, Result, TaskName, TrainSettings};
+use crate::{MemoryPlan, Result, TaskKind, TrainSettings};
 
 /// A full-batch run: the dataset in memory, features cast to the compute dtype (or, for link
 /// prediction on a graph without features, a learnt input embedding).
@@ -36,7 +36,7 @@ impl FullBatchPlan {
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
         let dataset = load(s, embedding.is_some())?;
         if embedding.is_none() && dataset.meta.feat_dim == 0 {
-            return Err(no_features(s.task == Some(TaskName::Link)));
+            return Err(no_features(s.task == Some(TaskKind::Link)));
         }
         let link = LinkPlan::open(s, s.dataset.as_deref(), dataset.data())?;
         let common = model.common(settings, train, dataset.meta.clone())?;

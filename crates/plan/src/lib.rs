@@ -45,6 +45,7 @@ pub use budget::{MemoryPart, MemoryPlan};
 pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
+pub use graphloom_nn::task::TaskKind;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use link::{check_step_pairs, METRIC as LINK_METRIC, NEG_RATIO, PAIR_BYTES};
@@ -55,7 +56,7 @@ pub use sar::{SarOutcome, SarPlan};
 pub use settings::choice_parser;
 pub use settings::{
     flag_of, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation, OptimizerName,
-    StorageDType, TaskName, TrainSettings,
+    StorageDType, TrainSettings,
 };
 pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]

@@ -11,7 +11,7 @@ use graphloom_nn::ModelConfig;
 
 use crate::budget::LinkPairs;
 use crate::plan::available_memory_bytes;
-use crate::{PlanError, Result, TaskName, TrainSettings};
+use crate::{PlanError, Result, TaskKind, TrainSettings};
 
 /// A link-prediction run's split and settings.
 pub(crate) struct LinkPlan {
@@ -41,7 +41,7 @@ impl LinkPlan {
         dir: Option<&Path>,
         graph: GraphData<'_>,
     ) -> Result<Option<LinkPlan>> {
-        if s.task != Some(TaskName::Link) {
+        if s.task != Some(TaskKind::Link) {
             return Ok(None);
         }
         let Some(dir) = dir.filter(|d| LinkSplit::exists(d)) else {

@@ -13,7 +13,7 @@ use crate::checks::{check_applicable, check_values};
 use crate::full_batch::FullBatchPlan;
 use crate::mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 use crate::sar::{SarOutcome, SarPlan};
-use crate::{PlanError, Result, TaskName, TrainSettings};
+use crate::{PlanError, Result, TaskKind, TrainSettings};
 
 /// How a plan trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +159,7 @@ impl Plan {
             .unwrap_or(ModelConfig::default().layers);
         // A saved model's learnt input embedding is the input of the run that starts from it.
         let saved_embedding = saved.as_ref().and_then(|m| m.input_embedding.as_ref());
-        let link = settings.task == Some(TaskName::Link);
+        let link = settings.task == Some(TaskKind::Link);
         let embedding_runs = mode == TrainMode::MiniBatch || (link && mode == TrainMode::FullBatch);
         if !embedding_runs && saved_embedding.is_some() {
             return Err(PlanError::invalid(
@@ -364,7 +364,7 @@ fn train_config(s: &TrainSettings, arch: Architecture) -> Result<TrainConfig> {
         epochs: s.epochs,
         lr: s.lr.unwrap_or(arch.defaults().lr),
         weight_decay: s.weight_decay.unwrap_or(match s.task {
-            Some(TaskName::Link) => graphloom_nn::link::WEIGHT_DECAY,
+            Some(TaskKind::Link) => graphloom_nn::link::WEIGHT_DECAY,
             _ => TrainConfig::default().weight_decay,
         }),
         optimizer: s.optimizer.kind(),

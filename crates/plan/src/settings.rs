@@ -13,6 +13,7 @@ use graphloom_graph::sample::Fanouts;
 pub use graphloom_graph::FeaturesLocation;
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::NegativeSampling;
+use graphloom_nn::task::TaskKind;
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, Decoder, ModelConfig, OptimizerKind};
 use graphloom_sar::SarMode;
@@ -77,22 +78,11 @@ impl Choice for FeatureReads {
     }
 }
 
-/// What a run trains its model for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum TaskName {
-    /// Node classification (the dataset's labels and splits).
-    Node,
-    /// Link prediction (the dataset's link split, `graphloom prepare link-split`).
-    Link,
-}
-
-impl Choice for TaskName {
-    const ALL: &'static [Self] = &[TaskName::Node, TaskName::Link];
+/// What a run trains its model for: [`TaskKind`] under its command-line names.
+impl Choice for TaskKind {
+    const ALL: &'static [Self] = TaskKind::ALL;
     fn name(self) -> &'static str {
-        match self {
-            TaskName::Node => "node",
-            TaskName::Link => "link",
-        }
+        TaskKind::name(self)
     }
 }
 
@@ -269,8 +259,8 @@ pub struct TrainSettings {
     pub dataset: Option<PathBuf>,
     /// What to train for: node classification, or link prediction over the dataset's link
     /// split (`graphloom prepare link-split`) [default: node].
-    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<TaskName>()))]
-    pub task: Option<TaskName>,
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<TaskKind>()))]
+    pub task: Option<TaskKind>,
     /// Link prediction: how a pair of node embeddings is scored: their dot product, or a
     /// two-layer perceptron on their element-wise product [default: dot].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Decoder>()))]

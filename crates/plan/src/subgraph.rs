@@ -181,7 +181,7 @@ pub(crate) fn check(s: &TrainSettings) -> Result<()> {
             "subgraph batches are sized by `clusters_per_batch` or `saint_budget`",
         );
     }
-    if s.task == Some(crate::TaskName::Link) {
+    if s.task == Some(crate::TaskKind::Link) {
         return not_here("task", "subgraph batches train node classification");
     }
     if s.eval_nodes.is_some() && s.eval_fanouts.is_none() {

@@ -238,12 +238,12 @@ fn a_saved_model_gives_its_shape_and_rates_and_must_fit_the_run() {
 fn link_prediction_has_its_defaults_and_refuses_what_does_not_apply() {
     use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
     use graphloom_nn::{Decoder, Head};
-    use graphloom_plan::TaskName;
+    use graphloom_plan::TaskKind;
     let (_root, plain, parts) = datasets("link");
     let split = plain.parent().unwrap().join("split");
     link_split::write(&plain, &LinkSplitConfig::default(), &split, &|_, _, _| {}).unwrap();
     let link = |s: TrainSettings| TrainSettings {
-        task: Some(TaskName::Link),
+        task: Some(TaskKind::Link),
         ..s
     };
     let plan = Plan::new(link(settings(&split))).unwrap();

@@ -6,7 +6,8 @@ use std::path::PathBuf;
 
 use graphloom_nn::inference::Output;
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::{Architecture, Decoder, Head, Model, ModelConfig, Param};
+use graphloom_nn::task::TaskKind;
+use graphloom_nn::{Architecture, Head, Model, ModelConfig, Param};
 use graphloom_plan::InferSettings;
 use graphloom_store::DlpackView;
 use graphloom_tensor::autodiff::ops::Probability;
@@ -45,12 +46,9 @@ pub(crate) fn read_model_file<'py>(
     config.set_item("dropout", c.dropout.get())?;
     config.set_item("input_dropout", c.input_dropout.get())?;
     config.set_item("attention_dropout", c.attention_dropout.get())?;
-    match c.head {
-        Head::NodeClasses => config.set_item("task", "node")?,
-        Head::Link(d) => {
-            config.set_item("task", "link")?;
-            config.set_item("decoder", d.name())?;
-        }
+    config.set_item("task", TaskKind::of(c.head).name())?;
+    if let Head::Link(d) = c.head {
+        config.set_item("decoder", d.name())?;
     }
     let params = file
         .params
@@ -179,21 +177,12 @@ pub(crate) fn predict(
 /// The head a model configuration dict names: `task` node (or no `task`) or link with its
 /// `decoder`.
 fn head(config: &Bound<'_, PyDict>) -> PyResult<Head> {
-    let task: Option<String> = config.get_item("task")?.map(|t| t.extract()).transpose()?;
-    match task.as_deref() {
-        None | Some("node") => Ok(Head::NodeClasses),
-        Some("link") => {
-            let name: String = item(config, "decoder")?.extract()?;
-            Decoder::parse(&name).map(Head::Link).ok_or_else(|| {
-                invalid(format!(
-                    "model configuration: decoder '{name}' is not dot or mlp"
-                ))
-            })
-        }
-        Some(other) => Err(invalid(format!(
-            "model configuration: task '{other}' is not node or link"
-        ))),
-    }
+    let text = |key: &str| -> PyResult<Option<String>> {
+        config.get_item(key)?.map(|v| v.extract()).transpose()
+    };
+    let (task, decoder) = (text("task")?, text("decoder")?);
+    TaskKind::head(task.as_deref(), decoder.as_deref())
+        .map_err(|e| invalid(format!("model configuration: {e}")))
 }
 
 /// A dropout rate of a model configuration dict, checked to be a probability.

@@ -7,10 +7,10 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
+use graphloom_nn::task::Targets;
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
 };
-use graphloom_nn::task::Targets;
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
 use graphloom_tensor::{Tape, Tensor, Var};
 
