@@ -22,6 +22,14 @@ use graphloom_tensor::{DType, Tensor};
 
 use crate::{Error, Result};
 
+/// Batches a stream makes ahead of its consumer unless told otherwise: the training loop's and
+/// every Python loader's default.
+pub const DEFAULT_QUEUE_DEPTH: usize = 4;
+/// The most batches a stream may make ahead of its consumer.
+pub const MAX_QUEUE_DEPTH: usize = 1024;
+/// The most threads of a producer's own pool.
+pub const MAX_PRODUCER_THREADS: usize = 1024;
+
 /// The seeds of each step of an epoch for worker `rank` of `ranks`: the nodes `nodes` put in
 /// an order drawn from (seed, epoch), cut into global batches of `batch_size`, and each global
 /// batch into `ranks` contiguous slices. Every worker gets one slice per step (possibly empty),

@@ -27,7 +27,7 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::batches::{
     epoch_batches, producer_pool, rank_slice, sample_batch, BatchStream, SampledBatch,
-    StreamSettings,
+    StreamSettings, DEFAULT_QUEUE_DEPTH,
 };
 use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
@@ -75,14 +75,15 @@ pub struct MiniBatchConfig {
 }
 
 impl MiniBatchConfig {
-    /// Batches of `batch_size` seeds sampled with `fanouts`, 4 made ahead, each training node
+    /// Batches of `batch_size` seeds sampled with `fanouts`, [`DEFAULT_QUEUE_DEPTH`] made
+    /// ahead, each training node
     /// once per epoch, evaluated exactly in one pass over the whole graph, sampled and
     /// gathered on the global thread pool.
     pub fn new(fanouts: Fanouts, batch_size: usize) -> MiniBatchConfig {
         MiniBatchConfig {
             fanouts,
             batch_size,
-            queue_depth: 4,
+            queue_depth: DEFAULT_QUEUE_DEPTH,
             batches_per_epoch: None,
             sampled_eval: None,
             producer_threads: None,

@@ -7,6 +7,8 @@ use graphloom_graph::format_bytes;
 use graphloom_nn::Architecture;
 
 use crate::budget::gib_bytes;
+pub use graphloom_nn::batches::MAX_QUEUE_DEPTH;
+
 use crate::{Backend, FeaturesLocation, PlanError, Result, TaskKind, TrainMode, TrainSettings};
 
 /// The most in-process workers a job may have: each is a thread with a share of the data, and
@@ -315,6 +317,3 @@ pub(crate) fn check_local_workers(
 
 /// The most negatives a positive may draw in training.
 pub const MAX_NEG_RATIO: usize = 1 << 16;
-
-/// The most batches a mini-batch run may prepare ahead.
-pub const MAX_QUEUE_DEPTH: usize = 1024;

@@ -7,17 +7,13 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
 use graphloom_graph::sample::Sampler;
-use graphloom_nn::batches::{producer_pool, BatchStream, StreamSettings};
+use graphloom_nn::batches::{
+    producer_pool, BatchStream, StreamSettings, MAX_PRODUCER_THREADS, MAX_QUEUE_DEPTH,
+};
 use pyo3::prelude::*;
 
 use crate::errors::{self, invalid};
 use crate::process::{check_signals, Owner};
-
-/// The most batches a loader makes ahead of its consumer.
-const MAX_QUEUE_DEPTH: usize = 1024;
-
-/// The most threads of a loader's own pool.
-const MAX_WORKERS: usize = 1024;
 
 /// Makes batch `i` of an epoch with the loader's sampler, on the producer thread.
 pub(crate) type MakeBatch<B> = Box<dyn FnMut(&mut Sampler, usize) -> PyResult<B> + Send>;
@@ -68,9 +64,9 @@ impl<B: Send + 'static> Epochs<B> {
         }
         let pool = match workers {
             0 => None,
-            w if w > MAX_WORKERS => {
+            w if w > MAX_PRODUCER_THREADS => {
                 return Err(invalid(format!(
-                    "num_workers {w}: at most {MAX_WORKERS} threads"
+                    "num_workers {w}: at most {MAX_PRODUCER_THREADS} threads"
                 )))
             }
             w => Some(producer_pool(w).map_err(errors::raise)?),

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use graphloom_graph::sample::Sampler;
 use graphloom_graph::NodeId;
+use graphloom_nn::batches::DEFAULT_QUEUE_DEPTH;
 use graphloom_nn::link::{exclude_pairs, pair_batches, NegativeSampling, PairBatch};
 use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
@@ -153,7 +154,7 @@ const MAX_NEG_AMOUNT: f64 = graphloom_plan::MAX_NEG_RATIO as f64;
 #[pyfunction]
 #[pyo3(signature = (dataset, table, fanouts, edge_label_index, batch_size, neg_sampling="none",
                     amount=1.0, exclude=false, shuffle=true, seed=0, drop_last=false,
-                    queue_depth=4, x_dtype="f32", rank=0, ranks=1, workers=0))]
+                    queue_depth=DEFAULT_QUEUE_DEPTH, x_dtype="f32", rank=0, ranks=1, workers=0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments
 pub(crate) fn link_neighbor_loader(
     py: Python<'_>,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use graphloom_graph::NodeId;
 use graphloom_nn::batches::epoch_batches;
+use graphloom_nn::batches::DEFAULT_QUEUE_DEPTH;
 use graphloom_store::DlpackView;
 use graphloom_tensor::Tensor;
 use pyo3::prelude::*;
@@ -68,7 +69,7 @@ fn input_positions(s: &Settings, seeds: &[NodeId]) -> Vec<i64> {
 /// global batch, of which this rank takes slice `rank` of `ranks`.
 #[pyfunction]
 #[pyo3(signature = (dataset, table, fanouts, batch_size, shuffle=true, seed=0,
-                    input_nodes=None, drop_last=false, queue_depth=4, x_dtype="f32",
+                    input_nodes=None, drop_last=false, queue_depth=DEFAULT_QUEUE_DEPTH, x_dtype="f32",
                     rank=0, ranks=1, workers=0))]
 #[allow(clippy::too_many_arguments)] // Python's keyword arguments
 pub(crate) fn neighbor_loader(

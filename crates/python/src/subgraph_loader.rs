@@ -11,6 +11,7 @@ use graphloom_graph::subgraph::clusters::{self, ClusterOrigin};
 use graphloom_graph::subgraph::saint::{check_steps, Saint, SaintNorm, SaintSampler, MAX_COVERAGE};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::MappedDataset;
+use graphloom_nn::batches::DEFAULT_QUEUE_DEPTH;
 use graphloom_nn::minibatch::{BatchDraw, SubgraphBatching};
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;
@@ -281,7 +282,7 @@ fn f32_tensor(values: Vec<f32>) -> Tensor {
 /// drawn ahead (0: not normalised).
 #[pyfunction]
 #[pyo3(signature = (dataset, table, batch_size, clusters=None, kind="walk", walk_length=0,
-                    num_steps=1, sample_coverage=0, shuffle=true, seed=0, queue_depth=4,
+                    num_steps=1, sample_coverage=0, shuffle=true, seed=0, queue_depth=DEFAULT_QUEUE_DEPTH,
                     x_dtype="f32"))]
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn subgraph_loader(
