@@ -37,7 +37,7 @@ use crate::link::{self, exclude_pairs, pair_batches, supervision_pairs, PairBatc
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
 use crate::task::{Targets, Task};
 use crate::train::{
-    correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig,
+    correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig,
     TrainReport, Workload,
 };
 use crate::{Error, Result};
@@ -423,27 +423,19 @@ impl<'a> MiniBatch<'a> {
         targets: Targets,
         normaliser: f64,
     ) -> Result<f64> {
-        let mut tape = Tape::new();
-        let (vars, mode) = steps.begin(&mut tape);
         let rows = self
             .inputs
             .batch_rows(gathered, ids, self.model.cfg.dtype)?;
-        let (x, table) = match &mut self.inputs {
-            Inputs::Embedding { table, lr } => (tape.leaf(rows, true), Some((table, *lr))),
-            Inputs::Features(_) => (Var::constant(rows), None),
+        let input = match &mut self.inputs {
+            Inputs::Embedding { table, lr } => StepInput::Table {
+                table,
+                lr: *lr,
+                ids,
+                rows,
+            },
+            Inputs::Features(_) => StepInput::Rows(Var::constant(rows)),
         };
-        let out = self.model.forward(&mut tape, &x, &vars, graph, mode)?;
-        let loss = targets.loss(&self.model, &mut tape, &out, &vars, normaliser)?;
-        drop(out);
-        let wants_input = table.is_some().then_some(&x);
-        let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
-        if let Some((table, lr)) = table {
-            let grad = input_grad
-                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
-                .cast(DType::F32)?;
-            table.apply_gradients(ids, &grad, lr)?;
-        }
-        Ok(loss)
+        steps.step(&self.model, input, graph, targets, normaliser)
     }
 }
 

@@ -9,10 +9,10 @@ use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::task::Targets;
 use graphloom_nn::train::{
-    fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload,
+    fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
-use graphloom_tensor::{Tape, Tensor, Var};
+use graphloom_tensor::{Tensor, Var};
 
 use crate::{
     Error, Exchange, Normalisation, PartGraph, Result, RingAggregation, RingAttention, SarMode,
@@ -132,24 +132,18 @@ impl Workload for Sar<'_> {
     }
 
     fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> graphloom_nn::Result<f64> {
-        let mut tape = Tape::new();
-        let (vars, mode) = steps.begin(&mut tape);
-        let scores = self.model.forward(
-            &mut tape,
-            &self.x,
-            &vars,
-            GraphInput::Nodes(&self.graph),
-            mode,
-        )?;
         let targets = Targets::Nodes {
             rows: self.rows.clone(),
             labels: self.labels.clone(),
             weights: None,
         };
-        let normaliser = self.part.meta.num_train as f64;
-        let loss = targets.loss(&self.model, &mut tape, &scores, &vars, normaliser)?;
-        drop(scores);
-        let (loss, _) = steps.finish(tape, &loss, vars, None)?;
+        let loss = steps.step(
+            &self.model,
+            StepInput::Rows(self.x.clone()),
+            GraphInput::Nodes(&self.graph),
+            targets,
+            self.part.meta.num_train as f64,
+        )?;
         let mut total = [loss];
         self.comm
             .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;

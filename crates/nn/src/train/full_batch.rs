@@ -8,9 +8,11 @@ use std::sync::Arc;
 use graphloom_comm::Communicator;
 use graphloom_graph::{Dataset, LinkSet};
 use graphloom_store::Embedding;
-use graphloom_tensor::{DType, Tape, Tensor, Var};
+use graphloom_tensor::{Tensor, Var};
 
-use super::{fit, EpochRecord, Evaluation, SplitCounts, Steps, TrainConfig, TrainReport, Workload};
+use super::{
+    fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
+};
 use crate::inference::{infer, Output};
 use crate::link::{self, pair_batches, PairBatch};
 use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
@@ -164,31 +166,22 @@ impl<'a> FullBatch<'a> {
     /// (over `normaliser`), backward, the update, and the table's update when the input is
     /// one. Returns the loss.
     fn step(&mut self, steps: &mut Steps<'_>, targets: Targets, normaliser: f64) -> Result<f64> {
-        let mut tape = Tape::new();
-        let (vars, mode) = steps.begin(&mut tape);
-        let dtype = self.model.cfg.dtype;
-        let (x, table) = match &mut self.input {
-            FullInput::Rows(x) => (x.clone(), None),
+        let all: Vec<i64>;
+        let input = match &mut self.input {
+            FullInput::Rows(x) => StepInput::Rows(x.clone()),
             FullInput::Table { table, lr } => {
-                let all: Vec<i64> = (0..table.table().rows() as i64).collect();
-                let rows = table.gather(&all)?.cast(dtype)?;
-                (tape.leaf(rows, true), Some((all, &mut **table, *lr)))
+                all = (0..table.table().rows() as i64).collect();
+                let rows = table.gather(&all)?.cast(self.model.cfg.dtype)?;
+                StepInput::Table {
+                    table,
+                    lr: *lr,
+                    ids: &all,
+                    rows,
+                }
             }
         };
-        let out = self
-            .model
-            .forward(&mut tape, &x, &vars, GraphInput::Nodes(&self.graph), mode)?;
-        let loss = targets.loss(&self.model, &mut tape, &out, &vars, normaliser)?;
-        drop(out);
-        let wants_input = table.is_some().then_some(&x);
-        let (loss, input_grad) = steps.finish(tape, &loss, vars, wants_input)?;
-        if let Some((ids, table, lr)) = table {
-            let grad = input_grad
-                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
-                .cast(DType::F32)?;
-            table.apply_gradients(&ids, &grad, lr)?;
-        }
-        Ok(loss)
+        let graph = GraphInput::Nodes(&self.graph);
+        steps.step(&self.model, input, graph, targets, normaliser)
     }
 }
 

@@ -18,7 +18,7 @@ pub use records::{
     TrainReport,
 };
 pub use snapshot::SnapshotConfig;
-pub use workload::{all_reduce_gradients, Steps, Workload};
+pub use workload::{all_reduce_gradients, StepInput, Steps, Workload};
 
 use std::time::Instant;
 

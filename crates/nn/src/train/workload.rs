@@ -1,16 +1,19 @@
 //! [`Workload`]: one way of training a model (the steps of an epoch, an evaluation, its own
-//! state), and [`Steps`], what the loop lends a workload for its steps.
+//! state), and [`Steps`], what the loop lends a workload for its steps, with the one training
+//! step every workload runs ([`Steps::step`]).
 
 use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
+use graphloom_store::Embedding;
 use graphloom_tensor::memory::{category_scope, Category};
-use graphloom_tensor::{Tape, Tensor, Var};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::Evaluation;
-use crate::model::{Mode, Model};
+use crate::model::{GraphInput, Mode, Model};
 use crate::optim::Optimizer;
+use crate::task::Targets;
 use crate::Result;
 
 /// Sums the gradients over data-parallel workers, in place (in rank order, so every worker gets
@@ -72,6 +75,24 @@ pub trait Workload {
     }
 }
 
+/// The input rows of a training step.
+pub enum StepInput<'a> {
+    /// Fixed rows (node features), in the model's dtype.
+    Rows(Var),
+    /// Rows `ids` of a trainable embedding table, read as `rows` (in the model's dtype): the
+    /// step applies their gradients with the table's sparse optimizer at learning rate `lr`.
+    Table {
+        /// The table.
+        table: &'a mut Embedding,
+        /// Its sparse optimizer's learning rate.
+        lr: f32,
+        /// The rows read.
+        ids: &'a [i64],
+        /// Their values.
+        rows: Tensor,
+    },
+}
+
 /// What a workload needs for its training steps: the parameters on a tape, the dropout key of
 /// each step, and the update.
 pub struct Steps<'a> {
@@ -98,6 +119,42 @@ impl Steps<'_> {
             step: *self.step,
         };
         (vars, mode)
+    }
+
+    /// One training step of `model`: the forward pass over `input` and `graph`, the loss of
+    /// `targets` on its output (over `normaliser`), backward, the update, and the embedding
+    /// table's update when the input is one. Returns the loss.
+    pub fn step(
+        &mut self,
+        model: &Model,
+        input: StepInput<'_>,
+        graph: GraphInput<'_>,
+        targets: Targets,
+        normaliser: f64,
+    ) -> Result<f64> {
+        let mut tape = Tape::new();
+        let (vars, mode) = self.begin(&mut tape);
+        let (x, table) = match input {
+            StepInput::Rows(x) => (x, None),
+            StepInput::Table {
+                table,
+                lr,
+                ids,
+                rows,
+            } => (tape.leaf(rows, true), Some((table, lr, ids))),
+        };
+        let out = model.forward(&mut tape, &x, &vars, graph, mode)?;
+        let loss = targets.loss(model, &mut tape, &out, &vars, normaliser)?;
+        drop(out);
+        let wants_input = table.is_some().then_some(&x);
+        let (loss, input_grad) = self.finish(tape, &loss, vars, wants_input)?;
+        if let Some((table, lr, ids)) = table {
+            let grad = input_grad
+                .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
+                .cast(DType::F32)?;
+            table.apply_gradients(ids, &grad, lr)?;
+        }
+        Ok(loss)
     }
 
     /// Ends a step begun with [`Steps::begin`]: backpropagates `loss`, sums the gradients over
