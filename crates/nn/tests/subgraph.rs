@@ -15,7 +15,7 @@ use graphloom_graph::subgraph::saint::{Saint, SaintNorm, SaintSampler};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, NodeId};
 use graphloom_nn::minibatch::{
-    batch_blocks, train_mini_batch, Inputs, MiniBatchConfig, SubgraphBatching,
+    batch_blocks, train_mini_batch, BatchDraw, Inputs, MiniBatchConfig, SubgraphBatching,
 };
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, OptimizerKind};
@@ -434,4 +434,22 @@ fn workers_take_the_steps_of_one_worker_to_1e_9_in_f64() {
             }
         }
     }
+}
+
+/// A draw of the other batching is an error, not an empty batch.
+#[test]
+fn a_draw_of_the_other_batching_is_refused() {
+    let ds = dataset();
+    let (clusters, _) = metis_clusters(None, ds.data(), 5).unwrap();
+    let batching = SubgraphBatching::Cluster {
+        clusters: Arc::new(clusters),
+        per_batch: 2,
+    };
+    let draw = &batching.epoch(0, 0)[0];
+    assert!(!batching.nodes(ds.data(), draw, 0, 0).unwrap().is_empty());
+    let e = batching
+        .nodes(ds.data(), &BatchDraw::Sample(0), 0, 0)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("Sample(0) is not a draw of Cluster-GCN"), "{e}");
 }

@@ -117,7 +117,7 @@ fn subgraph_batch_shape(
     };
     let mut induced = 0;
     for draw in batching.epoch(seed, 0).iter().take(HOP_PROBE_BATCHES) {
-        let nodes = batching.nodes(*d, draw, seed, 0);
+        let nodes = batching.nodes(*d, draw, seed, 0)?;
         let rows: Vec<NodeId> = (0..nodes.len())
             .filter(|&p| train[nodes[p] as usize])
             .map(|p| p as NodeId)

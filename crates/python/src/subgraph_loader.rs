@@ -126,7 +126,10 @@ impl SubgraphSource {
         epoch: u64,
     ) -> PyResult<SubgraphData> {
         let data = self.dataset.data();
-        let nodes = self.batching.nodes(data, draw, seed, epoch);
+        let nodes = self
+            .batching
+            .nodes(data, draw, seed, epoch)
+            .map_err(errors::raise)?;
         let sub = set.members(&nodes).induced(data);
         let n_id: Vec<i64> = nodes.iter().map(|&v| i64::from(v)).collect();
         let (mut src, mut dst) = (Vec::new(), Vec::new());

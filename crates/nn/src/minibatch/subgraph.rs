@@ -39,7 +39,7 @@ use crate::model::{Architecture, GraphInput, LayerGraph};
 use crate::task::Targets;
 use crate::train::Steps;
 use crate::GraphView;
-use crate::Result;
+use crate::{Error, Result};
 
 /// How the nodes of subgraph batches are drawn.
 #[derive(Clone, Debug)]
@@ -122,22 +122,26 @@ impl SubgraphBatching {
         }
     }
 
-    /// The nodes of the batch `draw` of `epoch`, in increasing order.
+    /// The nodes of the batch `draw` of `epoch`, in increasing order; an error for a draw of
+    /// the other batching (clusters of a GraphSAINT run, a sample index of a Cluster-GCN one).
     pub fn nodes(
         &self,
         data: GraphData<'_>,
         draw: &BatchDraw,
         seed: u64,
         epoch: u64,
-    ) -> Vec<NodeId> {
+    ) -> Result<Vec<NodeId>> {
         match (self, draw) {
             (SubgraphBatching::Cluster { clusters, .. }, BatchDraw::Clusters(group)) => {
-                clusters.batch_nodes(group)
+                Ok(clusters.batch_nodes(group))
             }
             (SubgraphBatching::Saint { saint, .. }, BatchDraw::Sample(index)) => {
-                saint.sample(data, seed, epoch, *index)
+                Ok(saint.sample(data, seed, epoch, *index))
             }
-            _ => Vec::new(),
+            (batching, draw) => Err(Error::Mismatch {
+                what: "a subgraph batch's draw and its batching",
+                detail: format!("{draw:?} is not a draw of {}", batching.describe()),
+            }),
         }
     }
 
@@ -272,7 +276,9 @@ impl Preparer<'_> {
         draw: &BatchDraw,
     ) -> Result<Option<(usize, Option<SubgraphBatch>)>> {
         let start = Instant::now();
-        let nodes = self.batching.nodes(self.data, draw, self.seed, self.epoch);
+        let nodes = self
+            .batching
+            .nodes(self.data, draw, self.seed, self.epoch)?;
         let all_rows: Vec<usize> = nodes
             .iter()
             .enumerate()
