@@ -409,6 +409,51 @@ impl<'a> MiniBatch<'a> {
         self.run_step(batch.sampled.x, ids, graph, steps, targets, global as f64)
     }
 
+    /// Runs `step(self, batch, i)` on the `total` batches of `stream` in order, timing the
+    /// compute and reporting progress, until the stream ends or a step fails; gets the
+    /// stream's sampler back. A step returns its weighted loss and weight (`None`: a batch
+    /// with nothing to learn from); the sums of both come back.
+    fn run_stream<'s, B: Send + 's>(
+        &mut self,
+        mut stream: BatchStream<'s, B, Error>,
+        total: usize,
+        mut step: impl FnMut(&mut Self, B, usize) -> Result<Option<(f64, usize)>>,
+    ) -> Result<(f64, usize)> {
+        let (mut loss_sum, mut seen) = (0.0, 0usize);
+        let mut result = Ok(());
+        for i in 0..total {
+            let Some(batch) = stream.next() else { break };
+            let compute = Instant::now();
+            match batch.and_then(|b| step(self, b, i)) {
+                Ok(Some((loss, weight))) => {
+                    loss_sum += loss;
+                    seen += weight;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+            self.stages.compute += compute.elapsed().as_secs_f64();
+            if let Some(report) = &mut self.on_batch {
+                report(i + 1, total);
+            }
+        }
+        self.sampler = Some(stream.finish()?);
+        result.map(|()| (loss_sum, seen))
+    }
+
+    /// An epoch's loss from this worker's sum of weighted losses and their weights: each
+    /// worker's sum is its share of the global batches' weighted losses, so they are summed
+    /// over the workers. Collective.
+    fn epoch_loss(&self, loss_sum: f64, seen: usize) -> Result<f64> {
+        let mut total = [loss_sum];
+        self.comm
+            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
+        Ok(total[0] / seen.max(1) as f64)
+    }
+
     /// One training step over input rows `ids` (gathered ahead as `gathered`, or read now from
     /// the embedding table) and `graph`: the forward pass, the loss of `targets` on its output
     /// (over `normaliser`), backward, the update, and the embedding table's update when the
@@ -549,8 +594,7 @@ impl Workload for MiniBatch<'_> {
         // graph may be mapped too) and gathering wait on the disk, so they overlap in stages.
         let staged = features.is_some() && settings.pool.is_some();
         let n = data.num_nodes();
-        let (mut loss_sum, mut seen) = (0.0, 0usize);
-        std::thread::scope(|scope| -> Result<()> {
+        let (loss_sum, seen) = std::thread::scope(|scope| -> Result<(f64, usize)> {
             let make = |sampler: &mut Sampler, i: usize| {
                 let node_ids: Vec<NodeId>;
                 let work = match &task {
@@ -569,41 +613,21 @@ impl Workload for MiniBatch<'_> {
                 let rows = if staged { None } else { features };
                 prepare(data, rows, sampler, work, &fanouts, &cfg, seed, epoch)
             };
-            let mut stream = if staged {
+            let stream = if staged {
                 let finish = |batch| gather_inputs(batch, features, cfg.dtype);
                 BatchStream::scoped_in_stages(scope, settings, make, finish)?
             } else {
                 BatchStream::scoped(scope, settings, make)?
             };
-            let total = global_sizes.len();
-            let mut result = Ok(());
-            for (done, &global) in global_sizes.iter().enumerate() {
-                let Some(batch) = stream.next() else { break };
-                let compute = Instant::now();
-                let loss = match batch.and_then(|b| self.step(b, global, steps)) {
-                    Ok(loss) => loss,
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                };
-                loss_sum += loss * global as f64;
-                seen += global;
-                self.stages.compute += compute.elapsed().as_secs_f64();
-                if let Some(report) = &mut self.on_batch {
-                    report(done + 1, total);
-                }
-            }
-            self.sampler = Some(stream.finish()?);
-            result
+            self.run_stream(stream, global_sizes.len(), |this, batch, i| {
+                let global = global_sizes[i];
+                let loss = this.step(batch, global, steps)?;
+                Ok(Some((loss * global as f64, global)))
+            })
         })?;
         // The stream's threads freed their batches' small blocks into the allocator's heaps.
         graphloom_tensor::alloc::trim_freed();
-        // Each worker's loss is its share of the global batches' mean: sum them.
-        let mut total = [loss_sum];
-        self.comm
-            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
-        Ok(total[0] / seen.max(1) as f64)
+        self.epoch_loss(loss_sum, seen)
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {

@@ -23,7 +23,6 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use graphloom_comm::{ReduceData, ReduceOp};
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::subgraph::clusters::Clusters;
 use graphloom_graph::subgraph::saint::{Saint, SaintNorm};
@@ -385,48 +384,19 @@ impl MiniBatch<'_> {
             rank: self.comm.rank(),
             ranks: self.comm.size(),
         };
-        let (mut loss_sum, mut seen) = (0.0, 0usize);
-        std::thread::scope(|scope| -> Result<()> {
+        let (loss_sum, seen) = std::thread::scope(|scope| -> Result<(f64, usize)> {
             let make =
                 |sampler: &mut Sampler, i: usize| preparer.prepare(&mut set, sampler, &draws[i]);
-            let mut stream = BatchStream::scoped(scope, settings, make)?;
-            let total = draws.len();
-            let mut result = Ok(());
-            for done in 0..total {
-                let Some(batch) = stream.next() else { break };
-                let compute = Instant::now();
-                let step = batch.and_then(|b| match b {
-                    Some((global, Some(b))) => {
-                        self.subgraph_step(b, steps).map(|l| Some((l, global)))
-                    }
-                    // This worker's slice is empty: it still takes part in the step.
-                    Some((global, None)) => self.step(None, 0, steps).map(|_| Some((0.0, global))),
-                    None => Ok(None),
-                });
-                match step {
-                    Ok(Some((loss, rows))) => {
-                        loss_sum += loss;
-                        seen += rows;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        result = Err(e);
-                        break;
-                    }
-                }
-                self.stages.compute += compute.elapsed().as_secs_f64();
-                if let Some(report) = &mut self.on_batch {
-                    report(done + 1, total);
-                }
-            }
-            self.sampler = Some(stream.finish()?);
-            result
+            let stream = BatchStream::scoped(scope, settings, make)?;
+            self.run_stream(stream, draws.len(), |this, batch, _| match batch {
+                Some((global, Some(b))) => this.subgraph_step(b, steps).map(|l| Some((l, global))),
+                // This worker's slice is empty: it still takes part in the step.
+                Some((global, None)) => this.step(None, 0, steps).map(|_| Some((0.0, global))),
+                None => Ok(None),
+            })
         })?;
         state.set = Some(set);
-        let mut total = [loss_sum];
-        self.comm
-            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
-        Ok(total[0] / seen.max(1) as f64)
+        self.epoch_loss(loss_sum, seen)
     }
 
     /// The step of one subgraph batch; returns this worker's share of its loss times the
