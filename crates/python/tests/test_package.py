@@ -37,7 +37,7 @@ def test_public_names_and_modules():
     for name in gl.__all__:
         assert getattr(gl, name) is not None, name
     assert gl.Embedding.__module__ == "graphloom.embedding"
-    assert gl.NeighborLoader.__module__ == "graphloom.loader"
+    assert gl.NeighborLoader.__module__ == "graphloom.loader.neighbor_loader"
     assert gl.Dataset.__module__ == "graphloom.dataset"
     assert gl.Communicator.__module__ == "graphloom.comm"
     assert gl.predict.__module__ == "graphloom.model"
