@@ -37,7 +37,10 @@ def test_public_names_and_modules():
     for name in gl.__all__:
         assert getattr(gl, name) is not None, name
     assert gl.Embedding.__module__ == "graphloom.embedding"
-    assert gl.NeighborLoader.__module__ == "graphloom.loader"
+    assert gl.NeighborLoader.__module__ == "graphloom.loader.neighbor_loader"
+    # Every loader is graphloom.loader's (as PyG's are torch_geometric.loader's) and graphloom's.
+    for name in gl.loader.__all__:
+        assert getattr(gl.loader, name) is getattr(gl, name), name
     assert gl.Dataset.__module__ == "graphloom.dataset"
     assert gl.Communicator.__module__ == "graphloom.comm"
     assert gl.predict.__module__ == "graphloom.model"

@@ -59,16 +59,17 @@ from .comm import (
 )
 from .dataset import Dataset
 from .embedding import Embedding, create_embedding, create_embedding_from_filelist, load_embedding
-from .link import LinkNeighborLoader
-from .loader import Batch, NeighborLoader
-from . import metrics
-from .subgraph import (
+from .loader import (
+    Batch,
     ClusterData,
     ClusterLoader,
     GraphSAINTEdgeSampler,
     GraphSAINTNodeSampler,
     GraphSAINTRandomWalkSampler,
+    LinkNeighborLoader,
+    NeighborLoader,
 )
+from . import metrics
 from .model import predict
 
 __all__ = [

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ._arrays import from_view
+from ._convert import write_pyg
 from ._extension import extension as _graphloom
 from .comm import Communicator, get_global_communicator, handle
 from .embedding import Embedding, location_name
@@ -52,8 +53,6 @@ class Dataset:
         Node ids are kept. The CSR is built in bounded passes over ``edge_index`` and the
         features are copied a chunk at a time, so the writer holds little beyond the
         ``Data``'s own tensors. ``name`` defaults to the folder's name."""
-        from .pyg import from_pyg
-
         if split_idx is not None:
             unknown = set(split_idx) - {"train", "valid", "test"}
             if unknown:
@@ -61,8 +60,9 @@ class Dataset:
             if any(m is not None for m in (train_mask, val_mask, test_mask)):
                 raise TypeError("give split_idx or the masks, not both")
             train_mask, val_mask, test_mask = (split_idx.get(k) for k in ("train", "valid", "test"))
-        return from_pyg(data, path, name=name, train_mask=train_mask, val_mask=val_mask,
-                        test_mask=test_mask, edge_weight=edge_weight)
+        write_pyg(data, path, name=name, train_mask=train_mask, val_mask=val_mask,
+                  test_mask=test_mask, edge_weight=edge_weight)
+        return Dataset.open(path)
 
     @property
     def name(self) -> str:

@@ -7,12 +7,13 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from ._arrays import dtype_name, from_view, is_torch, loaded_torch
-from ._extension import extension as _graphloom
-from .comm import get_global_communicator
-from .dataset import Dataset
-from .embedding import Embedding
-from .loader import _check_options, _fanouts, _SampledLoader
+from .._arrays import dtype_name, from_view, is_torch, loaded_torch
+from .._extension import extension as _graphloom
+from ..comm import get_global_communicator
+from ..dataset import Dataset
+from ..embedding import Embedding
+from .base import _SampledLoader
+from .neighbor_loader import _SAMPLER_IGNORED, _SAMPLER_REFUSED, _fanouts, _neighbourhood_data
 
 __all__ = ["LinkNeighborLoader"]
 
@@ -128,6 +129,9 @@ class LinkNeighborLoader(_SampledLoader):
     ``queue_depth``, ``num_workers``, ``pin_memory``, ``transform`` and ``rank``/``ranks``
     are :class:`NeighborLoader`'s."""
 
+    _refused_options = _SAMPLER_REFUSED
+    _ignored_options = _SAMPLER_IGNORED
+
     def __init__(
         self,
         data: Any,
@@ -155,10 +159,9 @@ class LinkNeighborLoader(_SampledLoader):
         pin_memory: bool = False,
         **pyg_options: Any,
     ) -> None:
-        _check_options("LinkNeighborLoader", pyg_options)
         fanouts = _fanouts(num_neighbors, fanouts, "LinkNeighborLoader")
         self._setup(data, features, batch_size, num_workers, transform, pin_memory, seed,
-                    generator)
+                    generator, pyg_options)
         dataset = self.dataset
         self.mode, self.amount = _negative_sampling(neg_sampling, neg_sampling_ratio, neg_ratio)
         if edge_label_index is None:
@@ -225,7 +228,7 @@ class LinkNeighborLoader(_SampledLoader):
         else:
             extra["edge_label_index"] = from_view(batch.edge_label_index)
             extra["edge_label"] = self._batch_labels(from_view(batch.edge_label), input_id)
-        return self._finish(self._source.data_of(batch.sampled, **extra))
+        return self._finish(_neighbourhood_data(self._source, batch.sampled, **extra))
 
     def _batch_labels(self, labels: Any, input_id: Any) -> Any:
         """The batch's labels: ones and zeros, or the given labels of its positives (see
