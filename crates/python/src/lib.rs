@@ -40,6 +40,11 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("GraphLoomError", py.get_type::<errors::GraphLoomError>())?;
     m.add("mpi_available", cfg!(feature = "mpi"))?;
+    // The loaders' default, defined once beside the trainer's.
+    m.add(
+        "DEFAULT_QUEUE_DEPTH",
+        graphloom_nn::batches::DEFAULT_QUEUE_DEPTH,
+    )?;
     // The workspace's version: the command line's `--version` and the package's metadata
     // are the same one.
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;

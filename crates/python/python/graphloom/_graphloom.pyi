@@ -8,6 +8,7 @@ class GraphLoomError(RuntimeError):
     file GraphLoom cannot read, a closed job, a handle used in a forked child."""
 
 mpi_available: bool
+DEFAULT_QUEUE_DEPTH: int
 __version__: str
 
 class Comm:
@@ -193,7 +194,7 @@ def neighbor_loader(
     seed: int = 0,
     input_nodes: Any = None,
     drop_last: bool = False,
-    queue_depth: int = 4,
+    queue_depth: int = ...,
     x_dtype: str = "f32",
     rank: int = 0,
     ranks: int = 1,
@@ -211,7 +212,7 @@ def link_neighbor_loader(
     shuffle: bool = True,
     seed: int = 0,
     drop_last: bool = False,
-    queue_depth: int = 4,
+    queue_depth: int = ...,
     x_dtype: str = "f32",
     rank: int = 0,
     ranks: int = 1,
@@ -239,7 +240,7 @@ def subgraph_loader(
     sample_coverage: int = 0,
     shuffle: bool = True,
     seed: int = 0,
-    queue_depth: int = 4,
+    queue_depth: int = ...,
     x_dtype: str = "f32",
 ) -> Loader: ...
 

@@ -67,7 +67,8 @@ class ClusterLoader(_SubgraphLoader):
 
     def __init__(self, cluster_data: ClusterData, batch_size: int = 1, shuffle: bool = False,
                  *, seed: int | None = None, generator: Any = None,
-                 features: Embedding | None = None, queue_depth: int = 4,
+                 features: Embedding | None = None,
+                 queue_depth: int = _graphloom.DEFAULT_QUEUE_DEPTH,
                  x_dtype: Any = "float32", transform: Callable[[Any], Any] | None = None,
                  pin_memory: bool = False, **options: Any) -> None:
         if not isinstance(cluster_data, ClusterData):

@@ -32,7 +32,8 @@ class _SaintSampler(_SubgraphLoader):
     def __init__(self, data: Any, batch_size: int, walk_length: int = 0, num_steps: int = 1,
                  sample_coverage: int = 0, save_dir: Any = None, log: bool = True, *,
                  seed: int | None = None, generator: Any = None,
-                 features: Embedding | None = None, queue_depth: int = 4,
+                 features: Embedding | None = None,
+                 queue_depth: int = _graphloom.DEFAULT_QUEUE_DEPTH,
                  x_dtype: Any = "float32", transform: Callable[[Any], Any] | None = None,
                  pin_memory: bool = False, **options: Any) -> None:
         self._setup_subgraphs(data, _count(batch_size, "batch_size"), seed, generator,

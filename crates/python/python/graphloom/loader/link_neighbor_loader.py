@@ -150,7 +150,7 @@ class LinkNeighborLoader(_SampledLoader):
         seed: int | None = None,
         generator: Any = None,
         features: Embedding | None = None,
-        queue_depth: int = 4,
+        queue_depth: int = _graphloom.DEFAULT_QUEUE_DEPTH,
         x_dtype: Any = "float32",
         rank: int | None = None,
         ranks: int | None = None,
