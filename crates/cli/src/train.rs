@@ -195,16 +195,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;
     if !args.quiet || args.dry_run {
-        // The memory the run will take, part by part, before anything is trained.
-        for line in plan.memory().lines() {
-            eprintln!("{line}");
-        }
-        if args.buffer_cache_mib.is_none() {
-            eprintln!(
-                "  freed tensor buffers kept for reuse: up to {:.1} MiB (--buffer-cache-mib)",
-                plan.memory().buffer_cache_bytes() as f64 / (1u64 << 20) as f64
-            );
-        }
+        print_memory_plan(&plan, &args);
     }
     if args.dry_run {
         return Ok(None);
@@ -235,7 +226,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         )
         .map_err(output::plan_error)?;
     log.finish();
-    let (peak_anon, peak_file) = rss_peaks.finish();
+    let peaks = rss_peaks.finish();
     let report = outcome.report();
     if report.stopped_early && !args.quiet && outcome.root() {
         eprintln!(
@@ -248,12 +239,63 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         // Rank 0 prints and writes the results of the job.
         return Ok(Some(into_report(outcome)));
     }
-    let meta = &common.meta;
-    let cache = match &outcome {
-        RunOutcome::MiniBatch(o) => o.row_cache,
-        _ => None,
+    if !(args.quiet || args.json) {
+        print_row_cache(&outcome);
+    }
+    if !args.json {
+        print_result(common, report, splits, peaks.0);
+    }
+    let note = selection_note(&report.epochs, report.best_epoch, &report.best);
+    if let (Some(note), false) = (note, args.quiet) {
+        eprintln!("{note}");
+    }
+    if args.profile {
+        print_profile();
+    }
+    if args.json || args.summary_json.is_some() {
+        let value = run_summary(&plan, &outcome, splits, peaks);
+        if let Some(path) = &args.summary_json {
+            output::write_json(path, &value)?;
+        }
+        if args.json {
+            output::print_json(&value);
+        }
+    }
+    if let Some(path) = &args.plot {
+        let title = format!("{} on {}", arch.name(), common.meta.name);
+        output_plot(path, &title, report)?;
+    }
+    if let Some(path) = &args.save_model {
+        ModelFile {
+            config: common.model.clone(),
+            params: report.best_params.clone(),
+            input_embedding: report.best_input_embedding.clone(),
+        }
+        .save(path)
+        .with_context(|| format!("saving the model to {}", path.display()))?;
+    }
+    Ok(Some(into_report(outcome)))
+}
+
+/// The memory the run will take, part by part, before anything is trained.
+fn print_memory_plan(plan: &Plan, args: &TrainArgs) {
+    for line in plan.memory().lines() {
+        eprintln!("{line}");
+    }
+    if args.buffer_cache_mib.is_none() {
+        eprintln!(
+            "  freed tensor buffers kept for reuse: up to {:.1} MiB (--buffer-cache-mib)",
+            plan.memory().buffer_cache_bytes() as f64 / (1u64 << 20) as f64
+        );
+    }
+}
+
+/// How a sampled run's feature row cache served it, when it had one.
+fn print_row_cache(outcome: &RunOutcome) {
+    let RunOutcome::MiniBatch(o) = outcome else {
+        return;
     };
-    if let (Some(c), false) = (cache, args.quiet || args.json) {
+    if let Some(c) = o.row_cache {
         eprintln!(
             "feature cache: {} rows, filled in {:.1} s; {:.1}% of {} row reads from memory; {} \
              rows read from disk ({})",
@@ -265,73 +307,85 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             c.reads()
         );
     }
-    if !args.json {
-        let (test, val) = match report.best {
-            Evaluation::Node(_) => (
-                match splits.0[2] {
-                    true => format!("test accuracy {}", shown(Some(report.test_score))),
-                    false => "test accuracy n/a (no test nodes)".into(),
-                },
-                shown(splits.0[1].then_some(report.best_val_score)),
+}
+
+/// The run's result in one line: the test figure of the selected epoch, its validation
+/// score, the time per epoch and the memory.
+fn print_result(common: &Common, report: &TrainReport, splits: Splits, peak_anon: u64) {
+    let (test, val) = match report.best {
+        Evaluation::Node(_) => (
+            match splits.0[2] {
+                true => format!("test accuracy {}", shown(Some(report.test_score))),
+                false => "test accuracy n/a (no test nodes)".into(),
+            },
+            shown(splits.0[1].then_some(report.best_val_score)),
+        ),
+        Evaluation::Link(l) => (
+            format!(
+                "test {} {:.4} (auc {:.4}, hits@50 {:.4}{})",
+                l.metric.name(),
+                report.test_score,
+                l.test.auc,
+                l.test.hits[1],
+                l.test
+                    .mrr
+                    .map_or(String::new(), |m| format!(", mrr {m:.4}"))
             ),
-            Evaluation::Link(l) => (
-                format!(
-                    "test {} {:.4} (auc {:.4}, hits@50 {:.4}{})",
-                    l.metric.name(),
-                    report.test_score,
-                    l.test.auc,
-                    l.test.hits[1],
-                    l.test
-                        .mrr
-                        .map_or(String::new(), |m| format!(", mrr {m:.4}"))
-                ),
-                format!("{:.4}", report.best_val_score),
-            ),
-        };
-        println!(
-            "{} on {}: {test} at epoch {} (best validation {val}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
-            arch.name(),
-            meta.name,
-            report.best_epoch,
-            report.mean_epoch_seconds(),
-            report.memory.total_peak as f64 / (1 << 20) as f64,
-            peak_anon as f64 / (1 << 20) as f64,
-            report.rss.peak_bytes as f64 / (1 << 20) as f64
-        );
-    }
-    let note = selection_note(&report.epochs, report.best_epoch, &report.best);
-    if let (Some(note), false) = (note, args.quiet) {
-        eprintln!("{note}");
-    }
-    if args.profile {
-        // Forward calls without a backward (evaluation, inputs that need no gradient) are
-        // apart, so forward and backward compare over the same calls.
+            format!("{:.4}", report.best_val_score),
+        ),
+    };
+    println!(
+        "{} on {}: {test} at epoch {} (best validation {val}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
+        common.model.arch.name(),
+        common.meta.name,
+        report.best_epoch,
+        report.mean_epoch_seconds(),
+        report.memory.total_peak as f64 / (1 << 20) as f64,
+        peak_anon as f64 / (1 << 20) as f64,
+        report.rss.peak_bytes as f64 / (1 << 20) as f64
+    );
+}
+
+/// `--profile`'s table of time per op.
+fn print_profile() {
+    // Forward calls without a backward (evaluation, inputs that need no gradient) are apart,
+    // so forward and backward compare over the same calls.
+    eprintln!(
+        "{:<16} {:>8} {:>12} {:>12} {:>14} {:>12}",
+        "op", "calls", "forward s", "backward s", "no-grad calls", "no-grad s"
+    );
+    for (name, t) in graphloom_tensor::autodiff::profile::take() {
         eprintln!(
-            "{:<16} {:>8} {:>12} {:>12} {:>14} {:>12}",
-            "op", "calls", "forward s", "backward s", "no-grad calls", "no-grad s"
+            "{name:<16} {:>8} {:>12.3} {:>12.3} {:>14} {:>12.3}",
+            t.calls, t.forward_seconds, t.backward_seconds, t.no_grad_calls, t.no_grad_seconds
         );
-        for (name, t) in graphloom_tensor::autodiff::profile::take() {
-            eprintln!(
-                "{name:<16} {:>8} {:>12.3} {:>12.3} {:>14} {:>12.3}",
-                t.calls, t.forward_seconds, t.backward_seconds, t.no_grad_calls, t.no_grad_seconds
-            );
-        }
     }
-    if args.json || args.summary_json.is_some() {
-        let mut value = summary(common, report, splits);
-        crate::run_settings::add_run_settings(&mut value, common);
-        value["peak_anon_bytes"] = json!(peak_anon);
-        value["peak_file_bytes"] = json!(peak_file);
-        value["memory_gib"] = json!(s.memory_gib);
-        value["predicted_peak_bytes"] = json!(plan.memory().peak());
-        value["predicted_bytes"] = plan
-            .memory()
-            .parts
-            .iter()
-            .map(|p| (p.name.to_string(), json!(p.bytes)))
-            .collect::<serde_json::Map<_, _>>()
-            .into();
-        if let (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) = (&plan, &outcome) {
+}
+
+/// The JSON summary of a run: its figures, settings, measured and predicted memory
+/// (`peaks`: anonymous and file-backed), and what its mode adds.
+fn run_summary(
+    plan: &Plan,
+    outcome: &RunOutcome,
+    splits: Splits,
+    (peak_anon, peak_file): (u64, u64),
+) -> serde_json::Value {
+    let common = plan.common();
+    let mut value = summary(common, outcome.report(), splits);
+    crate::run_settings::add_run_settings(&mut value, common);
+    value["peak_anon_bytes"] = json!(peak_anon);
+    value["peak_file_bytes"] = json!(peak_file);
+    value["memory_gib"] = json!(common.settings.memory_gib);
+    value["predicted_peak_bytes"] = json!(plan.memory().peak());
+    value["predicted_bytes"] = plan
+        .memory()
+        .parts
+        .iter()
+        .map(|p| (p.name.to_string(), json!(p.bytes)))
+        .collect::<serde_json::Map<_, _>>()
+        .into();
+    match (plan, outcome) {
+        (Plan::MiniBatch(p), RunOutcome::MiniBatch(o)) => {
             // Sampling and gathering run beside the compute: their shares of the pipeline's
             // total stage time.
             let st = o.stages;
@@ -345,7 +399,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             }
             value["features_location"] = json!(p.features_location.name());
             value["feature_cache_gib"] = json!(p.feature_cache_gib);
-            value["inference_memory_gib"] = json!(s.inference_memory_gib.or(p
+            value["inference_memory_gib"] = json!(common.settings.inference_memory_gib.or(p
                 .batches
                 .layerwise
                 .as_ref()
@@ -363,7 +417,7 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
                 value["cache_fill_seconds"] = json!(cache.fill_seconds);
             }
         }
-        if let (Plan::Sar(p), RunOutcome::Sar(o)) = (&plan, &outcome) {
+        (Plan::Sar(p), RunOutcome::Sar(o)) => {
             value["mode"] = json!(p.sar_mode.name());
             value["workers"] = json!(o
                 .workers
@@ -378,26 +432,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
                 }))
                 .collect::<Vec<_>>());
         }
-        if let Some(path) = &args.summary_json {
-            output::write_json(path, &value)?;
-        }
-        if args.json {
-            output::print_json(&value);
-        }
+        _ => {}
     }
-    if let Some(path) = &args.plot {
-        output_plot(path, &format!("{} on {}", arch.name(), meta.name), report)?;
-    }
-    if let Some(path) = &args.save_model {
-        ModelFile {
-            config: common.model.clone(),
-            params: report.best_params.clone(),
-            input_embedding: report.best_input_embedding.clone(),
-        }
-        .save(path)
-        .with_context(|| format!("saving the model to {}", path.display()))?;
-    }
-    Ok(Some(into_report(outcome)))
+    value
 }
 
 /// The report of a run, taken out of its outcome.
