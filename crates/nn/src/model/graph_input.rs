@@ -10,11 +10,11 @@ use graphloom_graph::Csr;
 use graphloom_tensor::autodiff::ops::StatsSum;
 use graphloom_tensor::memory::{category_scope, Category};
 
+use super::config::Architecture;
 use crate::kernels::aggregate::{GcnNorm, LinearAggregation};
 use crate::kernels::gat::Attention;
 use crate::kernels::sparse::SparseFeatures;
 use crate::layers::{ConvKind, LayerOperators};
-use crate::model::Architecture;
 use crate::{GraphView, Result};
 
 /// The graph value of one forward pass.
