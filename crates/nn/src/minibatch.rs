@@ -41,7 +41,8 @@ use crate::train::{
     TrainReport, Workload,
 };
 use crate::{Error, Result};
-pub use subgraph::{batch_blocks, BatchDraw, SubgraphBatching};
+use graphloom_graph::subgraph::batching::SubgraphBatching;
+pub use subgraph::batch_blocks;
 
 /// How batches are made and evaluated.
 #[derive(Clone, Debug)]

@@ -10,13 +10,12 @@ use graphloom_comm::Local;
 use graphloom_graph::convert::planetoid;
 use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{Fanouts, Sampler};
+use graphloom_graph::subgraph::batching::{BatchDraw, SubgraphBatching};
 use graphloom_graph::subgraph::clusters::metis_clusters;
 use graphloom_graph::subgraph::saint::{Saint, SaintNorm, SaintSampler};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, NodeId};
-use graphloom_nn::minibatch::{
-    batch_blocks, train_mini_batch, BatchDraw, Inputs, MiniBatchConfig, SubgraphBatching,
-};
+use graphloom_nn::minibatch::{batch_blocks, train_mini_batch, Inputs, MiniBatchConfig};
 use graphloom_nn::train::{train_full_batch, TrainConfig, TrainReport};
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, OptimizerKind};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};

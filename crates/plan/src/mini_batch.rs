@@ -6,12 +6,11 @@ use std::sync::Arc;
 
 use graphloom_comm::Communicator;
 use graphloom_graph::sample::{Block, CsrSource, Fanouts, Sampler, SamplerKind};
+use graphloom_graph::subgraph::batching::SubgraphBatching;
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta, NodeId};
 use graphloom_nn::batches::rank_slice;
-use graphloom_nn::minibatch::{
-    Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds, SubgraphBatching,
-};
+use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{
     HotRows, Layout, Location, MissReads, ReadEngine, RowSource, StoreSpec, StoreTensor,

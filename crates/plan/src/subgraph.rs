@@ -5,12 +5,12 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use graphloom_graph::subgraph::batching::SubgraphBatching;
 use graphloom_graph::subgraph::clusters::{
     check_count, metis_clusters, partition_clusters, ClusterOrigin,
 };
 use graphloom_graph::subgraph::saint::{check_steps, Saint, SaintNorm, SaintSampler};
 use graphloom_graph::GraphData;
-use graphloom_nn::minibatch::SubgraphBatching;
 
 use crate::settings::Choice;
 use crate::{PlanError, Result, TrainSettings};

@@ -3,16 +3,16 @@
 //! ([`SubgraphBatch`]) are the subgraphs that Cluster-GCN's clusters or GraphSAINT's samples
 //! induce, each with its input rows, labels, edges over the batch's positions, their ids, and
 //! GraphSAINT's normalisation.
-//! The batches are drawn as training draws them (`graphloom_nn::minibatch::SubgraphBatching`).
+//! The batches are drawn as training draws them (`graphloom_graph::subgraph::batching`).
 
 use std::sync::Arc;
 
+use graphloom_graph::subgraph::batching::{BatchDraw, SubgraphBatching};
 use graphloom_graph::subgraph::clusters::{self, ClusterOrigin};
 use graphloom_graph::subgraph::saint::{check_steps, Saint, SaintNorm, SaintSampler, MAX_COVERAGE};
 use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::MappedDataset;
 use graphloom_nn::batches::DEFAULT_QUEUE_DEPTH;
-use graphloom_nn::minibatch::{BatchDraw, SubgraphBatching};
 use graphloom_tensor::{DType, Tensor};
 use pyo3::prelude::*;
 
@@ -92,27 +92,14 @@ pub(crate) struct SubgraphSource {
 impl SubgraphSource {
     /// Batches per epoch.
     fn batches(&self) -> usize {
-        match &self.batching {
-            SubgraphBatching::Cluster {
-                clusters,
-                per_batch,
-            } => clusters.count().div_ceil(*per_batch),
-            SubgraphBatching::Saint { steps, .. } => *steps,
-        }
+        self.batching.batches_per_epoch()
     }
 
     /// What draws each batch of `epoch`.
     fn draws(&self, seed: u64, epoch: u64) -> Vec<BatchDraw> {
-        match &self.batching {
-            SubgraphBatching::Cluster {
-                clusters,
-                per_batch,
-            } if !self.shuffle => (0..clusters.count())
-                .collect::<Vec<_>>()
-                .chunks(*per_batch)
-                .map(|g| BatchDraw::Clusters(g.to_vec()))
-                .collect(),
-            batching => batching.epoch(seed, epoch),
+        match self.shuffle {
+            true => self.batching.epoch(seed, epoch),
+            false => self.batching.epoch_in_order(seed, epoch),
         }
     }
 

@@ -10,6 +10,7 @@
 //!   once and reset after each batch) and the subgraph they induce, CSR by destination over
 //!   the batch's own ids, with the graph's edge id of each of its edges.
 
+pub mod batching;
 pub mod clusters;
 pub mod saint;
 
