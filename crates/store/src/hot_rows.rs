@@ -72,7 +72,7 @@ impl HotRows {
         let Location::Mmap { path, .. } = &table.spec().location else {
             return Err(refused());
         };
-        if table.spec().layout != Layout::Continuous {
+        if table.spec().layout != Layout::Continuous || table.whole_bytes().is_none() {
             return Err(refused());
         }
         if hot.len() >= NOT_CACHED as usize {
@@ -203,7 +203,13 @@ impl HotRows {
                 (read, None)
             }
             None => {
-                let file = self.table.local_bytes();
+                // Every row of the file: a row's place is its id on every rank. (This rank's
+                // own rows are a slice of it; read through them, rank 1 of 2 read row v + n/2
+                // for row v, and past the map's end for the upper half.)
+                let file = self
+                    .table
+                    .whole_bytes()
+                    .expect("HotRows::new took a Continuous table, mapped whole");
                 will_need(file, rb, &misses);
                 (Vec::new(), Some(SendPtr(file.as_ptr().cast_mut())))
             }

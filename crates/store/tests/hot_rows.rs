@@ -123,3 +123,31 @@ fn a_cache_refuses_a_row_twice_or_past_the_table() {
         assert!(err.contains(want), "{err}");
     }
 }
+
+/// Every rank of a job reads any row through its cache: rank 1 of 2 reads the rows of the
+/// whole file, not of its own half (it used to read row v + n/2 for row v, and fault past
+/// the map's end for the upper half).
+#[test]
+fn every_rank_of_a_job_reads_the_rows_it_asks_for() {
+    let (rows, dim) = (1000, 8);
+    let file = NpyFile::new("ranks", rows, dim);
+    let location = Location::Mmap {
+        path: file.0.clone(),
+        writable: false,
+    };
+    let spec = StoreSpec::new(&[rows, dim], DType::F32, Layout::Continuous, location);
+    let ids: Vec<i64> = vec![0, 999, 500, 499, 3, 777];
+    let results = Local::run(2, |comm| {
+        let table = StoreTensor::new(comm, spec.clone())?;
+        let hot: Vec<u32> = (0..rows as u32).step_by(5).collect();
+        let cache = HotRows::new(table, &hot, MissReads::Mapped)?;
+        Ok::<_, graphloom_store::StoreError>(cache.gather(&ids)?.to_vec_f64())
+    });
+    for result in results {
+        let got = result.unwrap();
+        for (k, &v) in ids.iter().enumerate() {
+            let expected: Vec<f64> = (0..dim).map(|c| (v as usize * 1000 + c) as f64).collect();
+            assert_eq!(&got[k * dim..(k + 1) * dim], &expected[..], "row {v}");
+        }
+    }
+}

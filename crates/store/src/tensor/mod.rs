@@ -183,6 +183,14 @@ impl StoreTensor {
         unsafe { std::slice::from_raw_parts(chunk.ptr(), chunk.len()) }
     }
 
+    /// Every row as bytes, without a copy, for the Continuous layout (every rank addresses the
+    /// whole tensor); `None` for the others.
+    pub fn whole_bytes(&self) -> Option<&[u8]> {
+        let whole = self.whole.as_ref()?;
+        // SAFETY: as in `local_bytes`: the region is `len` readable bytes kept alive by `self`.
+        Some(unsafe { std::slice::from_raw_parts(whole.ptr(), whole.len()) })
+    }
+
     /// This rank's rows as mutable bytes, without a copy; fails for a read-only file map.
     pub fn local_bytes_mut(&mut self) -> Result<&mut [u8]> {
         self.check_writable("local_bytes_mut")?;
