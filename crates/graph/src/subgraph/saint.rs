@@ -411,16 +411,10 @@ impl SaintNorm {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::synthetic::{generate, SyntheticConfig};
+    use crate::testing::random_dataset;
 
     fn graph() -> crate::Dataset {
-        generate(&SyntheticConfig {
-            nodes: 200,
-            avg_degree: 5,
-            seed: 5,
-            ..Default::default()
-        })
-        .unwrap()
+        random_dataset(200, 5, 5)
     }
 
     #[test]
