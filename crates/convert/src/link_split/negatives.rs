@@ -2,7 +2,19 @@
 //! uniform draws redrawn while they are edges, one per held-out positive, and `K` negative
 //! destinations per held-out positive.
 
-use super::*;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use graphloom_io::{MappedNpy, NpyWriter};
+use graphloom_tensor::rng::RngKey;
+
+use graphloom_graph::link_split::{LinkSet, NEG_DST_FILES};
+use graphloom_graph::{Error, NodeId, Result};
+
+use super::shared::{
+    ordered_blocks, Edges, LinkPhase, LinkProgress, LinkSplitConfig, Pair, PairWriter, MAX_DRAWS,
+    NEGATIVE_BLOCK, NEG_DST_PURPOSE, NEG_PURPOSE,
+};
 
 /// A node drawn uniformly from `0..n` by 64 random bits (the high half of their product).
 fn uniform_node(bits: u64, n: usize) -> NodeId {

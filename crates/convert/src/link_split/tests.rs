@@ -2,9 +2,13 @@ use std::collections::{BTreeMap, HashSet};
 
 use graphloom_tensor::{DType, Tensor};
 
+use std::path::PathBuf;
+
+use graphloom_graph::link_split::NEG_DST_FILES;
+use graphloom_graph::{npy, Csr, Dataset, LinkSplit};
+
 use super::*;
 use crate::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::{npy, Csr, Dataset, LinkSplit};
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("graphloom-link-{}-{name}", std::process::id()));

@@ -9,7 +9,7 @@ use std::path::Path;
 use graphloom_io::NpyWriter;
 use rayon::prelude::*;
 
-use super::{
+use super::draws::{
     as_bf16_bits, as_f32, meta, split_ids, unlabelled_outside_splits, Draws, FeatureDraws,
     SyntheticConfig,
 };
@@ -25,7 +25,7 @@ const ROWS_PER_CHUNK: usize = 1 << 16;
 /// Bytes of feature rows generated and written at a time, but for a single wider row.
 const CHUNK_BYTES: usize = 64 << 20;
 
-/// Writes the dataset [`super::generate`] makes into the directory `dir` (through a temporary
+/// Writes the dataset [`generate`](super::generate) makes into the directory `dir` (through a temporary
 /// directory renamed into place), holding at most `buffer_bytes` of edges at a time besides
 /// the offsets (8 bytes per node) and a counter per node. Calls `progress(phase, done, total)`
 /// as it goes. Returns the dataset's `meta.json`.
