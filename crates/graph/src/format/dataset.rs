@@ -49,7 +49,7 @@ pub struct Dataset {
 }
 
 /// Writes `[rows, dim]` features as `.npy`: f32, or bf16 as its `u16` bits.
-pub fn write_features(path: &Path, features: &Tensor) -> Result<()> {
+pub(crate) fn write_features(path: &Path, features: &Tensor) -> Result<()> {
     let shape = features.shape();
     match features.dtype() {
         DType::BF16 => {
@@ -229,7 +229,7 @@ impl Dataset {
 }
 
 /// Reads `count` edge weights from `path`, refusing NaN, infinite and negative ones.
-pub fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
+pub(crate) fn read_edge_weights(path: &Path, count: usize) -> Result<Vec<f32>> {
     let w = npy::read::<f32>(path)?.data;
     if w.len() != count {
         return Err(Error::invalid(
@@ -280,7 +280,7 @@ pub fn count_classes(labels: &[i64], path: &Path) -> Result<usize> {
 
 /// Refuses a node listed twice in one split, or in two splits, and a split node without a
 /// label (`labels` holds one per node), in the split files of the dataset directory `dir`.
-pub fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) -> Result<()> {
+pub(crate) fn check_splits(dir: &Path, splits: [&[usize]; 3], labels: &[i64]) -> Result<()> {
     check_split_ids(SPLIT_FILES.map(|name| file(dir, name)), splits, labels)
 }
 
@@ -321,7 +321,7 @@ pub fn check_split_ids(files: [PathBuf; 3], splits: [&[usize]; 3], labels: &[i64
 }
 
 /// Checks that `node_feat.npy` holds `[num_nodes, feat_dim]` elements; returns its header.
-pub fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
+pub(crate) fn check_feature_header(dir: &Path, meta: &Meta) -> Result<npy::NpyHeader> {
     let path = file(dir, "node_feat.npy");
     let header = npy::read_header(&path)?;
     if header.shape != [meta.num_nodes, meta.feat_dim] {
@@ -346,7 +346,7 @@ const CHECKS_FILE: &str = ".graphloom-checks.json";
 /// again does not read it again. A file changed since (another size or time: the change time
 /// cannot be set back by hand) or a changed `meta.json` is checked again. Recording is best
 /// effort: a read-only dataset directory is checked on every open.
-pub fn check_once(
+pub(crate) fn check_once(
     dir: &Path,
     name: &str,
     what: &str,
@@ -392,7 +392,11 @@ pub fn check_once(
 
 /// Checks that every value of a feature file left on disk is finite, reading it in chunks of
 /// bounded size: a NaN in a mapped table is refused as it is in memory.
-pub fn check_feature_values(path: &Path, header: &npy::NpyHeader, meta: &Meta) -> Result<()> {
+pub(crate) fn check_feature_values(
+    path: &Path,
+    header: &npy::NpyHeader,
+    meta: &Meta,
+) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let elem = header.dtype.size();
     let finite: fn(&[u8]) -> bool = match (meta.feat_dtype.as_str(), header.dtype) {
@@ -441,7 +445,7 @@ fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
 
 /// Reads `rows` feature rows of `meta.feat_dim` columns, checked for shape, dtype and
 /// non-finite values.
-pub fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Result<Tensor> {
+pub(crate) fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Result<Tensor> {
     let path = path.to_path_buf();
     let header = npy::read_header(&path)?;
     if header.shape != [rows, meta.feat_dim] {
@@ -543,7 +547,7 @@ pub fn random_split(
 }
 
 /// Reads the split file `name`, checking every id is a node.
-pub fn read_split(dir: &Path, name: &str, num_nodes: usize) -> Result<Vec<usize>> {
+pub(crate) fn read_split(dir: &Path, name: &str, num_nodes: usize) -> Result<Vec<usize>> {
     let p = dir.join(name);
     let ids = npy::read_ids(&p)?.data;
     if let Some(&bad) = ids.iter().find(|&&i| i < 0 || i as usize >= num_nodes) {

@@ -68,7 +68,7 @@ fn has_pyg_processed(dir: &Path) -> bool {
 
 /// What to run to make a dataset directory from `dir` when it is another tool's download,
 /// as a sentence for an error about `dir`.
-pub fn conversion_hint(dir: &Path) -> Option<String> {
+pub(crate) fn conversion_hint(dir: &Path) -> Option<String> {
     let shown = dir.display();
     if let Some((_, name)) = planetoid_sets(dir).first() {
         return Some(format!(
