@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use clap::{Args, ValueEnum};
-use graphloom_graph::convert::synthetic::{generate, EdgeModel, SplitSizes, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, EdgeModel, SplitSizes, SyntheticConfig};
 use graphloom_graph::sample::{Fanouts, Sampler, SamplerKind};
 use graphloom_graph::NodeId;
 use graphloom_nn::batches::epoch_batches;

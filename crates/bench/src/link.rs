@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
+use graphloom_convert::link_split::{self, LinkSplitConfig};
 use graphloom_graph::sample::{Fanouts, Sampler, SamplerKind};
 use graphloom_graph::{LinkSet, LinkSplit, MappedDataset};
 use graphloom_nn::link::metrics::LinkMetric;

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
-use graphloom_graph::convert::synthetic::{generate, EdgeModel, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, EdgeModel, SyntheticConfig};
 use serde_json::Value;
 
 /// The 100k-node / 2M-edge graph of the full-batch and sampling benchmarks: 128 features, 47

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use graphloom_graph::convert::synthetic::SyntheticConfig;
+use graphloom_convert::synthetic::SyntheticConfig;
 use graphloom_graph::parts::write_parts;
 use graphloom_graph::Dataset;
 use serde_json::{json, Value};

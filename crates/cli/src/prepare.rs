@@ -4,8 +4,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
-use graphloom_graph::convert::synthetic::EdgeModel;
-use graphloom_graph::convert::{edgelist, npz, ogb, planetoid, split, synthetic, Progress};
+use graphloom_convert::synthetic::EdgeModel;
+use graphloom_convert::{edgelist, npz, ogb, planetoid, split, synthetic, Progress};
 use graphloom_plan::StorageDType;
 
 use crate::output::choice;
@@ -320,7 +320,7 @@ fn streamed(
 ) -> Result<()> {
     let progress = crate::output::PhaseProgress::new();
     let meta = write(
-        graphloom_graph::convert::default_buffer_bytes(),
+        graphloom_convert::default_buffer_bytes(),
         &|phase, done, total| progress.update(phase.name(), done, total),
     )?;
     progress.finish();

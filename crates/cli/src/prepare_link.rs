@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
-use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
+use graphloom_convert::link_split::{self, LinkSplitConfig};
 use graphloom_graph::link_split::LINK_SPLIT_DIR;
 
 /// Options of `graphloom prepare link-split`.

@@ -7,7 +7,8 @@ use graphloom_comm::Communicator;
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::DType;
 
-use crate::{Error, MappedDataset, Result};
+use crate::format::mapped::MappedDataset;
+use crate::{Error, Result};
 
 /// Where a dataset's features are kept while a run reads them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,5 +1,8 @@
-//! Graphs and datasets: the CSR structure, the dataset directory format, converters from the
-//! formats datasets are published in, and a synthetic generator.
+//! Graphs and datasets: the CSR structure, the dataset directory format, and the graph
+//! algorithms of training (neighbour sampling, subgraph batches, METIS partitions).
+//!
+//! Converters from the formats datasets are published in, and the synthetic generator, are the
+//! crate `graphloom-convert`, above this one.
 //!
 //! # Overview
 //!
@@ -9,45 +12,42 @@
 //!   loaded with every consistency check and saved atomically.
 //! - [`MappedDataset`]: the same directory mapped in place, for graphs larger than memory;
 //!   [`GraphData`] is what sampled training reads of either.
-//! - [`convert`]: Planetoid raw files, and a synthetic graph with learnable labels.
+//! - [`format`]: the dataset directory format in one place: `meta.json`, the arrays and their
+//!   checks, partitioned directories, the link split, and where a writer may write.
 //! - [`subgraph`]: Cluster-GCN's clusters and GraphSAINT's samplers, and the subgraphs
 //!   their batches induce.
 //! - [`npy`]: numpy's `.npy` format.
 //!
 //! ```
-//! use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+//! use graphloom_graph::Csr;
 //!
-//! let ds = generate(&SyntheticConfig { nodes: 100, avg_degree: 4, ..Default::default() })?;
-//! assert_eq!(ds.graph.num_edges(), 400);
-//! assert!(ds.graph.check().is_ok());
-//! # Ok::<(), graphloom_graph::Error>(())
+//! let g = Csr::from_edges(3, &[0, 1, 2], &[1, 2, 0]);
+//! assert_eq!(g.num_edges(), 3);
+//! assert!(g.check().is_ok());
 //! ```
 #![deny(missing_docs)]
 
-pub mod convert;
 mod csr;
-mod dataset;
-pub mod disk;
 mod error;
 mod feature_table;
-pub mod link_split;
-mod mapped;
-mod output_dir;
+pub mod format;
 pub mod partition;
-pub mod parts;
 pub mod sample;
 mod store_graph;
 pub mod subgraph;
-mod summary;
-mod swap;
+#[cfg(test)]
+mod testing;
+
+pub use format::{disk, link_split, parts};
 
 pub use csr::{Csr, NodeId};
-pub use dataset::{random_split, Dataset, Meta, UNLABELLED};
 pub use error::{Error, Result};
 pub use feature_table::FeaturesLocation;
+pub use format::dataset::{random_split, Dataset, UNLABELLED};
+pub use format::link_split::{LinkSet, LinkSplit};
+pub use format::mapped::{GraphData, MappedDataset};
+pub use format::meta::Meta;
+pub use format::output_dir::{check_output_dir, check_output_file, OutputKind};
+pub use format::summary::{split_sizes, DatasetSummary, DegreeStats};
 pub use graphloom_io::{format_bytes, npy, write_atomic, MappedNpy};
-pub use link_split::{LinkSet, LinkSplit};
-pub use mapped::{GraphData, MappedDataset};
-pub use output_dir::{check_output_dir, check_output_file, OutputKind};
 pub use store_graph::StoreGraph;
-pub use summary::{split_sizes, DatasetSummary, DegreeStats};

@@ -3,7 +3,7 @@
 
 use std::collections::HashSet;
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::npy;
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};

@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local};
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{
     below, uniform_positions, weighted_positions, Block, CsrSource, NeighborSource, Relabeler,
     Sampler, SamplerKind,

@@ -19,7 +19,7 @@
 //! - [`model_file::ModelFile`]: the versioned model file.
 //!
 //! ```
-//! use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+//! use graphloom_convert::synthetic::{generate, SyntheticConfig};
 //! use graphloom_nn::{train, ModelConfig};
 //!
 //! let ds = generate(&SyntheticConfig { nodes: 200, classes: 4, feat_dim: 16, ..Default::default() })?;

@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 
 use graphloom_comm::Local;
-use graphloom_graph::convert::planetoid;
+use graphloom_convert::planetoid;
 use graphloom_nn::inference::{infer, infer_layerwise, InferenceInput, LayerwiseConfig, Output};
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};

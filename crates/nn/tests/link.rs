@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local};
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{
     npy, Csr, Dataset, FeaturesLocation, LinkSet, LinkSplit, MappedDataset, NodeId,

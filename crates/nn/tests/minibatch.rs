@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use graphloom_comm::Local;
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{CsrSource, Fanouts, Sampler, SamplerKind};
 use graphloom_graph::Dataset;
 use graphloom_nn::batches::epoch_batches;

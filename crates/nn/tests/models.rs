@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
 use graphloom_tensor::autodiff::ops;

@@ -7,8 +7,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::Local;
-use graphloom_graph::convert::planetoid;
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::planetoid;
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{Fanouts, Sampler};
 use graphloom_graph::subgraph::batching::{BatchDraw, SubgraphBatching};
 use graphloom_graph::subgraph::clusters::metis_clusters;

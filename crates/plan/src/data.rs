@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
-use graphloom_graph::convert::synthetic;
+use graphloom_convert::synthetic;
 use graphloom_graph::{format_bytes, Dataset, Meta};
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};

@@ -8,7 +8,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use graphloom_graph::convert::synthetic::EdgeModel;
+use graphloom_convert::synthetic::EdgeModel;
 use graphloom_graph::sample::Fanouts;
 pub use graphloom_graph::FeaturesLocation;
 use graphloom_nn::link::metrics::LinkMetric;

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use graphloom_graph::convert::synthetic::SyntheticConfig;
+use graphloom_convert::synthetic::SyntheticConfig;
 use graphloom_graph::sample::Fanouts;
 use graphloom_plan::{flag_of, FeatureReads, FeaturesLocation, MiniBatchPlan, Plan, TrainSettings};
 mod common;

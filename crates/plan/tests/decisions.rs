@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use graphloom_graph::convert::synthetic::SyntheticConfig;
+use graphloom_convert::synthetic::SyntheticConfig;
 mod common;
 use common::{dataset_and_parts, Scratch};
 use graphloom_graph::sample::Fanouts;
@@ -236,7 +236,7 @@ fn a_saved_model_gives_its_shape_and_rates_and_must_fit_the_run() {
 
 #[test]
 fn link_prediction_has_its_defaults_and_refuses_what_does_not_apply() {
-    use graphloom_graph::convert::link_split::{self, LinkSplitConfig};
+    use graphloom_convert::link_split::{self, LinkSplitConfig};
     use graphloom_nn::{Decoder, Head};
     use graphloom_plan::TaskKind;
     let (_root, plain, parts) = datasets("link");

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use graphloom_graph::convert::synthetic::SyntheticConfig;
+use graphloom_convert::synthetic::SyntheticConfig;
 mod common;
 use common::{dataset_and_parts, Scratch};
 use graphloom_graph::sample::Fanouts;

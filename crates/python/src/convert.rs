@@ -1,9 +1,9 @@
 //! A dataset directory written from arrays in memory (a PyG `Data`'s tensors, as numpy views
-//! the Python half made without a copy), by `graphloom_graph::convert::arrays`.
+//! the Python half made without a copy), by `graphloom_convert::arrays`.
 
 use std::path::PathBuf;
 
-use graphloom_graph::convert::arrays::{self, ArraysInput, FeatureRows};
+use graphloom_convert::arrays::{self, ArraysInput, FeatureRows};
 use pyo3::prelude::*;
 
 use crate::buffers::Held;
@@ -75,7 +75,7 @@ pub(crate) fn write_arrays(
         split_names: [&split_names[0], &split_names[1], &split_names[2]],
         edge_weight: weights.as_ref().map(|w| w.slice()),
     };
-    let buffer = graphloom_graph::convert::default_buffer_bytes();
+    let buffer = graphloom_convert::default_buffer_bytes();
     let arrays = ["edge_index", "x", "y", "edge_weight"];
     py.detach(|| arrays::write(&input, &path, buffer, &|_, _, _| {}))
         .map(|meta| meta.num_edges)

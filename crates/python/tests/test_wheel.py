@@ -79,7 +79,7 @@ def test_the_sdist_holds_every_crate_it_builds_from(built):
         names = {Path(*Path(n).parts[1:]).as_posix() for n in archive.getnames()}
     for needed in ("pyproject.toml", "Cargo.lock", "crates/python/Cargo.toml",
                    "python/graphloom/__init__.py", "crates/graph/src/lib.rs",
-                   "crates/nn/src/lib.rs", "crates/plan/src/lib.rs", "crates/store/src/lib.rs"):
+                   "crates/convert/src/lib.rs", "crates/nn/src/lib.rs", "crates/plan/src/lib.rs", "crates/store/src/lib.rs"):
         assert any(n.endswith(needed) for n in names), needed
 
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::{metis, Partition};
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_graph::Dataset;

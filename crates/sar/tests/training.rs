@@ -2,7 +2,7 @@
 //! epochs, with 1 and 4 workers, and a partition for another worker count is refused.
 
 use graphloom_comm::{CommError, Local};
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part};
 use graphloom_nn::train::{train_full_batch, TrainConfig};

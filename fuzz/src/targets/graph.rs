@@ -8,8 +8,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::convert::{edgelist, npz, ogb, planetoid};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::{edgelist, npz, ogb, planetoid};
 use graphloom_graph::npy::{self, NpyElement};
 use graphloom_graph::partition::metis;
 use graphloom_graph::parts::{write_parts, Part, PartitionMeta};

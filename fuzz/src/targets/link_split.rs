@@ -8,8 +8,8 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use graphloom_graph::convert::link_split::{write, LinkSplitConfig};
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::link_split::{write, LinkSplitConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::link_split::LINK_SPLIT_DIR;
 use graphloom_graph::{Dataset, LinkSet, LinkSplit};
 

@@ -4,7 +4,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::Dataset;
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::{train_full_batch, SnapshotConfig, TrainConfig};

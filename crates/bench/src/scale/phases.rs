@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use graphloom_comm::Local;
-use graphloom_graph::convert::synthetic::{self, EdgeModel, SplitSizes, SyntheticConfig};
+use graphloom_convert::synthetic::{self, EdgeModel, SplitSizes, SyntheticConfig};
 use graphloom_graph::sample::{Fanouts, Sampler, SamplerKind};
 use graphloom_graph::MappedDataset;
 use graphloom_nn::batches::epoch_batches;

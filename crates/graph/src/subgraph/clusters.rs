@@ -15,12 +15,12 @@ use std::path::{Path, PathBuf};
 use graphloom_tensor::rng::RngKey;
 use serde::{Deserialize, Serialize};
 
+use crate::format::mapped::GraphData;
+use crate::format::meta::PartitionMeta;
 use crate::partition::metis;
-use crate::parts::PartitionMeta;
-use crate::{npy, Error, GraphData, NodeId, Result};
+use crate::{npy, Error, NodeId, Result};
 
-/// The folder of a dataset that holds its clusters.
-pub const CLUSTERS_DIR: &str = "clusters";
+pub use crate::format::meta::CLUSTERS_DIR;
 
 /// METIS's seed for clusters: fixed, so that clusters depend only on the graph and their count
 /// and are shared by runs of any seed.
@@ -280,19 +280,13 @@ pub fn partition_clusters(root: &Path, data: GraphData<'_>) -> Result<Clusters> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::synthetic::{generate, SyntheticConfig};
+    use crate::testing::random_dataset;
 
     #[test]
     fn clusters_are_kept_beside_the_dataset_and_recomputed_when_the_graph_changes() {
         let root = std::env::temp_dir().join(format!("graphloom-clusters-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&root);
-        let cfg = SyntheticConfig {
-            nodes: 400,
-            avg_degree: 6,
-            seed: 2,
-            ..Default::default()
-        };
-        let ds = generate(&cfg).unwrap();
+        let ds = random_dataset(400, 6, 2);
         ds.save(&root).unwrap();
         let (first, origin) = metis_clusters(Some(&root), ds.data(), 8).unwrap();
         assert!(matches!(origin, ClusterOrigin::Computed(_)), "{origin}");
@@ -306,7 +300,7 @@ mod tests {
         // Another count is computed afresh; a changed graph does not reuse the old file.
         let (_, origin) = metis_clusters(Some(&root), ds.data(), 5).unwrap();
         assert!(matches!(origin, ClusterOrigin::Computed(_)), "{origin}");
-        let other = generate(&SyntheticConfig { seed: 3, ..cfg }).unwrap();
+        let other = random_dataset(400, 6, 3);
         let (_, origin) = metis_clusters(Some(&root), other.data(), 8).unwrap();
         assert!(matches!(origin, ClusterOrigin::Computed(_)), "{origin}");
         // A damaged array is recomputed, not trusted.

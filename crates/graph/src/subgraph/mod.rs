@@ -143,17 +143,11 @@ pub(crate) fn digest(state: u64, words: impl Iterator<Item = u64>) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::convert::synthetic::{generate, SyntheticConfig};
+    use crate::testing::random_dataset;
 
     #[test]
     fn the_induced_subgraph_holds_exactly_the_edges_between_members() {
-        let ds = generate(&SyntheticConfig {
-            nodes: 300,
-            avg_degree: 7,
-            seed: 3,
-            ..Default::default()
-        })
-        .unwrap();
+        let ds = random_dataset(300, 7, 3);
         let data = ds.data();
         let nodes: Vec<NodeId> = (0..300).filter(|v| v % 3 != 1).collect();
         let mut set = NodeSet::new(300);

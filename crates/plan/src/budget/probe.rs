@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use graphloom_comm::Local;
-use graphloom_graph::convert::synthetic::{generate, SyntheticConfig};
+use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::Meta;
 use graphloom_nn::inference::Output;
 use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};

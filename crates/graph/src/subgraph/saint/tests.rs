@@ -1,14 +1,8 @@
 use super::*;
-use crate::convert::synthetic::{generate, SyntheticConfig};
+use crate::testing::random_dataset;
 
 fn graph() -> crate::Dataset {
-    generate(&SyntheticConfig {
-        nodes: 200,
-        avg_degree: 5,
-        seed: 5,
-        ..Default::default()
-    })
-    .unwrap()
+    random_dataset(200, 5, 5)
 }
 
 #[test]
