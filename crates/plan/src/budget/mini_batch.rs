@@ -3,7 +3,6 @@
 
 use graphloom_graph::Meta;
 use graphloom_nn::Architecture;
-use graphloom_tensor::DType;
 
 use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
@@ -190,16 +189,15 @@ pub(crate) fn mini_batch(
         rounded(in_flight * per_batch + computed + mb.workers * mb.induced_bytes)
             + mb.workers * STREAM_HEAP_BYTES,
     )?;
-    let features = if mb.learnt_input { 0 } else { z.nodes * z.row };
-    // A cache of mapped rows keeps them as the file stores them (bf16 files: half as many
-    // bytes as in the model's f32).
-    let file_row = DType::parse(&meta.feat_dtype)
-        .map_or(z.row, |d| (meta.feat_dim * d.size_in_bytes()) as u64);
+    // The table in memory and a cache of mapped rows keep the rows as the file stores them
+    // (an f32 file under a bf16 model: twice the model's bytes; counted in the model's, a
+    // sampled run's features were a half of what they held).
     let on_disk = if mb.learnt_input {
         0
     } else {
-        z.nodes * file_row
+        z.nodes * z.file_row
     };
+    let features = on_disk;
     // Log-probabilities are f32 (f64 in an f64 model).
     let scores_row = (m.out_dim * m.dtype.size_in_bytes().max(4)) as u64;
     let exact = Exact {
