@@ -13,7 +13,7 @@ mod prepare_link;
 mod run_settings;
 mod train;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 #[global_allocator]
 static ALLOCATOR: out_of_memory::ExitOnOutOfMemory = out_of_memory::ExitOnOutOfMemory;
@@ -52,7 +52,11 @@ fn main() {
     unsafe { libc::signal(libc::SIGPIPE, libc::SIG_DFL) };
     out_of_memory::fit_allocator_to_limit();
     let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| hints::with_tips(e, &args).exit());
+    let cli = Cli::command()
+        .mut_subcommand("train", train::with_defaults)
+        .try_get_matches_from(&args)
+        .and_then(|m| Cli::from_arg_matches(&m))
+        .unwrap_or_else(|e| hints::with_tips(e, &args).exit());
     // Benchmarks size their own pools; every other command starts the kernels' pool first.
     let threads = match &cli.command {
         Command::Bench(_) => Ok(()),

@@ -188,6 +188,18 @@ fn selection_note(epochs: &[EpochRecord], best_epoch: usize, best: &Evaluation) 
     })
 }
 
+/// `train`'s command with the defaults that the run decides (and clap therefore cannot show)
+/// appended to their help, as the plan reads them off their definitions.
+pub(crate) fn with_defaults(mut train: clap::Command) -> clap::Command {
+    for (setting, default) in graphloom_plan::help_defaults() {
+        train = train.mut_arg(setting, |arg| {
+            let help = arg.get_help().map(|h| h.to_string()).unwrap_or_default();
+            arg.help(format!("{help} [default: {default}]"))
+        });
+    }
+    train
+}
+
 /// Runs `graphloom train`; returns the report for callers that measure it (none for
 /// `--dry-run`).
 pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {

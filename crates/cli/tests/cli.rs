@@ -1766,3 +1766,27 @@ fn bench_scale_prints_one_json_object_per_measurement() {
     assert!(hand.join(".graphloom-bench-scale").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `train --help` shows each default that the run decides, as the plan reads it off the
+/// definition the run uses, once, after its flag's own text.
+#[test]
+fn train_help_shows_the_defaults_the_run_uses() {
+    let out = graphloom_ok(&["train", "--help"]);
+    let help = String::from_utf8_lossy(&out.stdout);
+    for (setting, default) in graphloom_plan::help_defaults() {
+        let flag = format!("--{} <", setting.replace('_', "-"));
+        let at = help
+            .find(&flag)
+            .unwrap_or_else(|| panic!("no {flag} in {help}"));
+        let text = &help[at..];
+        let next = text[2..].find("\n      --").map_or(text.len(), |n| n + 2);
+        let said = format!("[default: {default}]");
+        assert_eq!(
+            text[..next].matches("[default:").count(),
+            1,
+            "{}",
+            &text[..next]
+        );
+        assert!(text[..next].contains(&said), "{setting}: {}", &text[..next]);
+    }
+}

@@ -55,8 +55,8 @@ pub use sar::{SarOutcome, SarPlan};
 #[cfg(feature = "cli")]
 pub use settings::choice_parser;
 pub use settings::{
-    flag_of, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation, OptimizerName,
-    StorageDType, TrainSettings,
+    flag_of, help_defaults, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation,
+    OptimizerName, StorageDType, TrainSettings,
 };
 pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]

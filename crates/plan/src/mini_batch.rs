@@ -32,7 +32,7 @@ use crate::{
 const MAPPED_PRODUCER_THREADS: usize = 32;
 
 /// The default number of seeds per batch.
-const BATCH_SIZE: usize = 1024;
+pub(crate) const BATCH_SIZE: usize = 1024;
 
 /// Batches the plan samples to measure how many nodes a batch reaches at each hop.
 const HOP_PROBE_BATCHES: usize = 3;

@@ -239,6 +239,59 @@ macro_rules! display_by_name {
 }
 display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
 
+/// The defaults that `--help` shows for settings whose default the run decides (so clap has
+/// no default value to show), each read off the definition the run uses: `(setting, text)`.
+pub fn help_defaults() -> Vec<(&'static str, String)> {
+    let arch = |a: Architecture| a.defaults();
+    let [gcn, sage, gat] = [Architecture::Gcn, Architecture::Sage, Architecture::Gat].map(arch);
+    vec![
+        ("neg_ratio", crate::NEG_RATIO.to_string()),
+        ("metric", crate::LINK_METRIC.name().to_string()),
+        (
+            "hidden",
+            format!(
+                "gcn {}, sage {}, gat {}, or that of --init-model; the same holds for every \
+                 model option below",
+                gcn.hidden, sage.hidden, gat.hidden
+            ),
+        ),
+        ("heads", gat.heads.to_string()),
+        (
+            "dropout",
+            format!(
+                "gcn {}, sage {}, gat {}; link prediction {}",
+                gcn.dropout.get(),
+                sage.dropout.get(),
+                gat.dropout.get(),
+                graphloom_nn::link::DROPOUT
+            ),
+        ),
+        (
+            "lr",
+            format!("gcn {}, sage {}, gat {}", gcn.lr, sage.lr, gat.lr),
+        ),
+        (
+            "weight_decay",
+            format!(
+                "{}; link prediction {}, as PyG's and OGB's link examples train",
+                TrainConfig::default().weight_decay,
+                graphloom_nn::link::WEIGHT_DECAY
+            ),
+        ),
+        (
+            "batch_size",
+            format!(
+                "{}; full-batch link prediction: every pair in one step",
+                crate::mini_batch::BATCH_SIZE
+            ),
+        ),
+        (
+            "queue_depth",
+            graphloom_nn::batches::DEFAULT_QUEUE_DEPTH.to_string(),
+        ),
+    ]
+}
+
 /// A command-line parser of a [`Choice`]: its names are the possible values, which `--help`
 /// and the error for any other value list (with the closest name as a tip).
 #[cfg(feature = "cli")]
@@ -270,7 +323,7 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_dim: Option<usize>,
     /// Link prediction: negatives per positive in training, at most 65536, and no more than
-    /// lets a step's pairs (its supervision pairs times 1 + this) fit in memory [default: 1].
+    /// lets a step's pairs (its supervision pairs times 1 + this) fit in memory.
     #[cfg_attr(feature = "cli", arg(long))]
     pub neg_ratio: Option<usize>,
     /// Link prediction: which ends of a positive pair its training negatives draw uniformly:
@@ -285,7 +338,7 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, num_args = 0..=1, default_missing_value = "true"))]
     pub exclude_supervision: Option<bool>,
     /// Link prediction: the validation metric that selects the model: auc, mrr (needs the
-    /// split's negative destinations per positive) or hits@20/50/100 [default: auc].
+    /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
     /// Model [default: gcn, or that of --init-model].
@@ -295,17 +348,16 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
     /// Hidden width (per head for GAT; the model's parameters are at most 2^40, so times the
-    /// heads at most 2^40 too) [default: gcn 16, sage 64, gat 8, or that of --init-model; the
-    /// same holds for every model option below].
+    /// heads at most 2^40 too).
     #[cfg_attr(feature = "cli", arg(long))]
     pub hidden: Option<usize>,
-    /// GAT: heads of the hidden layers [default: 8].
+    /// GAT: heads of the hidden layers.
     #[cfg_attr(feature = "cli", arg(long))]
     pub heads: Option<usize>,
     /// GAT: heads of the output layer (averaged) [default: 1].
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
-    /// Dropout before each layer, in [0, 1) [default: 0.5, gat 0.6; link prediction 0].
+    /// Dropout before each layer, in [0, 1).
     #[cfg_attr(feature = "cli", arg(long))]
     pub dropout: Option<Probability>,
     /// Dropout on the input features [default: the --dropout value].
@@ -314,11 +366,10 @@ pub struct TrainSettings {
     /// GAT: dropout on attention coefficients [default: the --dropout value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub attention_dropout: Option<Probability>,
-    /// Learning rate [default: 0.01, gat 0.005].
+    /// Learning rate.
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub lr: Option<f64>,
-    /// Weight decay [default: 5e-4; link prediction 0, as PyG's and OGB's link examples
-    /// train].
+    /// Weight decay.
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub weight_decay: Option<f64>,
     /// Optimizer.
@@ -353,10 +404,10 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub fanouts: Option<Fanouts>,
     /// Mini-batch: seeds per batch; link prediction: supervision pairs per batch (full batch
-    /// too) [default: 1024; full-batch link prediction: every pair in one step].
+    /// too).
     #[cfg_attr(feature = "cli", arg(long))]
     pub batch_size: Option<usize>,
-    /// Mini-batch: batches sampled and gathered ahead of the compute [default: 4].
+    /// Mini-batch: batches sampled and gathered ahead of the compute.
     #[cfg_attr(feature = "cli", arg(long))]
     pub queue_depth: Option<usize>,
     /// Mini-batch: where the store keeps the features (mmap: node_feat.npy mapped from disk,
