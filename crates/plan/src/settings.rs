@@ -244,7 +244,14 @@ display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
 pub fn help_defaults() -> Vec<(&'static str, String)> {
     let arch = |a: Architecture| a.defaults();
     let [gcn, sage, gat] = [Architecture::Gcn, Architecture::Sage, Architecture::Gat].map(arch);
+    let model = ModelConfig::of(Architecture::Gat);
     vec![
+        (
+            "layers",
+            format!("{}, or that of --init-model", model.layers),
+        ),
+        ("out_heads", model.out_heads.to_string()),
+        ("embedding_lr", crate::data::EMBEDDING_LR.to_string()),
         ("neg_ratio", crate::NEG_RATIO.to_string()),
         ("metric", crate::LINK_METRIC.name().to_string()),
         (
@@ -344,7 +351,7 @@ pub struct TrainSettings {
     /// Model [default: gcn, or that of --init-model].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Architecture>()))]
     pub model: Option<Architecture>,
-    /// Number of layers, at most 65536 [default: 2, or that of --init-model].
+    /// Number of layers, at most 65536.
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
     /// Hidden width (per head for GAT; the model's parameters are at most 2^40, so times the
@@ -354,7 +361,7 @@ pub struct TrainSettings {
     /// GAT: heads of the hidden layers.
     #[cfg_attr(feature = "cli", arg(long))]
     pub heads: Option<usize>,
-    /// GAT: heads of the output layer (averaged) [default: 1].
+    /// GAT: heads of the output layer (averaged).
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
     /// Dropout before each layer, in [0, 1).
@@ -478,7 +485,7 @@ pub struct TrainSettings {
     /// LazyAdam.
     #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_dim: Option<usize>,
-    /// Mini-batch: learning rate of the embedding table's LazyAdam [default: 0.01].
+    /// Mini-batch: learning rate of the embedding table's LazyAdam.
     #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_lr: Option<f32>,
     /// Partitioned dataset (SAR): how the other parts' rows travel: sar (one halo at a time,
