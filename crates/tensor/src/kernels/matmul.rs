@@ -136,12 +136,12 @@ unsafe fn gemm_into<T: Real>(
 /// beside them they stay in a core's L2 cache. Tasks of 2048 rows of a 128-wide operand (1 MiB)
 /// ran at 153 GFLOP/s on two cores, tasks of 4096 rows at 93.
 const REDUCTION_CHUNK_BYTES: usize = 1 << 20;
-/// The most partial products a split reduction keeps (so their memory stays a small multiple
-/// of the output's).
+/// The most chunks a split reduction is cut into (a long reduction gets longer chunks).
 const MAX_REDUCTION_CHUNKS: usize = 64;
 
-/// The most bytes the partial products of a split reduction may take: beyond it (a tall
-/// output, whose rows the gemm crate already shares out well) the product is not split.
+/// The most bytes the partial products of all of a split reduction's chunks would take: beyond
+/// it (a tall output, whose rows the gemm crate already shares out well) the product is not
+/// split. Only a group of them is held at a time ([`gemm_split_reduction`]).
 const MAX_PARTIAL_BYTES: usize = 64 << 20;
 
 /// Whether `lhs^T * rhs` (`[m, n]`, a reduction over `k`) is cut by [`gemm_split_reduction`]:
