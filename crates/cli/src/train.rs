@@ -7,9 +7,8 @@ use anyhow::{Context, Result};
 use clap::Args;
 use serde_json::json;
 
-use graphloom_nn::link::metrics::{LinkMetric, LinkMetrics, HITS_AT};
 use graphloom_nn::model_file::ModelFile;
-use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation, TrainReport};
+use graphloom_nn::train::{EpochRecord, TrainReport};
 use graphloom_plan::{Choice, Common, Plan, RunOutcome, TrainSettings};
 use graphloom_tensor::memory::Category;
 
@@ -101,91 +100,21 @@ impl Splits {
             None => [true; 3],
         }))
     }
-
-    /// The accuracies of the splits that hold nodes.
-    fn values(self, a: &Accuracy) -> [Option<f64>; 3] {
-        let all = [a.train, a.val, a.test];
-        std::array::from_fn(|s| self.0[s].then_some(all[s]))
-    }
-}
-
-/// An accuracy to four places, or n/a for an empty split.
-fn shown(accuracy: Option<f64>) -> String {
-    accuracy.map_or("n/a".into(), |a| format!("{a:.4}"))
 }
 
 /// One epoch's line of the log.
 fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
-    let acc = match r.evaluation {
-        Some(Evaluation::Node(a)) => {
-            let [train, val, test] = splits.values(&a).map(shown);
-            format!("train {train:>6}  val {val:>6}  test {test:>6}")
-        }
-        Some(Evaluation::Link(l)) => {
-            format!("val {}  test {}", brief(&l.valid), brief(&l.test))
-        }
+    let figures = match &r.evaluation {
+        Some(e) => e.epoch_text(splits.0),
         None => format!("{:<34}", "(not evaluated)"),
     };
     format!(
-        "epoch {:4}  loss {:.4}  {acc}  {:.3}s  peak {:.1} MiB",
+        "epoch {:4}  loss {:.4}  {figures}  {:.3}s  peak {:.1} MiB",
         r.epoch,
         r.loss,
         r.seconds,
         r.peak_bytes as f64 / (1 << 20) as f64
     )
-}
-
-/// A link evaluation's AUC, Hits@50 and MRR (when the split ranks) in one short run of text.
-fn brief(m: &LinkMetrics) -> String {
-    let mrr = m.mrr.map_or(String::new(), |v| format!(" mrr {v:.4}"));
-    format!("auc {:.4} hits@50 {:.4}{mrr}", m.auc, m.hits[1])
-}
-
-/// A link predictor's validation metrics that, at the selected epoch, stand well below their
-/// own best (more than 0.05 under it, and under 90% of it): a model selected by one metric
-/// may rank random pairs above true links by another. One line naming them and `--metric`,
-/// or `None`.
-fn selection_note(epochs: &[EpochRecord], best_epoch: usize, best: &Evaluation) -> Option<String> {
-    let Evaluation::Link(chosen) = best else {
-        return None;
-    };
-    let mut below = Vec::new();
-    for metric in LinkMetric::ALL.iter().copied() {
-        if metric == chosen.metric || (metric == LinkMetric::Mrr && chosen.valid.mrr.is_none()) {
-            continue;
-        }
-        let at = |e: &EpochRecord| match e.evaluation {
-            Some(Evaluation::Link(l)) => Some((e.epoch, l.valid.get(metric))),
-            _ => None,
-        };
-        let Some((epoch, best)) =
-            epochs
-                .iter()
-                .filter_map(at)
-                .fold(None, |b: Option<(usize, f64)>, (e, v)| match b {
-                    Some((_, bv)) if bv >= v => b,
-                    _ => Some((e, v)),
-                })
-        else {
-            continue;
-        };
-        let now = chosen.valid.get(metric);
-        if now < best - 0.05 && now < 0.9 * best {
-            below.push(format!(
-                "{} {now:.4} (best {best:.4} at epoch {epoch})",
-                metric.name()
-            ));
-        }
-    }
-    (!below.is_empty()).then(|| {
-        format!(
-            "note: epoch {} was selected by validation {}; there validation {}: --metric chooses \
-             the selecting metric",
-            best_epoch,
-            chosen.metric.name(),
-            below.join(", ")
-        )
-    })
 }
 
 /// `train`'s command with the defaults that the run decides (and clap therefore cannot show)
@@ -257,7 +186,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     if !args.json {
         print_result(common, report, splits, peaks.0);
     }
-    let note = selection_note(&report.epochs, report.best_epoch, &report.best);
+    let note = report
+        .best
+        .selection_note(&report.epochs, report.best_epoch);
     if let (Some(note), false) = (note, args.quiet) {
         eprintln!("{note}");
     }
@@ -324,28 +255,9 @@ fn print_row_cache(outcome: &RunOutcome) {
 /// The run's result in one line: the test figure of the selected epoch, its validation
 /// score, the time per epoch and the memory.
 fn print_result(common: &Common, report: &TrainReport, splits: Splits, peak_anon: u64) {
-    let (test, val) = match report.best {
-        Evaluation::Node(_) => (
-            match splits.0[2] {
-                true => format!("test accuracy {}", shown(Some(report.test_score))),
-                false => "test accuracy n/a (no test nodes)".into(),
-            },
-            shown(splits.0[1].then_some(report.best_val_score)),
-        ),
-        Evaluation::Link(l) => (
-            format!(
-                "test {} {:.4} (auc {:.4}, hits@50 {:.4}{})",
-                l.metric.name(),
-                report.test_score,
-                l.test.auc,
-                l.test.hits[1],
-                l.test
-                    .mrr
-                    .map_or(String::new(), |m| format!(", mrr {m:.4}"))
-            ),
-            format!("{:.4}", report.best_val_score),
-        ),
-    };
+    let (test, val) = report
+        .best
+        .result_text(splits.0, report.test_score, report.best_val_score);
     println!(
         "{} on {}: {test} at epoch {} (best validation {val}); {:.4} s/epoch; peak tracked {:.1} MiB, peak anonymous {:.1} MiB (RSS with mapped files {:.1} MiB)",
         common.model.arch.name(),
@@ -501,98 +413,14 @@ fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Valu
                 "seconds": e.seconds, "peak_bytes": e.peak_bytes,
             });
             if let (Some(v), Some(map)) = (e.evaluation, h.as_object_mut()) {
-                map.extend(evaluation_fields(&v, splits, "val_", "test_"));
+                map.extend(v.fields(splits.0, "val_", "test_"));
             }
             h
         }).collect::<Vec<_>>(),
     });
     if let Some(map) = value.as_object_mut() {
-        map.extend(evaluation_fields(&r.best, splits, "best_val_", "test_"));
-        if let Evaluation::Link(l) = r.best {
-            map.insert("task".into(), json!("link"));
-            map.insert("metric".into(), json!(l.metric.name()));
-        }
+        map.extend(r.best.fields(splits.0, "best_val_", "test_"));
+        map.extend(r.best.task_fields());
     }
     value
-}
-
-/// The figures of an evaluation under JSON keys: node classification's `train_acc` (in
-/// histories), `{val}acc` and `{test}acc` (null for an empty split), link prediction's
-/// `{val}auc`, `{val}hits_at_20/50/100`, `{val}mrr` and the same with `{test}`.
-fn evaluation_fields(
-    e: &Evaluation,
-    splits: Splits,
-    val: &str,
-    test: &str,
-) -> serde_json::Map<String, serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    match e {
-        Evaluation::Node(a) => {
-            let [train, v, t] = splits.values(a);
-            if val == "val_" {
-                m.insert("train_acc".into(), json!(train));
-            }
-            m.insert(format!("{val}acc"), json!(v));
-            m.insert(format!("{test}acc"), json!(t));
-        }
-        Evaluation::Link(l) => {
-            for (prefix, metrics) in [(val, &l.valid), (test, &l.test)] {
-                m.insert(format!("{prefix}auc"), json!(metrics.auc));
-                for (k, h) in HITS_AT.iter().zip(metrics.hits) {
-                    m.insert(format!("{prefix}hits_at_{k}"), json!(h));
-                }
-                m.insert(format!("{prefix}mrr"), json!(metrics.mrr));
-            }
-        }
-    }
-    m
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use graphloom_nn::link::metrics::LinkEvaluation;
-
-    /// A link predictor's epoch whose validation AUC is `auc` and MRR `mrr`.
-    fn epoch(epoch: usize, auc: f64, mrr: f64) -> EpochRecord {
-        let m = LinkMetrics {
-            auc,
-            hits: [0.1; 3],
-            mrr: Some(mrr),
-        };
-        EpochRecord {
-            epoch,
-            loss: 0.5,
-            evaluation: Some(Evaluation::Link(LinkEvaluation {
-                valid: m,
-                test: m,
-                metric: LinkMetric::Mrr,
-            })),
-            seconds: 0.1,
-            peak_bytes: 0,
-        }
-    }
-
-    #[test]
-    fn a_selected_epoch_whose_other_metrics_collapsed_is_noted() {
-        // AUC rises to 0.76 at epoch 2, then falls to 0.58 while MRR rises.
-        let epochs = vec![
-            epoch(1, 0.70, 0.30),
-            epoch(2, 0.76, 0.40),
-            epoch(3, 0.58, 0.47),
-        ];
-        let best = epochs[2].evaluation.unwrap();
-        let note = selection_note(&epochs, 3, &best).expect("a note");
-        assert!(
-            note.contains("selected by validation mrr")
-                && note.contains("auc 0.5800 (best 0.7600 at epoch 2)")
-                && note.contains("--metric"),
-            "{note}"
-        );
-        assert!(!note.contains("hits"), "the hits did not move: {note}");
-        // A fall within 0.05 of the best is noise, not a collapse.
-        let epochs = vec![epoch(1, 0.76, 0.40), epoch(2, 0.72, 0.47)];
-        let best = epochs[1].evaluation.unwrap();
-        assert_eq!(selection_note(&epochs, 2, &best), None);
-    }
 }

@@ -167,10 +167,76 @@ fn mini_batch_runs_stay_within_their_budget_as_predicted() {
     assert!(s["feature_cache_gib"].as_f64().unwrap() > 0.0);
     // A budget the features do not fit with the rest: they stay on disk, with a cache of what
     // is left, and evaluation goes layer by layer.
-    let s = within_budget(&mini, 0.12);
+    let s = within_budget(&mini, 0.13);
     assert_eq!(s["features_location"], "mmap");
     assert!(s["feature_cache_gib"].as_f64().unwrap() > 0.0);
     assert!(s["inference_memory_gib"].as_f64().unwrap() > 0.0);
+}
+
+/// Sampled GAT projects every source row of a block to its output width before attending, so
+/// a batch's step holds far more than rows weighted by layer widths say: measured on a drawn
+/// batch, the prediction was a third of the step before (38% under the measured peak).
+#[test]
+fn a_sampled_gat_run_stays_within_its_budget_as_predicted() {
+    let root = scratch("budget-mini-gat");
+    let ds = wide(&root);
+    let args = [
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--model",
+        "gat",
+        "--hidden",
+        "64",
+        "--heads",
+        "4",
+        "--fanouts",
+        "10,10",
+        "--batch-size",
+        "512",
+        "--epochs",
+        "2",
+    ];
+    within_budget(&args, 0.5);
+}
+
+/// A wide input and a wide hidden layer: the weight gradient's reduction over a batch was cut
+/// into chunks whose partial products (four of a 1000 x 1024 output at a time) no tensor
+/// counted, 33 MiB beside the step (28% over the prediction).
+#[test]
+fn a_wide_input_subgraph_run_stays_within_its_budget_as_predicted() {
+    let root = scratch("budget-fat");
+    let ds = root.join("fat");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--nodes",
+        "5000",
+        "--avg-degree",
+        "8",
+        "--feat-dim",
+        "1000",
+        "--classes",
+        "4",
+        "--out",
+        ds.to_str().unwrap(),
+    ]);
+    let args = [
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--model",
+        "sage",
+        "--hidden",
+        "1024",
+        "--batching",
+        "saint-node",
+        "--saint-budget",
+        "2000",
+        "--batches-per-epoch",
+        "5",
+        "--epochs",
+        "2",
+    ];
+    within_budget(&args, 0.25);
 }
 
 /// Subgraph batches whose compute outlasts their making, so that the queue the plan counts

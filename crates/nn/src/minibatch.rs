@@ -37,8 +37,8 @@ use crate::link::{self, exclude_pairs, pair_batches, supervision_pairs, PairBatc
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
 use crate::task::{Targets, Task};
 use crate::train::{
-    correct_predictions, fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig,
-    TrainReport, Workload,
+    correct_predictions, fit, EpochLoss, EpochRecord, Evaluation, SplitCounts, StepInput, Steps,
+    TrainConfig, TrainReport, Workload,
 };
 use crate::{Error, Result};
 use graphloom_graph::subgraph::batching::SubgraphBatching;
@@ -410,49 +410,27 @@ impl<'a> MiniBatch<'a> {
         self.run_step(batch.sampled.x, ids, graph, steps, targets, global as f64)
     }
 
-    /// Runs `step(self, batch, i)` on the `total` batches of `stream` in order, timing the
-    /// compute and reporting progress, until the stream ends or a step fails; gets the
-    /// stream's sampler back. A step returns its weighted loss and weight (`None`: a batch
-    /// with nothing to learn from); the sums of both come back.
+    /// Runs `step` on the `total` batches of `stream` through the one batch loop
+    /// ([`Steps::run_batches`]), timing the compute and reporting progress; gets the stream's
+    /// sampler back.
     fn run_stream<'s, B: Send + 's>(
         &mut self,
         mut stream: BatchStream<'s, B, Error>,
         total: usize,
-        mut step: impl FnMut(&mut Self, B, usize) -> Result<Option<(f64, usize)>>,
-    ) -> Result<(f64, usize)> {
-        let (mut loss_sum, mut seen) = (0.0, 0usize);
-        let mut result = Ok(());
-        for i in 0..total {
-            let Some(batch) = stream.next() else { break };
+        steps: &mut Steps<'_>,
+        mut step: impl FnMut(&mut Self, &mut Steps<'_>, B, usize) -> Result<Option<(f64, usize)>>,
+    ) -> Result<EpochLoss> {
+        let loss = steps.run_batches(stream.by_ref().take(total), |steps, batch, i| {
             let compute = Instant::now();
-            match batch.and_then(|b| step(self, b, i)) {
-                Ok(Some((loss, weight))) => {
-                    loss_sum += loss;
-                    seen += weight;
-                }
-                Ok(None) => {}
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            }
+            let weighted = step(self, steps, batch, i);
             self.stages.compute += compute.elapsed().as_secs_f64();
             if let Some(report) = &mut self.on_batch {
                 report(i + 1, total);
             }
-        }
+            weighted
+        });
         self.sampler = Some(stream.finish()?);
-        result.map(|()| (loss_sum, seen))
-    }
-
-    /// An epoch's loss from this worker's sum of weighted losses and their weights: each
-    /// worker's sum is its share of the global batches' weighted losses, so they are summed
-    /// over the workers. Collective.
-    fn epoch_loss(&self, loss_sum: f64, seen: usize) -> Result<f64> {
-        let mut total = [loss_sum];
-        self.comm
-            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
-        Ok(total[0] / seen.max(1) as f64)
+        loss
     }
 
     /// One training step over input rows `ids` (gathered ahead as `gathered`, or read now from
@@ -595,7 +573,7 @@ impl Workload for MiniBatch<'_> {
         // graph may be mapped too) and gathering wait on the disk, so they overlap in stages.
         let staged = features.is_some() && settings.pool.is_some();
         let n = data.num_nodes();
-        let (loss_sum, seen) = std::thread::scope(|scope| -> Result<(f64, usize)> {
+        let loss = std::thread::scope(|scope| -> Result<EpochLoss> {
             let make = |sampler: &mut Sampler, i: usize| {
                 let node_ids: Vec<NodeId>;
                 let work = match &task {
@@ -620,15 +598,20 @@ impl Workload for MiniBatch<'_> {
             } else {
                 BatchStream::scoped(scope, settings, make)?
             };
-            self.run_stream(stream, global_sizes.len(), |this, batch, i| {
-                let global = global_sizes[i];
-                let loss = this.step(batch, global, steps)?;
-                Ok(Some((loss * global as f64, global)))
-            })
+            self.run_stream(
+                stream,
+                global_sizes.len(),
+                steps,
+                |this, steps, batch, i| {
+                    let global = global_sizes[i];
+                    let loss = this.step(batch, global, steps)?;
+                    Ok(Some((loss * global as f64, global)))
+                },
+            )
         })?;
         // The stream's threads freed their batches' small blocks into the allocator's heaps.
         graphloom_tensor::alloc::trim_freed();
-        self.epoch_loss(loss_sum, seen)
+        loss.mean_over(self.comm.as_ref())
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {

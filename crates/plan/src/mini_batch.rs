@@ -17,7 +17,7 @@ use graphloom_store::{
 };
 use graphloom_tensor::DType;
 
-use crate::budget::{self, MiniBatchShape, RunShape, SampledBatch};
+use crate::budget::{self, MiniBatchShape, RunShape, SampledBatch, PROBE_MAX_EDGES};
 use crate::checks::check_local_workers;
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
@@ -56,6 +56,7 @@ fn sampled_batch_shape(
         hop_rows: vec![seeds as u64; fanouts.len() + 1],
         block_rows: 0,
         edges: 0,
+        probed: Vec::new(),
     };
     for batch in 0..HOP_PROBE_BATCHES {
         // Distinct positions: increasing by at least one, then shifted by the batch; a pool of
@@ -65,30 +66,39 @@ fn sampled_batch_shape(
             .collect();
         ids.sort_unstable();
         ids.dedup();
-        let blocks = sampler.sample(
-            &source,
-            &ids,
-            fanouts,
-            SamplerKind::Uniform,
-            0,
-            batch as u64,
-        )?;
-        widen(&mut shape, &blocks);
+        let mut draw = |ids: &[NodeId]| {
+            sampler.sample(&source, ids, fanouts, SamplerKind::Uniform, 0, batch as u64)
+        };
+        let blocks = draw(&ids)?;
+        if let Some(fewer) = widen(&mut shape, blocks, &ids) {
+            shape.probed = draw(&fewer)?;
+        }
     }
     Ok(shape)
 }
 
-/// Widens `shape` to hold the batch of `blocks` too.
-fn widen(shape: &mut SampledBatch, blocks: &[Block]) {
+/// Widens `shape` to hold the batch of `blocks` (drawn from `seeds`) too. When it is the
+/// largest so far but too large to train a step on at plan time (past [`PROBE_MAX_EDGES`]),
+/// returns a spread of fewer of its seeds to draw the probed batch from.
+fn widen(shape: &mut SampledBatch, blocks: Vec<Block>, seeds: &[NodeId]) -> Option<Vec<NodeId>> {
     // Blocks run from the input layer to the seeds: the hops are theirs in reverse.
     for (hop, block) in blocks.iter().rev().enumerate() {
         let most = &mut shape.hop_rows[hop + 1];
         *most = (*most).max(block.src_nodes.len() as u64);
     }
     let edges = blocks.iter().map(|b| b.num_edges() as u64).sum();
-    shape.edges = shape.edges.max(edges);
     let block_rows = blocks.iter().map(|b| b.src_nodes.len() as u64).sum();
     shape.block_rows = shape.block_rows.max(block_rows);
+    let largest = shape.probed.is_empty() || edges > shape.edges;
+    shape.edges = shape.edges.max(edges);
+    if !largest {
+        return None;
+    }
+    shape.probed = blocks;
+    (edges > PROBE_MAX_EDGES).then(|| {
+        let every = edges.div_ceil(PROBE_MAX_EDGES) as usize;
+        seeds.iter().copied().step_by(every).collect()
+    })
 }
 
 /// The shape of the subgraph batches `batching` draws for `layers` layers, the largest over
@@ -113,6 +123,7 @@ fn subgraph_batch_shape(
         hop_rows: vec![0; layers + 1],
         block_rows: 0,
         edges: 0,
+        probed: Vec::new(),
     };
     let mut induced = 0;
     for draw in batching.epoch(seed, 0).iter().take(HOP_PROBE_BATCHES) {
@@ -126,10 +137,14 @@ fn subgraph_batch_shape(
         // Its nodes (u32), offsets (i64), sources (u32), edge ids (i64) and edge weights (f32).
         induced = induced.max(12 * sub.nodes.len() as u64 + 16 * sub.edge_ids.len() as u64);
         let source = CsrSource::new(&sub.csr);
-        let blocks =
-            sampler.sample(&source, rows, &vec![-1; layers], SamplerKind::Uniform, 0, 0)?;
+        let mut draw = |rows: &[NodeId]| {
+            sampler.sample(&source, rows, &vec![-1; layers], SamplerKind::Uniform, 0, 0)
+        };
+        let blocks = draw(rows)?;
         shape.hop_rows[0] = shape.hop_rows[0].max(rows.len() as u64);
-        widen(&mut shape, &blocks);
+        if let Some(fewer) = widen(&mut shape, blocks, rows) {
+            shape.probed = draw(&fewer)?;
+        }
     }
     Ok((shape, induced))
 }

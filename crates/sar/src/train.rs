@@ -132,22 +132,25 @@ impl Workload for Sar<'_> {
     }
 
     fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> graphloom_nn::Result<f64> {
+        // One batch: this worker's part, its loss already over the job's training nodes (so
+        // weighed as one: the epoch's loss is the sum of the workers').
         let targets = Targets::Nodes {
             rows: self.rows.clone(),
             labels: self.labels.clone(),
             weights: None,
         };
-        let loss = steps.step(
-            &self.model,
-            StepInput::Rows(self.x.clone()),
-            GraphInput::Nodes(&self.graph),
-            targets,
-            self.part.meta.num_train as f64,
-        )?;
-        let mut total = [loss];
-        self.comm
-            .all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
-        Ok(total[0])
+        let total = self.part.meta.num_train as f64;
+        let loss = steps.run_batches([Ok(targets)], |steps, targets, _| {
+            let loss = steps.step(
+                &self.model,
+                StepInput::Rows(self.x.clone()),
+                GraphInput::Nodes(&self.graph),
+                targets,
+                total,
+            )?;
+            Ok(Some((loss, 1)))
+        })?;
+        loss.mean_over(self.comm.as_ref())
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> graphloom_nn::Result<Evaluation> {

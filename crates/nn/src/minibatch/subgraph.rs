@@ -36,7 +36,7 @@ use crate::batches::{rank_slice, BatchStream};
 use crate::kernels::aggregate::GcnNorm;
 use crate::model::{Architecture, GraphInput, LayerGraph};
 use crate::task::Targets;
-use crate::train::Steps;
+use crate::train::{EpochLoss, Steps};
 use crate::GraphView;
 use crate::Result;
 
@@ -262,19 +262,26 @@ impl MiniBatch<'_> {
             rank: self.comm.rank(),
             ranks: self.comm.size(),
         };
-        let (loss_sum, seen) = std::thread::scope(|scope| -> Result<(f64, usize)> {
+        let loss = std::thread::scope(|scope| -> Result<EpochLoss> {
             let make =
                 |sampler: &mut Sampler, i: usize| preparer.prepare(&mut set, sampler, &draws[i]);
             let stream = BatchStream::scoped(scope, settings, make)?;
-            self.run_stream(stream, draws.len(), |this, batch, _| match batch {
-                Some((global, Some(b))) => this.subgraph_step(b, steps).map(|l| Some((l, global))),
-                // This worker's slice is empty: it still takes part in the step.
-                Some((global, None)) => this.step(None, 0, steps).map(|_| Some((0.0, global))),
-                None => Ok(None),
-            })
+            self.run_stream(
+                stream,
+                draws.len(),
+                steps,
+                |this, steps, batch, _| match batch {
+                    Some((global, Some(b))) => {
+                        this.subgraph_step(b, steps).map(|l| Some((l, global)))
+                    }
+                    // This worker's slice is empty: it still takes part in the step.
+                    Some((global, None)) => this.step(None, 0, steps).map(|_| Some((0.0, global))),
+                    None => Ok(None),
+                },
+            )
         })?;
         state.set = Some(set);
-        self.epoch_loss(loss_sum, seen)
+        loss.mean_over(self.comm.as_ref())
     }
 
     /// The step of one subgraph batch; returns this worker's share of its loss times the

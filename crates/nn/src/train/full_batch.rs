@@ -258,47 +258,50 @@ impl Workload for FullBatch<'_> {
 
     fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
         self.task.check(&self.model.cfg)?;
-        let Task::Link(task) = self.task else {
-            if self.rows.is_empty() {
-                return Err(Error::NoTrainingNodes);
+        let loss = match self.task {
+            Task::Node => {
+                if self.rows.is_empty() {
+                    return Err(Error::NoTrainingNodes);
+                }
+                // One batch: every training node (its loss is the epoch's).
+                let targets = Targets::Nodes {
+                    rows: self.rows.clone(),
+                    labels: self.labels.clone(),
+                    weights: None,
+                };
+                let n = self.rows.len() as f64;
+                steps.run_batches([Ok(targets)], |steps, targets, _| {
+                    Ok(Some((self.step(steps, targets, n)?, 1)))
+                })?
             }
-            let targets = Targets::Nodes {
-                rows: self.rows.clone(),
-                labels: self.labels.clone(),
-                weights: None,
-            };
-            let n = self.rows.len() as f64;
-            return self.step(steps, targets, n);
+            Task::Link(task) => {
+                // `Task::check` refused a split without supervision pairs.
+                let pairs = task.split.pairs(LinkSet::TrainPos).len();
+                let (n, seed) = (self.ds.graph.num_nodes(), self.seed);
+                let batch_size = self.batch_size.unwrap_or(pairs);
+                let (batches, _) = pair_batches(pairs, seed, epoch as u64, batch_size, 0, 1);
+                let batches = batches
+                    .iter()
+                    .map(|index| Ok(PairBatch::new(&task, index, n, seed, epoch as u64)));
+                steps.run_batches(batches, |steps, batch, _| {
+                    let scored = batch.labels.len();
+                    let (src, dst): (Arc<[usize]>, Arc<[usize]>) = (
+                        batch.src.iter().map(|&v| v as usize).collect(),
+                        batch.dst.iter().map(|&v| v as usize).collect(),
+                    );
+                    let targets = Targets::Pairs {
+                        src,
+                        dst,
+                        labels: batch.labels,
+                    };
+                    Ok(Some((
+                        self.step(steps, targets, scored as f64)? * scored as f64,
+                        scored,
+                    )))
+                })?
+            }
         };
-        // `Task::check` refused a split without supervision pairs.
-        let pairs = task.split.pairs(LinkSet::TrainPos).len();
-        let (n, seed) = (self.ds.graph.num_nodes(), self.seed);
-        let (batches, _) = pair_batches(
-            pairs,
-            seed,
-            epoch as u64,
-            self.batch_size.unwrap_or(pairs),
-            0,
-            1,
-        );
-        let (mut total, mut count) = (0.0, 0usize);
-        for index in batches {
-            let batch = PairBatch::new(&task, &index, n, seed, epoch as u64);
-            let scored = batch.labels.len();
-            let (src, dst): (Arc<[usize]>, Arc<[usize]>) = (
-                batch.src.iter().map(|&v| v as usize).collect(),
-                batch.dst.iter().map(|&v| v as usize).collect(),
-            );
-            let targets = Targets::Pairs {
-                src,
-                dst,
-                labels: batch.labels.clone(),
-            };
-            let loss = self.step(steps, targets, scored as f64)?;
-            total += loss * scored as f64;
-            count += scored;
-        }
-        Ok(total / count.max(1) as f64)
+        Ok(loss.mean())
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {

@@ -6,19 +6,20 @@
 //! The workloads: [`FullBatch`] (the whole graph on one worker), the sampled mini-batches of
 //! [`crate::minibatch::MiniBatch`], and SAR's partitioned full batch in the `sar` crate.
 
+mod evaluation;
 mod full_batch;
 mod records;
 mod snapshot;
 mod state;
 mod workload;
 
+pub use evaluation::Evaluation;
 pub use full_batch::{train_full_batch, FullBatch};
 pub use records::{
-    correct_predictions, predicted_class, Accuracy, EpochRecord, Evaluation, SplitCounts,
-    TrainReport,
+    correct_predictions, predicted_class, Accuracy, EpochRecord, SplitCounts, TrainReport,
 };
 pub use snapshot::SnapshotConfig;
-pub use workload::{all_reduce_gradients, StepInput, Steps, Workload};
+pub use workload::{all_reduce_gradients, EpochLoss, StepInput, Steps, Workload};
 
 use std::time::Instant;
 

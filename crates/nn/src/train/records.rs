@@ -1,51 +1,15 @@
-//! What training measures: an [`Evaluation`] (accuracies and correct-prediction counts of the
-//! splits for node classification, link metrics for link prediction), the record of each epoch
-//! and the report of a run.
+//! What training records: node classification's accuracies and correct-prediction counts of
+//! the splits (what an [`Evaluation`] holds for that task), the record of each epoch and the
+//! report of a run.
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::Dataset;
 use graphloom_tensor::memory::MemoryReport;
 use graphloom_tensor::{with_float, Float, Real, RssReport, Tensor};
 
-use crate::link::metrics::LinkEvaluation;
+use super::Evaluation;
 use crate::model::Param;
 use crate::Result;
-
-/// What an evaluation measured, by task.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
-pub enum Evaluation {
-    /// Node classification: accuracies of the three splits.
-    Node(Accuracy),
-    /// Link prediction: the metrics of the validation and test splits.
-    Link(LinkEvaluation),
-}
-
-impl Evaluation {
-    /// The score model selection maximises: the validation accuracy, or the selected link
-    /// metric on the validation split.
-    pub fn validation(&self) -> f64 {
-        match self {
-            Evaluation::Node(a) => a.val,
-            Evaluation::Link(l) => l.valid.get(l.metric),
-        }
-    }
-
-    /// The same score on the test split.
-    pub fn test(&self) -> f64 {
-        match self {
-            Evaluation::Node(a) => a.test,
-            Evaluation::Link(l) => l.test.get(l.metric),
-        }
-    }
-
-    /// The accuracies, for node classification.
-    pub fn accuracy(&self) -> Option<Accuracy> {
-        match self {
-            Evaluation::Node(a) => Some(*a),
-            Evaluation::Link(_) => None,
-        }
-    }
-}
 
 /// Accuracies of the three splits.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]

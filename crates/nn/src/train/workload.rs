@@ -75,6 +75,31 @@ pub trait Workload {
     }
 }
 
+/// An epoch's loss as [`Steps::run_batches`] sums it: the batches' losses, each weighted by
+/// what it scored, and the weights.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EpochLoss {
+    /// The sum of the batches' losses times their weights.
+    pub weighted_sum: f64,
+    /// The sum of the weights.
+    pub weight: usize,
+}
+
+impl EpochLoss {
+    /// The epoch's mean loss.
+    pub fn mean(self) -> f64 {
+        self.weighted_sum / self.weight.max(1) as f64
+    }
+
+    /// The epoch's mean loss over the workers of `comm`, each of which summed its share of the
+    /// batches' weighted losses against the weights of the whole job's batches. Collective.
+    pub fn mean_over(self, comm: &dyn Communicator) -> Result<f64> {
+        let mut total = [self.weighted_sum];
+        comm.all_reduce(ReduceData::F64(&mut total), ReduceOp::Sum)?;
+        Ok(total[0] / self.weight.max(1) as f64)
+    }
+}
+
 /// The input rows of a training step.
 pub enum StepInput<'a> {
     /// Fixed rows (node features), in the model's dtype.
@@ -183,6 +208,25 @@ impl Steps<'_> {
         drop(tape);
         self.apply(grads)?;
         Ok((loss.value().scalar_f64()?, input_grad))
+    }
+
+    /// The one loop over the batches of an epoch, every workload's: runs `step` on each batch
+    /// of `batches` in order (with its index) until they end or a step fails. A step returns
+    /// its loss weighted by what it scored and that weight (`None`: a batch with nothing to
+    /// learn from); their sums come back.
+    pub fn run_batches<B>(
+        &mut self,
+        batches: impl IntoIterator<Item = Result<B>>,
+        mut step: impl FnMut(&mut Self, B, usize) -> Result<Option<(f64, usize)>>,
+    ) -> Result<EpochLoss> {
+        let mut loss = EpochLoss::default();
+        for (i, batch) in batches.into_iter().enumerate() {
+            if let Some((weighted, weight)) = step(self, batch?, i)? {
+                loss.weighted_sum += weighted;
+                loss.weight += weight;
+            }
+        }
+        Ok(loss)
     }
 
     /// A step in which this worker has no training nodes: it still takes part in the gradient

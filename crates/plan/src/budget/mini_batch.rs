@@ -8,9 +8,10 @@ use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
     PROCESS_BYTES,
 };
-use super::{labels_bytes, link_parts, probe, LinkPairs};
+use super::{labels_bytes, link_parts, probe, probe_step, LinkPairs};
 use crate::link::PAIR_BYTES;
 use crate::{FeaturesLocation, Result};
+use graphloom_graph::sample::Block;
 
 /// What a mini-batch run is asked: batches, evaluation, and the user's memory flags.
 pub(crate) struct MiniBatchShape {
@@ -55,6 +56,50 @@ pub(crate) struct SampledBatch {
     pub(crate) block_rows: u64,
     /// Sampled edges of all its blocks.
     pub(crate) edges: u64,
+    /// A drawn batch on which the plan measures a training step ([`probe_step`]): the one
+    /// with the most edges, or, past [`PROBE_MAX_EDGES`], one of fewer seeds (see
+    /// [`step_bytes`]).
+    pub(crate) probed: Vec<Block>,
+}
+
+/// The most edges of a batch the plan trains a step on to measure it: about a second of
+/// compute. A batch of 750,000 edges (4096 seeds, fanouts 15,10,5) took 27 s.
+pub(crate) const PROBE_MAX_EDGES: u64 = 64_000;
+
+/// The bytes a training step on one batch of `mb` holds, and those the probe held (its step
+/// on the probed batch): measured on the probed batch, and when that one is smaller than the
+/// batch (past [`PROBE_MAX_EDGES`]), scaled by how much more the batch's layers read and
+/// write, their rows weighted by the layers' widths.
+fn step_bytes(m: &graphloom_nn::ModelConfig, mb: &MiniBatchShape) -> Result<(u64, u64)> {
+    let measured = probe_step(m, &mb.sampled.probed)?;
+    let widths = m.layer_widths();
+    let probed = hop_rows(&mb.sampled.probed);
+    let scale = activation_rows(&mb.sampled.hop_rows, &widths) / activation_rows(&probed, &widths);
+    Ok(((measured as f64 * scale.max(1.0)) as u64, measured))
+}
+
+/// Distinct nodes within each hop of the batch of `blocks`, from its seeds out to its input
+/// rows (as [`SampledBatch::hop_rows`]).
+fn hop_rows(blocks: &[Block]) -> Vec<u64> {
+    let seeds = blocks.last().map_or(0, |b| b.num_dst as u64);
+    std::iter::once(seeds)
+        .chain(blocks.iter().rev().map(|b| b.src_nodes.len() as u64))
+        .collect()
+}
+
+/// The rows a step's activations take over a batch of `hops`, weighted by the layers'
+/// `widths`: layer `l` reads the nodes within `L - l + 1` hops and writes those within
+/// `L - l`, its tensors of the input's width having the rows it reads, those of the output's
+/// width the rows it writes. Only a ratio of two of these is used: it says how a step grows
+/// from a batch to a larger one, what the step holds per row is measured.
+fn activation_rows(hops: &[u64], widths: &[(usize, usize)]) -> f64 {
+    let layers = widths.len().min(hops.len().saturating_sub(1));
+    let mut rows = 0.0;
+    for (l, &(input, output)) in widths.iter().take(layers).enumerate() {
+        let (read, written) = (hops[layers - l], hops[layers - l - 1]);
+        rows += (input as u64 * read + output as u64 * written) as f64;
+    }
+    rows.max(1.0)
 }
 
 /// The allocator's heap of small allocations a worker's batch stream holds: 9-10 MiB measured
@@ -78,28 +123,6 @@ impl MiniBatchShape {
     /// The input rows of a batch: every node its blocks reach.
     fn batch_rows(&self) -> u64 {
         self.sampled.hop_rows.last().copied().unwrap_or(self.seeds)
-    }
-
-    /// The rows whose activations a training step on one batch keeps, in the probe's units
-    /// (a full-batch step keeps `per_node` bytes for each node at every layer). Layer `l` of
-    /// a sampled batch reads the nodes within `L - l + 1` hops and writes those within
-    /// `L - l`: its tensors of the input's width (the input's dropout, a product of the input
-    /// before aggregating) have the rows it reads, those of the output's width the rows it
-    /// writes.
-    fn activation_rows(&self, widths: &[(usize, usize)]) -> f64 {
-        let hops = &self.sampled.hop_rows;
-        let layers = widths.len().min(hops.len().saturating_sub(1));
-        let (mut rows, mut weights) = (0.0, 0.0);
-        for (l, &(input, output)) in widths.iter().take(layers).enumerate() {
-            let (read, written) = (hops[layers - l], hops[layers - l - 1]);
-            rows += (input as u64 * read + output as u64 * written) as f64;
-            weights += (input + output) as f64;
-        }
-        if weights > 0.0 {
-            rows / weights
-        } else {
-            self.batch_rows() as f64
-        }
     }
 }
 
@@ -133,6 +156,7 @@ pub(crate) fn mini_batch(
     let z = Sizes::of(meta, m.dtype);
     // Blocks feed the first layer dense rows, as the probe's generated features are.
     let probe = probe(m, z.avg_degree(), None)?;
+    let (step, probed_step) = step_bytes(m, mb)?;
     let mut base = MemoryPlan {
         budget: run.budget,
         ..Default::default()
@@ -151,7 +175,8 @@ pub(crate) fn mini_batch(
         // LazyAdam's table: f32 rows with two moments.
         base.add("input embedding", z.nodes * m.in_dim as u64 * 4 * 3)?;
     }
-    base.add_phase("model probe", probe.peak)?;
+    // The probes run one after the other.
+    base.add_phase("model probe", probe.peak.max(probed_step))?;
     // Each batch in flight holds its gathered input rows and their ids (i64), its blocks and
     // the layer graphs made of them; the computed one its activations too.
     let batch_rows = mb.batch_rows().min(z.nodes);
@@ -164,8 +189,7 @@ pub(crate) fn mini_batch(
         None => (0, 0),
     };
     let per_batch = batch_rows * (input_row + 8) + graph + pairs;
-    let activation_rows = mb.activation_rows(&m.layer_widths());
-    let computed = mb.workers * ((probe.per_node * activation_rows) as u64 + scored);
+    let computed = mb.workers * (step + scored);
     // The batches in flight take at most a quarter of a budget, the queue shortened down to
     // one batch ahead (unless its depth was given).
     let mut in_flight = mb.in_flight;
@@ -183,10 +207,12 @@ pub(crate) fn mini_batch(
         }
     }
     // The batch stream's small allocations (per-task vectors of the sampler, channel slots)
-    // fill the allocator's heap, given back when the stream ends.
+    // fill the allocator's heap, given back when the stream ends. The batches are sized by
+    // formula, with an eighth more for what it misses; the step was measured.
     base.add_phase(
         "batches in flight",
-        rounded(in_flight * per_batch + computed + mb.workers * mb.induced_bytes)
+        rounded(in_flight * per_batch + mb.workers * mb.induced_bytes)
+            + computed
             + mb.workers * STREAM_HEAP_BYTES,
     )?;
     // The table in memory and a cache of mapped rows keep the rows as the file stores them

@@ -29,9 +29,9 @@ use crate::{PlanError, Result};
 mod mini_batch;
 mod probe;
 
-pub(crate) use mini_batch::{mini_batch, MiniBatchShape, SampledBatch};
+pub(crate) use mini_batch::{mini_batch, MiniBatchShape, SampledBatch, PROBE_MAX_EDGES};
 pub(crate) use probe::probe_rows;
-use probe::{probe, probe_pairs};
+use probe::{probe, probe_pairs, probe_step};
 
 /// Bytes in a GiB.
 pub(crate) const GIB: f64 = (1u64 << 30) as f64;

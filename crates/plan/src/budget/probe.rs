@@ -5,10 +5,12 @@ use std::path::Path;
 
 use graphloom_comm::Local;
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
+use graphloom_graph::sample::Block;
 use graphloom_graph::Meta;
 use graphloom_nn::inference::Output;
+use graphloom_nn::task::Targets;
 use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};
-use graphloom_nn::{Head, Model, ModelConfig};
+use graphloom_nn::{Architecture, GraphInput, Head, LayerGraph, Mode, Model, ModelConfig};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
@@ -96,6 +98,77 @@ pub(crate) fn probe(model: &ModelConfig, avg_degree: f64, rows: Option<&Tensor>)
         eval_per_node: per_node(small.eval, large.eval),
         held_per_node: per_node(small.held, large.held),
         peak: large.peak + given,
+    })
+}
+
+/// Trains one step of `model` on the sampled batch of `blocks` (generated input rows of the
+/// model's width, every seed of class 0) under a tracker of its own, and returns the bytes the
+/// step holds at its peak beyond the batch's input rows, its layer graphs and the parameters'
+/// gradients (the batch and the model are parts of their own in the plan).
+///
+/// Measured on a batch the run's sampler drew, because what a layer keeps depends on where it
+/// projects: GAT projects every source row of a block to its output width before attending,
+/// GraphSAGE aggregates first, and a sampled block reads many more rows than it writes. Rows
+/// weighted by widths from a full-batch probe put sampled GAT at a third of its step.
+pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
+    let Some(first) = blocks.first() else {
+        return Ok(0);
+    };
+    let mut cfg = model.clone();
+    // As in `measure`: a link head's decoder is probed on pairs, apart.
+    cfg.head = Head::NodeClasses;
+    let run = || -> Result<u64> {
+        let tracker = MemoryTracker::new();
+        set_thread_tracker(tracker.clone());
+        let m = Model::new(cfg.clone(), 0)?;
+        let gat = cfg.arch == Architecture::Gat;
+        let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
+        let x = Tensor::full(&[first.src_nodes.len(), cfg.in_dim], cfg.dtype, 0.5)
+            .map_err(graphloom_nn::Error::from)?;
+        let seeds = blocks.last().map_or(0, |b| b.num_dst);
+        let held = tracker.report().total_current as u64;
+        let mut tape = Tape::new();
+        let vars: Vec<Var> = m
+            .params
+            .iter()
+            .map(|p| tape.leaf(p.value.clone(), true))
+            .collect();
+        let mode = Mode {
+            training: true,
+            seed: 0,
+            step: 1,
+        };
+        let out = m.forward(
+            &mut tape,
+            &Var::constant(x),
+            &vars,
+            GraphInput::Blocks(&graphs),
+            mode,
+        )?;
+        let targets = Targets::first_rows(vec![0; seeds].into());
+        let loss = targets.loss(&m, &mut tape, &out, &vars, seeds.max(1) as f64)?;
+        drop(out);
+        drop(tape.backward(&loss).map_err(graphloom_nn::Error::from)?);
+        let gradients: u64 = m
+            .params
+            .iter()
+            .map(|p| p.value.as_bytes().len() as u64)
+            .sum();
+        Ok((tracker.report().total_peak as u64)
+            .saturating_sub(held)
+            .saturating_sub(gradients))
+    };
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .spawn_scoped(s, run)
+            .map_err(probe_thread_error)?
+            .join()
+            .unwrap_or_else(|_| {
+                Err(PlanError::invalid(
+                    "memory_gib",
+                    "could not be checked: the probe of a batch's step failed",
+                ))
+            })
     })
 }
 
