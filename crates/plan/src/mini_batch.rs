@@ -12,12 +12,13 @@ use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta, NodeId};
 use graphloom_nn::batches::rank_slice;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
+use graphloom_nn::ModelConfig;
 use graphloom_store::{
     HotRows, Layout, Location, MissReads, ReadEngine, RowSource, StoreSpec, StoreTensor,
 };
 use graphloom_tensor::DType;
 
-use crate::budget::{self, MiniBatchShape, RunShape, SampledBatch, PROBE_MAX_EDGES};
+use crate::budget::{self, probe_max_edges, MiniBatchShape, RunShape, SampledBatch};
 use crate::checks::check_local_workers;
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
@@ -48,6 +49,7 @@ fn sampled_batch_shape(
     train: &[usize],
     seeds: usize,
     fanouts: &[i64],
+    max_edges: u64,
 ) -> Result<SampledBatch> {
     let seeds = seeds.min(train.len());
     let source = CsrSource::from_arrays(d.row_ptr, d.col_idx);
@@ -70,7 +72,7 @@ fn sampled_batch_shape(
             sampler.sample(&source, ids, fanouts, SamplerKind::Uniform, 0, batch as u64)
         };
         let blocks = draw(&ids)?;
-        if let Some(fewer) = widen(&mut shape, blocks, &ids) {
+        if let Some(fewer) = widen(&mut shape, blocks, &ids, max_edges) {
             shape.probed = draw(&fewer)?;
         }
     }
@@ -78,9 +80,14 @@ fn sampled_batch_shape(
 }
 
 /// Widens `shape` to hold the batch of `blocks` (drawn from `seeds`) too. When it is the
-/// largest so far but too large to train a step on at plan time (past [`PROBE_MAX_EDGES`]),
-/// returns a spread of fewer of its seeds to draw the probed batch from.
-fn widen(shape: &mut SampledBatch, blocks: Vec<Block>, seeds: &[NodeId]) -> Option<Vec<NodeId>> {
+/// largest so far but too large to train a step on at plan time (past `max_edges`, see
+/// [`probe_max_edges`]), returns a spread of fewer of its seeds to draw the probed batch from.
+fn widen(
+    shape: &mut SampledBatch,
+    blocks: Vec<Block>,
+    seeds: &[NodeId],
+    max_edges: u64,
+) -> Option<Vec<NodeId>> {
     // Blocks run from the input layer to the seeds: the hops are theirs in reverse.
     for (hop, block) in blocks.iter().rev().enumerate() {
         let most = &mut shape.hop_rows[hop + 1];
@@ -95,13 +102,13 @@ fn widen(shape: &mut SampledBatch, blocks: Vec<Block>, seeds: &[NodeId]) -> Opti
         return None;
     }
     shape.probed = blocks;
-    (edges > PROBE_MAX_EDGES).then(|| {
-        let every = edges.div_ceil(PROBE_MAX_EDGES) as usize;
+    (edges > max_edges).then(|| {
+        let every = edges.div_ceil(max_edges.max(1)) as usize;
         seeds.iter().copied().step_by(every).collect()
     })
 }
 
-/// The shape of the subgraph batches `batching` draws for `layers` layers, the largest over
+/// The shape of the subgraph batches `batching` draws for `model`'s layers, the largest over
 /// the first [`HOP_PROBE_BATCHES`] batches of the first epoch, with the induced subgraph a
 /// batch is made from: measured by drawing them, because a sample's draws bound its distinct
 /// nodes loosely (random walks and node draws revisit nodes) and say nothing of its edges. A
@@ -109,10 +116,11 @@ fn widen(shape: &mut SampledBatch, blocks: Vec<Block>, seeds: &[NodeId]) -> Opti
 fn subgraph_batch_shape(
     d: &GraphData,
     batching: &SubgraphBatching,
-    layers: usize,
+    model: &ModelConfig,
     workers: usize,
     seed: u64,
 ) -> Result<(SampledBatch, u64)> {
+    let (layers, max_edges) = (model.layers, probe_max_edges(model));
     let mut train = vec![false; d.num_nodes()];
     for &v in d.train_idx {
         train[v] = true;
@@ -142,7 +150,7 @@ fn subgraph_batch_shape(
         };
         let blocks = draw(rows)?;
         shape.hop_rows[0] = shape.hop_rows[0].max(rows.len() as u64);
-        if let Some(fewer) = widen(&mut shape, blocks, rows) {
+        if let Some(fewer) = widen(&mut shape, blocks, rows, max_edges) {
             shape.probed = draw(&fewer)?;
         }
     }
@@ -324,12 +332,16 @@ impl MiniBatchPlan {
             .unwrap_or(items.div_ceil(batches.batch_size.max(1)));
         let (sampled, induced_bytes) = match &batches.subgraph {
             None => (
-                sampled_batch_shape(&data.graph_data(), pool, seeds, batches.fanouts.as_slice())?,
+                sampled_batch_shape(
+                    &data.graph_data(),
+                    pool,
+                    seeds,
+                    batches.fanouts.as_slice(),
+                    probe_max_edges(&common.model),
+                )?,
                 0,
             ),
-            Some(b) => {
-                subgraph_batch_shape(&data.graph_data(), b, common.model.layers, workers, s.seed)?
-            }
+            Some(b) => subgraph_batch_shape(&data.graph_data(), b, &common.model, workers, s.seed)?,
         };
         let shape = MiniBatchShape {
             seeds: seeds as u64,

@@ -57,18 +57,26 @@ pub(crate) struct SampledBatch {
     /// Sampled edges of all its blocks.
     pub(crate) edges: u64,
     /// A drawn batch on which the plan measures a training step ([`probe_step`]): the one
-    /// with the most edges, or, past [`PROBE_MAX_EDGES`], one of fewer seeds (see
+    /// with the most edges, or, past [`probe_max_edges`], one of fewer seeds (see
     /// [`step_bytes`]).
     pub(crate) probed: Vec<Block>,
 }
 
-/// The most edges of a batch the plan trains a step on to measure it: about a second of
-/// compute. A batch of 750,000 edges (4096 seeds, fanouts 15,10,5) took 27 s.
-pub(crate) const PROBE_MAX_EDGES: u64 = 64_000;
+/// The most edges times the widest layer's output of a batch the plan trains a step on to
+/// measure it: a few seconds of compute. A batch of 750,000 edges (4096 seeds, fanouts
+/// 15,10,5) took 27 s at width 1024.
+const PROBE_MAX_WORK: u64 = 1 << 26;
+
+/// The most edges of a batch the plan trains a step of `model` on to measure it (see
+/// [`PROBE_MAX_WORK`]): 65,536 at width 1024, 262,144 at 256.
+pub(crate) fn probe_max_edges(model: &graphloom_nn::ModelConfig) -> u64 {
+    let widest = model.layer_widths().iter().map(|&(_, out)| out).max();
+    PROBE_MAX_WORK / widest.unwrap_or(1).max(1) as u64
+}
 
 /// The bytes a training step on one batch of `mb` holds, and those the probe held (its step
 /// on the probed batch): measured on the probed batch, and when that one is smaller than the
-/// batch (past [`PROBE_MAX_EDGES`]), scaled by how much more the batch's layers read and
+/// batch (past [`probe_max_edges`]), scaled by how much more the batch's layers read and
 /// write, their rows weighted by the layers' widths.
 fn step_bytes(m: &graphloom_nn::ModelConfig, mb: &MiniBatchShape) -> Result<(u64, u64)> {
     let measured = probe_step(m, &mb.sampled.probed)?;

@@ -29,7 +29,7 @@ use crate::{PlanError, Result};
 mod mini_batch;
 mod probe;
 
-pub(crate) use mini_batch::{mini_batch, MiniBatchShape, SampledBatch, PROBE_MAX_EDGES};
+pub(crate) use mini_batch::{mini_batch, probe_max_edges, MiniBatchShape, SampledBatch};
 pub(crate) use probe::probe_rows;
 use probe::{probe, probe_pairs, probe_step};
 
