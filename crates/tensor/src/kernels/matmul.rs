@@ -139,21 +139,22 @@ const REDUCTION_CHUNK_BYTES: usize = 1 << 20;
 /// The most chunks a split reduction is cut into (a long reduction gets longer chunks).
 const MAX_REDUCTION_CHUNKS: usize = 64;
 
-/// The largest output a split reduction computes: a wider one (a 1000-wide input's weight
-/// gradient, 4 MiB) gives the gemm crate's threads enough tiles of its own, while each chunk's
-/// partial product would be another output's worth of memory that no tensor counts (a
-/// GraphSAGE layer 1024 wide over a 1000-wide input held 33 MiB of them beside its step).
-const MAX_SPLIT_OUTPUT_BYTES: usize = 1 << 20;
-/// The most bytes the partial products held at once may take ([`gemm_split_reduction`] takes
-/// its chunks a group at a time): a bound on the scratch that does not depend on the shapes.
+/// The most bytes the partial products of all of a split reduction's chunks would take: beyond
+/// it (a tall output, whose rows the gemm crate already shares out well) the product is not
+/// split. Only a group of them is held at a time ([`gemm_split_reduction`]).
+const MAX_PARTIAL_BYTES: usize = 64 << 20;
+/// The most bytes the partial products held at once may take beyond one per thread
+/// ([`gemm_split_reduction`] takes its chunks a group at a time): two chunks a thread of a
+/// 1000 x 1024 output held 33 MiB that no tensor counted.
 const MAX_GROUP_BYTES: usize = 4 << 20;
 
 /// Whether `lhs^T * rhs` (`[m, n]`, a reduction over `k`) is cut by [`gemm_split_reduction`]:
-/// when the reduction is at least two chunks and the output is small. A function of the shapes
-/// alone, so the sums do not depend on the thread count.
+/// when the reduction is at least two chunks and their partial products stay small. A function
+/// of the shapes alone, so the sums do not depend on the thread count.
 fn splits_reduction<T>(m: usize, n: usize, k: usize) -> bool {
     let chunk = reduction_chunk::<T>(m, k);
-    k >= 2 * chunk && m * n * std::mem::size_of::<T>() <= MAX_SPLIT_OUTPUT_BYTES
+    let partial_bytes = k.div_ceil(chunk) * m * n * std::mem::size_of::<T>();
+    k >= 2 * chunk && partial_bytes <= MAX_PARTIAL_BYTES
 }
 
 /// Rows of the reduction a task of [`gemm_split_reduction`] takes, for an output `m` rows
@@ -191,10 +192,11 @@ unsafe fn gemm_split_reduction<T: Real>(
     let n = rhs.dims().1;
     let chunk = reduction_chunk::<T>(m, k);
     let chunks = k.div_ceil(chunk);
-    // Two chunks a thread, within the scratch bound (a group's size changes only the memory:
-    // the chunks are the same and are added in the same order).
+    // Two chunks a thread, one at least, within the scratch bound (a group's size changes
+    // only the memory: the chunks are the same and are added in the same order).
+    let threads = rayon::current_num_threads();
     let fit = MAX_GROUP_BYTES / (m * n * std::mem::size_of::<T>()).max(1);
-    let group = (2 * rayon::current_num_threads()).min(fit).clamp(1, chunks);
+    let group = (2 * threads).min(fit.max(threads)).clamp(1, chunks);
     let mut partials: Vec<T> = crate::alloc::with_capacity(group * m * n);
     // When accumulating, the chunks' sum is kept apart and added to `dst` last, as one sum.
     let mut own_sums: Vec<T> = if accumulate {
