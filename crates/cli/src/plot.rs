@@ -6,8 +6,7 @@ use std::path::Path;
 use anyhow::{anyhow, Result};
 use plotters::prelude::*;
 
-use graphloom_nn::link::metrics::{LinkMetrics, HITS_AT};
-use graphloom_nn::train::{Accuracy, EpochRecord, Evaluation};
+use graphloom_nn::train::EpochRecord;
 
 use graphloom_bench::plot::{png, Area};
 
@@ -134,59 +133,42 @@ pub(crate) fn training_curves(
     })
 }
 
-/// The middle panel: the accuracies of a node classifier, or every validation metric of a
-/// link predictor (by the first evaluation's kind).
+/// The middle panel: the figures the first evaluation names for its curves
+/// ([`Evaluation::curves`]: the accuracies of a node classifier, a link predictor's validation
+/// metrics), each over the epochs that evaluated it.
 fn scores(epochs: &[EpochRecord]) -> (&'static str, f64, Vec<Line<'static>>) {
-    let link = epochs
+    let Some(first) = epochs.iter().find_map(|e| e.evaluation) else {
+        return ("accuracy", 1.0, Vec::new());
+    };
+    let (title, figures) = first.curves();
+    let lines = figures
         .iter()
-        .find_map(|e| e.evaluation)
-        .is_some_and(|e| matches!(e, Evaluation::Link(_)));
-    if !link {
-        return (
-            "accuracy",
-            1.0,
-            vec![
-                ("train", accuracy(epochs, |a| a.train), BLUE),
-                ("valid", accuracy(epochs, |a| a.val), GREEN),
-                ("test", accuracy(epochs, |a| a.test), BLACK),
-            ],
-        );
-    }
-    let hits = |k: usize| move |m: &LinkMetrics| m.hits[k];
-    let mut lines: Vec<Line<'static>> = vec![
-        ("val auc", link_metric(epochs, |m| m.auc), BLUE),
-        ("val hits@20", link_metric(epochs, hits(0)), OLIVE),
-        ("val hits@50", link_metric(epochs, hits(1)), GREEN),
-        ("val hits@100", link_metric(epochs, hits(2)), TEAL),
-    ];
-    debug_assert_eq!(HITS_AT, [20, 50, 100], "the labels name these cut-offs");
-    let mrr = link_metric(epochs, |m| m.mrr.unwrap_or(f64::NAN));
-    if mrr.iter().all(|(_, y)| y.is_finite()) {
-        lines.push(("val mrr", mrr, BROWN));
-    }
-    ("validation metrics", 1.0, lines)
+        .map(|&(name, _)| {
+            let points = epochs
+                .iter()
+                .filter_map(|e| {
+                    let (_, figures) = e.evaluation?.curves();
+                    let &(_, y) = figures.iter().find(|(n, _)| *n == name)?;
+                    Some((e.epoch as f64, y))
+                })
+                .collect();
+            (name, points, colour(name))
+        })
+        .collect();
+    (title, 1.0, lines)
 }
 
-/// The points (epoch, accuracy) of the evaluated epochs.
-fn accuracy(epochs: &[EpochRecord], split: fn(&Accuracy) -> f64) -> Vec<(f64, f64)> {
-    epochs
-        .iter()
-        .filter_map(|e| {
-            let a = e.evaluation?.accuracy()?;
-            Some((e.epoch as f64, split(&a)))
-        })
-        .collect()
-}
-
-/// The points (epoch, metric) of a link predictor's evaluated epochs, on the validation split.
-fn link_metric(epochs: &[EpochRecord], metric: impl Fn(&LinkMetrics) -> f64) -> Vec<(f64, f64)> {
-    epochs
-        .iter()
-        .filter_map(|e| match e.evaluation? {
-            Evaluation::Link(l) => Some((e.epoch as f64, metric(&l.valid))),
-            Evaluation::Node(_) => None,
-        })
-        .collect()
+/// The colour of a curve, by its name: the splits' accuracies blue, green and black; the
+/// validation AUC blue, Hits@20/50/100 olive, green and teal, MRR brown.
+fn colour(name: &str) -> RGBColor {
+    match name {
+        "train" | "val auc" => BLUE,
+        "valid" | "val hits@50" => GREEN,
+        "val hits@20" => OLIVE,
+        "val hits@100" => TEAL,
+        "val mrr" => BROWN,
+        _ => BLACK,
+    }
 }
 
 /// Tick labels for an axis from 0 to `max` in about five steps: as many decimals as a step
@@ -226,7 +208,8 @@ fn legend_strip(strip: &Area, width: u32, entries: &[(String, RGBColor, u32)]) -
 #[cfg(test)]
 mod tests {
     use super::*;
-    use graphloom_nn::train::Evaluation;
+    use graphloom_nn::link::metrics::LinkMetrics;
+    use graphloom_nn::train::{Accuracy, Evaluation};
 
     fn records(n: usize) -> Vec<EpochRecord> {
         (1..=n)

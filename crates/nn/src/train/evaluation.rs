@@ -130,6 +130,32 @@ impl Evaluation {
         m
     }
 
+    /// What a training curve draws of this evaluation: the panel's title and its figures,
+    /// named, in the order they are drawn (node classification's accuracies of the three
+    /// splits; link prediction's validation AUC, Hits@20/50/100 and MRR when the split ranks).
+    pub fn curves(&self) -> (&'static str, Vec<(&'static str, f64)>) {
+        match self {
+            Evaluation::Node(a) => (
+                "accuracy",
+                vec![("train", a.train), ("valid", a.val), ("test", a.test)],
+            ),
+            Evaluation::Link(l) => {
+                debug_assert_eq!(HITS_AT, [20, 50, 100], "the names say these cut-offs");
+                let v = &l.valid;
+                let mut figures = vec![
+                    ("val auc", v.auc),
+                    ("val hits@20", v.hits[0]),
+                    ("val hits@50", v.hits[1]),
+                    ("val hits@100", v.hits[2]),
+                ];
+                if let Some(mrr) = v.mrr {
+                    figures.push(("val mrr", mrr));
+                }
+                ("validation metrics", figures)
+            }
+        }
+    }
+
     /// A link predictor's validation metrics that, at the selected epoch `best_epoch` (whose
     /// evaluation this is), stand well below their own best over `epochs` (more than 0.05
     /// under it, and under 90% of it): a model selected by one metric may rank random pairs

@@ -1,0 +1,96 @@
+//! `prepare` and `info` end to end: abandoned temporaries swept, `info` on streamed, empty and
+//! featureless datasets.
+
+use graphloom_graph::npy;
+
+mod common;
+use common::{graphloom, scratch, small_dataset};
+
+/// A killed `prepare` leaves its temporary directory; the next run into the same folder
+/// removes it.
+#[test]
+fn abandoned_temporary_directories_are_removed() {
+    let root = scratch("tmpsweep");
+    // No process has a pid this large (pid_max is at most 2^22).
+    let stale = root.join(".ds.tmp-99999999");
+    std::fs::create_dir_all(&stale).unwrap();
+    std::fs::write(stale.join("meta.json"), "{").unwrap();
+    small_dataset(&root.join("ds"));
+    assert!(!stale.exists());
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `info` reads headers and streams the offsets: damaged offsets are a one-line error naming
+/// the file, and the degrees are those of the graph.
+#[test]
+fn info_streams_the_offsets() {
+    let root = scratch("info-offsets");
+    let dir = root.join("ds");
+    small_dataset(&dir);
+    let out = graphloom(&["info", dir.to_str().unwrap(), "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = dir.join("csr_row_ptr.npy");
+    let mut a = npy::read::<i64>(&p).unwrap();
+    let degrees: Vec<i64> = a.data.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(
+        info["in_degree"]["max"].as_i64().unwrap(),
+        *degrees.iter().max().unwrap()
+    );
+    // The degree figures against a count of their own.
+    let n = degrees.len();
+    let isolated = degrees.iter().filter(|&&d| d == 0).count();
+    assert_eq!(
+        info["isolated_fraction"].as_f64().unwrap(),
+        isolated as f64 / n as f64
+    );
+    let mut sorted = degrees.clone();
+    sorted.sort_unstable_by(|a, b| b.cmp(a));
+    let top: i64 = sorted[..n.div_ceil(100)].iter().sum();
+    let share = top as f64 / degrees.iter().sum::<i64>() as f64;
+    let got = info["top1pct_degree_share"].as_f64().unwrap();
+    assert!((got - share).abs() < 1e-9, "{got} against {share}");
+    a.data[10] = a.data[9] - 1;
+    npy::write(&p, &a.data, &a.shape).unwrap();
+    let out = graphloom(&["info", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("csr_row_ptr.npy") && stderr.contains("offset 10"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `info` on a dataset without nodes prints its shape instead of panicking; a dataset without
+/// features needs no feature file.
+#[test]
+fn info_on_empty_and_featureless_datasets() {
+    let root = scratch("info0");
+    let dir = root.join("ds");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("meta.json"),
+        r#"{"name": "empty", "num_nodes": 0, "num_edges": 0, "feat_dim": 0, "num_classes": 1, "directed": true}"#,
+    )
+    .unwrap();
+    npy::write(&dir.join("csr_row_ptr.npy"), &[0i64], &[1]).unwrap();
+    for name in [
+        "csr_col_idx",
+        "node_label",
+        "train_idx",
+        "valid_idx",
+        "test_idx",
+    ] {
+        npy::write(&dir.join(format!("{name}.npy")), &[] as &[i64], &[0]).unwrap();
+    }
+    let out = graphloom(&["info", dir.to_str().unwrap()]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("nodes      0"));
+    std::fs::remove_dir_all(&root).unwrap();
+}
