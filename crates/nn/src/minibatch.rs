@@ -20,22 +20,22 @@ use std::time::Instant;
 
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::sample::{Fanouts, Sampler};
-use graphloom_graph::{GraphData, LinkSet, NodeId};
+use graphloom_graph::{GraphData, NodeId};
 use graphloom_store::RowSource;
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::batches::{
-    epoch_batches, producer_pool, rank_slice, sample_batch, BatchStream, SampledBatch,
-    StreamSettings, DEFAULT_QUEUE_DEPTH,
+    producer_pool, rank_slice, sample_batch, BatchStream, SampledBatch, StreamSettings,
+    DEFAULT_QUEUE_DEPTH,
 };
 use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
 };
 pub use crate::inputs::Inputs;
-use crate::link::{self, exclude_pairs, pair_batches, supervision_pairs, PairBatch};
+use crate::link::exclude_pairs;
 use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
-use crate::task::{Targets, Task};
+use crate::task::{EvaluationSource, Targets, Task, TaskBatch};
 use crate::train::{
     correct_predictions, fit, EpochLoss, EpochRecord, Evaluation, SplitCounts, StepInput, Steps,
     TrainConfig, TrainReport, Workload,
@@ -132,17 +132,6 @@ struct Batch {
     targets: Targets,
 }
 
-/// What one step of a worker trains on: seed nodes, or a batch of supervision pairs and their
-/// negatives (whose ends are the seeds).
-enum StepWork<'s> {
-    Nodes(&'s [NodeId]),
-    Pairs {
-        batch: PairBatch,
-        /// The edges hidden from the blocks: the global batch's positives, when excluded.
-        hidden: Option<Vec<(NodeId, NodeId)>>,
-    },
-}
-
 /// Samples and gathers one batch and builds its block graphs (`None` for an empty slice of a
 /// global batch).
 #[allow(clippy::too_many_arguments)]
@@ -150,43 +139,24 @@ fn prepare(
     data: GraphData<'_>,
     features: Option<&dyn RowSource>,
     sampler: &mut Sampler,
-    work: StepWork<'_>,
+    work: TaskBatch,
     fanouts: &[i64],
     cfg: &ModelConfig,
     seed: u64,
     epoch: u64,
 ) -> Result<Option<Batch>> {
-    let pair_seeds;
-    let seeds = match &work {
-        StepWork::Nodes(seeds) => *seeds,
-        StepWork::Pairs { batch, .. } => {
-            pair_seeds = batch.nodes();
-            &pair_seeds
-        }
-    };
+    let seeds = work.nodes();
     let Some(mut sampled) = sample_batch(
-        data, features, cfg.dtype, sampler, seeds, fanouts, seed, epoch,
+        data, features, cfg.dtype, sampler, &seeds, fanouts, seed, epoch,
     )?
     else {
         return Ok(None);
     };
     let start = Instant::now();
-    let targets = match work {
-        StepWork::Nodes(seeds) => {
-            Targets::first_rows(seeds.iter().map(|&v| data.labels[v as usize]).collect())
-        }
-        StepWork::Pairs { batch, hidden } => {
-            if let Some(hidden) = hidden {
-                exclude_pairs(&mut sampled.blocks, &hidden);
-            }
-            let (src, dst) = batch.rows_of(seeds);
-            Targets::Pairs {
-                src,
-                dst,
-                labels: batch.labels,
-            }
-        }
-    };
+    if let Some(hidden) = work.hidden() {
+        exclude_pairs(&mut sampled.blocks, hidden);
+    }
+    let targets = work.targets_of_rows(&seeds, data.labels);
     let gat = cfg.arch == Architecture::Gat;
     let graphs = sampled
         .blocks
@@ -539,55 +509,23 @@ impl Workload for MiniBatch<'_> {
             return loss;
         }
         let cap = self.mb.batches_per_epoch.unwrap_or(usize::MAX);
-        let batch_size = self.mb.batch_size;
         // Each step's share of this worker (node ids, or indices of supervision pairs), and
         // the number of scores of the step over every worker (its loss's normaliser).
-        // Link prediction hiding supervision edges: each step's global batch of pairs.
-        let mut global_pairs: Vec<Vec<usize>> = Vec::new();
-        let (mut batches, mut global_sizes): (Vec<Vec<usize>>, Vec<usize>) = match self.task {
-            Task::Node => {
-                let to_usize = |b: Vec<NodeId>| b.into_iter().map(|v| v as usize).collect();
-                let mine = epoch_batches(data.train_idx, seed, epoch, batch_size, rank, ranks);
-                let all = epoch_batches(data.train_idx, seed, epoch, batch_size, 0, 1);
-                (
-                    mine.into_iter().map(to_usize).collect(),
-                    all.iter().map(Vec::len).collect(),
-                )
-            }
-            Task::Link(task) => {
-                let pairs = task.split.pairs(LinkSet::TrainPos).len();
-                let (mine, sizes) = pair_batches(pairs, seed, epoch, batch_size, rank, ranks);
-                if task.exclude_supervision {
-                    global_pairs = pair_batches(pairs, seed, epoch, batch_size, 0, 1).0;
-                }
-                let scored = 1 + task.neg_ratio;
-                (mine, sizes.into_iter().map(|n| n * scored).collect())
-            }
-        };
+        let task = self.task;
+        let batch_size = Some(self.mb.batch_size);
+        let mut batches = task.epoch(data.train_idx, seed, epoch, batch_size, rank, ranks);
         batches.truncate(cap);
-        global_sizes.truncate(cap);
-        let settings = self.stream_settings(batches.len());
-        let (fanouts, cfg, task) = (self.mb.fanouts.clone(), self.model.cfg.clone(), self.task);
+        let settings = self.stream_settings(batches.mine.len());
+        let (fanouts, cfg) = (self.mb.fanouts.clone(), self.model.cfg.clone());
         let features = self.inputs.features();
         // Producer threads of their own mean the rows come from a file: sampling (whose
         // graph may be mapped too) and gathering wait on the disk, so they overlap in stages.
         let staged = features.is_some() && settings.pool.is_some();
         let n = data.num_nodes();
+        let batches = &batches;
         let loss = std::thread::scope(|scope| -> Result<EpochLoss> {
             let make = |sampler: &mut Sampler, i: usize| {
-                let node_ids: Vec<NodeId>;
-                let work = match &task {
-                    Task::Node => {
-                        node_ids = batches[i].iter().map(|&v| v as NodeId).collect();
-                        StepWork::Nodes(&node_ids)
-                    }
-                    Task::Link(t) => StepWork::Pairs {
-                        batch: PairBatch::new(t, &batches[i], n, seed, epoch),
-                        hidden: t
-                            .exclude_supervision
-                            .then(|| supervision_pairs(t.split, &global_pairs[i])),
-                    },
-                };
+                let work = task.batch(batches, i, n, seed, epoch);
                 // In two stages, the first samples and the second gathers the rows.
                 let rows = if staged { None } else { features };
                 prepare(data, rows, sampler, work, &fanouts, &cfg, seed, epoch)
@@ -600,10 +538,10 @@ impl Workload for MiniBatch<'_> {
             };
             self.run_stream(
                 stream,
-                global_sizes.len(),
+                batches.weights.len(),
                 steps,
                 |this, steps, batch, i| {
-                    let global = global_sizes[i];
+                    let global = batches.weights[i];
                     let loss = this.step(batch, global, steps)?;
                     Ok(Some((loss * global as f64, global)))
                 },
@@ -615,7 +553,8 @@ impl Workload for MiniBatch<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        let evaluation = self.evaluate_task(params);
+        let task = self.task;
+        let evaluation = task.evaluate(params, self);
         // The pass's large buffers would stay cached beside the next batches' small ones.
         graphloom_tensor::alloc::trim_freed();
         evaluation

@@ -6,11 +6,14 @@
 
 use std::sync::Arc;
 
+use graphloom_graph::{LinkSet, NodeId};
 use graphloom_tensor::autodiff::ops;
-use graphloom_tensor::{Tape, Var};
+use graphloom_tensor::{Tape, Tensor, Var};
 
-use crate::link::LinkTask;
+use crate::batches::epoch_batches;
+use crate::link::{self, pair_batches, supervision_pairs, LinkTask, PairBatch};
 use crate::model::{Decoder, Head, Model, ModelConfig};
+use crate::train::{Evaluation, SplitCounts};
 use crate::{Error, Result};
 
 /// A task's name: the one type that names it, from the command line and the settings to a
@@ -177,6 +180,99 @@ impl Task<'_> {
         }
     }
 
+    /// The batches of epoch `epoch` for worker `rank` of `ranks`: each step's items of this
+    /// worker (training nodes `train`, or indices of supervision pairs), drawn in an order
+    /// keyed by (`seed`, `epoch`) and cut into global batches of `batch_size`. `None` takes
+    /// every item in one step: node classification's in their order (full batch's one step),
+    /// link prediction's drawn as with a size.
+    pub fn epoch(
+        &self,
+        train: &[usize],
+        seed: u64,
+        epoch: u64,
+        batch_size: Option<usize>,
+        rank: usize,
+        ranks: usize,
+    ) -> EpochBatches {
+        match self {
+            Task::Node => {
+                let Some(size) = batch_size else {
+                    return EpochBatches {
+                        mine: vec![train.to_vec()],
+                        weights: vec![train.len()],
+                        global: Vec::new(),
+                    };
+                };
+                let to_usize = |b: Vec<NodeId>| b.into_iter().map(|v| v as usize).collect();
+                let mine = epoch_batches(train, seed, epoch, size, rank, ranks);
+                let all = epoch_batches(train, seed, epoch, size, 0, 1);
+                EpochBatches {
+                    mine: mine.into_iter().map(to_usize).collect(),
+                    weights: all.iter().map(Vec::len).collect(),
+                    global: Vec::new(),
+                }
+            }
+            Task::Link(task) => {
+                // `Task::check` refused a split without supervision pairs.
+                let pairs = task.split.pairs(LinkSet::TrainPos).len();
+                let size = batch_size.unwrap_or(pairs);
+                let (mine, sizes) = pair_batches(pairs, seed, epoch, size, rank, ranks);
+                let global = match task.exclude_supervision {
+                    true => pair_batches(pairs, seed, epoch, size, 0, 1).0,
+                    false => Vec::new(),
+                };
+                let scored = 1 + task.neg_ratio;
+                let weights = sizes.into_iter().map(|n| n * scored).collect();
+                EpochBatches {
+                    mine,
+                    weights,
+                    global,
+                }
+            }
+        }
+    }
+
+    /// What step `step` of `batches` trains on: its training nodes, or its supervision pairs
+    /// with their negatives (drawn among `num_nodes`, keyed by `seed` and `epoch`) and, when
+    /// the task hides them, the global batch's positives.
+    pub fn batch(
+        &self,
+        batches: &EpochBatches,
+        step: usize,
+        num_nodes: usize,
+        seed: u64,
+        epoch: u64,
+    ) -> TaskBatch {
+        let items = &batches.mine[step];
+        match self {
+            Task::Node => TaskBatch::Nodes(items.iter().map(|&v| v as NodeId).collect()),
+            Task::Link(task) => TaskBatch::Pairs {
+                batch: PairBatch::new(task, items, num_nodes, seed, epoch),
+                hidden: batches
+                    .global
+                    .get(step)
+                    .map(|global| supervision_pairs(task.split, global)),
+            },
+        }
+    }
+
+    /// What the model measures with parameters `params`, evaluated through `source`:
+    /// node classification's accuracies from the splits' correct predictions, link
+    /// prediction's metrics from every node's output rows.
+    pub fn evaluate(
+        &self,
+        params: &[Tensor],
+        source: &mut impl EvaluationSource,
+    ) -> Result<Evaluation> {
+        Ok(match self {
+            Task::Node => Evaluation::Node(source.split_counts(params)?.accuracy()),
+            Task::Link(task) => {
+                let h = source.embeddings(params)?;
+                Evaluation::Link(link::evaluate(source.model(), &h, params, task)?)
+            }
+        })
+    }
+
     /// How the task is described in a snapshot's fingerprint.
     pub(crate) fn describe(&self) -> String {
         match self {
@@ -197,6 +293,107 @@ impl Task<'_> {
                 },
                 t.metric.name()
             ),
+        }
+    }
+}
+
+/// What a workload computes for a task's evaluation ([`Task::evaluate`]), each with
+/// parameters `params` and dropout off, over the job's workers.
+pub trait EvaluationSource {
+    /// The model evaluated.
+    fn model(&self) -> &Model;
+    /// Correct predictions on the three splits.
+    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts>;
+    /// Every node's output rows (the last layer's, before any head).
+    fn embeddings(&mut self, params: &[Tensor]) -> Result<Tensor>;
+}
+
+/// The batches of an epoch as [`Task::epoch`] draws them for one worker.
+pub struct EpochBatches {
+    /// Each step's items of this worker: node ids, or indices of supervision pairs.
+    pub mine: Vec<Vec<usize>>,
+    /// Each step's weight over every worker (its loss's normaliser): the nodes, or the pairs
+    /// with their negatives, of its global batch.
+    pub weights: Vec<usize>,
+    /// Link prediction hiding supervision edges: each global batch's pair indices.
+    pub global: Vec<Vec<usize>>,
+}
+
+impl EpochBatches {
+    /// Keeps the first `steps` steps.
+    pub fn truncate(&mut self, steps: usize) {
+        self.mine.truncate(steps);
+        self.weights.truncate(steps);
+        self.global.truncate(steps);
+    }
+}
+
+/// What one step trains on, as [`Task::batch`] makes it.
+pub enum TaskBatch {
+    /// Training nodes.
+    Nodes(Vec<NodeId>),
+    /// Supervision pairs and their negatives.
+    Pairs {
+        /// The pairs and their labels.
+        batch: PairBatch,
+        /// The edges to hide from a sampled batch's blocks (the global batch's positives),
+        /// when the task hides them.
+        hidden: Option<Vec<(NodeId, NodeId)>>,
+    },
+}
+
+impl TaskBatch {
+    /// The nodes whose output rows the step needs: the training nodes, or every end of the
+    /// pairs (sorted, once each). A sampled batch's seeds.
+    pub fn nodes(&self) -> Vec<NodeId> {
+        match self {
+            TaskBatch::Nodes(nodes) => nodes.clone(),
+            TaskBatch::Pairs { batch, .. } => batch.nodes(),
+        }
+    }
+
+    /// The edges to hide from a sampled batch's blocks, when the task hides them.
+    pub fn hidden(&self) -> Option<&[(NodeId, NodeId)]> {
+        match self {
+            TaskBatch::Pairs {
+                hidden: Some(hidden),
+                ..
+            } => Some(hidden),
+            _ => None,
+        }
+    }
+
+    /// The step's targets over output rows whose nodes are `rows` (a sampled batch's seeds,
+    /// first in its output), the nodes' classes read from `labels`.
+    pub fn targets_of_rows(&self, rows: &[NodeId], labels: &[i64]) -> Targets {
+        match self {
+            TaskBatch::Nodes(_) => {
+                Targets::first_rows(rows.iter().map(|&v| labels[v as usize]).collect())
+            }
+            TaskBatch::Pairs { batch, .. } => {
+                let (src, dst) = batch.rows_of(rows);
+                Targets::Pairs {
+                    src,
+                    dst,
+                    labels: batch.labels.clone(),
+                }
+            }
+        }
+    }
+
+    /// The step's targets over an output of one row per node of the graph (full batch).
+    pub fn targets_of_graph(&self, labels: &[i64]) -> Targets {
+        match self {
+            TaskBatch::Nodes(nodes) => Targets::Nodes {
+                rows: nodes.iter().map(|&v| v as usize).collect(),
+                labels: nodes.iter().map(|&v| labels[v as usize]).collect(),
+                weights: None,
+            },
+            TaskBatch::Pairs { batch, .. } => Targets::Pairs {
+                src: batch.src.iter().map(|&v| v as usize).collect(),
+                dst: batch.dst.iter().map(|&v| v as usize).collect(),
+                labels: batch.labels.clone(),
+            },
         }
     }
 }

@@ -67,28 +67,16 @@ impl MiniBatch<'_> {
         let out = infer(&self.model, x, GraphInput::Nodes(graph), params, output)?;
         Ok(AllNodes::Tensor(out))
     }
+}
 
-    /// [`Workload::evaluate`] of this run's task.
-    pub(super) fn evaluate_task(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        match self.task {
-            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
-            Task::Link(task) => {
-                let h = self
-                    .infer_all(params, Output::Layer(self.model.num_layers()))?
-                    .into_tensor()?;
-                Ok(Evaluation::Link(link::evaluate(
-                    &self.model,
-                    &h,
-                    params,
-                    &task,
-                )?))
-            }
-        }
+impl EvaluationSource for MiniBatch<'_> {
+    fn model(&self) -> &Model {
+        &self.model
     }
 
     /// Correct predictions on the three splits with parameters `params` and dropout off,
-    /// summed over the job's workers.
-    pub(super) fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
+    /// summed over the job's workers: sampled when asked, else exact.
+    fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         if self.mb.sampled_eval.is_some() {
             return self.evaluate_sampled(params);
         }
@@ -103,6 +91,12 @@ impl MiniBatch<'_> {
             counts.total[s] = ids.len() as f64;
         }
         Ok(counts)
+    }
+
+    /// Every node's last layer, by exact inference (in one pass, or layer by layer).
+    fn embeddings(&mut self, params: &[Tensor]) -> Result<Tensor> {
+        let layers = self.model.num_layers();
+        self.infer_all(params, Output::Layer(layers))?.into_tensor()
     }
 }
 
@@ -143,7 +137,7 @@ impl MiniBatch<'_> {
                     data,
                     features,
                     sampler,
-                    StepWork::Nodes(&batches[i].1),
+                    TaskBatch::Nodes(batches[i].1.clone()),
                     &eval.fanouts,
                     &cfg,
                     seed,

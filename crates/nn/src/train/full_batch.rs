@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
-use graphloom_graph::{Dataset, LinkSet};
+use graphloom_graph::Dataset;
 use graphloom_store::Embedding;
 use graphloom_tensor::{Tensor, Var};
 
@@ -14,9 +14,8 @@ use super::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
 use crate::inference::{infer, Output};
-use crate::link::{self, pair_batches, PairBatch};
 use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
-use crate::task::{Targets, Task};
+use crate::task::{EvaluationSource, Targets, Task};
 use crate::{Error, Result};
 
 /// The name of a learnt input table's files in a snapshot folder.
@@ -44,8 +43,6 @@ pub struct FullBatch<'a> {
     /// Link prediction: supervision pairs per step (`None`: all of them).
     batch_size: Option<usize>,
     seed: u64,
-    rows: Arc<[usize]>,
-    labels: Arc<[i64]>,
 }
 
 impl<'a> FullBatch<'a> {
@@ -118,8 +115,6 @@ impl<'a> FullBatch<'a> {
             task: Task::Node,
             batch_size: None,
             seed,
-            rows: ds.train_idx.clone().into(),
-            labels: ds.train_idx.iter().map(|&i| ds.labels[i]).collect(),
         })
     }
 
@@ -213,7 +208,7 @@ impl Workload for FullBatch<'_> {
             "full batch over {} nodes, {} edges, {} training nodes, from {input}, for {}{}",
             g.num_nodes(),
             g.num_edges(),
-            self.rows.len(),
+            self.ds.train_idx.len(),
             self.task.describe(),
             self.batch_size
                 .map_or(String::new(), |b| format!(" in batches of {b}"))
@@ -258,74 +253,53 @@ impl Workload for FullBatch<'_> {
 
     fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
         self.task.check(&self.model.cfg)?;
-        let loss = match self.task {
-            Task::Node => {
-                if self.rows.is_empty() {
-                    return Err(Error::NoTrainingNodes);
-                }
-                // One batch: every training node (its loss is the epoch's).
-                let targets = Targets::Nodes {
-                    rows: self.rows.clone(),
-                    labels: self.labels.clone(),
-                    weights: None,
-                };
-                let n = self.rows.len() as f64;
-                steps.run_batches([Ok(targets)], |steps, targets, _| {
-                    Ok(Some((self.step(steps, targets, n)?, 1)))
-                })?
-            }
-            Task::Link(task) => {
-                // `Task::check` refused a split without supervision pairs.
-                let pairs = task.split.pairs(LinkSet::TrainPos).len();
-                let (n, seed) = (self.ds.graph.num_nodes(), self.seed);
-                let batch_size = self.batch_size.unwrap_or(pairs);
-                let (batches, _) = pair_batches(pairs, seed, epoch as u64, batch_size, 0, 1);
-                let batches = batches
-                    .iter()
-                    .map(|index| Ok(PairBatch::new(&task, index, n, seed, epoch as u64)));
-                steps.run_batches(batches, |steps, batch, _| {
-                    let scored = batch.labels.len();
-                    let (src, dst): (Arc<[usize]>, Arc<[usize]>) = (
-                        batch.src.iter().map(|&v| v as usize).collect(),
-                        batch.dst.iter().map(|&v| v as usize).collect(),
-                    );
-                    let targets = Targets::Pairs {
-                        src,
-                        dst,
-                        labels: batch.labels,
-                    };
-                    Ok(Some((
-                        self.step(steps, targets, scored as f64)? * scored as f64,
-                        scored,
-                    )))
-                })?
-            }
-        };
+        let (task, n, seed, epoch) = (
+            self.task,
+            self.ds.graph.num_nodes(),
+            self.seed,
+            epoch as u64,
+        );
+        let batches = task.epoch(&self.ds.train_idx, seed, epoch, self.batch_size, 0, 1);
+        if batches.mine.iter().all(Vec::is_empty) {
+            return Err(Error::NoTrainingNodes);
+        }
+        // One batch (every training node, or every pair): its loss is the epoch's.
+        let single = batches.mine.len() == 1;
+        let labels = &self.ds.labels;
+        let steps_of_epoch = (0..batches.mine.len()).map(Ok);
+        let loss = steps.run_batches(steps_of_epoch, |steps, i, _| {
+            let targets = task
+                .batch(&batches, i, n, seed, epoch)
+                .targets_of_graph(labels);
+            let scored = targets.len();
+            let loss = self.step(steps, targets, scored as f64)?;
+            Ok(Some(match single {
+                true => (loss, 1),
+                false => (loss * scored as f64, scored),
+            }))
+        })?;
         Ok(loss.mean())
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        match self.task {
-            Task::Node => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
-            Task::Link(task) => {
-                let h = self.infer(params, Output::Layer(self.model.num_layers()))?;
-                Ok(Evaluation::Link(link::evaluate(
-                    &self.model,
-                    &h,
-                    params,
-                    &task,
-                )?))
-            }
-        }
+        let task = self.task;
+        task.evaluate(params, self)
     }
 }
 
-impl FullBatch<'_> {
-    /// Correct predictions on the three splits with parameters `params` and dropout off,
-    /// summed over the job's workers.
+impl EvaluationSource for FullBatch<'_> {
+    fn model(&self) -> &Model {
+        &self.model
+    }
+
+    /// Correct predictions on the three splits with parameters `params` and dropout off.
     fn split_counts(&mut self, params: &[Tensor]) -> Result<SplitCounts> {
         let logp = self.infer(params, Output::LogProbabilities)?;
         Ok(SplitCounts::of_dataset(&logp, self.ds))
+    }
+
+    fn embeddings(&mut self, params: &[Tensor]) -> Result<Tensor> {
+        self.infer(params, Output::Layer(self.model.num_layers()))
     }
 }
 
