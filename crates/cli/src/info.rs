@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use clap::Args;
-use graphloom_graph::{format_bytes, DatasetSummary};
+use graphloom_graph::{format_bytes, DatasetSummary, HeteroDataset};
 
 /// Arguments of `graphloom info`.
 #[derive(Args)]
@@ -17,6 +17,9 @@ pub(crate) struct InfoArgs {
 }
 
 pub(crate) fn run(args: InfoArgs) -> Result<()> {
+    if graphloom_graph::format::meta::is_hetero(&args.dataset) {
+        return hetero(args);
+    }
     // Headers and one streaming pass over the offsets: no array is loaded whole.
     let info = DatasetSummary::read(&args.dataset)?;
     let m = &info.meta;
@@ -107,6 +110,91 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         format_bytes(graph_bytes),
         format_bytes(feature_bytes),
         format_bytes(label_bytes)
+    );
+    Ok(())
+}
+
+/// `info` of a heterogeneous dataset: its node types and relations, opened and checked.
+fn hetero(args: InfoArgs) -> Result<()> {
+    let ds = HeteroDataset::open(&args.dataset)?;
+    let m = &ds.meta;
+    let [train, valid, test] = ds.splits;
+    let mean = |r: &graphloom_graph::format::hetero::Relation| {
+        r.num_edges as f64 / (r.row_ptr.len().saturating_sub(1)).max(1) as f64
+    };
+    if args.json {
+        let types: serde_json::Map<String, serde_json::Value> = m
+            .node_types
+            .iter()
+            .map(|(name, t)| {
+                let v = serde_json::json!({
+                    "num_nodes": t.num_nodes,
+                    "feat_dim": t.feat_dim,
+                    "feat_dtype": t.feat_dtype,
+                    "feature_file": ds.features.get(name),
+                });
+                (name.clone(), v)
+            })
+            .collect();
+        let relations: Vec<serde_json::Value> = ds
+            .relations
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "relation": r.relation,
+                    "num_edges": r.num_edges,
+                    "mean_in_degree": mean(r),
+                    "max_in_degree": r.max_in_degree,
+                    "edge_weights": r.weighted,
+                })
+            })
+            .collect();
+        crate::output::print_json(&serde_json::json!({
+            "dataset": args.dataset.display().to_string(),
+            "name": m.name,
+            "format": m.format,
+            "node_types": types,
+            "relations": relations,
+            "target_node_type": m.target_node_type,
+            "num_classes": m.num_classes,
+            "directed": m.directed,
+            "train": train,
+            "valid": valid,
+            "test": test,
+        }));
+        return Ok(());
+    }
+    println!("dataset    {} ({})", m.name, args.dataset.display());
+    println!(
+        "format     heterogeneous: {} node types, {} relations; labels on {} ({} classes)",
+        m.node_types.len(),
+        m.edge_types.len(),
+        m.target_node_type,
+        m.num_classes
+    );
+    for (name, t) in &m.node_types {
+        let features = match t.feat_dim {
+            0 => "no features".to_string(),
+            d => format!("features {d} {}", t.feat_dtype),
+        };
+        println!(
+            "node type  {name:<24} {:>12} nodes  {features}",
+            t.num_nodes
+        );
+    }
+    for r in &ds.relations {
+        println!(
+            "relation   {:<40} {:>12} edges  in-degree mean {:.2}, max {}{}",
+            graphloom_graph::format::hetero::relation_name(&r.relation),
+            r.num_edges,
+            mean(r),
+            r.max_in_degree,
+            if r.weighted { ", weighted" } else { "" }
+        );
+    }
+    println!(
+        "splits     train {train}, valid {valid}, test {test} ({} nodes)",
+        m.target_node_type
     );
     Ok(())
 }

@@ -1,10 +1,10 @@
 //! `prepare` and `info` end to end: abandoned temporaries swept, `info` on streamed, empty and
-//! featureless datasets.
+//! featureless datasets, and on a heterogeneous one.
 
 use graphloom_graph::npy;
 
 mod common;
-use common::{graphloom, scratch, small_dataset};
+use common::{graphloom, graphloom_ok, scratch, small_dataset};
 
 /// A killed `prepare` leaves its temporary directory; the next run into the same folder
 /// removes it.
@@ -93,4 +93,55 @@ fn info_on_empty_and_featureless_datasets() {
     assert!(out.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&out.stdout).contains("nodes      0"));
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+/// `info` reads a heterogeneous dataset per node type and relation; `train` refuses it in one
+/// line (its models take one node type and one edge type).
+#[test]
+fn info_reads_a_heterogeneous_dataset_and_train_refuses_it() {
+    let root = scratch("hetero-info");
+    let dir = root.join("hetero");
+    let rel = dir.join("edges/author__writes__paper");
+    std::fs::create_dir_all(&rel).unwrap();
+    std::fs::create_dir_all(dir.join("nodes/author")).unwrap();
+    let paper = dir.join("nodes/paper");
+    std::fs::create_dir_all(&paper).unwrap();
+    // Papers 0..3 written by authors 0..2: paper 0 by 0, paper 1 by 0 and 1, paper 2 by 1.
+    npy::write(&rel.join("csr_row_ptr.npy"), &[0i64, 1, 3, 4], &[4]).unwrap();
+    npy::write(&rel.join("csr_col_idx.npy"), &[0i32, 0, 1, 1], &[4]).unwrap();
+    npy::write(&paper.join("node_feat.npy"), &[1.0f32; 6], &[3, 2]).unwrap();
+    npy::write(&paper.join("node_label.npy"), &[0i64, 1, 0], &[3]).unwrap();
+    npy::write(&paper.join("train_idx.npy"), &[0i64, 1], &[2]).unwrap();
+    npy::write(&paper.join("test_idx.npy"), &[2i64], &[1]).unwrap();
+    let meta = serde_json::json!({
+        "name": "tiny-hetero", "format": "hetero",
+        "node_types": {"paper": {"num_nodes": 3, "feat_dim": 2}, "author": {"num_nodes": 2}},
+        "edge_types": [["author", "writes", "paper"]],
+        "target_node_type": "paper", "num_classes": 2, "directed": true,
+    });
+    std::fs::write(dir.join("meta.json"), meta.to_string()).unwrap();
+    let d = dir.to_str().unwrap();
+    let out = graphloom_ok(&["info", d]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("2 node types, 1 relations")
+            && text.contains("author__writes__paper")
+            && text.contains("in-degree mean 1.33, max 2")
+            && text.contains("train 2, valid 0, test 1"),
+        "{text}"
+    );
+    let out = graphloom_ok(&["info", d, "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["relations"][0]["num_edges"], 4);
+    assert_eq!(
+        v["node_types"]["paper"]["feature_file"],
+        serde_json::json!([3, 2])
+    );
+    let out = graphloom(&["train", "--dataset", d, "--epochs", "1"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is a heterogeneous dataset") && err.trim().lines().count() == 1,
+        "{err}"
+    );
 }

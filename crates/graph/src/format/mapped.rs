@@ -380,7 +380,7 @@ impl MappedDataset {
 }
 
 /// Checks CSR offsets: start at 0, never decrease, end at `num_edges`.
-fn check_offsets(row_ptr: &[i64], num_edges: usize) -> Result<(), String> {
+pub(crate) fn check_offsets(row_ptr: &[i64], num_edges: usize) -> Result<(), String> {
     if row_ptr.first() != Some(&0) {
         return Err("csr_row_ptr does not start at 0".into());
     }

@@ -22,6 +22,19 @@ pub const SPLIT_FILES: [&str; 3] = ["train_idx.npy", "valid_idx.npy", "test_idx.
 /// bits.
 pub const MAX_CLASS: i64 = i32::MAX as i64 - 1;
 
+/// The value of `format` in the `meta.json` of a heterogeneous dataset
+/// ([`super::hetero::HeteroMeta`]).
+pub const HETERO_FORMAT: &str = "hetero";
+
+/// Whether the dataset directory `dir` holds a heterogeneous dataset (its `meta.json` says
+/// `"format": "hetero"`); false when it cannot be read.
+pub fn is_hetero(dir: &Path) -> bool {
+    std::fs::read_to_string(file(dir, "meta.json"))
+        .ok()
+        .and_then(|text| serde_json::from_str::<serde_json::Value>(&text).ok())
+        .is_some_and(|v| v.get("format").and_then(|f| f.as_str()) == Some(HETERO_FORMAT))
+}
+
 fn file(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
 }
@@ -68,6 +81,14 @@ impl Meta {
             return Err(Error::path(dir, reason));
         }
         let text = std::fs::read_to_string(&meta_path).map_err(|e| Error::io(&meta_path, e))?;
+        if is_hetero(dir) {
+            return Err(Error::path(
+                dir,
+                "is a heterogeneous dataset (\"format\": \"hetero\": node and edge types): \
+                 graphloom info reads and checks it; training one (R-GCN, R-SAGE) is not built \
+                 yet, and the homogeneous models take one node type and one edge type",
+            ));
+        }
         let meta: Meta =
             serde_json::from_str(&text).map_err(|e| Error::format(&meta_path, e.to_string()))?;
         meta.check(&meta_path)?;

@@ -8,6 +8,7 @@
 //!   consistency check, and its writer; the checks converters apply to what they write.
 //! - [`mapped`]: the same directory mapped in place ([`MappedDataset`], [`GraphData`]).
 //! - [`parts`]: a partitioned directory and one worker's part of it.
+//! - [`hetero`]: a heterogeneous dataset directory (node and edge types), opened and checked.
 //! - [`link_split`]: the link-prediction split kept beside a dataset.
 //! - [`summary`]: what `graphloom info` prints, read without loading the arrays.
 //! - [`layouts`]: recognising the raw layouts datasets are published in, to say which
@@ -15,7 +16,7 @@
 //! - [`disk`]: free space and file systems of the folders written.
 //!
 //! The file order, lowest first: `layouts`, `swap`, `disk` → `meta` → `output_dir` →
-//! `dataset` → `mapped` → `link_split`, `parts`, `summary`. Graph algorithms (`sample`,
+//! `dataset` → `mapped` → `link_split`, `parts`, `hetero`, `summary`. Graph algorithms (`sample`,
 //! `subgraph`, `partition`) use the format; of them only `partition`'s [`Partition`] (written
 //! by [`parts::write_parts`]) and `sample`'s `CsrSource` (what [`GraphData`] hands samplers)
 //! are used by it, and neither uses the format back.
@@ -29,6 +30,7 @@
 
 pub mod dataset;
 pub mod disk;
+pub mod hetero;
 pub mod layouts;
 pub mod link_split;
 pub mod mapped;

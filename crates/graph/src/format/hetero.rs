@@ -1,0 +1,345 @@
+//! A heterogeneous dataset directory (`"format": "hetero"` in `meta.json`): node types, each
+//! numbered from 0 with optional features of its own; relations `[src, rel, dst]` (PyG's
+//! triples), each a CSR by destination over the destination type whose sources are ids of the
+//! source type (`edges/<src>__<rel>__<dst>/`); labels and splits on the target type
+//! (`nodes/<target>/`). The layout of DESIGN.md, which `../shared/baselines/make_hetero.py`
+//! writes and DGL's `dgl_hetero.py` reads.
+//!
+//! [`HeteroMeta`] is its header; [`HeteroDataset::open`] maps its arrays and checks each one
+//! against the types' sizes (offsets, source ids, labels, splits, feature shapes), naming the
+//! file and the entry of the first fault.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use super::dataset::check_split_ids;
+use super::mapped::check_offsets;
+use super::meta::{HETERO_FORMAT, MAX_CLASS, SPLIT_FILES};
+use crate::{npy, Error, MappedNpy, Result, UNLABELLED};
+
+/// A node type's entry in `meta.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct NodeType {
+    /// Nodes of the type, numbered `0..num_nodes`.
+    pub num_nodes: usize,
+    /// Feature width (0: the type has no features).
+    #[serde(default)]
+    pub feat_dim: usize,
+    /// Feature dtype on disk: `f32` or `bf16`.
+    #[serde(default = "default_feat_dtype")]
+    pub feat_dtype: String,
+}
+
+fn default_feat_dtype() -> String {
+    "f32".into()
+}
+
+/// The `meta.json` of a heterogeneous dataset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HeteroMeta {
+    /// Dataset name.
+    pub name: String,
+    /// Always [`HETERO_FORMAT`].
+    pub format: String,
+    /// Node types by name.
+    pub node_types: BTreeMap<String, NodeType>,
+    /// Relations as `[src, rel, dst]`.
+    pub edge_types: Vec<[String; 3]>,
+    /// The type whose nodes carry labels and splits.
+    pub target_node_type: String,
+    /// Classes of the target type's labels.
+    pub num_classes: usize,
+    /// Whether the relations are directed (reverse relations are types of their own).
+    #[serde(default)]
+    pub directed: bool,
+}
+
+impl HeteroMeta {
+    /// Reads and checks the `meta.json` of the heterogeneous dataset in `dir`: every relation
+    /// names known types, once; the target type exists; the sizes are addressable.
+    pub fn read(dir: &Path) -> Result<HeteroMeta> {
+        let path = dir.join("meta.json");
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let meta: HeteroMeta =
+            serde_json::from_str(&text).map_err(|e| Error::format(&path, e.to_string()))?;
+        meta.check(&path)?;
+        Ok(meta)
+    }
+
+    fn check(&self, path: &Path) -> Result<()> {
+        let invalid = |msg: String| Err(Error::invalid(path, msg));
+        if self.format != HETERO_FORMAT {
+            return invalid(format!(
+                "format is {:?}, not {HETERO_FORMAT:?}",
+                self.format
+            ));
+        }
+        if !self.node_types.contains_key(&self.target_node_type) {
+            return invalid(format!(
+                "target_node_type {:?} is not among the node types ({})",
+                self.target_node_type,
+                self.type_names()
+            ));
+        }
+        if self.num_classes as u64 > MAX_CLASS as u64 + 1 {
+            return invalid(format!(
+                "num_classes = {} is above the {} classes a model can have",
+                self.num_classes,
+                MAX_CLASS + 1
+            ));
+        }
+        for (name, t) in &self.node_types {
+            if t.num_nodes >= i32::MAX as usize {
+                return invalid(format!(
+                    "node type {name:?} has {} nodes; ids of a type are held in 32 bits",
+                    t.num_nodes
+                ));
+            }
+            if !matches!(t.feat_dtype.as_str(), "f32" | "bf16") {
+                return invalid(format!(
+                    "node type {name:?} has feat_dtype {:?}, not f32 or bf16",
+                    t.feat_dtype
+                ));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        for relation in &self.edge_types {
+            for end in [&relation[0], &relation[2]] {
+                if !self.node_types.contains_key(end) {
+                    return invalid(format!(
+                        "relation {} names node type {end:?}, which is not among the node \
+                         types ({})",
+                        relation_name(relation),
+                        self.type_names()
+                    ));
+                }
+            }
+            if !seen.insert(relation_name(relation)) {
+                return invalid(format!(
+                    "relation {} is listed twice",
+                    relation_name(relation)
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn type_names(&self) -> String {
+        let names: Vec<&str> = self.node_types.keys().map(String::as_str).collect();
+        names.join(", ")
+    }
+
+    /// Nodes of type `name` (0 for an unknown type).
+    pub fn num_nodes(&self, name: &str) -> usize {
+        self.node_types.get(name).map_or(0, |t| t.num_nodes)
+    }
+}
+
+/// A relation's folder name: `<src>__<rel>__<dst>`.
+pub fn relation_name(relation: &[String; 3]) -> String {
+    relation.join("__")
+}
+
+/// One relation's arrays, mapped.
+pub struct Relation {
+    /// `[src, rel, dst]`.
+    pub relation: [String; 3],
+    /// `num_nodes(dst) + 1` offsets into the sources.
+    pub row_ptr: MappedNpy<i64>,
+    /// Edges (sources' ids in the source type).
+    pub num_edges: usize,
+    /// The most sources of one destination.
+    pub max_in_degree: usize,
+    /// Whether it has `edge_weight.npy`.
+    pub weighted: bool,
+}
+
+/// A heterogeneous dataset directory, opened and checked: its header, each relation's
+/// offsets mapped, the target type's split sizes, and each type's feature file's shape.
+pub struct HeteroDataset {
+    /// The header.
+    pub meta: HeteroMeta,
+    /// The relations, in `meta.json`'s order.
+    pub relations: Vec<Relation>,
+    /// Nodes of the target type in the train, validation and test splits.
+    pub splits: [usize; 3],
+    /// Each node type's feature file's `[rows, width]`, for the types that have one.
+    pub features: BTreeMap<String, Vec<usize>>,
+}
+
+impl HeteroDataset {
+    /// Opens the heterogeneous dataset in `dir` and checks every array against the types'
+    /// sizes: a relation's offsets (one per destination and one more, from 0, never
+    /// decreasing, ending at its edges), its sources (ids of the source type), the target's
+    /// labels (one per node, in `0..num_classes` or -1) and splits, each feature file's shape.
+    pub fn open(dir: &Path) -> Result<HeteroDataset> {
+        let meta = HeteroMeta::read(dir)?;
+        let relations = meta
+            .edge_types
+            .iter()
+            .map(|r| open_relation(dir, &meta, r))
+            .collect::<Result<Vec<_>>>()?;
+        let target = dir.join("nodes").join(&meta.target_node_type);
+        let n = meta.num_nodes(&meta.target_node_type);
+        let label_path = target.join("node_label.npy");
+        if !label_path.exists() {
+            return Err(Error::path(
+                &label_path,
+                format!(
+                    "is missing: the target type {:?} needs a label per node",
+                    meta.target_node_type
+                ),
+            ));
+        }
+        let labels = npy::read_ints(&label_path)?.data;
+        if labels.len() != n {
+            return Err(Error::invalid(
+                &label_path,
+                format!("has {} labels for {n} nodes", labels.len()),
+            ));
+        }
+        let classes = meta.num_classes as i64;
+        if let Some(i) = labels.iter().position(|&l| l < UNLABELLED || l >= classes) {
+            return Err(Error::invalid(
+                &label_path,
+                format!(
+                    "label of node {i} is {}, outside 0..{classes} (num_classes; -1 marks a \
+                     node without a label)",
+                    labels[i]
+                ),
+            ));
+        }
+        let files: [PathBuf; 3] = SPLIT_FILES.map(|f| target.join(f));
+        let mut splits: [Vec<usize>; 3] = Default::default();
+        for (s, path) in files.iter().enumerate() {
+            if path.exists() {
+                splits[s] = read_ids_below(path, n)?;
+            }
+        }
+        check_split_ids(files, [&splits[0], &splits[1], &splits[2]], &labels)?;
+        let mut features = BTreeMap::new();
+        for (name, t) in &meta.node_types {
+            let path = dir.join("nodes").join(name).join("node_feat.npy");
+            if t.feat_dim == 0 && !path.exists() {
+                continue;
+            }
+            let header = npy::read_header(&path)?;
+            if header.shape != [t.num_nodes, t.feat_dim] {
+                return Err(Error::invalid(
+                    &path,
+                    format!(
+                        "shape {:?}, meta.json says [{}, {}] for node type {name:?}",
+                        header.shape, t.num_nodes, t.feat_dim
+                    ),
+                ));
+            }
+            features.insert(name.clone(), header.shape);
+        }
+        Ok(HeteroDataset {
+            meta,
+            relations,
+            splits: splits.map(|s| s.len()),
+            features,
+        })
+    }
+}
+
+/// Maps and checks the relation `r` of the dataset in `dir`.
+fn open_relation(dir: &Path, meta: &HeteroMeta, r: &[String; 3]) -> Result<Relation> {
+    let folder = dir.join("edges").join(relation_name(r));
+    let (n_src, n_dst) = (meta.num_nodes(&r[0]), meta.num_nodes(&r[2]));
+    let row_ptr_path = folder.join("csr_row_ptr.npy");
+    let row_ptr = MappedNpy::<i64>::open(&row_ptr_path)?;
+    if row_ptr.len() != n_dst + 1 {
+        return Err(Error::invalid(
+            &row_ptr_path,
+            format!(
+                "has {} entries for the {n_dst} nodes of destination type {:?} (expected {})",
+                row_ptr.len(),
+                r[2],
+                n_dst + 1
+            ),
+        ));
+    }
+    let col_path = folder.join("csr_col_idx.npy");
+    let num_edges = npy::read_header(&col_path)?.numel();
+    check_offsets(row_ptr.as_slice(), num_edges)
+        .map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
+    check_sources(&col_path, n_src, &r[0])?;
+    let max_in_degree = row_ptr
+        .as_slice()
+        .par_windows(2)
+        .map(|w| (w[1] - w[0]) as usize)
+        .max()
+        .unwrap_or(0);
+    let weight_path = folder.join("edge_weight.npy");
+    let weighted = weight_path.exists();
+    if weighted {
+        let weights = MappedNpy::<f32>::open(&weight_path)?;
+        if weights.len() != num_edges {
+            return Err(Error::invalid(
+                &weight_path,
+                format!("has {} weights for {num_edges} edges", weights.len()),
+            ));
+        }
+        super::dataset::check_edge_weights(&weight_path, weights.as_slice())?;
+    }
+    Ok(Relation {
+        relation: r.clone(),
+        row_ptr,
+        num_edges,
+        max_in_degree,
+        weighted,
+    })
+}
+
+/// Refuses a source in `path` (int32 or int64) that is not an id of the source type `name` of
+/// `n` nodes, naming the first such entry.
+fn check_sources(path: &Path, n: usize, name: &str) -> Result<()> {
+    fn first_bad<T: Copy + Into<i64> + Sync>(cols: &[T], n: usize) -> Option<(usize, i64)> {
+        cols.par_chunks(1 << 20)
+            .enumerate()
+            .find_map_first(|(c, chunk)| {
+                let k = chunk.iter().position(|&v| {
+                    let v: i64 = v.into();
+                    v < 0 || v as u64 >= n as u64
+                })?;
+                Some(((c << 20) + k, chunk[k].into()))
+            })
+    }
+    let bad = match npy::read_header(path)?.dtype {
+        npy::NpyDType::I32 => first_bad(MappedNpy::<i32>::open(path)?.as_slice(), n),
+        npy::NpyDType::I64 => first_bad(MappedNpy::<i64>::open(path)?.as_slice(), n),
+        other => {
+            return Err(Error::format(
+                path,
+                format!("dtype is {other:?}, expected int32 or int64"),
+            ))
+        }
+    };
+    match bad {
+        Some((e, v)) => Err(Error::invalid(
+            path,
+            format!("entry {e} is {v}, not an id of source type {name:?} ({n} nodes)"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// The ids of a split file, each below `n` (signed dtypes read as signed, bool refused).
+fn read_ids_below(path: &Path, n: usize) -> Result<Vec<usize>> {
+    let ids = npy::read_ids(path)?.data;
+    if let Some(i) = ids.iter().position(|&v| v < 0 || v as u64 >= n as u64) {
+        return Err(Error::invalid(
+            path,
+            format!(
+                "entry {i} is {}, not a node of the target type ({n} nodes)",
+                ids[i]
+            ),
+        ));
+    }
+    Ok(ids.into_iter().map(|v| v as usize).collect())
+}
