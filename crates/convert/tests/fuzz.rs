@@ -1,6 +1,6 @@
 //! Damaged inputs of every reader of the graph crate (bounded, seeded): `meta.json`, the dataset
-//! directory loaded and mapped, the partitioned directory, each converter's raw files, and a
-//! dataset's link split.
+//! directory loaded and mapped, the partitioned directory, each converter's raw files, a
+//! heterogeneous dataset directory, and a dataset's link split.
 //! Every case is read without a panic, a hang or an allocation beyond its size times a small
 //! factor, and refused with a one-line error naming its file (or accepted, and then what was
 //! written loads). The cases come from the mutations shared with the `cargo fuzz` targets.
@@ -65,6 +65,11 @@ fn damaged_link_splits_are_refused_cleanly() {
 }
 
 #[test]
+fn damaged_heterogeneous_datasets_are_refused_cleanly() {
+    guard::fuzz(&targets::hetero(), 1100, 1500);
+}
+
+#[test]
 fn fuzzer_inputs_replay() {
     let inputs: [&[u8]; 3] = [b"", b"\x05\x00\x00\x00\x00\x00\x00\x00\x01", &[0xff; 40]];
     for target in [
@@ -78,6 +83,7 @@ fn fuzzer_inputs_replay() {
         targets::benchmark_npz(),
         targets::planetoid(),
         targets::link_split::target(),
+        targets::hetero(),
     ] {
         guard::replay(&target, &inputs);
     }
