@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Result};
 use clap::{Args, Subcommand};
 use graphloom_convert::synthetic::EdgeModel;
-use graphloom_convert::{edgelist, npz, ogb, planetoid, split, synthetic, Progress};
+use graphloom_convert::{edgelist, npz, ogb, ogb_hetero, planetoid, split, synthetic, Progress};
 use graphloom_plan::StorageDType;
 
 use crate::output::choice;
@@ -72,7 +72,9 @@ enum Source {
     },
     /// The OGB raw layout (raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz, split/*/...),
     /// or that of ogbn-papers100M (raw/data.npz, raw/node-label.npz), streamed in bounded
-    /// memory; nodes without a label (NaN) are -1.
+    /// memory; nodes without a label (NaN) are -1. A heterogeneous layout (ogbn-mag:
+    /// raw/num-node-dict.csv.gz, raw/relations/<src>___<rel>___<dst>/) is written as a
+    /// heterogeneous dataset directory.
     Ogb {
         /// The OGB dataset folder (holding raw/ and split/).
         #[arg(long)]
@@ -80,6 +82,10 @@ enum Source {
         /// Also store every edge reversed (as is usual for ogbn-arxiv).
         #[arg(long)]
         undirected: bool,
+        /// Heterogeneous layouts: also store each relation reversed, as rev_<relation> (what
+        /// PyG's ToUndirected adds), so that every node type receives messages.
+        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+        add_reverse: bool,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -279,8 +285,21 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
         }
         Source::Ogb {
             raw,
+            add_reverse,
+            out,
+            ..
+        } if ogb_hetero::has_layout(&raw) => {
+            let spinner = crate::output::spinner("converting a heterogeneous OGB dataset");
+            let ds = ogb_hetero::write(&raw, add_reverse, &out)?;
+            spinner.finish_and_clear();
+            report_hetero(&ds, &out, json, start);
+            return Ok(());
+        }
+        Source::Ogb {
+            raw,
             undirected,
             out,
+            ..
         } if ogb::has_npz_layout(&raw) => {
             return streamed(&out, json, start, |buffer, progress| {
                 ogb::write_npz(&raw, undirected, &out, buffer, progress)
@@ -290,6 +309,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             raw,
             undirected,
             out,
+            ..
         } => (Box::new(move || ogb::convert(&raw, undirected)), out),
         Source::Planetoid { raw, name, out } => {
             let (raw, name) = planetoid::locate(&raw, &name)?;
@@ -329,6 +349,47 @@ fn streamed(
 }
 
 /// Prints what was written: one line, or one JSON object.
+/// What a heterogeneous dataset written to `out` holds, in one line or one JSON object.
+fn report_hetero(
+    ds: &graphloom_graph::HeteroDataset,
+    out: &std::path::Path,
+    json: bool,
+    start: std::time::Instant,
+) {
+    let m = &ds.meta;
+    let nodes: usize = m.node_types.values().map(|t| t.num_nodes).sum();
+    let edges: usize = ds.relations.iter().map(|r| r.num_edges).sum();
+    let [train, valid, test] = ds.splits;
+    if json {
+        crate::output::print_json(&serde_json::json!({
+            "name": m.name,
+            "out": out.display().to_string(),
+            "format": m.format,
+            "node_types": m.node_types.len(),
+            "relations": m.edge_types.len(),
+            "num_nodes": nodes,
+            "num_edges": edges,
+            "target_node_type": m.target_node_type,
+            "num_classes": m.num_classes,
+            "train": train,
+            "valid": valid,
+            "test": test,
+            "seconds": start.elapsed().as_secs_f64(),
+        }));
+        return;
+    }
+    println!(
+        "{}: {} node types ({nodes} nodes), {} relations ({edges} edges), labels on {} ({} \
+         classes), split {train}/{valid}/{test} -> {}",
+        m.name,
+        m.node_types.len(),
+        m.edge_types.len(),
+        m.target_node_type,
+        m.num_classes,
+        out.display()
+    );
+}
+
 fn report(
     meta: &graphloom_graph::Meta,
     splits: [usize; 3],

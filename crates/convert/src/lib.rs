@@ -23,6 +23,7 @@ mod features;
 pub mod link_split;
 pub mod npz;
 pub mod ogb;
+pub mod ogb_hetero;
 mod pickle;
 pub mod planetoid;
 pub mod split;

@@ -2,7 +2,7 @@
 //! `raw/node-feat.csv.gz`, `raw/node-label.csv.gz`, `raw/num-node-list.csv.gz`, and
 //! `split/<scheme>/{train,valid,test}.csv.gz` ([`convert`], in memory); or, for the largest
 //! datasets (ogbn-papers100M), `raw/data.npz` and `raw/node-label.npz` ([`write_npz`],
-//! streamed in bounded memory).
+//! streamed in bounded memory). The heterogeneous layout (ogbn-mag) is [`super::ogb_hetero`]'s.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -19,7 +19,7 @@ use graphloom_graph::{Dataset, Error, Meta, Result, UNLABELLED};
 
 /// Calls `row(line_number, values)` with the comma-separated numbers of each non-empty line
 /// of the gzip text file `path`, read as a stream: memory holds one line, not the file.
-fn for_each_row<T: std::str::FromStr>(
+pub(crate) fn for_each_row<T: std::str::FromStr>(
     path: &Path,
     mut row: impl FnMut(usize, &[T]) -> Result<()>,
 ) -> Result<()> {
@@ -53,7 +53,7 @@ fn for_each_row<T: std::str::FromStr>(
 }
 
 /// The first value of every row.
-fn first_values<T: std::str::FromStr + Copy>(path: &Path) -> Result<Vec<T>> {
+pub(crate) fn first_values<T: std::str::FromStr + Copy>(path: &Path) -> Result<Vec<T>> {
     let mut out = Vec::new();
     for_each_row::<T>(path, |_, r| {
         out.extend(r.first().copied());
@@ -134,7 +134,7 @@ const MAX_CLASS: f64 = i32::MAX as f64 - 1.0;
 /// The classes of OGB's label values read from `path`: whole numbers from 0, NaN (or -1) for a
 /// node without a label (-1); anything else (a fraction, an infinity, another negative number)
 /// is refused.
-fn classes(values: Vec<f64>, path: &Path) -> Result<Vec<i64>> {
+pub(crate) fn classes(values: Vec<f64>, path: &Path) -> Result<Vec<i64>> {
     values
         .into_iter()
         .enumerate()

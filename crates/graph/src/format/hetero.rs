@@ -132,6 +132,13 @@ impl HeteroMeta {
         names.join(", ")
     }
 
+    /// Writes `meta.json` into the dataset directory `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let path = dir.join("meta.json");
+        let text = serde_json::to_string_pretty(self).expect("meta serialises");
+        std::fs::write(&path, text + "\n").map_err(|e| Error::io(&path, e))
+    }
+
     /// Nodes of type `name` (0 for an unknown type).
     pub fn num_nodes(&self, name: &str) -> usize {
         self.node_types.get(name).map_or(0, |t| t.num_nodes)

@@ -33,7 +33,7 @@ impl OutputKind {
     /// Whether `dir` is a directory of this kind as GraphLoom writes it.
     fn is_written_in(self, dir: &Path) -> bool {
         match self {
-            OutputKind::Dataset => Meta::read(dir).is_ok(),
+            OutputKind::Dataset => Meta::read(dir).is_ok() || super::meta::is_hetero(dir),
             OutputKind::Partitioned => PartitionMeta::load(dir).is_ok(),
         }
     }
@@ -55,8 +55,9 @@ impl OutputKind {
 }
 
 /// The entries of a dataset directory (`link_split` is the folder of a link-prediction split,
-/// `clusters` that of the METIS clusters subgraph batches keep).
-const DATASET_FILES: [&str; 11] = [
+/// `clusters` that of the METIS clusters subgraph batches keep; `nodes` and `edges` hold a
+/// heterogeneous dataset's node types and relations).
+const DATASET_FILES: [&str; 13] = [
     "meta.json",
     "csr_row_ptr.npy",
     "csr_col_idx.npy",
@@ -68,6 +69,8 @@ const DATASET_FILES: [&str; 11] = [
     "edge_weight.npy",
     LINK_SPLIT_DIR,
     CLUSTERS_DIR,
+    "nodes",
+    "edges",
 ];
 
 fn is_number(s: &str) -> bool {
