@@ -82,10 +82,11 @@ enum Source {
         /// Also store every edge reversed (as is usual for ogbn-arxiv).
         #[arg(long)]
         undirected: bool,
-        /// Heterogeneous layouts: also store each relation reversed, as rev_<relation> (what
-        /// PyG's ToUndirected adds), so that every node type receives messages.
-        #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
-        add_reverse: bool,
+        /// Heterogeneous layouts (ogbn-mag): also store each relation reversed, as
+        /// rev_<relation> (what PyG's ToUndirected adds), so that every node type receives
+        /// messages [default: true]
+        #[arg(long, action = clap::ArgAction::Set)]
+        add_reverse: Option<bool>,
         /// Output dataset directory.
         #[arg(long)]
         out: PathBuf,
@@ -286,14 +287,30 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
         Source::Ogb {
             raw,
             add_reverse,
+            undirected,
             out,
-            ..
         } if ogb_hetero::has_layout(&raw) => {
+            if undirected {
+                anyhow::bail!(
+                    "--undirected is for homogeneous layouts: a heterogeneous one (ogbn-mag) \
+                     stores each relation reversed as its own relation (--add-reverse, on by \
+                     default)"
+                );
+            }
             let spinner = crate::output::spinner("converting a heterogeneous OGB dataset");
-            let ds = ogb_hetero::write(&raw, add_reverse, &out)?;
+            let ds = ogb_hetero::write(&raw, add_reverse.unwrap_or(true), &out)?;
             spinner.finish_and_clear();
             report_hetero(&ds, &out, json, start);
             return Ok(());
+        }
+        Source::Ogb {
+            add_reverse: Some(_),
+            ..
+        } => {
+            anyhow::bail!(
+                "--add-reverse is for heterogeneous layouts (ogbn-mag); a homogeneous one stores \
+                 every edge reversed with --undirected"
+            );
         }
         Source::Ogb {
             raw,

@@ -145,3 +145,45 @@ fn info_reads_a_heterogeneous_dataset_and_train_refuses_it() {
         "{err}"
     );
 }
+
+/// `prepare ogb`'s options for one kind of layout are refused on the other, not ignored:
+/// `--add-reverse` on a homogeneous layout, `--undirected` on a heterogeneous one (ogbn-mag's,
+/// recognised by `raw/num-node-dict.csv.gz`).
+#[test]
+fn prepare_ogb_refuses_the_options_of_the_other_layout() {
+    let root = scratch("ogb-options");
+    let homogeneous = root.join("ogbn_arxiv");
+    std::fs::create_dir_all(homogeneous.join("raw")).unwrap();
+    let heterogeneous = root.join("ogbn_mag");
+    std::fs::create_dir_all(heterogeneous.join("raw")).unwrap();
+    std::fs::write(heterogeneous.join("raw/num-node-dict.csv.gz"), b"").unwrap();
+    let out = root.join("out");
+    for (raw, flag, value, said) in [
+        (
+            &homogeneous,
+            "--add-reverse",
+            "false",
+            "--add-reverse is for heterogeneous",
+        ),
+        (
+            &heterogeneous,
+            "--undirected",
+            "",
+            "--undirected is for homogeneous",
+        ),
+    ] {
+        let mut args = vec!["prepare", "ogb", "--raw", raw.to_str().unwrap(), flag];
+        if !value.is_empty() {
+            args.push(value);
+        }
+        args.extend(["--out", out.to_str().unwrap()]);
+        let run = graphloom(&args);
+        let err = String::from_utf8_lossy(&run.stderr);
+        assert_eq!(run.status.code(), Some(1), "{err}");
+        assert!(
+            err.contains(said) && err.trim().lines().count() == 1,
+            "{err}"
+        );
+        assert!(!out.exists());
+    }
+}
