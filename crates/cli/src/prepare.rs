@@ -163,9 +163,10 @@ pub(crate) struct SyntheticArgs {
     /// [default: 60/20/20 shares of all nodes].
     #[arg(long, value_delimiter = ',')]
     pub(crate) split_counts: Option<Vec<usize>>,
-    /// Feature width: the features (nodes x this x 4 bytes, 2 for bf16) must fit on the disk.
-    #[arg(long, default_value_t = 64)]
-    pub(crate) feat_dim: usize,
+    /// Feature width: the features (nodes x this x 4 bytes, 2 for bf16) must fit on the disk
+    /// [default: 64; with --hetero mag, the papers': 128].
+    #[arg(long)]
+    pub(crate) feat_dim: Option<usize>,
     /// Number of classes.
     #[arg(long, default_value_t = 8)]
     pub(crate) classes: usize,
@@ -189,6 +190,19 @@ pub(crate) struct SyntheticArgs {
     /// with rmat and the powerlaws, --homophily of the edges join one class.
     #[arg(long, default_value = "sbm", value_parser = choice::<EdgeModel>())]
     pub(crate) edge_model: EdgeModel,
+    /// A heterogeneous graph of this shape instead: mag (ogbn-mag's papers, authors,
+    /// institutions and fields, four relations and their reverses, a signal the relations
+    /// carry; make_hetero.py's design: 349 classes, 128 paper features), streamed in bounded
+    /// memory. Takes --scale, --feat-dim and --seed.
+    #[arg(long, value_parser = ["mag"], conflicts_with_all = [
+        "nodes", "avg_degree", "edges", "split_counts", "classes", "homophily",
+        "signal", "feat_dtype", "edge_model",
+    ])]
+    pub(crate) hetero: Option<String>,
+    /// With --hetero: ogbn-mag's size times this (1: 736,389 papers and 1.13M authors; at most
+    /// 100, past MAG240M's 244M nodes) [default: 0.1]
+    #[arg(long, requires = "hetero")]
+    pub(crate) scale: Option<f64>,
     /// Output dataset directory.
     #[arg(long)]
     pub(crate) out: PathBuf,
@@ -196,7 +210,7 @@ pub(crate) struct SyntheticArgs {
 
 impl SyntheticArgs {
     pub(crate) fn config(&self) -> Result<synthetic::SyntheticConfig> {
-        if self.nodes < 2 || self.classes < 2 || self.feat_dim == 0 {
+        if self.nodes < 2 || self.classes < 2 || self.feat_dim == Some(0) {
             bail!("--nodes and --classes must be at least 2, --feat-dim positive");
         }
         let split = match self.split_counts.as_deref() {
@@ -210,7 +224,7 @@ impl SyntheticArgs {
             split,
             nodes: self.nodes,
             avg_degree: self.avg_degree,
-            feat_dim: self.feat_dim,
+            feat_dim: self.feat_dim.unwrap_or(64),
             classes: self.classes,
             homophily: self.homophily,
             signal: self.signal,
@@ -256,6 +270,27 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     type Convert = Box<dyn FnOnce() -> graphloom_graph::Result<graphloom_graph::Dataset>>;
     let (convert, out): (Convert, PathBuf) = match args.source {
         Source::LinkSplit(a) => return crate::prepare_link::run(a, json, start),
+        Source::Synthetic(s) if s.hetero.is_some() => {
+            let defaults = synthetic::MagConfig::default();
+            let cfg = synthetic::MagConfig {
+                scale: s.scale.unwrap_or(defaults.scale),
+                feat_dim: s.feat_dim.unwrap_or(defaults.feat_dim),
+                seed: s.seed,
+                ..defaults
+            };
+            let progress = crate::output::PhaseProgress::new();
+            let meta = synthetic::write_mag(
+                &cfg,
+                &s.out,
+                graphloom_convert::default_buffer_bytes(),
+                &|phase, done, total| progress.update(phase.name(), done, total),
+            )?;
+            progress.finish();
+            let ds = graphloom_graph::HeteroDataset::open(&s.out)?;
+            debug_assert_eq!(ds.meta, meta);
+            report_hetero(&ds, &s.out, json, start);
+            return Ok(());
+        }
         Source::Synthetic(s) => {
             let cfg = s.config()?;
             return streamed(&s.out, json, start, |buffer, progress| {

@@ -57,6 +57,9 @@ const BASES: &[(&str, &str)] = &[
     ("synthetic", "prepare synthetic --nodes 100 --out {out}"),
     // Features no disk holds, so that the most nodes are refused before anything is written.
     ("synthetic-wide", "prepare synthetic --nodes 100 --feat-dim 1048576 --out {out}"),
+    ("synthetic-hetero", "prepare synthetic --hetero mag --scale 0.001 --out {out}"),
+    // Paper features no disk holds, so that the largest scale is refused before writing.
+    ("synthetic-hetero-wide", "prepare synthetic --hetero mag --feat-dim 1048576 --out {out}"),
     ("edgelist", "prepare edgelist --edges {edges} --out {out}"),
     ("link-split", "prepare link-split --dataset {ds} --out {out}"),
     ("partition", "partition --dataset {ds} --parts 2 --out {out}"),
@@ -121,6 +124,9 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
     ("--edges", "1152921504606846975", "synthetic", Refused), // 4 EiB of disk
     ("--edges", "1152921504606846976", "synthetic", Refused),
     ("--feat-dim", MAX, "synthetic", Refused),
+    ("--feat-dim", MAX, "synthetic-hetero", Refused),
+    ("--scale", "100", "synthetic-hetero-wide", Refused),
+    ("--scale", "100.5", "synthetic-hetero", Refused),
     ("--classes", MAX, "synthetic", Runs), // no more classes than nodes are drawn
     ("--split-counts", "100,0,0", "synthetic", Runs),
     ("--split-counts", "101,0,0", "synthetic", Refused),

@@ -176,11 +176,25 @@ pub(crate) fn write_csr(
     options: &CsrOptions,
     progress: Progress<'_>,
 ) -> Result<u64> {
-    check_node_count(n, options.buffer_bytes, origin)?;
-    let placed_offsets = degrees(n, edges, origin, progress)?;
+    write_csr_between(dir, n, n, edges, origin, options, progress)
+}
+
+/// [`write_csr`] of a relation between two node types: `n` destinations (the rows) whose
+/// sources are ids of a type of `sources` nodes (the ids' dtype follows `sources`).
+pub(crate) fn write_csr_between(
+    dir: &Path,
+    sources: usize,
+    n: usize,
+    edges: &dyn EdgeStream,
+    origin: &Path,
+    options: &CsrOptions,
+    progress: Progress<'_>,
+) -> Result<u64> {
+    check_node_count(n.max(sources), options.buffer_bytes, origin)?;
+    let placed_offsets = degrees(n, sources, edges, origin, progress)?;
     let per_pass = (options.buffer_bytes / 4).max(1 << 10) as i64;
     let col_path = dir.join("csr_col_idx.npy");
-    let (written, merged) = if n <= i32::MAX as usize {
+    let (written, merged) = if sources <= i32::MAX as usize {
         write_columns::<i32>(
             &col_path,
             n,
@@ -246,9 +260,11 @@ fn write_columns<T: graphloom_io::npy::NpyElement>(
     Ok((written, merged))
 }
 
-/// The offsets of every edge by destination: one pass counting in-degrees, checking ids.
+/// The offsets of every edge by destination (one of `n`; sources below `sources`): one pass
+/// counting in-degrees, checking ids.
 fn degrees(
     n: usize,
+    sources: usize,
     edges: &dyn EdgeStream,
     origin: &Path,
     progress: Progress<'_>,
@@ -257,10 +273,14 @@ fn degrees(
     let seen = AtomicU64::new(0);
     edges.for_each_chunk(&|chunk| {
         for &(s, d) in chunk {
-            if s < 0 || d < 0 || s as usize >= n || d as usize >= n {
+            if s < 0 || d < 0 || s as usize >= sources || d as usize >= n {
+                let bounds = match sources == n {
+                    true => format!("0..{n}"),
+                    false => format!("0..{sources} (sources) or 0..{n} (destinations)"),
+                };
                 return Err(Error::invalid(
                     origin,
-                    format!("edge {s} -> {d} has a node id outside 0..{n}"),
+                    format!("edge {s} -> {d} has a node id outside {bounds}"),
                 ));
             }
             if counts[d as usize].fetch_add(1, Ordering::Relaxed) == u32::MAX {
