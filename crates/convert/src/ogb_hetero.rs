@@ -11,8 +11,9 @@
 //! - `split/<scheme>/<target>/{train,valid,test}.csv.gz`: node ids of the target type.
 //!
 //! With `add_reverse`, each relation is stored reversed as well (`rev_<rel>`, as PyG's
-//! `ToUndirected` adds them), so that every type receives messages. Built in memory (ogbn-mag's
-//! 21M edges a direction take about 1 GiB), written atomically, then opened and checked.
+//! `ToUndirected` adds them), so that every type receives messages. The edges are read into
+//! memory (8 bytes an edge: ogbn-mag's 21M take 170 MB), each relation and its reverse written
+//! by the streaming CSR writer without a copy, atomically, then opened and checked.
 
 use std::collections::BTreeMap;
 use std::io::Read;
@@ -22,6 +23,7 @@ use flate2::read::GzDecoder;
 
 use super::assemble::name_from;
 use super::ogb::{classes, first_values, for_each_row};
+use super::stream_csr::{write_csr_between, CsrOptions, EdgeStream, EdgeVisitor};
 use graphloom_graph::format::dataset::count_classes;
 use graphloom_graph::format::hetero::{relation_name, HeteroMeta, NodeType};
 use graphloom_graph::format::meta::HETERO_FORMAT;
@@ -40,27 +42,67 @@ struct Edges {
     dst: Vec<u32>,
 }
 
+/// A relation's edges as [`write_csr_between`] reads them: as published, or turned around
+/// (its reverse), without a copy.
+struct Stream<'a> {
+    edges: &'a Edges,
+    reversed: bool,
+}
+
+impl EdgeStream for Stream<'_> {
+    fn len_hint(&self) -> Option<u64> {
+        Some(self.edges.src.len() as u64)
+    }
+
+    fn for_each_chunk(&self, visit: EdgeVisitor<'_>) -> Result<()> {
+        let (from, to) = match self.reversed {
+            false => (&self.edges.src, &self.edges.dst),
+            true => (&self.edges.dst, &self.edges.src),
+        };
+        for (s, d) in from.chunks(1 << 16).zip(to.chunks(1 << 16)) {
+            let pairs: Vec<(i64, i64)> = s
+                .iter()
+                .zip(d)
+                .map(|(&s, &d)| (i64::from(s), i64::from(d)))
+                .collect();
+            visit(&pairs)?;
+        }
+        Ok(())
+    }
+}
+
 /// Converts the OGB heterogeneous dataset in `dir` (the folder holding `raw/` and `split/`)
 /// into the heterogeneous dataset directory `out`, with each relation reversed too when
 /// `add_reverse`; returns the written directory, opened and checked.
 pub fn write(dir: &Path, add_reverse: bool, out: &Path) -> Result<HeteroDataset> {
     let raw = dir.join("raw");
     let counts = read_counts(&raw.join("num-node-dict.csv.gz"))?;
-    let mut relations = read_relations(&raw.join("relations"), &counts)?;
+    let published = read_relations(&raw.join("relations"), &counts)?;
+    // Each relation as published, then (with `add_reverse`) each turned around.
+    let mut relations: Vec<([String; 3], Stream<'_>)> = published
+        .iter()
+        .map(|e| {
+            (
+                e.relation.clone(),
+                Stream {
+                    edges: e,
+                    reversed: false,
+                },
+            )
+        })
+        .collect();
     if add_reverse {
-        let reversed: Vec<Edges> = relations
-            .iter()
-            .map(|e| Edges {
-                relation: [
-                    e.relation[2].clone(),
-                    format!("rev_{}", e.relation[1]),
-                    e.relation[0].clone(),
-                ],
-                src: e.dst.clone(),
-                dst: e.src.clone(),
-            })
-            .collect();
-        relations.extend(reversed);
+        relations.extend(published.iter().map(|e| {
+            let r = &e.relation;
+            let reverse = [r[2].clone(), format!("rev_{}", r[1]), r[0].clone()];
+            (
+                reverse,
+                Stream {
+                    edges: e,
+                    reversed: true,
+                },
+            )
+        }));
     }
     let (target, label_path) = labelled_type(&raw.join("node-label"), &counts)?;
     let labels = classes(first_values::<f64>(&label_path)?, &label_path)?;
@@ -100,18 +142,29 @@ pub fn write(dir: &Path, add_reverse: bool, out: &Path) -> Result<HeteroDataset>
         name: name_from(dir, "ogb").replace('_', "-"),
         format: HETERO_FORMAT.into(),
         node_types,
-        edge_types: relations.iter().map(|e| e.relation.clone()).collect(),
+        edge_types: relations.iter().map(|(r, _)| r.clone()).collect(),
         target_node_type: target.clone(),
         num_classes,
         directed: true,
     };
+    let options = CsrOptions {
+        simple: false,
+        buffer_bytes: crate::default_buffer_bytes(),
+    };
     write_dir_atomic(out, OutputKind::Dataset, &[dir], |tmp| {
-        for e in &relations {
-            let folder = tmp.join("edges").join(relation_name(&e.relation));
+        for (relation, edges) in &relations {
+            let folder = tmp.join("edges").join(relation_name(relation));
             std::fs::create_dir_all(&folder).map_err(|err| Error::io(&folder, err))?;
-            let (row_ptr, col) = csr_by_destination(&e.src, &e.dst, counts[&e.relation[2]]);
-            npy::write(&folder.join("csr_row_ptr.npy"), &row_ptr, &[row_ptr.len()])?;
-            npy::write(&folder.join("csr_col_idx.npy"), &col, &[col.len()])?;
+            let (sources, destinations) = (counts[&relation[0]], counts[&relation[2]]);
+            write_csr_between(
+                &folder,
+                sources,
+                destinations,
+                edges,
+                dir,
+                &options,
+                &|_, _, _| {},
+            )?;
         }
         for name in counts.keys() {
             let folder = tmp.join("nodes").join(name);
@@ -296,23 +349,4 @@ fn read_features(path: &Path, n: usize) -> Result<(Vec<f32>, usize)> {
         ));
     }
     Ok((rows, dim.unwrap_or(0)))
-}
-
-/// The CSR by destination over `n_dst` destinations of the edges `(src[i], dst[i])`: offsets
-/// and sources, each destination's sources in input order.
-fn csr_by_destination(src: &[u32], dst: &[u32], n_dst: usize) -> (Vec<i64>, Vec<i32>) {
-    let mut row_ptr = vec![0i64; n_dst + 1];
-    for &d in dst {
-        row_ptr[d as usize + 1] += 1;
-    }
-    for i in 0..n_dst {
-        row_ptr[i + 1] += row_ptr[i];
-    }
-    let mut next: Vec<i64> = row_ptr[..n_dst].to_vec();
-    let mut col = vec![0i32; src.len()];
-    for (&s, &d) in src.iter().zip(dst) {
-        col[next[d as usize] as usize] = s as i32;
-        next[d as usize] += 1;
-    }
-    (row_ptr, col)
 }
