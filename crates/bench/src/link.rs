@@ -209,7 +209,7 @@ fn measure(args: &LinkArgs, dataset: &Path) -> Result<Value> {
     let settings = TrainSettings {
         dataset: Some(dataset.to_path_buf()),
         task: Some(TaskKind::Link),
-        model: Some(Architecture::Sage),
+        model: Some(Architecture::Sage.into()),
         hidden: Some(256),
         out_dim: Some(256),
         lr: Some(0.003),

@@ -12,6 +12,7 @@ mod prepare;
 mod prepare_link;
 mod run_settings;
 mod train;
+mod train_hetero;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 

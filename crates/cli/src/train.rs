@@ -66,7 +66,7 @@ impl TrainArgs {
 
 /// Fails, before any training, when an output file cannot be written, would replace a file
 /// the run reads (the dataset's, the initial model, the snapshots) or another output.
-fn check_outputs(args: &TrainArgs) -> Result<()> {
+pub(crate) fn check_outputs(args: &TrainArgs) -> Result<()> {
     let s = &args.settings;
     let inputs: Vec<&Path> = [&s.dataset, &s.init_model, &s.snapshot_dir, &s.scratch_dir]
         .into_iter()
@@ -90,7 +90,7 @@ fn check_outputs(args: &TrainArgs) -> Result<()> {
 /// Which of the train, validation and test splits hold nodes: an empty split has no accuracy
 /// (shown as n/a, null in JSON), not one of 0.
 #[derive(Clone, Copy)]
-struct Splits([bool; 3]);
+pub(crate) struct Splits(pub(crate) [bool; 3]);
 
 impl Splits {
     /// The splits of the run's dataset (the generated default dataset has all three).
@@ -103,7 +103,7 @@ impl Splits {
 }
 
 /// One epoch's line of the log.
-fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
+pub(crate) fn epoch_line(r: &EpochRecord, splits: Splits) -> String {
     let figures = match &r.evaluation {
         Some(e) => e.epoch_text(splits.0),
         None => format!("{:<34}", "(not evaluated)"),
@@ -133,6 +133,11 @@ pub(crate) fn with_defaults(mut train: clap::Command) -> clap::Command {
 /// `--dry-run`).
 pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     check_outputs(&args)?;
+    if let Some(dir) = args.settings.dataset.as_deref() {
+        if graphloom_graph::format::meta::is_hetero(dir) {
+            return crate::train_hetero::run(args);
+        }
+    }
     let rss_peaks = graphloom_tensor::RssPeaks::start();
     let plan = Plan::new(args.settings.clone()).map_err(output::plan_error)?;
     if !args.quiet || args.dry_run {
@@ -295,7 +300,13 @@ fn run_summary(
     (peak_anon, peak_file): (u64, u64),
 ) -> serde_json::Value {
     let common = plan.common();
-    let mut value = summary(common, outcome.report(), splits);
+    let mut value = summary(
+        &common.meta.name,
+        common.model.arch.name(),
+        &common.settings,
+        outcome.report(),
+        splits,
+    );
     crate::run_settings::add_run_settings(&mut value, common);
     value["peak_anon_bytes"] = json!(peak_anon);
     value["peak_file_bytes"] = json!(peak_file);
@@ -370,7 +381,7 @@ fn into_report(outcome: RunOutcome) -> TrainReport {
     }
 }
 
-fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
+pub(crate) fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Result<()> {
     let marks = crate::plot::Marks {
         best_epoch: report
             .epochs
@@ -385,15 +396,21 @@ fn output_plot(path: &std::path::Path, title: &str, report: &TrainReport) -> Res
         .with_context(|| format!("drawing {}", path.display()))
 }
 
-fn summary(common: &Common, r: &TrainReport, splits: Splits) -> serde_json::Value {
-    let (s, meta) = (&common.settings, &common.meta);
+/// The summary's figures of any run: `model` trained on the dataset `dataset` as `s` says.
+pub(crate) fn summary(
+    dataset: &str,
+    model: &str,
+    s: &TrainSettings,
+    r: &TrainReport,
+    splits: Splits,
+) -> serde_json::Value {
     let peak: serde_json::Map<String, serde_json::Value> = Category::ALL
         .iter()
         .map(|c| (c.name().to_string(), json!(r.memory.peak_of(*c))))
         .collect();
     let mut value = json!({
-        "dataset": meta.name,
-        "model": common.model.arch.name(),
+        "dataset": dataset,
+        "model": model,
         "dtype": s.dtype.name(),
         "checkpoint": s.checkpoint,
         "seed": s.seed,

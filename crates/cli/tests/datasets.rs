@@ -4,7 +4,7 @@
 use graphloom_graph::npy;
 
 mod common;
-use common::{graphloom, graphloom_ok, scratch, small_dataset};
+use common::{graphloom, graphloom_ok, s, scratch, small_dataset};
 
 /// A killed `prepare` leaves its temporary directory; the next run into the same folder
 /// removes it.
@@ -95,10 +95,10 @@ fn info_on_empty_and_featureless_datasets() {
     std::fs::remove_dir_all(&root).unwrap();
 }
 
-/// `info` reads a heterogeneous dataset per node type and relation; `train` refuses it in one
-/// line (its models take one node type and one edge type).
+/// `info` reads a heterogeneous dataset per node type and relation; a command that takes one
+/// node type and one edge type (`partition`) refuses it in one line.
 #[test]
-fn info_reads_a_heterogeneous_dataset_and_train_refuses_it() {
+fn info_reads_a_heterogeneous_dataset_and_partition_refuses_it() {
     let root = scratch("hetero-info");
     let dir = root.join("hetero");
     let rel = dir.join("edges/author__writes__paper");
@@ -137,7 +137,16 @@ fn info_reads_a_heterogeneous_dataset_and_train_refuses_it() {
         v["node_types"]["paper"]["feature_file"],
         serde_json::json!([3, 2])
     );
-    let out = graphloom(&["train", "--dataset", d, "--epochs", "1"]);
+    // The homogeneous readers name what it is in one line.
+    let out = graphloom(&[
+        "partition",
+        "--dataset",
+        d,
+        "--parts",
+        "2",
+        "--out",
+        s(&root.join("p")),
+    ]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(

@@ -8,7 +8,9 @@ use graphloom_tensor::Category;
 /// A graph ready for the aggregation kernels.
 ///
 /// The forward pass runs over `by_dst` (each node's in-edges); the backward pass over
-/// `by_src` (each node's out-edges), whose entry `i` is edge `src_edge[i]` of `by_dst`.
+/// `by_src` (each node's out-edges), whose entry `i` is edge `src_edge[i]` of `by_dst`. The
+/// sources may be nodes of another set than the destinations ([`GraphView::bipartite`]: a
+/// relation between two node types), so `by_src` has a row per source.
 /// `dst_chunks` and `src_chunks` cut the rows into ranges of about equal edge count, so a hub
 /// node does not hold up a thread that was also given thousands of other rows.
 pub struct GraphView {
@@ -59,9 +61,27 @@ impl GraphView {
         } else {
             graph.clone()
         };
+        let n = by_dst.num_nodes();
+        GraphView::with_sources(by_dst, n)
+    }
+
+    /// A graph from `num_sources` source nodes to the rows of `graph` (CSR by destination
+    /// whose entries are source ids below `num_sources`): one relation of a heterogeneous
+    /// graph, whose aggregation reads `[num_sources, cols]` and writes a row per destination.
+    pub fn bipartite(graph: &Csr, num_sources: usize) -> crate::Result<GraphView> {
+        if let Some(&bad) = graph.col_idx.iter().find(|&&u| u as usize >= num_sources) {
+            return Err(crate::Error::Mismatch {
+                what: "a relation's edges and its source nodes",
+                detail: format!("source {bad} is not below the {num_sources} sources"),
+            });
+        }
+        Ok(GraphView::with_sources(graph.clone(), num_sources))
+    }
+
+    /// The view of `by_dst` over `n` sources.
+    fn with_sources(by_dst: Csr, n: usize) -> GraphView {
         let (src, dst) = by_dst.edges();
         // Transpose with edge ids: sort edge ids by (src, dst) with a counting sort on src.
-        let n = by_dst.num_nodes();
         let mut row_ptr = vec![0i64; n + 1];
         for &s in &src {
             row_ptr[s as usize + 1] += 1;
@@ -137,9 +157,15 @@ impl GraphView {
             .collect()
     }
 
-    /// The number of nodes.
+    /// The number of nodes (destinations).
     pub fn num_nodes(&self) -> usize {
         self.by_dst.num_nodes()
+    }
+
+    /// The number of source nodes: the rows an aggregation reads (the nodes themselves, but
+    /// for a [`GraphView::bipartite`] relation).
+    pub fn num_sources(&self) -> usize {
+        self.by_src.num_nodes()
     }
 }
 

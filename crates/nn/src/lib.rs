@@ -10,6 +10,7 @@
 //! - [`Model`]: GCN, GraphSAGE or GAT, from a [`ModelConfig`]: parameters and layer kinds,
 //!   run over a [`GraphInput`] given with each forward pass (the whole graph or a worker's
 //!   part as a [`NodeGraph`], or sampled blocks as [`LayerGraph`]s).
+//! - [`hetero`]: R-GCN and R-SAGE over node and edge types, trained full batch or sampled.
 //! - [`batches`]: the one batch stream (a producer ahead of the consumer into a bounded queue)
 //!   that every batched workload and loader uses.
 //! - [`Optimizer`]: SGD, Adam, AdamW.
@@ -34,6 +35,7 @@
 pub mod batches;
 mod error;
 mod graph;
+pub mod hetero;
 pub mod inference;
 mod inputs;
 pub mod kernels;

@@ -34,7 +34,9 @@ use crate::inference::{
 };
 pub use crate::inputs::Inputs;
 use crate::link::exclude_pairs;
-use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph};
+use crate::model::{
+    Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param,
+};
 use crate::task::{EvaluationSource, Targets, Task, TaskBatch};
 use crate::train::{
     correct_predictions, fit, EpochLoss, EpochRecord, Evaluation, SplitCounts, StepInput, Steps,
@@ -466,12 +468,16 @@ impl Workload for MiniBatch<'_> {
         text
     }
 
-    fn model(&self) -> &Model {
-        &self.model
+    fn params(&self) -> &[Param] {
+        &self.model.params
     }
 
-    fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
+    fn set_params(&mut self, params: &[Param]) -> Result<()> {
+        self.model.set_params(params)
+    }
+
+    fn model_fingerprint(&self) -> String {
+        crate::train::model_fingerprint(&self.model.cfg)
     }
 
     fn save_state(&mut self, dir: &Path) -> Result<()> {

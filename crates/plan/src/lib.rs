@@ -31,6 +31,7 @@ mod checks;
 mod data;
 mod error;
 mod full_batch;
+mod hetero;
 mod infer;
 mod launch;
 mod link;
@@ -46,6 +47,7 @@ pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, M
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use graphloom_nn::task::TaskKind;
+pub use hetero::HeteroPlan;
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use link::{check_step_pairs, METRIC as LINK_METRIC, NEG_RATIO, PAIR_BYTES};
@@ -56,7 +58,7 @@ pub use sar::{SarOutcome, SarPlan};
 pub use settings::choice_parser;
 pub use settings::{
     flag_of, help_defaults, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation,
-    OptimizerName, StorageDType, TrainSettings,
+    ModelName, OptimizerName, StorageDType, TrainSettings,
 };
 pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]

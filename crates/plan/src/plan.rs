@@ -13,7 +13,7 @@ use crate::checks::{check_applicable, check_values};
 use crate::full_batch::FullBatchPlan;
 use crate::mini_batch::{MiniBatchOutcome, MiniBatchPlan};
 use crate::sar::{SarOutcome, SarPlan};
-use crate::{PlanError, Result, TaskKind, TrainSettings};
+use crate::{ModelName, PlanError, Result, TaskKind, TrainSettings};
 
 /// How a plan trains.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,7 +86,7 @@ impl Common {
     /// (whose shape was checked when planned).
     pub(crate) fn start_from_saved(&self, workload: &mut dyn Workload) -> Result<()> {
         if let Some(saved) = &self.init {
-            workload.model_mut().set_params(&saved.params)?;
+            workload.set_params(&saved.params)?;
         }
         Ok(())
     }
@@ -149,9 +149,20 @@ impl Plan {
             None => None,
         };
         let saved_cfg = saved.as_ref().map(|m| &m.config);
-        let arch = settings
-            .model
-            .or(saved_cfg.map(|c| c.arch))
+        let arch = match settings.model {
+            Some(ModelName::Relational(kind)) => {
+                return Err(PlanError::invalid(
+                    "model",
+                    format!(
+                        "{} trains a heterogeneous dataset (\"format\": \"hetero\" in                          meta.json: node and edge types); this one has one node type and one                          edge type: use gcn, sage or gat",
+                        kind.name()
+                    ),
+                ))
+            }
+            Some(ModelName::Homogeneous(arch)) => Some(arch),
+            None => None,
+        }
+        .or(saved_cfg.map(|c| c.arch))
             .unwrap_or(ModelConfig::default().arch);
         let layers = settings
             .layers
@@ -390,7 +401,7 @@ fn train_config(s: &TrainSettings, arch: Architecture) -> Result<TrainConfig> {
 
 /// The loop's snapshot settings; the folder is made now, so an unwritable one fails before
 /// any training.
-fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
+pub(crate) fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
     let Some(dir) = &s.snapshot_dir else {
         if s.snapshot_every.is_some() || s.resume {
             let setting = if s.resume { "resume" } else { "snapshot_every" };

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use graphloom_convert::synthetic::EdgeModel;
 use graphloom_graph::sample::Fanouts;
 pub use graphloom_graph::FeaturesLocation;
+use graphloom_nn::hetero::RelationalKind;
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::NegativeSampling;
 use graphloom_nn::task::TaskKind;
@@ -37,6 +38,38 @@ impl Choice for Architecture {
     const ALL: &'static [Self] = &[Architecture::Gcn, Architecture::Sage, Architecture::Gat];
     fn name(self) -> &'static str {
         Architecture::name(self)
+    }
+}
+
+/// The model as `--model` names it: a family of one node type and one edge type, or a
+/// relational one, which trains heterogeneous datasets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelName {
+    /// GCN, GraphSAGE or GAT.
+    Homogeneous(Architecture),
+    /// R-GCN or R-SAGE.
+    Relational(RelationalKind),
+}
+
+impl From<Architecture> for ModelName {
+    fn from(arch: Architecture) -> ModelName {
+        ModelName::Homogeneous(arch)
+    }
+}
+
+impl Choice for ModelName {
+    const ALL: &'static [Self] = &[
+        ModelName::Homogeneous(Architecture::Gcn),
+        ModelName::Homogeneous(Architecture::Sage),
+        ModelName::Homogeneous(Architecture::Gat),
+        ModelName::Relational(RelationalKind::Rgcn),
+        ModelName::Relational(RelationalKind::Rsage),
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            ModelName::Homogeneous(arch) => arch.name(),
+            ModelName::Relational(kind) => kind.name(),
+        }
     }
 }
 
@@ -348,9 +381,11 @@ pub struct TrainSettings {
     /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
-    /// Model [default: gcn, or that of --init-model].
-    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Architecture>()))]
-    pub model: Option<Architecture>,
+    /// Model: gcn, sage and gat train a dataset of one node type and one edge type, rgcn and
+    /// rsage a heterogeneous one [default: gcn, or that of --init-model; rgcn on a
+    /// heterogeneous dataset].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
+    pub model: Option<ModelName>,
     /// Number of layers, at most 65536.
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,

@@ -88,7 +88,7 @@ fn each_model_gets_its_own_defaults() {
         (Architecture::Gat, 8, 8, 0.6, 0.005),
     ] {
         let plan = Plan::new(TrainSettings {
-            model: Some(arch),
+            model: Some(arch.into()),
             ..settings(&plain)
         })
         .unwrap();
@@ -201,7 +201,7 @@ fn settings_that_do_not_apply_or_cannot_train_are_refused_by_name() {
 fn a_saved_model_gives_its_shape_and_rates_and_must_fit_the_run() {
     let (_root, plain, _) = datasets("saved");
     let first = Plan::new(TrainSettings {
-        model: Some(Architecture::Sage),
+        model: Some(Architecture::Sage.into()),
         hidden: Some(12),
         ..settings(&plain)
     })

@@ -11,7 +11,7 @@ use graphloom_nn::task::Targets;
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
-use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph};
+use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph, Param};
 use graphloom_tensor::{Tensor, Var};
 
 use crate::{
@@ -119,12 +119,16 @@ impl Workload for Sar<'_> {
         )
     }
 
-    fn model(&self) -> &Model {
-        &self.model
+    fn params(&self) -> &[Param] {
+        &self.model.params
     }
 
-    fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
+    fn set_params(&mut self, params: &[Param]) -> graphloom_nn::Result<()> {
+        self.model.set_params(params)
+    }
+
+    fn model_fingerprint(&self) -> String {
+        graphloom_nn::train::model_fingerprint(&self.model.cfg)
     }
 
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {

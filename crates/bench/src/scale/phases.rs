@@ -165,7 +165,7 @@ fn settings(args: &ScaleArgs, run: Run) -> TrainSettings {
     let in_memory = run == Run::InMemory;
     TrainSettings {
         dataset: Some(args.dir.clone()),
-        model: Some(Architecture::Sage),
+        model: Some(Architecture::Sage.into()),
         layers: Some(3),
         hidden: Some(256),
         lr: Some(0.003),

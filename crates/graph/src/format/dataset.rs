@@ -446,30 +446,38 @@ fn load_features(dir: &Path, meta: &Meta) -> Result<Tensor> {
 /// Reads `rows` feature rows of `meta.feat_dim` columns, checked for shape, dtype and
 /// non-finite values.
 pub(crate) fn load_features_file(path: &Path, rows: usize, meta: &Meta) -> Result<Tensor> {
+    load_feature_rows(path, rows, meta.feat_dim, &meta.feat_dtype)
+}
+
+/// Reads `rows` feature rows of `cols` columns stored as `dtype` (`f32` or `bf16`), checked
+/// for shape, dtype and non-finite values.
+pub(crate) fn load_feature_rows(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+    dtype: &str,
+) -> Result<Tensor> {
     let path = path.to_path_buf();
     let header = npy::read_header(&path)?;
-    if header.shape != [rows, meta.feat_dim] {
+    if header.shape != [rows, cols] {
         return Err(Error::invalid(
             &path,
-            format!(
-                "shape {:?}, expected [{rows}, {}]",
-                header.shape, meta.feat_dim
-            ),
+            format!("shape {:?}, expected [{rows}, {cols}]", header.shape),
         ));
     }
     let _g = category_scope(Category::Features);
-    let shape = [rows, meta.feat_dim];
+    let shape = [rows, cols];
     let bad_value = |i: usize| {
         Error::invalid(
             &path,
             format!(
                 "non-finite feature at node {}, column {} (NaN or infinity)",
-                i / meta.feat_dim.max(1),
-                i % meta.feat_dim.max(1)
+                i / cols.max(1),
+                i % cols.max(1)
             ),
         )
     };
-    match (meta.feat_dtype.as_str(), header.dtype) {
+    match (dtype, header.dtype) {
         ("f32", npy::NpyDType::F32) => {
             let v = read_body(&path, &header, |x: f32| {
                 f32::from_bits(u32::from_le(x.to_bits()))

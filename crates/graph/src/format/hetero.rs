@@ -15,10 +15,12 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::dataset::check_split_ids;
+use graphloom_tensor::Tensor;
+
+use super::dataset::{check_split_ids, load_feature_rows};
 use super::mapped::check_offsets;
 use super::meta::{HETERO_FORMAT, MAX_CLASS, SPLIT_FILES};
-use crate::{npy, Error, MappedNpy, Result, UNLABELLED};
+use crate::{npy, Csr, Error, MappedNpy, Result, UNLABELLED};
 
 /// A node type's entry in `meta.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -175,6 +177,54 @@ pub struct HeteroDataset {
     pub splits: [usize; 3],
     /// Each node type's feature file's `[rows, width]`, for the types that have one.
     pub features: BTreeMap<String, Vec<usize>>,
+    /// The directory.
+    dir: PathBuf,
+    /// The target type's label of each node (-1: none).
+    labels: Vec<i64>,
+    /// The target type's train, validation and test ids.
+    split_ids: [Vec<usize>; 3],
+}
+
+/// A relation in memory, as training reads it.
+pub struct TypedRelation {
+    /// `<src>__<rel>__<dst>`.
+    pub name: String,
+    /// The source type's index in [`HeteroGraph::types`].
+    pub src_type: usize,
+    /// The destination type's index.
+    pub dst_type: usize,
+    /// CSR by destination (ids of the destination type) whose entries are ids of the source
+    /// type.
+    pub csr: Csr,
+}
+
+/// A heterogeneous dataset in memory, as training reads it: node types in name order (that of
+/// `meta.json`'s map), each relation's CSR, each type's features, the target type's labels and
+/// splits.
+pub struct HeteroGraph {
+    /// The header.
+    pub meta: HeteroMeta,
+    /// The node types' names.
+    pub types: Vec<String>,
+    /// Nodes of each type.
+    pub type_sizes: Vec<usize>,
+    /// The target type's index.
+    pub target: usize,
+    /// The relations, in `meta.json`'s order.
+    pub relations: Vec<TypedRelation>,
+    /// Each type's features (f32 or bf16, as stored), `None` for a type without.
+    pub features: Vec<Option<Tensor>>,
+    /// The target type's label of each node (-1: none).
+    pub labels: Vec<i64>,
+    /// The target type's train, validation and test ids.
+    pub splits: [Vec<usize>; 3],
+}
+
+impl HeteroGraph {
+    /// The index of the node type `name`.
+    pub fn type_index(&self, name: &str) -> Option<usize> {
+        self.types.iter().position(|t| t == name)
+    }
 }
 
 impl HeteroDataset {
@@ -248,8 +298,62 @@ impl HeteroDataset {
         Ok(HeteroDataset {
             meta,
             relations,
-            splits: splits.map(|s| s.len()),
+            splits: [0, 1, 2].map(|s| splits[s].len()),
             features,
+            dir: dir.to_path_buf(),
+            labels,
+            split_ids: splits,
+        })
+    }
+
+    /// Reads the dataset into memory: each relation's CSR (sources checked when opened), each
+    /// type's features (checked finite). Edge weights are not read: the relational models
+    /// take each relation's mean.
+    pub fn load(self) -> Result<HeteroGraph> {
+        let types: Vec<String> = self.meta.node_types.keys().cloned().collect();
+        let index = |name: &str| types.iter().position(|t| t == name).expect("checked type");
+        let mut relations = Vec::with_capacity(self.relations.len());
+        for r in &self.relations {
+            let name = relation_name(&r.relation);
+            let col_path = self.dir.join("edges").join(&name).join("csr_col_idx.npy");
+            let col_idx = npy::read_ids(&col_path)?
+                .data
+                .into_iter()
+                // Checked below the source type's size, which fits a node id.
+                .map(|v| v as crate::NodeId)
+                .collect();
+            relations.push(TypedRelation {
+                src_type: index(&r.relation[0]),
+                dst_type: index(&r.relation[2]),
+                name,
+                csr: Csr {
+                    row_ptr: r.row_ptr.as_slice().to_vec(),
+                    col_idx,
+                },
+            });
+        }
+        let mut features = Vec::with_capacity(types.len());
+        for name in &types {
+            let t = &self.meta.node_types[name];
+            features.push(match self.features.get(name) {
+                Some(_) => Some(load_feature_rows(
+                    &self.dir.join("nodes").join(name).join("node_feat.npy"),
+                    t.num_nodes,
+                    t.feat_dim,
+                    &t.feat_dtype,
+                )?),
+                None => None,
+            });
+        }
+        Ok(HeteroGraph {
+            type_sizes: types.iter().map(|t| self.meta.num_nodes(t)).collect(),
+            target: index(&self.meta.target_node_type),
+            types,
+            relations,
+            features,
+            labels: self.labels,
+            splits: self.split_ids,
+            meta: self.meta,
         })
     }
 }

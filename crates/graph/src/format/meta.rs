@@ -85,8 +85,8 @@ impl Meta {
             return Err(Error::path(
                 dir,
                 "is a heterogeneous dataset (\"format\": \"hetero\": node and edge types): \
-                 graphloom info reads and checks it; training one (R-GCN, R-SAGE) is not built \
-                 yet, and the homogeneous models take one node type and one edge type",
+                 graphloom train trains it (--model rgcn or rsage) and graphloom info shows it; \
+                 this command takes one node type and one edge type",
             ));
         }
         let meta: Meta =

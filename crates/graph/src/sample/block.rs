@@ -126,6 +126,11 @@ impl Relabeler {
         local_ids
     }
 
+    /// The number of nodes of the graph whose ids it relabels.
+    pub fn graph_size(&self) -> usize {
+        self.local.len()
+    }
+
     /// The nodes seen so far, in order.
     pub fn nodes(&self) -> &[NodeId] {
         &self.nodes

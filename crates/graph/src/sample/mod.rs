@@ -20,6 +20,7 @@
 mod block;
 mod choose;
 mod fanouts;
+mod hetero;
 
 use graphloom_tensor::prefetch::prefetch_at;
 use graphloom_tensor::rng::RngKey;
@@ -28,6 +29,9 @@ use rayon::prelude::*;
 pub use block::{Block, Relabeler};
 pub use choose::{below, uniform_positions, weighted_positions};
 pub use fanouts::Fanouts;
+pub use hetero::{
+    HeteroBlock, HeteroSampler, RelationBlock, RelationSource, HETERO_SAMPLE_PURPOSE,
+};
 
 use crate::{Csr, Error, NodeId, Result};
 

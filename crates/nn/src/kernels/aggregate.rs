@@ -203,9 +203,13 @@ impl WeightedSum {
 
     fn run(&self, x: &Tensor, backward: bool) -> Result<Tensor> {
         let gv = &*self.graph;
-        let n = gv.num_nodes();
+        let (n, sources) = (gv.num_nodes(), gv.num_sources());
         let kept = self.output_rows.unwrap_or(n);
-        let (in_rows, rows) = if backward { (kept, n) } else { (n, kept) };
+        let (in_rows, rows) = if backward {
+            (kept, sources)
+        } else {
+            (sources, kept)
+        };
         let cols = x.dims2().1;
         check_rows(x, in_rows)?;
         let (csr, chunks) = if backward {

@@ -14,7 +14,7 @@ use super::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
 use crate::inference::{infer, Output};
-use crate::model::{GraphInput, Model, ModelConfig, NodeGraph};
+use crate::model::{GraphInput, Model, ModelConfig, NodeGraph, Param};
 use crate::task::{EvaluationSource, Targets, Task};
 use crate::{Error, Result};
 
@@ -215,12 +215,16 @@ impl Workload for FullBatch<'_> {
         )
     }
 
-    fn model(&self) -> &Model {
-        &self.model
+    fn params(&self) -> &[Param] {
+        &self.model.params
     }
 
-    fn model_mut(&mut self) -> &mut Model {
-        &mut self.model
+    fn set_params(&mut self, params: &[Param]) -> Result<()> {
+        self.model.set_params(params)
+    }
+
+    fn model_fingerprint(&self) -> String {
+        crate::train::model_fingerprint(&self.model.cfg)
     }
 
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {

@@ -110,18 +110,8 @@ pub fn fit(
 ) -> Result<TrainReport> {
     tc.check()?;
     let eval_every = tc.eval_every;
-    let names: Vec<String> = workload
-        .model()
-        .params
-        .iter()
-        .map(|p| p.name.clone())
-        .collect();
-    let values: Vec<Tensor> = workload
-        .model()
-        .params
-        .iter()
-        .map(|p| p.value.clone())
-        .collect();
+    let names: Vec<String> = workload.params().iter().map(|p| p.name.clone()).collect();
+    let values: Vec<Tensor> = workload.params().iter().map(|p| p.value.clone()).collect();
     let mut state = LoopState {
         epoch: 0,
         step: 0,
@@ -142,7 +132,7 @@ pub fn fit(
             "patience",
             tc.patience.map_or("none".into(), |p| p.to_string()),
         ),
-        ("model", trajectory_fingerprint(&workload.model().cfg)),
+        ("model", workload.model_fingerprint()),
         ("workload", workload.fingerprint()),
     ]
     .into_iter()
@@ -245,7 +235,7 @@ pub fn fit(
 
 /// Every setting of a model that changes the numbers a run computes (all but
 /// checkpointing, which recomputes exactly what it drops), for the snapshot check.
-fn trajectory_fingerprint(cfg: &ModelConfig) -> String {
+pub fn model_fingerprint(cfg: &ModelConfig) -> String {
     let ModelConfig {
         arch,
         in_dim,

@@ -11,7 +11,7 @@ use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::Evaluation;
-use crate::model::{GraphInput, Mode, Model};
+use crate::model::{GraphInput, Mode, Model, Param};
 use crate::optim::Optimizer;
 use crate::task::Targets;
 use crate::Result;
@@ -35,11 +35,16 @@ pub fn all_reduce_gradients(comm: &dyn Communicator, grads: &mut [Tensor]) -> Re
 /// One way of training a model: the steps of an epoch and an evaluation. [`fit`] runs the
 /// loop around it.
 pub trait Workload {
-    /// The model trained (its parameters are the initial values).
-    fn model(&self) -> &Model;
+    /// The model's parameters, by name (their values are the initial ones).
+    fn params(&self) -> &[Param];
 
-    /// The model, to set its initial parameters (from a saved model, say).
-    fn model_mut(&mut self) -> &mut Model;
+    /// Sets the model's initial parameters (from a saved model, say): the same names and
+    /// shapes, in order.
+    fn set_params(&mut self, params: &[Param]) -> Result<()>;
+
+    /// Every setting of the model that changes the numbers a run computes, compared when a
+    /// snapshot is resumed.
+    fn model_fingerprint(&self) -> String;
 
     /// Every node's row of a learnt input table, for workloads that train one (kept with the
     /// best parameters and saved with the model). Collective.
@@ -171,10 +176,13 @@ impl Steps<'_> {
         let out = model.forward(&mut tape, &x, &vars, graph, mode)?;
         let loss = targets.loss(model, &mut tape, &out, &vars, normaliser)?;
         drop(out);
-        let wants_input = table.is_some().then_some(&x);
-        let (loss, input_grad) = self.finish(tape, &loss, vars, wants_input)?;
+        let wants_input: Vec<&Var> = table.iter().map(|_| &x).collect();
+        let (loss, input_grads) = self.finish(tape, &loss, vars, &wants_input)?;
         if let Some((table, lr, ids)) = table {
-            let grad = input_grad
+            let grad = input_grads
+                .into_iter()
+                .next()
+                .flatten()
                 .unwrap_or_else(|| Tensor::zeros(x.value().shape(), DType::F32))
                 .cast(DType::F32)?;
             table.apply_gradients(ids, &grad, lr)?;
@@ -184,17 +192,17 @@ impl Steps<'_> {
 
     /// Ends a step begun with [`Steps::begin`]: backpropagates `loss`, sums the gradients over
     /// the workers, applies the optimizer (a parameter without a gradient gets zero) and
-    /// returns the loss, with the gradient of `input` when asked (a trainable input table's
-    /// rows).
+    /// returns the loss, with the gradient of each of `inputs` (trainable input tables' rows;
+    /// `None` where the loss does not depend on one).
     pub fn finish(
         &mut self,
         mut tape: Tape,
         loss: &Var,
         vars: Vec<Var>,
-        input: Option<&Var>,
-    ) -> Result<(f64, Option<Tensor>)> {
+        inputs: &[&Var],
+    ) -> Result<(f64, Vec<Option<Tensor>>)> {
         let mut grads = tape.backward(loss)?;
-        let input_grad = input.and_then(|x| grads.take(x));
+        let input_grads = inputs.iter().map(|x| grads.take(x)).collect();
         let grads: Vec<Tensor> = vars
             .iter()
             .zip(self.values.iter())
@@ -207,7 +215,7 @@ impl Steps<'_> {
         drop(vars);
         drop(tape);
         self.apply(grads)?;
-        Ok((loss.value().scalar_f64()?, input_grad))
+        Ok((loss.value().scalar_f64()?, input_grads))
     }
 
     /// The one loop over the batches of an epoch, every workload's: runs `step` on each batch

@@ -312,12 +312,7 @@ fn measure(
                 .saturating_sub(held)
                 .saturating_sub(r.current_of(Category::Graph) as u64);
             // An evaluation pass alone, under a tracker of its own.
-            let params: Vec<Tensor> = workload
-                .model()
-                .params
-                .iter()
-                .map(|p| p.value.clone())
-                .collect();
+            let params: Vec<Tensor> = workload.params().iter().map(|p| p.value.clone()).collect();
             let eval = MemoryTracker::new();
             set_thread_tracker(eval.clone());
             drop(workload.infer(&params, Output::LogProbabilities)?);

@@ -1,0 +1,86 @@
+//! `graphloom train` on a heterogeneous dataset: parses the options into a [`HeteroPlan`],
+//! runs it, and prints and writes what it measured as a homogeneous run does.
+
+use anyhow::Result;
+use serde_json::json;
+
+use graphloom_nn::hetero::HeteroBatching;
+use graphloom_nn::train::TrainReport;
+use graphloom_plan::HeteroPlan;
+
+use crate::output;
+use crate::train::{epoch_line, output_plot, summary, Splits, TrainArgs};
+
+/// Trains a relational model on the heterogeneous dataset of `args` (checked to be one).
+pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
+    if args.save_model.is_some() {
+        anyhow::bail!(
+            "--save-model: the model file holds one node type's model; saving a relational \
+             model (rgcn, rsage) is not built yet"
+        );
+    }
+    let rss_peaks = graphloom_tensor::RssPeaks::start();
+    let plan = HeteroPlan::new(args.settings.clone()).map_err(output::plan_error)?;
+    if !args.quiet || args.dry_run {
+        for line in plan.lines() {
+            eprintln!("{line}");
+        }
+    }
+    if args.dry_run {
+        return Ok(None);
+    }
+    let s = &plan.settings;
+    let splits = Splits(plan.graph().splits.clone().map(|ids| !ids.is_empty()));
+    let model = plan.model.kind.name();
+    graphloom_tensor::autodiff::profile::set_enabled(args.profile);
+    if let Some(mib) = args.buffer_cache_mib {
+        graphloom_tensor::alloc::set_cache_limit(mib << 20);
+    }
+    let log = output::EpochLog::new(s.epochs as u64, model, args.quiet);
+    let report = plan
+        .run(|r| log.epoch(r, &epoch_line(r, splits)))
+        .map_err(output::plan_error)?;
+    log.finish();
+    let (peak_anon, peak_file) = rss_peaks.finish();
+    let name = &plan.graph().meta.name;
+    if !args.json {
+        let (test, val) =
+            report
+                .best
+                .result_text(splits.0, report.test_score, report.best_val_score);
+        println!(
+            "{model} on {name}: {test} at epoch {} (best validation {val}); {:.4} s/epoch; peak \
+             tracked {:.1} MiB, peak anonymous {:.1} MiB",
+            report.best_epoch,
+            report.mean_epoch_seconds(),
+            report.memory.total_peak as f64 / (1 << 20) as f64,
+            peak_anon as f64 / (1 << 20) as f64,
+        );
+    }
+    if args.json || args.summary_json.is_some() {
+        let mut value = summary(name, model, s, &report, splits);
+        value["hetero"] = json!(true);
+        value["node_types"] = json!(plan.graph().types);
+        value["target_node_type"] = json!(plan.graph().types[plan.graph().target]);
+        value["peak_anon_bytes"] = json!(peak_anon);
+        value["peak_file_bytes"] = json!(peak_file);
+        if let HeteroBatching::Sampled {
+            fanouts,
+            batch_size,
+        } = &plan.batching
+        {
+            value["fanouts"] = json!(fanouts.iter().map(|h| h[0]).collect::<Vec<_>>());
+            value["batch_size"] = json!(batch_size);
+        }
+        if let Some(path) = &args.summary_json {
+            output::write_json(path, &value)?;
+        }
+        if args.json {
+            output::print_json(&value);
+        }
+    }
+    if let Some(path) = &args.plot {
+        output_plot(path, &format!("{model} on {name}"), &report)?;
+    }
+    Ok(Some(report))
+}

@@ -1,0 +1,15 @@
+//! Heterogeneous graphs: node and edge types. [`HeteroModel`] (R-GCN, R-SAGE) runs over one
+//! [`HeteroLayerGraph`] per layer (the whole graph, or a sampled block of every relation), and
+//! [`HeteroTraining`] trains it full batch or on sampled batches of the target type's nodes,
+//! through the one training loop ([`crate::train::fit`]).
+
+mod graph;
+mod model;
+mod workload;
+
+pub use graph::HeteroLayerGraph;
+pub use model::{HeteroModel, HeteroModelConfig, RelationSpec, RelationalKind};
+pub use workload::{relation_specs, HeteroBatching, HeteroTraining, TypeInput};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,410 @@
+//! The relational models against a naive f64 reference, finite differences, and the whole
+//! graph against sampled blocks of every neighbour.
+
+use std::sync::Arc;
+
+use graphloom_graph::sample::{CsrSource, HeteroSampler, RelationSource};
+use graphloom_graph::{Csr, NodeId};
+use graphloom_tensor::autodiff::gradcheck::max_gradient_error;
+use graphloom_tensor::autodiff::ops::{self, Probability};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+use super::*;
+use crate::kernels::aggregate::WeightedSum;
+use crate::model::{Mode, Model};
+use crate::testutil::{assert_close, rand_tensor};
+use crate::GraphView;
+
+/// Three node types: `a` (7 nodes, 3 features; the target), `b` (5 nodes, 2 features) and `c`
+/// (4 nodes, 2 features, no edges at all). Relations: `b -> a` (bipartite, node 6 of `a` has
+/// no in-edge), `a -> a` (with a duplicate edge and a self-loop), `a -> b`, and `b -> b`
+/// without edges.
+struct Fixture {
+    sizes: Vec<usize>,
+    relations: Vec<RelationSpec>,
+    csrs: Vec<Csr>,
+    x: Vec<Tensor>,
+}
+
+fn fixture() -> Fixture {
+    let rel = |name: &str, src_type, dst_type| RelationSpec {
+        name: name.into(),
+        src_type,
+        dst_type,
+    };
+    let edges = |n_dst: usize, pairs: &[(NodeId, NodeId)]| {
+        let (src, dst): (Vec<NodeId>, Vec<NodeId>) = pairs.iter().copied().unzip();
+        Csr::from_edges(n_dst, &src, &dst)
+    };
+    Fixture {
+        sizes: vec![7, 5, 4],
+        relations: vec![
+            rel("b__writes__a", 1, 0),
+            rel("a__cites__a", 0, 0),
+            rel("a__rev__b", 0, 1),
+            rel("b__none__b", 1, 1),
+        ],
+        csrs: vec![
+            edges(
+                7,
+                &[
+                    (0, 0),
+                    (1, 0),
+                    (4, 1),
+                    (2, 2),
+                    (3, 3),
+                    (3, 4),
+                    (0, 5),
+                    (4, 5),
+                ],
+            ),
+            edges(
+                7,
+                &[
+                    (1, 0),
+                    (1, 0),
+                    (2, 1),
+                    (2, 2),
+                    (0, 3),
+                    (5, 4),
+                    (6, 5),
+                    (3, 0),
+                ],
+            ),
+            edges(5, &[(0, 0), (1, 0), (2, 2), (3, 3), (5, 4), (6, 4)]),
+            edges(5, &[]),
+        ],
+        x: vec![
+            rand_tensor(&[7, 3], 1),
+            rand_tensor(&[5, 2], 2),
+            rand_tensor(&[4, 2], 3),
+        ],
+    }
+}
+
+fn config(kind: RelationalKind, f: &Fixture, dropout: f64) -> HeteroModelConfig {
+    HeteroModelConfig {
+        kind,
+        types: vec!["a".into(), "b".into(), "c".into()],
+        in_dims: vec![3, 2, 2],
+        relations: f.relations.clone(),
+        target: 0,
+        hidden: 4,
+        out_dim: 3,
+        layers: 2,
+        dropout: Probability::new(dropout).unwrap(),
+        dtype: DType::F64,
+    }
+}
+
+/// `x[rows] @ w` over plain vectors: `x` is `[n, i]`, `w` `[i, o]`.
+fn times(x: &[f64], i: usize, w: &Tensor) -> Vec<f64> {
+    let o = w.shape()[1];
+    let w = w.to_vec_f64();
+    let n = x.len() / i.max(1);
+    let mut out = vec![0.0; n * o];
+    for r in 0..n {
+        for k in 0..i {
+            for c in 0..o {
+                out[r * o + c] += x[r * i + k] * w[k * o + c];
+            }
+        }
+    }
+    out
+}
+
+/// The mean over each destination's in-edges of `csr`, over plain vectors.
+fn naive_mean(csr: &Csr, x: &[f64], cols: usize) -> Vec<f64> {
+    let n = csr.num_nodes();
+    let mut out = vec![0.0; n * cols];
+    for v in 0..n {
+        let nb = csr.in_neighbors(v);
+        for &u in nb {
+            for c in 0..cols {
+                out[v * cols + c] += x[u as usize * cols + c] / nb.len() as f64;
+            }
+        }
+    }
+    out
+}
+
+/// R-GCN and R-SAGE as their definitions read, in f64 loops over the fixture's whole graph,
+/// dropout off: the target type's class scores.
+fn naive_forward(model: &HeteroModel, f: &Fixture) -> Vec<f64> {
+    let cfg = &model.cfg;
+    let param = |name: String| {
+        model
+            .params
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap_or_else(|| panic!("no parameter {name}"))
+            .value
+            .clone()
+    };
+    let mut h: Vec<Vec<f64>> = f.x.iter().map(Tensor::to_vec_f64).collect();
+    let mut widths = cfg.in_dims.clone();
+    for l in 0..cfg.layers {
+        let last = l + 1 == cfg.layers;
+        let out = if last { cfg.out_dim } else { cfg.hidden };
+        let outputs = cfg.output_types(l);
+        let mut next = vec![Vec::new(); cfg.types.len()];
+        for t in (0..cfg.types.len()).filter(|&t| outputs[t]) {
+            let n = f.sizes[t];
+            let mut y = vec![0.0; n * out];
+            let mut add = |v: Vec<f64>| y.iter_mut().zip(v).for_each(|(a, b)| *a += b);
+            if cfg.kind == RelationalKind::Rgcn {
+                let name = &cfg.types[t];
+                add(times(
+                    &h[t],
+                    widths[t],
+                    &param(format!("layers.{l}.loop.{name}.weight")),
+                ));
+                let b = param(format!("layers.{l}.loop.{name}.bias")).to_vec_f64();
+                add((0..n * out).map(|i| b[i % out]).collect());
+            }
+            for (r, rel) in cfg.relations.iter().enumerate() {
+                if rel.dst_type != t {
+                    continue;
+                }
+                let s = rel.src_type;
+                let mean = naive_mean(&f.csrs[r], &h[s], widths[s]);
+                let prefix = format!("layers.{l}.rel.{}", rel.name);
+                match cfg.kind {
+                    RelationalKind::Rgcn => {
+                        add(times(&mean, widths[s], &param(format!("{prefix}.weight"))));
+                    }
+                    RelationalKind::Rsage => {
+                        add(times(
+                            &mean,
+                            widths[s],
+                            &param(format!("{prefix}.lin_l.weight")),
+                        ));
+                        add(times(
+                            &h[t],
+                            widths[t],
+                            &param(format!("{prefix}.lin_r.weight")),
+                        ));
+                        let b = param(format!("{prefix}.lin_l.bias")).to_vec_f64();
+                        add((0..n * out).map(|i| b[i % out]).collect());
+                    }
+                }
+            }
+            if !last {
+                y.iter_mut().for_each(|v| *v = v.max(0.0));
+            }
+            next[t] = y;
+        }
+        h = next;
+        widths = vec![out; cfg.types.len()];
+    }
+    h.swap_remove(cfg.target)
+}
+
+fn whole(f: &Fixture) -> HeteroLayerGraph {
+    let csrs: Vec<&Csr> = f.csrs.iter().collect();
+    HeteroLayerGraph::whole(&f.relations, &csrs, &f.sizes).unwrap()
+}
+
+#[test]
+fn a_bipartite_mean_is_the_naive_mean_and_its_gradient_the_finite_differences() {
+    let f = fixture();
+    // b -> a: 5 sources, 7 destinations; a -> b: 7 sources, 5 destinations.
+    for (r, src) in [(0, 1), (2, 0)] {
+        let csr = &f.csrs[r];
+        let mean = WeightedSum::mean(Arc::new(GraphView::bipartite(csr, f.sizes[src]).unwrap()));
+        let x = &f.x[src];
+        let mut tape = Tape::no_grad();
+        let out = mean.apply(&mut tape, &Var::constant(x.clone())).unwrap();
+        assert_eq!(out.value().shape(), [csr.num_nodes(), x.shape()[1]]);
+        let expected = naive_mean(csr, &x.to_vec_f64(), x.shape()[1]);
+        assert_close(
+            &out.value().to_vec_f64(),
+            &expected,
+            1e-12,
+            "bipartite mean",
+        );
+        let g = |tape: &mut Tape, v: &[Var]| {
+            mean.apply(tape, &v[0])
+                .map_err(crate::kernels::aggregate::to_tensor_error)
+        };
+        let err = max_gradient_error(&g, std::slice::from_ref(x), &[true], 1e-6).unwrap();
+        assert!(err < 1e-8, "relation {r}: gradient error {err}");
+    }
+}
+
+#[test]
+fn a_relation_reading_a_source_beyond_its_type_is_refused() {
+    let csr = Csr::from_edges(2, &[0, 3], &[0, 1]);
+    let err = GraphView::bipartite(&csr, 3).err().expect("source 3 of 3");
+    assert!(err.to_string().contains("source 3"), "{err}");
+}
+
+#[test]
+fn both_models_compute_their_definitions_over_the_whole_graph() {
+    let f = fixture();
+    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
+        let model = HeteroModel::new(config(kind, &f, 0.0), 5).unwrap();
+        let graph = whole(&f);
+        let mut tape = Tape::no_grad();
+        let inputs: Vec<Var> = f.x.iter().cloned().map(Var::constant).collect();
+        let params: Vec<Var> = model
+            .params
+            .iter()
+            .map(|p| Var::constant(p.value.clone()))
+            .collect();
+        let out = model
+            .forward(
+                &mut tape,
+                &inputs,
+                &params,
+                &[&graph, &graph],
+                Mode::inference(),
+            )
+            .unwrap();
+        assert_eq!(out.value().shape(), [7, 3]);
+        let expected = naive_forward(&model, &f);
+        assert_close(&out.value().to_vec_f64(), &expected, 1e-12, kind.name());
+    }
+}
+
+#[test]
+fn the_last_layer_has_parameters_only_for_what_reaches_the_target() {
+    let f = fixture();
+    let model = HeteroModel::new(config(RelationalKind::Rgcn, &f, 0.0), 5).unwrap();
+    let names: Vec<&str> = model.params.iter().map(|p| p.name.as_str()).collect();
+    assert!(names.contains(&"layers.1.rel.b__writes__a.weight"));
+    assert!(names.contains(&"layers.1.loop.a.weight"));
+    // The last layer outputs only the target `a`: nothing into `b`, nothing of `c`.
+    assert!(!names
+        .iter()
+        .any(|n| n.starts_with("layers.1.rel.a__rev__b")));
+    assert!(!names.iter().any(|n| n.starts_with("layers.1.loop.b")));
+    // `c` has no edges: no layer reads or outputs it.
+    assert!(!names.iter().any(|n| n.contains(".loop.c")), "{names:?}");
+}
+
+#[test]
+fn parameter_gradients_are_the_finite_differences() {
+    let f = fixture();
+    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
+        let model = HeteroModel::new(config(kind, &f, 0.0), 9).unwrap();
+        let graph = whole(&f);
+        let mut all: Vec<Tensor> = f.x.clone();
+        all.extend(model.params.iter().map(|p| p.value.clone()));
+        let types = f.x.len();
+        let g = |tape: &mut Tape, v: &[Var]| {
+            model
+                .forward(
+                    tape,
+                    &v[..types],
+                    &v[types..],
+                    &[&graph, &graph],
+                    Mode::inference(),
+                )
+                .map_err(crate::kernels::aggregate::to_tensor_error)
+        };
+        // Inputs too: a learnt embedding's rows take these gradients.
+        let wrt = vec![true; all.len()];
+        let err = max_gradient_error(&g, &all, &wrt, 1e-6).unwrap();
+        assert!(err < 1e-7, "{}: gradient error {err}", kind.name());
+    }
+}
+
+/// The loss over `seeds` of the target type and its gradients (parameters, then inputs),
+/// with dropout on at step 3.
+fn loss_and_gradients(
+    model: &HeteroModel,
+    inputs: &[Tensor],
+    graphs: &[&HeteroLayerGraph],
+    rows: &[usize],
+    labels: &[i64],
+) -> (f64, Vec<Vec<f64>>) {
+    let mut tape = Tape::new();
+    let params: Vec<Var> = model
+        .params
+        .iter()
+        .map(|p| tape.leaf(p.value.clone(), true))
+        .collect();
+    let xs: Vec<Var> = inputs.iter().map(|x| tape.leaf(x.clone(), true)).collect();
+    let mode = Mode {
+        training: true,
+        seed: 11,
+        step: 3,
+    };
+    let scores = model
+        .forward(&mut tape, &xs, &params, graphs, mode)
+        .unwrap();
+    let logp = Model::log_probabilities(&mut tape, &scores).unwrap();
+    let loss = ops::nll_loss(
+        &mut tape,
+        &logp,
+        rows.into(),
+        labels.into(),
+        rows.len() as f64,
+    )
+    .unwrap();
+    let mut grads = tape.backward(&loss).unwrap();
+    let value = loss.value().scalar_f64().unwrap();
+    let g = params
+        .iter()
+        .map(|p| grads.take(p).map_or(vec![], |t| t.to_vec_f64()))
+        .collect();
+    (value, g)
+}
+
+#[test]
+fn sampled_blocks_of_every_neighbour_give_the_whole_graphs_loss_and_gradients() {
+    let f = fixture();
+    let seeds: Vec<NodeId> = vec![5, 0, 3];
+    let labels = [2i64, 0, 1];
+    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
+        let model = HeteroModel::new(config(kind, &f, 0.5), 4).unwrap();
+        let graph = whole(&f);
+        let rows: Vec<usize> = seeds.iter().map(|&v| v as usize).collect();
+        let (loss, grads) = loss_and_gradients(&model, &f.x, &[&graph, &graph], &rows, &labels);
+
+        let sources: Vec<CsrSource<'_>> = f.csrs.iter().map(CsrSource::new).collect();
+        let relations: Vec<RelationSource<'_>> = f
+            .relations
+            .iter()
+            .zip(&sources)
+            .map(|(r, s)| RelationSource {
+                src_type: r.src_type,
+                dst_type: r.dst_type,
+                graph: s,
+            })
+            .collect();
+        let all = vec![vec![-1i64; 4]; 2];
+        let blocks = HeteroSampler::new(&f.sizes)
+            .sample(&relations, 0, &seeds, &all, 1, 0)
+            .unwrap();
+        let graphs: Vec<HeteroLayerGraph> = blocks
+            .iter()
+            .map(|b| HeteroLayerGraph::from_block(&f.relations, b).unwrap())
+            .collect();
+        let inputs: Vec<Tensor> = blocks[0]
+            .src_nodes
+            .iter()
+            .zip(&f.x)
+            .map(|(ids, x)| {
+                let cols = x.shape()[1];
+                let v = x.to_vec_f64();
+                let rows: Vec<f64> = ids
+                    .iter()
+                    .flat_map(|&i| v[i as usize * cols..(i as usize + 1) * cols].to_vec())
+                    .collect();
+                Tensor::from_f64(&rows, &[ids.len(), cols], DType::F64).unwrap()
+            })
+            .collect();
+        let refs: Vec<&HeteroLayerGraph> = graphs.iter().collect();
+        let (sampled_loss, sampled_grads) =
+            loss_and_gradients(&model, &inputs, &refs, &[0, 1, 2], &labels);
+        assert!(
+            (loss - sampled_loss).abs() <= 1e-9,
+            "{loss} vs {sampled_loss}"
+        );
+        for (p, (a, b)) in model.params.iter().zip(grads.iter().zip(&sampled_grads)) {
+            assert_close(a, b, 1e-9, &p.name);
+        }
+    }
+}

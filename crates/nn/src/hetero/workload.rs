@@ -1,0 +1,391 @@
+//! [`HeteroTraining`]: the workload that trains a [`HeteroModel`] on a heterogeneous graph,
+//! full batch or on sampled batches of the target type's training nodes, each type's input
+//! rows read from a feature table or a learnt embedding in the store.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use graphloom_comm::Communicator;
+use graphloom_graph::sample::{CsrSource, HeteroBlock, HeteroSampler, RelationSource};
+use graphloom_graph::{HeteroGraph, NodeId};
+use graphloom_store::{Embedding, StoreTensor};
+use graphloom_tensor::autodiff::ops;
+use graphloom_tensor::{DType, Tape, Tensor, Var};
+
+use super::graph::HeteroLayerGraph;
+use super::model::{HeteroModel, RelationSpec};
+use crate::batches::epoch_batches;
+use crate::model::{Mode, Model, Param};
+use crate::train::{Evaluation, SplitCounts, Steps, Workload};
+use crate::{Error, Result};
+
+/// Where a node type's input rows come from.
+// One per node type of a run: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+pub enum TypeInput {
+    /// Fixed features, gathered per batch and cast to the model's dtype.
+    Features(StoreTensor),
+    /// A learnt embedding, trained by its sparse optimizer at the given learning rate.
+    Embedding(Embedding, f32),
+}
+
+/// How the training nodes are batched.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HeteroBatching {
+    /// One step per epoch over every training node and the whole graph.
+    FullBatch,
+    /// Batches of `batch_size` training nodes, each with blocks sampled with `fanouts[h][r]`
+    /// neighbours of relation `r` at hop `h` (from the seeds outwards; `-1`: all).
+    Sampled {
+        /// Per hop, the fanout of each relation.
+        fanouts: Vec<Vec<i64>>,
+        /// Training nodes per batch.
+        batch_size: usize,
+    },
+}
+
+/// Trains a relational model on a heterogeneous graph (one worker).
+pub struct HeteroTraining<'a> {
+    model: HeteroModel,
+    graph: &'a HeteroGraph,
+    relations: Vec<RelationSpec>,
+    inputs: Vec<TypeInput>,
+    batching: HeteroBatching,
+    seed: u64,
+    sampler: HeteroSampler,
+    /// The whole graph's layer graph, built on first use (full-batch steps, evaluation).
+    whole: Option<HeteroLayerGraph>,
+}
+
+/// The relations of `graph` as a model sees them.
+pub fn relation_specs(graph: &HeteroGraph) -> Vec<RelationSpec> {
+    graph
+        .relations
+        .iter()
+        .map(|r| RelationSpec {
+            name: r.name.clone(),
+            src_type: r.src_type,
+            dst_type: r.dst_type,
+        })
+        .collect()
+}
+
+impl<'a> HeteroTraining<'a> {
+    /// The workload of `model` over `graph`, reading type `t`'s input rows from `inputs[t]`.
+    pub fn new(
+        model: HeteroModel,
+        graph: &'a HeteroGraph,
+        inputs: Vec<TypeInput>,
+        batching: HeteroBatching,
+        seed: u64,
+    ) -> Result<HeteroTraining<'a>> {
+        let relations = relation_specs(graph);
+        let mismatch = |detail: String| Error::Mismatch {
+            what: "a relational model and its graph",
+            detail,
+        };
+        if model.cfg.relations != relations || model.cfg.types != graph.types {
+            return Err(mismatch(
+                "the model was made for other node types or relations".into(),
+            ));
+        }
+        if inputs.len() != graph.types.len() {
+            return Err(mismatch(format!(
+                "{} input tables for {} node types",
+                inputs.len(),
+                graph.types.len()
+            )));
+        }
+        for (t, input) in inputs.iter().enumerate() {
+            let shape = match input {
+                TypeInput::Features(table) => table.shape().to_vec(),
+                TypeInput::Embedding(table, _) => table.table().shape().to_vec(),
+            };
+            if shape != [graph.type_sizes[t], model.cfg.in_dims[t]] {
+                return Err(mismatch(format!(
+                    "type {}'s input table is {shape:?}, the model reads [{}, {}]",
+                    graph.types[t], graph.type_sizes[t], model.cfg.in_dims[t]
+                )));
+            }
+        }
+        if let HeteroBatching::Sampled { fanouts, .. } = &batching {
+            if fanouts.len() != model.cfg.layers {
+                return Err(mismatch(format!(
+                    "{} hops of fanouts for {} layers",
+                    fanouts.len(),
+                    model.cfg.layers
+                )));
+            }
+        }
+        Ok(HeteroTraining {
+            sampler: HeteroSampler::new(&graph.type_sizes),
+            model,
+            graph,
+            relations,
+            inputs,
+            batching,
+            seed,
+            whole: None,
+        })
+    }
+
+    /// The model (its parameters are the initial ones; [`crate::train::fit`] returns the
+    /// trained ones).
+    pub fn model(&self) -> &HeteroModel {
+        &self.model
+    }
+
+    /// The whole graph as every layer's graph.
+    fn whole(&mut self) -> Result<&HeteroLayerGraph> {
+        if self.whole.is_none() {
+            let csrs: Vec<_> = self.graph.relations.iter().map(|r| &r.csr).collect();
+            self.whole = Some(HeteroLayerGraph::whole(
+                &self.relations,
+                &csrs,
+                &self.graph.type_sizes,
+            )?);
+        }
+        Ok(self.whole.as_ref().expect("built above"))
+    }
+
+    /// Samples the blocks of one batch of `seeds` (target-type ids) at `epoch`.
+    pub fn sample(
+        &mut self,
+        seeds: &[NodeId],
+        fanouts: &[Vec<i64>],
+        epoch: u64,
+    ) -> Result<Vec<HeteroBlock>> {
+        let sources: Vec<CsrSource<'_>> = self
+            .graph
+            .relations
+            .iter()
+            .map(|r| CsrSource::new(&r.csr))
+            .collect();
+        let relations: Vec<RelationSource<'_>> = self
+            .graph
+            .relations
+            .iter()
+            .zip(&sources)
+            .map(|(r, s)| RelationSource {
+                src_type: r.src_type,
+                dst_type: r.dst_type,
+                graph: s,
+            })
+            .collect();
+        Ok(self.sampler.sample(
+            &relations,
+            self.graph.target,
+            seeds,
+            fanouts,
+            self.seed,
+            epoch,
+        )?)
+    }
+
+    /// The input rows `ids[t]` of every type, in the model's dtype, as leaves of `tape` (the
+    /// learnt ones requiring gradients). A type no layer reads gets no rows.
+    fn gather_inputs(&mut self, tape: &mut Tape, ids: &[Vec<i64>]) -> Result<Vec<Var>> {
+        let dtype = self.model.cfg.dtype;
+        let reads = self.model.cfg.output_types(0);
+        let mut vars = Vec::with_capacity(ids.len());
+        for (t, input) in self.inputs.iter_mut().enumerate() {
+            let ids = if reads_input(&self.model, &reads, t) {
+                &ids[t][..]
+            } else {
+                &[]
+            };
+            vars.push(match input {
+                TypeInput::Features(table) => tape.leaf(table.gather(ids)?.cast(dtype)?, false),
+                TypeInput::Embedding(table, _) => tape.leaf(table.gather(ids)?.cast(dtype)?, true),
+            });
+        }
+        Ok(vars)
+    }
+
+    /// One training step over `graphs` whose inputs are the rows `ids[t]` and whose output's
+    /// first rows are `seeds`; returns the loss.
+    fn step(
+        &mut self,
+        steps: &mut Steps<'_>,
+        ids: &[Vec<i64>],
+        graphs: &[&HeteroLayerGraph],
+        seeds: &[usize],
+        output_rows: Arc<[usize]>,
+    ) -> Result<f64> {
+        let mut tape = Tape::new();
+        let (vars, mode) = steps.begin(&mut tape);
+        let inputs = self.gather_inputs(&mut tape, ids)?;
+        let scores = self
+            .model
+            .forward(&mut tape, &inputs, &vars, graphs, mode)?;
+        let logp = Model::log_probabilities(&mut tape, &scores)?;
+        let labels: Arc<[i64]> = seeds.iter().map(|&v| self.graph.labels[v]).collect();
+        let loss = ops::nll_loss(&mut tape, &logp, output_rows, labels, seeds.len() as f64)?;
+        drop((scores, logp));
+        let learnt: Vec<&Var> = inputs.iter().filter(|v| v.requires_grad()).collect();
+        let (loss, grads) = steps.finish(tape, &loss, vars, &learnt)?;
+        let mut grads = grads.into_iter();
+        for (t, input) in self.inputs.iter_mut().enumerate() {
+            if let TypeInput::Embedding(table, lr) = input {
+                let rows = inputs[t].value();
+                let grad = grads
+                    .next()
+                    .flatten()
+                    .unwrap_or_else(|| Tensor::zeros(rows.shape(), DType::F32))
+                    .cast(DType::F32)?;
+                let read = if rows.shape()[0] == 0 {
+                    &[][..]
+                } else {
+                    &ids[t][..]
+                };
+                table.apply_gradients(read, &grad, *lr)?;
+            }
+        }
+        Ok(loss)
+    }
+}
+
+/// Whether layer 0 reads type `t`'s input rows: as the source of a relation into a type it
+/// outputs, or as a type it outputs (its own rows).
+fn reads_input(model: &HeteroModel, outputs: &[bool], t: usize) -> bool {
+    outputs[t]
+        || model
+            .cfg
+            .relations
+            .iter()
+            .any(|r| r.src_type == t && outputs[r.dst_type])
+}
+
+impl Workload for HeteroTraining<'_> {
+    fn params(&self) -> &[Param] {
+        &self.model.params
+    }
+
+    fn set_params(&mut self, params: &[Param]) -> Result<()> {
+        self.model.set_params(params)
+    }
+
+    fn model_fingerprint(&self) -> String {
+        self.model.cfg.fingerprint()
+    }
+
+    fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
+        None
+    }
+
+    fn save_state(&mut self, dir: &Path) -> Result<()> {
+        for (t, input) in self.inputs.iter().enumerate() {
+            if let TypeInput::Embedding(table, _) = input {
+                table.save(&dir.join(embedding_prefix(&self.graph.types[t])))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn restore_state(&mut self, dir: &Path, saved_workers: usize) -> Result<()> {
+        for (t, input) in self.inputs.iter_mut().enumerate() {
+            if let TypeInput::Embedding(table, _) = input {
+                table.restore(
+                    &dir.join(embedding_prefix(&self.graph.types[t])),
+                    saved_workers,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn train_epoch(&mut self, epoch: usize, steps: &mut Steps<'_>) -> Result<f64> {
+        let train = self.graph.splits[0].clone();
+        match self.batching.clone() {
+            HeteroBatching::FullBatch => {
+                let ids = every_node(&self.graph.type_sizes);
+                self.whole()?;
+                let whole = self.whole.take().expect("built above");
+                let graphs = vec![&whole; self.model.cfg.layers];
+                let rows: Arc<[usize]> = train.clone().into();
+                let loss = self.step(steps, &ids, &graphs, &train, rows);
+                self.whole = Some(whole);
+                loss
+            }
+            HeteroBatching::Sampled {
+                fanouts,
+                batch_size,
+            } => {
+                let batches = epoch_batches(&train, self.seed, epoch as u64, batch_size, 0, 1);
+                let total = steps.run_batches(batches.into_iter().map(Ok), |steps, seeds, _| {
+                    let blocks = self.sample(&seeds, &fanouts, epoch as u64)?;
+                    let graphs = blocks
+                        .iter()
+                        .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
+                        .collect::<Result<Vec<_>>>()?;
+                    let ids: Vec<Vec<i64>> = blocks[0]
+                        .src_nodes
+                        .iter()
+                        .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
+                        .collect();
+                    let seeds: Vec<usize> = seeds.iter().map(|&v| v as usize).collect();
+                    let rows: Arc<[usize]> = (0..seeds.len()).collect();
+                    let graphs: Vec<&HeteroLayerGraph> = graphs.iter().collect();
+                    let loss = self.step(steps, &ids, &graphs, &seeds, rows)?;
+                    Ok(Some((loss * seeds.len() as f64, seeds.len())))
+                })?;
+                Ok(total.mean())
+            }
+        }
+    }
+
+    fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
+        let logp = self.infer(params)?;
+        let g = self.graph;
+        let counts = SplitCounts::of(&logp, &g.labels, [&g.splits[0], &g.splits[1], &g.splits[2]]);
+        Ok(Evaluation::Node(counts.accuracy()))
+    }
+
+    fn fingerprint(&self) -> String {
+        let g = self.graph;
+        format!(
+            "{} with {} nodes of types {:?} and {} edges of relations {:?}, {} training \
+             nodes, {:?}",
+            g.meta.name,
+            g.type_sizes.iter().sum::<usize>(),
+            g.types,
+            g.relations.iter().map(|r| r.csr.num_edges()).sum::<usize>(),
+            self.relations.iter().map(|r| &r.name).collect::<Vec<_>>(),
+            g.splits[0].len(),
+            self.batching
+        )
+    }
+}
+
+impl HeteroTraining<'_> {
+    /// The log-probabilities of every node of the target type with parameters `params` and
+    /// dropout off: one exact pass over the whole graph.
+    pub fn infer(&mut self, params: &[Tensor]) -> Result<Tensor> {
+        let ids = every_node(&self.graph.type_sizes);
+        let mut tape = Tape::no_grad();
+        let inputs = self.gather_inputs(&mut tape, &ids)?;
+        let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
+        self.whole()?;
+        let whole = self.whole.take().expect("built above");
+        let graphs = vec![&whole; self.model.cfg.layers];
+        let out = self
+            .model
+            .forward(&mut tape, &inputs, &vars, &graphs, Mode::inference())
+            .and_then(|scores| Model::log_probabilities(&mut tape, &scores));
+        self.whole = Some(whole);
+        Ok(out?.value().clone())
+    }
+}
+
+/// The file prefix of type `name`'s learnt embedding in a snapshot folder.
+fn embedding_prefix(name: &str) -> String {
+    format!("embedding.{name}")
+}
+
+/// The ids `0..n` of every node of each type.
+fn every_node(type_sizes: &[usize]) -> Vec<Vec<i64>> {
+    type_sizes
+        .iter()
+        .map(|&n| (0..n as i64).collect())
+        .collect()
+}

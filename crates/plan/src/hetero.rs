@@ -1,0 +1,302 @@
+//! [`HeteroPlan`]: a training run over a heterogeneous dataset directory. The relational model
+//! (R-GCN or R-SAGE) reads each node type's features, or a learnt embedding for a type without
+//! any, and trains full batch, or on sampled batches of the target type's training nodes with
+//! the same fanout for every relation at each hop (DGL's meaning), one worker.
+
+use std::sync::Arc;
+
+use graphloom_comm::Local;
+use graphloom_graph::{format_bytes, HeteroDataset, HeteroGraph};
+use graphloom_nn::hetero::{
+    relation_specs, HeteroBatching, HeteroModel, HeteroModelConfig, HeteroTraining, RelationalKind,
+    TypeInput,
+};
+use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
+use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+use graphloom_tensor::autodiff::ops::Probability;
+use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_tensor::DType;
+
+use crate::data::{embedding_table, EMBEDDING_LR};
+use crate::{ModelName, PlanError, Result, TaskKind, TrainSettings};
+
+/// The hidden width of a relational model unless told otherwise (DGL's and OGB's ogbn-mag
+/// R-GCN: 64).
+const HIDDEN: usize = 64;
+/// The width of a featureless type's learnt embedding unless told otherwise (DGL's ogbn-mag
+/// example: 128).
+const EMBEDDING_DIM: usize = 128;
+/// Training nodes per sampled batch unless told otherwise (the OGB leaderboard's recipe).
+const BATCH_SIZE: usize = 1024;
+/// The learning rate and dropout of the relational models unless told otherwise (DGL's
+/// ogbn-mag example).
+const LR: f64 = 0.01;
+/// See [`LR`].
+const DROPOUT: f64 = 0.5;
+
+/// A checked run over a heterogeneous dataset, its graph in memory.
+pub struct HeteroPlan {
+    /// What was asked.
+    pub settings: TrainSettings,
+    /// The model, every default filled in.
+    pub model: HeteroModelConfig,
+    /// The loop's settings.
+    pub train: TrainConfig,
+    /// Full batch, or the fanouts of each hop and relation and the batch size.
+    pub batching: HeteroBatching,
+    /// The width of the learnt embedding of each type without features (0 for a type with).
+    pub embedding_dims: Vec<usize>,
+    embedding_lr: f32,
+    graph: HeteroGraph,
+}
+
+impl HeteroPlan {
+    /// Checks `settings` against heterogeneous training, opens and checks the dataset and
+    /// reads it into memory.
+    pub fn new(settings: TrainSettings) -> Result<HeteroPlan> {
+        check_applicable(&settings)?;
+        let dir = settings
+            .dataset
+            .clone()
+            .expect("a heterogeneous run has a dataset");
+        let kind = match settings.model {
+            None => RelationalKind::Rgcn,
+            Some(ModelName::Relational(kind)) => kind,
+            Some(ModelName::Homogeneous(arch)) => {
+                return Err(PlanError::invalid(
+                    "model",
+                    format!(
+                        "{} takes one node type and one edge type, and {} is a heterogeneous \
+                         dataset: use rgcn or rsage",
+                        arch.name(),
+                        dir.display()
+                    ),
+                ))
+            }
+        };
+        let dtype = settings.dtype.0;
+        if !matches!(dtype, DType::F32 | DType::F64) {
+            return Err(PlanError::invalid(
+                "dtype",
+                format!("the relational models compute in f32 or f64, not {dtype}"),
+            ));
+        }
+        let graph = {
+            let _g = category_scope(Category::Features);
+            HeteroDataset::open(&dir)?.load()?
+        };
+        let embedding_dim = settings.embedding_dim.unwrap_or(EMBEDDING_DIM);
+        if embedding_dim == 0 {
+            return Err(PlanError::invalid("embedding_dim", "must be at least 1"));
+        }
+        let embedding_dims: Vec<usize> = graph
+            .features
+            .iter()
+            .map(|f| if f.is_some() { 0 } else { embedding_dim })
+            .collect();
+        let in_dims = graph
+            .features
+            .iter()
+            .zip(&embedding_dims)
+            .map(|(f, &e)| f.as_ref().map_or(e, |f| f.shape()[1]))
+            .collect();
+        let layers = settings.layers.unwrap_or(2);
+        let model = HeteroModelConfig {
+            kind,
+            types: graph.types.clone(),
+            in_dims,
+            relations: relation_specs(&graph),
+            target: graph.target,
+            hidden: settings.hidden.unwrap_or(HIDDEN),
+            out_dim: graph.meta.num_classes,
+            layers,
+            dropout: settings
+                .dropout
+                .unwrap_or(Probability::new(DROPOUT).expect("a probability")),
+            dtype,
+        };
+        let batching = match &settings.fanouts {
+            None => HeteroBatching::FullBatch,
+            Some(fanouts) => {
+                if fanouts.len() != layers {
+                    return Err(PlanError::invalid(
+                        "fanouts",
+                        format!(
+                            "{} fanouts for {layers} layers: give one per layer",
+                            fanouts.len()
+                        ),
+                    ));
+                }
+                let relations = graph.relations.len();
+                HeteroBatching::Sampled {
+                    fanouts: fanouts
+                        .as_slice()
+                        .iter()
+                        .map(|&f| vec![f; relations])
+                        .collect(),
+                    batch_size: settings.batch_size.unwrap_or(BATCH_SIZE),
+                }
+            }
+        };
+        if settings.batch_size == Some(0) {
+            return Err(PlanError::invalid("batch_size", "must be at least 1"));
+        }
+        let train = TrainConfig {
+            epochs: settings.epochs,
+            lr: settings.lr.unwrap_or(LR),
+            weight_decay: settings
+                .weight_decay
+                .unwrap_or(TrainConfig::default().weight_decay),
+            optimizer: settings.optimizer.kind(),
+            patience: settings.patience,
+            seed: settings.seed,
+            eval_every: settings.eval_every,
+            snapshots: crate::plan::snapshots(&settings)?,
+        };
+        train.check()?;
+        // A model that cannot be made fails here, before any table is allocated.
+        drop(HeteroModel::new(model.clone(), settings.seed)?);
+        Ok(HeteroPlan {
+            embedding_lr: settings.embedding_lr.unwrap_or(EMBEDDING_LR),
+            settings,
+            model,
+            train,
+            batching,
+            embedding_dims,
+            graph,
+        })
+    }
+
+    /// The dataset in memory.
+    pub fn graph(&self) -> &HeteroGraph {
+        &self.graph
+    }
+
+    /// What the run holds before training, part by part, in words, for the log: each type's
+    /// input table and the relations' graph.
+    pub fn lines(&self) -> Vec<String> {
+        let g = &self.graph;
+        let mut lines = vec![format!(
+            "{} on {}: {} node types, {} relations, {} classes of {}, {}",
+            self.model.kind.name(),
+            g.meta.name,
+            g.types.len(),
+            g.relations.len(),
+            g.meta.num_classes,
+            g.types[g.target],
+            match &self.batching {
+                HeteroBatching::FullBatch => "full batch".to_string(),
+                HeteroBatching::Sampled {
+                    fanouts,
+                    batch_size,
+                } => format!(
+                    "batches of {batch_size} with fanouts {} per relation",
+                    fanouts
+                        .iter()
+                        .map(|h| h[0].to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+            }
+        )];
+        for (t, name) in g.types.iter().enumerate() {
+            let n = g.type_sizes[t];
+            let what = match &g.features[t] {
+                Some(f) => format!(
+                    "features {} wide, {}",
+                    f.shape()[1],
+                    format_bytes(f.bytes() as u64)
+                ),
+                None => format!(
+                    "learnt embedding {} wide, {} with its LazyAdam state",
+                    self.embedding_dims[t],
+                    format_bytes((3 * n * self.embedding_dims[t] * 4) as u64)
+                ),
+            };
+            lines.push(format!("  {name}: {n} nodes, {what}"));
+        }
+        let edges: usize = g.relations.iter().map(|r| r.csr.num_edges()).sum();
+        lines.push(format!("  relations: {edges} edges"));
+        lines
+    }
+
+    /// Trains as planned, calling `on_epoch` after every epoch.
+    pub fn run(&self, on_epoch: impl FnMut(&EpochRecord)) -> Result<TrainReport> {
+        let comm = Local::single();
+        let mut inputs = Vec::with_capacity(self.graph.types.len());
+        for (t, features) in self.graph.features.iter().enumerate() {
+            inputs.push(match features {
+                Some(f) => {
+                    let _g = category_scope(Category::Features);
+                    let spec =
+                        StoreSpec::new(f.shape(), f.dtype(), Layout::Continuous, Location::Host);
+                    let mut table = StoreTensor::new(Arc::clone(&comm), spec)?;
+                    table.fill_from_whole(f.as_bytes())?;
+                    TypeInput::Features(table)
+                }
+                None => {
+                    let seed = self.train.seed ^ (t as u64 + 1).rotate_left(32);
+                    let n = self.graph.type_sizes[t];
+                    let table =
+                        embedding_table(Arc::clone(&comm), n, self.embedding_dims[t], seed, None)?;
+                    TypeInput::Embedding(table, self.embedding_lr)
+                }
+            });
+        }
+        let model = HeteroModel::new(self.model.clone(), self.train.seed)?;
+        let mut workload = HeteroTraining::new(
+            model,
+            &self.graph,
+            inputs,
+            self.batching.clone(),
+            self.train.seed,
+        )?;
+        Ok(fit(&mut workload, &self.train, on_epoch)?)
+    }
+}
+
+/// Refuses every setting heterogeneous training does not take, naming it.
+fn check_applicable(s: &TrainSettings) -> Result<()> {
+    let not_here = |given: bool, setting: &'static str| -> Result<()> {
+        if given {
+            return Err(PlanError::invalid(
+                setting,
+                "heterogeneous training (rgcn, rsage: one worker, node classification, \
+                 sampled or full batch) does not take it",
+            ));
+        }
+        Ok(())
+    };
+    not_here(s.task == Some(TaskKind::Link), "task")?;
+    not_here(s.decoder.is_some(), "decoder")?;
+    not_here(s.out_dim.is_some(), "out_dim")?;
+    not_here(s.neg_ratio.is_some(), "neg_ratio")?;
+    not_here(s.neg_sampling.is_some(), "neg_sampling")?;
+    not_here(s.exclude_supervision.is_some(), "exclude_supervision")?;
+    not_here(s.metric.is_some(), "metric")?;
+    not_here(s.heads.is_some(), "heads")?;
+    not_here(s.out_heads.is_some(), "out_heads")?;
+    not_here(s.input_dropout.is_some(), "input_dropout")?;
+    not_here(s.attention_dropout.is_some(), "attention_dropout")?;
+    not_here(s.checkpoint, "checkpoint")?;
+    not_here(s.batch_norm, "batch_norm")?;
+    not_here(s.queue_depth.is_some(), "queue_depth")?;
+    not_here(s.features_location.is_some(), "features_location")?;
+    not_here(s.feature_cache_gib.is_some(), "feature_cache_gib")?;
+    not_here(s.feature_reads.is_some(), "feature_reads")?;
+    not_here(s.inference_memory_gib.is_some(), "inference_memory_gib")?;
+    not_here(s.memory_gib.is_some(), "memory_gib")?;
+    not_here(s.scratch_dir.is_some(), "scratch_dir")?;
+    not_here(s.batches_per_epoch.is_some(), "batches_per_epoch")?;
+    not_here(s.eval_fanouts.is_some(), "eval_fanouts")?;
+    not_here(s.eval_nodes.is_some(), "eval_nodes")?;
+    not_here(s.workers.is_some_and(|w| w > 1), "workers")?;
+    not_here(s.comm.is_some(), "comm")?;
+    not_here(s.sar_mode.is_some(), "sar_mode")?;
+    not_here(s.init_model.is_some(), "init_model")?;
+    not_here(s.subgraph.batching.is_some(), "batching")?;
+    if s.fanouts.is_none() {
+        not_here(s.batch_size.is_some(), "batch_size")?;
+    }
+    Ok(())
+}
