@@ -276,7 +276,7 @@ fn print_result(common: &Common, report: &TrainReport, splits: Splits, peak_anon
 }
 
 /// `--profile`'s table of time per op.
-fn print_profile() {
+pub(crate) fn print_profile() {
     // Forward calls without a backward (evaluation, inputs that need no gradient) are apart,
     // so forward and backward compare over the same calls.
     eprintln!(

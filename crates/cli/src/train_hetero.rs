@@ -9,7 +9,7 @@ use graphloom_nn::train::TrainReport;
 use graphloom_plan::HeteroPlan;
 
 use crate::output;
-use crate::train::{epoch_line, output_plot, summary, Splits, TrainArgs};
+use crate::train::{epoch_line, output_plot, print_profile, summary, Splits, TrainArgs};
 
 /// Trains a relational model on the heterogeneous dataset of `args` (checked to be one).
 pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
@@ -56,6 +56,9 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             report.memory.total_peak as f64 / (1 << 20) as f64,
             peak_anon as f64 / (1 << 20) as f64,
         );
+    }
+    if args.profile {
+        print_profile();
     }
     if args.json || args.summary_json.is_some() {
         let mut value = summary(name, model, s, &report, splits);

@@ -216,6 +216,14 @@ impl Embedding {
         comm.agree(checked)?;
         let grads = grads.cast(DType::F32)?;
         let grads = grads.as_slice::<f32>()?;
+        if comm.size() == 1 {
+            // One rank owns every row: nothing to route, and each gradient's global position
+            // is its own. (Routing copied the gradients three times, each into memory the
+            // kernel zeroes first: a third of a sampled R-GCN epoch.)
+            let positions: Vec<i64> = (0..ids.len() as i64).collect();
+            self.apply_owned(&optimizer, ids, &positions, grads, lr)?;
+            return self.table.barrier();
+        }
 
         // Global positions: this rank's batch follows the lower ranks' batches.
         let counts = comm.all_gather_one(ids.len() as u64)?;
@@ -231,7 +239,21 @@ impl Embedding {
         let ids: Vec<i64> = comm.all_to_all_typed(&send_ids)?.concat();
         let positions: Vec<i64> = comm.all_to_all_typed(&send_positions)?.concat();
         let grads: Vec<f32> = comm.all_to_all_typed(&send_grads)?.concat();
+        self.apply_owned(&optimizer, &ids, &positions, &grads, lr)?;
+        self.table.barrier()
+    }
 
+    /// Applies the gradients `grads` of rows `ids` (all owned by this rank, in any order and
+    /// repeated) at global batch positions `positions`: each row's gradients summed in
+    /// canonical order (by id, then by position), then the optimizer's update.
+    fn apply_owned(
+        &mut self,
+        optimizer: &SparseOptimizer,
+        ids: &[i64],
+        positions: &[i64],
+        grads: &[f32],
+        lr: f32,
+    ) -> Result<()> {
         // Canonical order: by id, then by global position.
         let mut order: Vec<usize> = (0..ids.len()).collect();
         order.sort_unstable_by_key(|&k| (ids[k], positions[k]));
@@ -246,8 +268,7 @@ impl Embedding {
             unique.push((id, start..end));
             start = end;
         }
-        self.update_rows(&optimizer, &unique, &order, &grads, lr)?;
-        self.table.barrier()
+        self.update_rows(optimizer, &unique, &order, grads, lr)
     }
 
     fn check_gradients(&self, ids: &[i64], grads: &Tensor) -> Result<()> {
