@@ -67,12 +67,13 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         value["target_node_type"] = json!(plan.graph().types[plan.graph().target]);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
-        if let HeteroBatching::Sampled {
-            fanouts,
-            batch_size,
-        } = &plan.batching
-        {
-            value["fanouts"] = json!(fanouts.iter().map(|h| h[0]).collect::<Vec<_>>());
+        if let HeteroBatching::Sampled { batch_size, .. } = &plan.batching {
+            value["fanouts_per_relation"] = plan
+                .fanouts_per_relation()
+                .into_iter()
+                .map(|(name, f)| (name, json!(f)))
+                .collect::<serde_json::Map<_, _>>()
+                .into();
             value["batch_size"] = json!(batch_size);
         }
         if let Some(path) = &args.summary_json {

@@ -116,7 +116,7 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
     );
     refused(
         &graphloom(&["train", "--dataset", d, "--fanouts", "5"]),
-        &["--fanouts", "1 fanouts for 2 layers"],
+        &["--fanouts", "1 values for 2 layers"],
     );
     refused(
         &graphloom(&[
@@ -133,6 +133,32 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
     refused(
         &graphloom(&["train", "--dataset", s(&homogeneous), "--model", "rsage"]),
         &["rsage trains a heterogeneous dataset", "gcn, sage or gat"],
+    );
+    refused(
+        &graphloom(&[
+            "train",
+            "--dataset",
+            d,
+            "--fanouts",
+            "5,5",
+            "--fanouts-per-relation",
+            "rev_x=2,2",
+        ]),
+        &[
+            "--fanouts-per-relation",
+            "no relation \"rev_x\"",
+            "author__writes__paper",
+        ],
+    );
+    refused(
+        &graphloom(&[
+            "train",
+            "--dataset",
+            d,
+            "--fanouts-per-relation",
+            "writes=2,2",
+        ]),
+        &["--fanouts-per-relation", "heterogeneous training"],
     );
     // Nothing was written beside the dataset.
     assert!(!root.join("m.st").exists());
@@ -255,4 +281,38 @@ fn a_featureless_target_an_empty_relation_and_an_edgeless_type_train() {
             );
         }
     }
+}
+
+/// Two workers, each taking a slice of every batch, train the bits of one worker's run up to
+/// the order of the gradients' sums (f64): the same losses and accuracies.
+#[test]
+fn two_workers_train_what_one_worker_trains() {
+    let root = scratch("hetero-workers");
+    let data = mag(&root);
+    let run = |workers: &str| {
+        let json = root.join(format!("w{workers}.json"));
+        graphloom_ok(&[
+            "train",
+            "--dataset",
+            s(&data),
+            "--fanouts",
+            "5,5",
+            "--batch-size",
+            "1000",
+            "--epochs",
+            "2",
+            "--dtype",
+            "f64",
+            "--workers",
+            workers,
+            "--summary-json",
+            s(&json),
+        ]);
+        summary(&json)
+    };
+    let (one, two) = (run("1"), run("2"));
+    for (a, b) in losses(&one).iter().zip(losses(&two)) {
+        assert!((a - b).abs() <= 1e-9 * a.abs(), "{a} vs {b}");
+    }
+    assert_eq!(one["test_acc"], two["test_acc"]);
 }

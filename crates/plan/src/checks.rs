@@ -51,6 +51,11 @@ pub(crate) fn check_applicable(
         )?;
         given(s.scratch_dir.is_some(), "scratch_dir", sampled)?;
     }
+    given(
+        !s.fanouts_per_relation.is_empty(),
+        "fanouts_per_relation",
+        "it sets the fanouts of one relation of a heterogeneous dataset",
+    )?;
     if mode != TrainMode::Sar {
         given(
             s.sar_mode.is_some(),

@@ -445,6 +445,11 @@ pub struct TrainSettings {
     /// (-1: all neighbours), e.g. 15,10; without it, training is full-batch.
     #[cfg_attr(feature = "cli", arg(long, allow_hyphen_values = true))]
     pub fanouts: Option<Fanouts>,
+    /// Heterogeneous dataset with --fanouts: the fanouts of one relation instead, one per
+    /// layer, as `RELATION=f1,f2`; the relation by its full name (`author__writes__paper`) or
+    /// its middle name when that is unique (`writes`); repeat for more relations.
+    #[cfg_attr(feature = "cli", arg(long, value_name = "RELATION=FANOUTS"))]
+    pub fanouts_per_relation: Vec<String>,
     /// Mini-batch: seeds per batch; link prediction: supervision pairs per batch (full batch
     /// too).
     #[cfg_attr(feature = "cli", arg(long))]
@@ -592,6 +597,7 @@ impl Default for TrainSettings {
             checkpoint: false,
             batch_norm: false,
             fanouts: None,
+            fanouts_per_relation: Vec::new(),
             batch_size: None,
             queue_depth: None,
             features_location: None,

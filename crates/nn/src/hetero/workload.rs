@@ -14,8 +14,8 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::graph::HeteroLayerGraph;
 use super::model::{HeteroModel, RelationSpec};
-use crate::batches::epoch_batches;
 use crate::model::{Mode, Model, Param};
+use crate::task::Task;
 use crate::train::{Evaluation, SplitCounts, Steps, Workload};
 use crate::{Error, Result};
 
@@ -44,8 +44,10 @@ pub enum HeteroBatching {
     },
 }
 
-/// Trains a relational model on a heterogeneous graph (one worker).
+/// Trains a relational model on a heterogeneous graph: on one worker, or data parallel over the
+/// workers of a job, each taking a slice of every global batch (sampled batching).
 pub struct HeteroTraining<'a> {
+    comm: Arc<dyn Communicator>,
     model: HeteroModel,
     graph: &'a HeteroGraph,
     relations: Vec<RelationSpec>,
@@ -71,8 +73,10 @@ pub fn relation_specs(graph: &HeteroGraph) -> Vec<RelationSpec> {
 }
 
 impl<'a> HeteroTraining<'a> {
-    /// The workload of `model` over `graph`, reading type `t`'s input rows from `inputs[t]`.
+    /// The workload of `model` over `graph` on this worker of `comm`, reading type `t`'s input
+    /// rows from `inputs[t]` (tables of the job, made collectively).
     pub fn new(
+        comm: Arc<dyn Communicator>,
         model: HeteroModel,
         graph: &'a HeteroGraph,
         inputs: Vec<TypeInput>,
@@ -108,16 +112,26 @@ impl<'a> HeteroTraining<'a> {
                 )));
             }
         }
-        if let HeteroBatching::Sampled { fanouts, .. } = &batching {
-            if fanouts.len() != model.cfg.layers {
+        match &batching {
+            HeteroBatching::Sampled { fanouts, .. } if fanouts.len() != model.cfg.layers => {
                 return Err(mismatch(format!(
                     "{} hops of fanouts for {} layers",
                     fanouts.len(),
                     model.cfg.layers
                 )));
             }
+            HeteroBatching::FullBatch if comm.size() > 1 => {
+                return Err(Error::InvalidSetting {
+                    setting: "workers",
+                    reason: "full-batch heterogeneous training runs on one worker: sample \
+                             batches (fanouts) to train data parallel"
+                        .into(),
+                });
+            }
+            _ => {}
         }
         Ok(HeteroTraining {
+            comm,
             sampler: HeteroSampler::new(&graph.type_sizes),
             model,
             graph,
@@ -202,8 +216,9 @@ impl<'a> HeteroTraining<'a> {
         Ok(vars)
     }
 
-    /// One training step over `graphs` whose inputs are the rows `ids[t]` and whose output's
-    /// first rows are `seeds`; returns the loss.
+    /// One training step over `graphs` whose inputs are the rows `ids[t]` and whose output
+    /// rows `output_rows` are the nodes `seeds`, of a global batch of `global` nodes over the
+    /// job's workers; returns this worker's share of the global batch's mean loss.
     fn step(
         &mut self,
         steps: &mut Steps<'_>,
@@ -211,6 +226,7 @@ impl<'a> HeteroTraining<'a> {
         graphs: &[&HeteroLayerGraph],
         seeds: &[usize],
         output_rows: Arc<[usize]>,
+        global: usize,
     ) -> Result<f64> {
         let mut tape = Tape::new();
         let (vars, mode) = steps.begin(&mut tape);
@@ -220,7 +236,8 @@ impl<'a> HeteroTraining<'a> {
             .forward(&mut tape, &inputs, &vars, graphs, mode)?;
         let logp = Model::log_probabilities(&mut tape, &scores)?;
         let labels: Arc<[i64]> = seeds.iter().map(|&v| self.graph.labels[v]).collect();
-        let loss = ops::nll_loss(&mut tape, &logp, output_rows, labels, seeds.len() as f64)?;
+        // Normalised by the global batch: the workers' gradients sum to its gradient.
+        let loss = ops::nll_loss(&mut tape, &logp, output_rows, labels, global as f64)?;
         drop((scores, logp));
         let learnt: Vec<&Var> = inputs.iter().filter(|v| v.requires_grad()).collect();
         let (loss, grads) = steps.finish(tape, &loss, vars, &learnt)?;
@@ -242,6 +259,23 @@ impl<'a> HeteroTraining<'a> {
             }
         }
         Ok(loss)
+    }
+
+    /// The step of a worker whose slice of a global batch is empty: it still takes part in the
+    /// gradient sum, and in every table's collective gather and learnt table's update.
+    fn skip(&mut self, steps: &mut Steps<'_>) -> Result<()> {
+        steps.skip()?;
+        for input in &mut self.inputs {
+            match input {
+                TypeInput::Features(table) => drop(table.gather(&[])?),
+                TypeInput::Embedding(table, lr) => {
+                    table.gather(&[])?;
+                    let empty = Tensor::zeros(&[0, table.dim()], DType::F32);
+                    table.apply_gradients(&[], &empty, *lr)?;
+                }
+            }
+        }
+        Ok(())
     }
 }
 
@@ -270,7 +304,7 @@ impl Workload for HeteroTraining<'_> {
     }
 
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
-        None
+        (self.comm.size() > 1).then(|| self.comm.clone())
     }
 
     fn save_state(&mut self, dir: &Path) -> Result<()> {
@@ -303,7 +337,7 @@ impl Workload for HeteroTraining<'_> {
                 let whole = self.whole.take().expect("built above");
                 let graphs = vec![&whole; self.model.cfg.layers];
                 let rows: Arc<[usize]> = train.clone().into();
-                let loss = self.step(steps, &ids, &graphs, &train, rows);
+                let loss = self.step(steps, &ids, &graphs, &train, rows, train.len());
                 self.whole = Some(whole);
                 loss
             }
@@ -311,9 +345,25 @@ impl Workload for HeteroTraining<'_> {
                 fanouts,
                 batch_size,
             } => {
-                let batches = epoch_batches(&train, self.seed, epoch as u64, batch_size, 0, 1);
-                let total = steps.run_batches(batches.into_iter().map(Ok), |steps, seeds, _| {
-                    let blocks = self.sample(&seeds, &fanouts, epoch as u64)?;
+                let (rank, ranks) = (self.comm.rank(), self.comm.size());
+                let epoch_batches = Task::Node.epoch(
+                    &train,
+                    self.seed,
+                    epoch as u64,
+                    Some(batch_size),
+                    rank,
+                    ranks,
+                );
+                let weights = epoch_batches.weights;
+                let mine = epoch_batches.mine.into_iter().map(Ok);
+                let total = steps.run_batches(mine, |steps, seeds, i| {
+                    let global = weights[i];
+                    if seeds.is_empty() {
+                        self.skip(steps)?;
+                        return Ok(Some((0.0, global)));
+                    }
+                    let nodes: Vec<NodeId> = seeds.iter().map(|&v| v as NodeId).collect();
+                    let blocks = self.sample(&nodes, &fanouts, epoch as u64)?;
                     let graphs = blocks
                         .iter()
                         .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
@@ -323,21 +373,26 @@ impl Workload for HeteroTraining<'_> {
                         .iter()
                         .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
                         .collect();
-                    let seeds: Vec<usize> = seeds.iter().map(|&v| v as usize).collect();
                     let rows: Arc<[usize]> = (0..seeds.len()).collect();
                     let graphs: Vec<&HeteroLayerGraph> = graphs.iter().collect();
-                    let loss = self.step(steps, &ids, &graphs, &seeds, rows)?;
-                    Ok(Some((loss * seeds.len() as f64, seeds.len())))
+                    let loss = self.step(steps, &ids, &graphs, &seeds, rows, global)?;
+                    Ok(Some((loss * global as f64, global)))
                 })?;
-                Ok(total.mean())
+                total.mean_over(self.comm.as_ref())
             }
         }
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
-        let logp = self.infer(params)?;
-        let g = self.graph;
-        let counts = SplitCounts::of(&logp, &g.labels, [&g.splits[0], &g.splits[1], &g.splits[2]]);
+        // Every worker takes part in the tables' gathers; the first computes the one pass over
+        // the whole graph, and the job adds up its counts.
+        let mut counts = SplitCounts::default();
+        if let Some(logp) = self.infer(params, self.comm.rank() == 0)? {
+            let g = self.graph;
+            let splits = [&g.splits[0][..], &g.splits[1][..], &g.splits[2][..]];
+            counts = SplitCounts::of(&logp, &g.labels, splits);
+        }
+        counts.sum_over(self.comm.as_ref())?;
         Ok(Evaluation::Node(counts.accuracy()))
     }
 
@@ -359,11 +414,15 @@ impl Workload for HeteroTraining<'_> {
 
 impl HeteroTraining<'_> {
     /// The log-probabilities of every node of the target type with parameters `params` and
-    /// dropout off: one exact pass over the whole graph.
-    pub fn infer(&mut self, params: &[Tensor]) -> Result<Tensor> {
+    /// dropout off: one exact pass over the whole graph, on this worker when `compute` (the
+    /// others only take part in the tables' gathers). Collective.
+    pub fn infer(&mut self, params: &[Tensor], compute: bool) -> Result<Option<Tensor>> {
         let ids = every_node(&self.graph.type_sizes);
         let mut tape = Tape::no_grad();
         let inputs = self.gather_inputs(&mut tape, &ids)?;
+        if !compute {
+            return Ok(None);
+        }
         let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
         self.whole()?;
         let whole = self.whole.take().expect("built above");
@@ -373,7 +432,7 @@ impl HeteroTraining<'_> {
             .forward(&mut tape, &inputs, &vars, &graphs, Mode::inference())
             .and_then(|scores| Model::log_probabilities(&mut tape, &scores));
         self.whole = Some(whole);
-        Ok(out?.value().clone())
+        Ok(Some(out?.value().clone()))
     }
 }
 
