@@ -20,6 +20,7 @@ pub(crate) fn start(threads: Option<usize>) -> Result<()> {
     }
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads.unwrap_or(0))
+        .spawn_handler(graphloom_tensor::threads::spawn_pool_thread)
         .build_global()
         .map_err(|e| anyhow::anyhow!("cannot start the kernels' threads: {e}"))
 }

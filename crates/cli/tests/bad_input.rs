@@ -370,7 +370,7 @@ fn bad_options_are_clear_errors() {
     for (args, expect) in [
         (
             vec!["train", "--model", "mlp"],
-            "[possible values: gcn, sage, gat]",
+            "[possible values: gcn, sage, gat, rgcn, rsage]",
         ),
         (
             vec!["train", "--dtype", "i32"],

@@ -168,9 +168,8 @@ impl Local {
                     .map(|rank| {
                         let comm: Arc<dyn Communicator> = Arc::new(LocalComm::new(&group, rank));
                         let rank_board = board.clone();
-                        let started = std::thread::Builder::new()
-                            .name(format!("rank-{rank}"))
-                            .spawn_scoped(scope, move || {
+                        let started = graphloom_tensor::threads::builder().and_then(|b| {
+                            b.name(format!("rank-{rank}")).spawn_scoped(scope, move || {
                                 let outcome =
                                     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                                         job(comm)
@@ -181,7 +180,8 @@ impl Local {
                                     Err(panic) => rank_board.mark(rank, panic_message(panic)),
                                 }
                                 outcome
-                            });
+                            })
+                        });
                         // A rank whose thread cannot start (no room for its stack) fails at
                         // once, like one whose job fails, so the others stop waiting for it.
                         started.map_err(|e| {

@@ -111,9 +111,11 @@ impl<B: Send + 'static, E: Send + 'static> BatchStream<'static, B, E> {
         make: impl FnMut(&mut Sampler, usize) -> std::result::Result<B, E> + Send + 'static,
     ) -> Result<BatchStream<'static, B, E>> {
         let (tx, rx) = sync_channel(settings.depth.max(1));
-        let handle = std::thread::Builder::new()
-            .name("graphloom-batches".into())
-            .spawn(move || produce(settings, make, tx))
+        let handle = graphloom_tensor::threads::builder()
+            .and_then(|b| {
+                b.name("graphloom-batches".into())
+                    .spawn(move || produce(settings, make, tx))
+            })
             .map_err(spawn_error)?;
         Ok(BatchStream {
             queue: Some(rx),
@@ -132,9 +134,11 @@ impl<'scope, B: Send + 'scope, E: Send + 'scope> BatchStream<'scope, B, E> {
         make: impl FnMut(&mut Sampler, usize) -> std::result::Result<B, E> + Send + 'scope,
     ) -> Result<BatchStream<'scope, B, E>> {
         let (tx, rx) = sync_channel(settings.depth.max(1));
-        let handle = std::thread::Builder::new()
-            .name("graphloom-batches".into())
-            .spawn_scoped(scope, move || produce(settings, make, tx))
+        let handle = graphloom_tensor::threads::builder()
+            .and_then(|b| {
+                b.name("graphloom-batches".into())
+                    .spawn_scoped(scope, move || produce(settings, make, tx))
+            })
             .map_err(spawn_error)?;
         Ok(BatchStream {
             queue: Some(rx),
@@ -159,24 +163,27 @@ impl<'scope, B: Send + 'scope, E: Send + 'scope> BatchStream<'scope, B, E> {
         let (half_tx, half_rx) = sync_channel::<std::result::Result<A, E>>(1);
         let (tx, rx) = sync_channel(settings.depth.max(1));
         let pool = settings.pool.clone();
-        let handle = std::thread::Builder::new()
-            .name("graphloom-batches".into())
-            .spawn_scoped(scope, move || produce(settings, make, half_tx))
+        let handle = graphloom_tensor::threads::builder()
+            .and_then(|b| {
+                b.name("graphloom-batches".into())
+                    .spawn_scoped(scope, move || produce(settings, make, half_tx))
+            })
             .map_err(spawn_error)?;
-        let finisher = std::thread::Builder::new()
-            .name("graphloom-batches-finish".into())
-            .spawn_scoped(scope, move || {
-                for half in half_rx {
-                    let batch = half.and_then(|a| match &pool {
-                        Some(pool) => pool.install(|| finish(a)),
-                        None => finish(a),
-                    });
-                    let failed = batch.is_err();
-                    if tx.send(batch).is_err() || failed {
-                        break;
+        let finisher = graphloom_tensor::threads::builder().and_then(|b| {
+            b.name("graphloom-batches-finish".into())
+                .spawn_scoped(scope, move || {
+                    for half in half_rx {
+                        let batch = half.and_then(|a| match &pool {
+                            Some(pool) => pool.install(|| finish(a)),
+                            None => finish(a),
+                        });
+                        let failed = batch.is_err();
+                        if tx.send(batch).is_err() || failed {
+                            break;
+                        }
                     }
-                }
-            });
+                })
+        });
         let finisher = match finisher {
             Ok(f) => f,
             Err(e) => {
@@ -271,6 +278,7 @@ pub fn producer_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>> {
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads.max(1))
         .thread_name(|i| format!("graphloom-producer-{i}"))
+        .spawn_handler(graphloom_tensor::threads::spawn_pool_thread)
         .build()
         .map(Arc::new)
         .map_err(|e| Error::InvalidSetting {

@@ -255,8 +255,8 @@ impl Exchange {
                         set_thread_tracker(tracker);
                         swap(comm.as_ref(), to, from, outgoing)
                     };
-                    let handle = std::thread::Builder::new()
-                        .spawn_scoped(scope, travel)
+                    let handle = graphloom_tensor::threads::builder()
+                        .and_then(|b| b.spawn_scoped(scope, travel))
                         .map_err(|e| {
                             CommError::Invalid(format!(
                                 "cannot start the SAR communication thread: {e}"

@@ -291,8 +291,8 @@ fn fill_rows(
         // every row; with none started (no room for a stack), this thread fills them.
         let streams: Vec<_> = (0..FILL_STREAMS)
             .filter_map(|_| {
-                std::thread::Builder::new()
-                    .spawn_scoped(s, read_chunks)
+                graphloom_tensor::threads::builder()
+                    .and_then(|b| b.spawn_scoped(s, read_chunks))
                     .ok()
             })
             .collect();

@@ -36,6 +36,7 @@ pub mod memory;
 pub mod prefetch;
 pub mod rng;
 mod tensor;
+pub mod threads;
 
 pub use autodiff::{BackwardCtx, Gradients, Op, Tape, Var};
 pub use dtype::{DType, Element, Float, Real};

@@ -306,16 +306,18 @@ impl RssPeaks {
             let stop = stop.clone();
             // A sampler that cannot start (no room for its stack) leaves the peaks to the
             // reading `finish` makes.
-            std::thread::Builder::new().spawn(move || {
-                let mut peaks = (0, 0);
-                loop {
-                    let r = RssReport::read();
-                    peaks = (peaks.0.max(r.anon_bytes), peaks.1.max(r.file_bytes));
-                    if stop.load(Ordering::Relaxed) {
-                        return peaks;
+            crate::threads::builder().and_then(|b| {
+                b.spawn(move || {
+                    let mut peaks = (0, 0);
+                    loop {
+                        let r = RssReport::read();
+                        peaks = (peaks.0.max(r.anon_bytes), peaks.1.max(r.file_bytes));
+                        if stop.load(Ordering::Relaxed) {
+                            return peaks;
+                        }
+                        std::thread::sleep(std::time::Duration::from_millis(RSS_SAMPLE_MS));
                     }
-                    std::thread::sleep(std::time::Duration::from_millis(RSS_SAMPLE_MS));
-                }
+                })
             })
         };
         RssPeaks {

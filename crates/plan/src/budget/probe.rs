@@ -159,8 +159,8 @@ pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
             .saturating_sub(gradients))
     };
     std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .spawn_scoped(s, run)
+        graphloom_tensor::threads::builder()
+            .and_then(|b| b.spawn_scoped(s, run))
             .map_err(probe_thread_error)?
             .join()
             .unwrap_or_else(|_| {
@@ -236,8 +236,8 @@ fn measure_pairs(model: &ModelConfig, pairs: usize, grad: bool) -> Result<u64> {
         Ok((tracker.report().total_peak as u64).saturating_sub(held))
     };
     std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .spawn_scoped(s, run)
+        graphloom_tensor::threads::builder()
+            .and_then(|b| b.spawn_scoped(s, run))
             .map_err(probe_thread_error)?
             .join()
             .unwrap_or_else(|_| {
@@ -271,56 +271,59 @@ fn measure(
     cfg.head = Head::NodeClasses;
     let degree = (avg_degree.round() as usize).clamp(1, PROBE_MAX_DEGREE.min(nodes - 1));
     let measured = std::thread::scope(|s| {
-        let probe = std::thread::Builder::new().spawn_scoped(s, || -> Result<Measured> {
-            let tracker = MemoryTracker::new();
-            set_thread_tracker(tracker.clone());
-            let mut ds = generate(&SyntheticConfig {
-                nodes,
-                avg_degree: degree,
-                feat_dim: if rows.is_some() { 1 } else { cfg.in_dim },
-                classes: cfg.out_dim.max(2),
-                seed: 0,
-                ..Default::default()
-            })?;
-            if let Some(rows) = rows {
-                ds.meta.feat_dim = cfg.in_dim;
-                ds.features = rows.clone();
-            }
-            // Charged as features (a cast is a new tensor), as a run's are: the model keeps
-            // its aggregation of features, not of other inputs.
-            let features = category_scope(Category::Features);
-            ds.features = ds
-                .features
-                .cast(cfg.dtype)
-                .map_err(graphloom_nn::Error::from)?;
-            drop(features);
-            let held = tracker.report().total_current as u64;
-            let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;
-            let train = TrainConfig {
-                epochs: 1,
-                ..Default::default()
-            };
-            fit(&mut workload, &train, |_| {})?;
-            let r = tracker.report();
-            // The graph's view is a part of its own in the plan (`view_bytes`).
-            let step = (r.total_peak as u64)
-                .saturating_sub(held)
-                .saturating_sub(r.peak_of(Category::Graph) as u64);
-            // What the epoch left (the parameters and their state, which cancel out between
-            // the two graphs, and what evaluation keeps for the next epoch).
-            let left = (r.total_current as u64)
-                .saturating_sub(held)
-                .saturating_sub(r.current_of(Category::Graph) as u64);
-            // An evaluation pass alone, under a tracker of its own.
-            let params: Vec<Tensor> = workload.params().iter().map(|p| p.value.clone()).collect();
-            let eval = MemoryTracker::new();
-            set_thread_tracker(eval.clone());
-            drop(workload.infer(&params, Output::LogProbabilities)?);
-            Ok(Measured {
-                step,
-                eval: eval.report().total_peak as u64,
-                held: left,
-                peak: r.total_peak as u64,
+        let probe = graphloom_tensor::threads::builder().and_then(|b| {
+            b.spawn_scoped(s, || -> Result<Measured> {
+                let tracker = MemoryTracker::new();
+                set_thread_tracker(tracker.clone());
+                let mut ds = generate(&SyntheticConfig {
+                    nodes,
+                    avg_degree: degree,
+                    feat_dim: if rows.is_some() { 1 } else { cfg.in_dim },
+                    classes: cfg.out_dim.max(2),
+                    seed: 0,
+                    ..Default::default()
+                })?;
+                if let Some(rows) = rows {
+                    ds.meta.feat_dim = cfg.in_dim;
+                    ds.features = rows.clone();
+                }
+                // Charged as features (a cast is a new tensor), as a run's are: the model keeps
+                // its aggregation of features, not of other inputs.
+                let features = category_scope(Category::Features);
+                ds.features = ds
+                    .features
+                    .cast(cfg.dtype)
+                    .map_err(graphloom_nn::Error::from)?;
+                drop(features);
+                let held = tracker.report().total_current as u64;
+                let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;
+                let train = TrainConfig {
+                    epochs: 1,
+                    ..Default::default()
+                };
+                fit(&mut workload, &train, |_| {})?;
+                let r = tracker.report();
+                // The graph's view is a part of its own in the plan (`view_bytes`).
+                let step = (r.total_peak as u64)
+                    .saturating_sub(held)
+                    .saturating_sub(r.peak_of(Category::Graph) as u64);
+                // What the epoch left (the parameters and their state, which cancel out between
+                // the two graphs, and what evaluation keeps for the next epoch).
+                let left = (r.total_current as u64)
+                    .saturating_sub(held)
+                    .saturating_sub(r.current_of(Category::Graph) as u64);
+                // An evaluation pass alone, under a tracker of its own.
+                let params: Vec<Tensor> =
+                    workload.params().iter().map(|p| p.value.clone()).collect();
+                let eval = MemoryTracker::new();
+                set_thread_tracker(eval.clone());
+                drop(workload.infer(&params, Output::LogProbabilities)?);
+                Ok(Measured {
+                    step,
+                    eval: eval.report().total_peak as u64,
+                    held: left,
+                    peak: r.total_peak as u64,
+                })
             })
         });
         probe
