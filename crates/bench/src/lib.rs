@@ -12,6 +12,7 @@ mod cache;
 mod disk;
 mod fullbatch;
 mod gather;
+mod hetero;
 mod host;
 mod link;
 pub mod output;
@@ -41,6 +42,9 @@ enum Which {
     Fullbatch(fullbatch::FullbatchArgs),
     /// Random row gathers from the store, for every layout and location, against memcpy.
     Gather(gather::GatherArgs),
+    /// Sampled R-GCN on a graph of ogbn-mag's shape against DGL's ogbn-mag R-GCN on the same
+    /// directory: seeds per second, sampled edges per second, peak RSS.
+    Hetero(hetero::HeteroArgs),
     /// SAR full-batch training on N workers: peak memory per worker, epoch time and traffic
     /// for the sar, sa and osa modes.
     Sar(sar::SarArgs),
@@ -64,6 +68,7 @@ pub fn run(args: BenchArgs) -> Result<()> {
         Which::Cache(a) => cache::run(a),
         Which::Fullbatch(a) => fullbatch::run(a),
         Which::Gather(a) => gather::run(a),
+        Which::Hetero(a) => hetero::run(a),
         Which::Link(a) => link::run(a),
         Which::Sample(a) => sample::run(a),
         Which::Sar(a) => sar::run(a),

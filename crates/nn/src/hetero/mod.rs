@@ -4,12 +4,14 @@
 //! through the one training loop ([`crate::train::fit`]).
 
 mod graph;
+mod inference;
 mod model;
 mod workload;
 
 pub use graph::HeteroLayerGraph;
+pub use inference::CHUNK_NODES;
 pub use model::{HeteroModel, HeteroModelConfig, RelationSpec, RelationalKind};
-pub use workload::{relation_specs, HeteroBatching, HeteroTraining, TypeInput};
+pub use workload::{relation_specs, sample_blocks, HeteroBatching, HeteroTraining, TypeInput};
 
 #[cfg(test)]
 mod tests;

@@ -114,7 +114,7 @@ impl HeteroModelConfig {
     }
 
     /// The output width of layer `l`.
-    fn width_out(&self, l: usize) -> usize {
+    pub(crate) fn width_out(&self, l: usize) -> usize {
         if l + 1 == self.layers {
             self.out_dim
         } else {
@@ -349,42 +349,67 @@ impl HeteroModel {
         }
         let mut h: Vec<Option<Var>> = inputs.iter().cloned().map(Some).collect();
         for (l, graph) in graphs.iter().enumerate() {
-            let last = l + 1 == cfg.layers;
-            let outputs = cfg.output_types(l);
-            let mut next: Vec<Option<Var>> = vec![None; types];
-            for t in (0..types).filter(|&t| outputs[t]) {
-                let y = self.type_output(tape, l, t, &h, params, graph)?;
-                let dropout =
-                    (mode.training && !last && cfg.dropout.get() > 0.0).then(|| OutputDropout {
-                        rule: Dropout {
-                            p: cfg.dropout.get(),
-                            key: RngKey::new(
-                                mode.seed,
-                                mode.step,
-                                DROPOUT_PURPOSE + (l * types + t) as u64,
-                            ),
-                        },
-                        row_ids: graph.output_ids(t),
-                    });
-                let activation = if last {
-                    Activation::Identity
-                } else {
-                    Activation::Relu
-                };
-                next[t] = Some(match y {
-                    (y, Some(bias)) => {
-                        ops::bias_activation_dropout(tape, &y, &bias, activation, dropout)?
-                    }
-                    // No bias and nothing reaching the type: its output is zero.
-                    (y, None) => y,
-                });
-            }
-            h = next;
+            h = self.layer(tape, l, &cfg.output_types(l), &h, params, graph, mode)?;
         }
         h.swap_remove(cfg.target).ok_or_else(|| Error::Mismatch {
             what: "a relational model's output",
             detail: "the last layer computed no rows of the target type".into(),
         })
+    }
+
+    /// Layer `l` over `graph`: the activated output of each type `t` with `types[t]` (a subset
+    /// of [`HeteroModelConfig::output_types`]) from the inputs `h` (one per type, `None` for
+    /// a type the layer before did not compute), `None` for the other types.
+    #[allow(clippy::too_many_arguments)]
+    pub fn layer(
+        &self,
+        tape: &mut Tape,
+        l: usize,
+        types: &[bool],
+        h: &[Option<Var>],
+        params: &[Var],
+        graph: &HeteroLayerGraph,
+        mode: Mode,
+    ) -> Result<Vec<Option<Var>>> {
+        let cfg = &self.cfg;
+        let count = cfg.types.len();
+        let last = l + 1 == cfg.layers;
+        let outputs = cfg.output_types(l);
+        let mut next: Vec<Option<Var>> = vec![None; count];
+        for t in (0..count).filter(|&t| types[t]) {
+            if !outputs[t] {
+                return Err(Error::Mismatch {
+                    what: "a relational layer's outputs",
+                    detail: format!("layer {l} has no parameters for type {}", cfg.types[t]),
+                });
+            }
+            let y = self.type_output(tape, l, t, h, params, graph)?;
+            let dropout =
+                (mode.training && !last && cfg.dropout.get() > 0.0).then(|| OutputDropout {
+                    rule: Dropout {
+                        p: cfg.dropout.get(),
+                        key: RngKey::new(
+                            mode.seed,
+                            mode.step,
+                            DROPOUT_PURPOSE + (l * count + t) as u64,
+                        ),
+                    },
+                    row_ids: graph.output_ids(t),
+                });
+            let activation = if last {
+                Activation::Identity
+            } else {
+                Activation::Relu
+            };
+            next[t] = Some(match y {
+                (y, Some(bias)) => {
+                    ops::bias_activation_dropout(tape, &y, &bias, activation, dropout)?
+                }
+                // No bias and nothing reaching the type: its output is zero.
+                (y, None) => y,
+            });
+        }
+        Ok(next)
     }
 
     /// Layer `l`'s output of type `t` before its bias and activation, with the bias (the sum

@@ -408,3 +408,101 @@ fn sampled_blocks_of_every_neighbour_give_the_whole_graphs_loss_and_gradients() 
         }
     }
 }
+
+#[test]
+fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
+    use graphloom_graph::format::hetero::{HeteroMeta, NodeType};
+    use graphloom_graph::{HeteroGraph, TypedRelation};
+    use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
+
+    let f = fixture();
+    let names = ["a", "b", "c"];
+    let graph = HeteroGraph {
+        meta: HeteroMeta {
+            name: "fixture".into(),
+            format: "hetero".into(),
+            node_types: names
+                .iter()
+                .zip(&f.sizes)
+                .map(|(n, &num_nodes)| {
+                    let t = NodeType {
+                        num_nodes,
+                        feat_dim: 0,
+                        feat_dtype: "f32".into(),
+                    };
+                    (n.to_string(), t)
+                })
+                .collect(),
+            edge_types: Vec::new(),
+            target_node_type: "a".into(),
+            num_classes: 3,
+            directed: true,
+        },
+        types: names.iter().map(|n| n.to_string()).collect(),
+        type_sizes: f.sizes.clone(),
+        target: 0,
+        relations: f
+            .relations
+            .iter()
+            .zip(&f.csrs)
+            .map(|(r, csr)| TypedRelation {
+                name: r.name.clone(),
+                src_type: r.src_type,
+                dst_type: r.dst_type,
+                csr: csr.clone(),
+            })
+            .collect(),
+        features: Vec::new(),
+        labels: Vec::new(),
+        splits: Default::default(),
+    };
+    let comm = graphloom_comm::Local::single();
+    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
+        let model = HeteroModel::new(config(kind, &f, 0.5), 2).unwrap();
+        let mut inputs: Vec<TypeInput> = f
+            .x
+            .iter()
+            .map(|x| {
+                let spec = StoreSpec::new(x.shape(), x.dtype(), Layout::Continuous, Location::Host);
+                let mut t = StoreTensor::new(comm.clone(), spec).unwrap();
+                t.fill_from_whole(x.as_bytes()).unwrap();
+                TypeInput::Features(t)
+            })
+            .collect();
+        let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+        let mut sampler = HeteroSampler::new(&f.sizes);
+        // Chunks of 3 destinations: the 7 nodes of `a` in three chunks, the 5 of `b` in two.
+        let chunked = super::inference::infer_layerwise(
+            &model,
+            &graph,
+            &f.relations,
+            &mut inputs,
+            &params,
+            &mut sampler,
+            3,
+            true,
+        )
+        .unwrap()
+        .unwrap();
+        let whole_graph = whole(&f);
+        let mut tape = Tape::no_grad();
+        let xs: Vec<Var> = f.x.iter().cloned().map(Var::constant).collect();
+        let ps: Vec<Var> = params.iter().cloned().map(Var::constant).collect();
+        let scores = model
+            .forward(
+                &mut tape,
+                &xs,
+                &ps,
+                &[&whole_graph, &whole_graph],
+                Mode::inference(),
+            )
+            .unwrap();
+        let expected = Model::log_probabilities(&mut tape, &scores).unwrap();
+        assert_close(
+            &chunked.to_vec_f64(),
+            &expected.value().to_vec_f64(),
+            1e-12,
+            kind.name(),
+        );
+    }
+}

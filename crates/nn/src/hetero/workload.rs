@@ -13,8 +13,9 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::graph::HeteroLayerGraph;
+use super::inference::{infer_layerwise, CHUNK_NODES};
 use super::model::{HeteroModel, RelationSpec};
-use crate::model::{Mode, Model, Param};
+use crate::model::{Model, Param};
 use crate::task::Task;
 use crate::train::{Evaluation, SplitCounts, Steps, Workload};
 use crate::{Error, Result};
@@ -169,31 +170,16 @@ impl<'a> HeteroTraining<'a> {
         fanouts: &[Vec<i64>],
         epoch: u64,
     ) -> Result<Vec<HeteroBlock>> {
-        let sources: Vec<CsrSource<'_>> = self
-            .graph
-            .relations
-            .iter()
-            .map(|r| CsrSource::new(&r.csr))
-            .collect();
-        let relations: Vec<RelationSource<'_>> = self
-            .graph
-            .relations
-            .iter()
-            .zip(&sources)
-            .map(|(r, s)| RelationSource {
-                src_type: r.src_type,
-                dst_type: r.dst_type,
-                graph: s,
-            })
-            .collect();
-        Ok(self.sampler.sample(
-            &relations,
-            self.graph.target,
+        let target = self.graph.target;
+        sample_blocks(
+            self.graph,
+            &mut self.sampler,
+            target,
             seeds,
             fanouts,
             self.seed,
             epoch,
-        )?)
+        )
     }
 
     /// The input rows `ids[t]` of every type, in the model's dtype, as leaves of `tape` (the
@@ -277,6 +263,35 @@ impl<'a> HeteroTraining<'a> {
         }
         Ok(())
     }
+}
+
+/// Samples the blocks of `graph` around `seeds` (ids of type `seed_type`) with `fanouts[h][r]`
+/// neighbours of relation `r` at hop `h`, drawn from `seed` and `epoch`.
+pub fn sample_blocks(
+    graph: &HeteroGraph,
+    sampler: &mut HeteroSampler,
+    seed_type: usize,
+    seeds: &[NodeId],
+    fanouts: &[Vec<i64>],
+    seed: u64,
+    epoch: u64,
+) -> Result<Vec<HeteroBlock>> {
+    let sources: Vec<CsrSource<'_>> = graph
+        .relations
+        .iter()
+        .map(|r| CsrSource::new(&r.csr))
+        .collect();
+    let relations: Vec<RelationSource<'_>> = graph
+        .relations
+        .iter()
+        .zip(&sources)
+        .map(|(r, s)| RelationSource {
+            src_type: r.src_type,
+            dst_type: r.dst_type,
+            graph: s,
+        })
+        .collect();
+    Ok(sampler.sample(&relations, seed_type, seeds, fanouts, seed, epoch)?)
 }
 
 /// Whether layer 0 reads type `t`'s input rows: as the source of a relation into a type it
@@ -387,7 +402,17 @@ impl Workload for HeteroTraining<'_> {
         // Every worker takes part in the tables' gathers; the first computes the one pass over
         // the whole graph, and the job adds up its counts.
         let mut counts = SplitCounts::default();
-        if let Some(logp) = self.infer(params, self.comm.rank() == 0)? {
+        let logp = infer_layerwise(
+            &self.model,
+            self.graph,
+            &self.relations,
+            &mut self.inputs,
+            params,
+            &mut self.sampler,
+            CHUNK_NODES,
+            self.comm.rank() == 0,
+        )?;
+        if let Some(logp) = logp {
             let g = self.graph;
             let splits = [&g.splits[0][..], &g.splits[1][..], &g.splits[2][..]];
             counts = SplitCounts::of(&logp, &g.labels, splits);
@@ -409,30 +434,6 @@ impl Workload for HeteroTraining<'_> {
             g.splits[0].len(),
             self.batching
         )
-    }
-}
-
-impl HeteroTraining<'_> {
-    /// The log-probabilities of every node of the target type with parameters `params` and
-    /// dropout off: one exact pass over the whole graph, on this worker when `compute` (the
-    /// others only take part in the tables' gathers). Collective.
-    pub fn infer(&mut self, params: &[Tensor], compute: bool) -> Result<Option<Tensor>> {
-        let ids = every_node(&self.graph.type_sizes);
-        let mut tape = Tape::no_grad();
-        let inputs = self.gather_inputs(&mut tape, &ids)?;
-        if !compute {
-            return Ok(None);
-        }
-        let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
-        self.whole()?;
-        let whole = self.whole.take().expect("built above");
-        let graphs = vec![&whole; self.model.cfg.layers];
-        let out = self
-            .model
-            .forward(&mut tape, &inputs, &vars, &graphs, Mode::inference())
-            .and_then(|scores| Model::log_probabilities(&mut tape, &scores));
-        self.whole = Some(whole);
-        Ok(Some(out?.value().clone()))
     }
 }
 

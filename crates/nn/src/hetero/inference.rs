@@ -1,0 +1,167 @@
+//! Exact full-neighbour inference of a [`HeteroModel`], layer by layer in chunks of destination
+//! nodes, so that no pass holds the whole graph's aggregations or a copy of every input table.
+//!
+//! Layer `l` runs for each type it outputs, [`CHUNK_NODES`] nodes at a time: the chunk's
+//! in-edges of every relation form a one-hop block (every neighbour), whose input rows are read
+//! from the previous layer's output for every node (from the feature and embedding tables for
+//! the first layer). Each layer's output for every node of the types the next layer reads is
+//! kept in memory: `[nodes, hidden]`. The result is the whole-graph pass's, up to the order of
+//! additions.
+
+use graphloom_graph::sample::HeteroSampler;
+use graphloom_graph::{HeteroGraph, NodeId};
+use graphloom_tensor::{Tape, Tensor, Var};
+
+use super::graph::HeteroLayerGraph;
+use super::model::{HeteroModel, RelationSpec};
+use super::workload::{sample_blocks, TypeInput};
+use crate::inference::select;
+use crate::model::Mode;
+use crate::Result;
+
+/// Destination nodes per chunk: their blocks of every neighbour stay small beside the layer's
+/// output.
+pub const CHUNK_NODES: usize = 4096;
+
+/// Where layer-wise inference reads a layer's input rows.
+enum Rows<'a> {
+    /// The first layer's: the type's table (a collective gather for an embedding).
+    Table(&'a mut TypeInput),
+    /// A later layer's: the previous layer's output for every node of the type.
+    Output(&'a Tensor),
+    /// A type the layer does not read.
+    None,
+}
+
+/// The log-probabilities of every node of the target type with parameters `params`, dropout
+/// off, in chunks of `chunk_nodes` destinations ([`CHUNK_NODES`] in training), computed on
+/// this worker when `compute` (a worker that does not compute takes part in
+/// the tables' collective gathers with no rows, as many times as the computing one). Returns
+/// `None` where it does not compute.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn infer_layerwise(
+    model: &HeteroModel,
+    graph: &HeteroGraph,
+    relations: &[RelationSpec],
+    inputs: &mut [TypeInput],
+    params: &[Tensor],
+    sampler: &mut HeteroSampler,
+    chunk_nodes: usize,
+    compute: bool,
+) -> Result<Option<Tensor>> {
+    let chunk_nodes = chunk_nodes.max(1);
+    let cfg = &model.cfg;
+    let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
+    let every = vec![vec![-1i64; relations.len()]];
+    let mut previous: Vec<Option<Tensor>> = vec![None; cfg.types.len()];
+    for l in 0..cfg.layers {
+        let outputs = cfg.output_types(l);
+        let mut current: Vec<Option<Tensor>> = vec![None; cfg.types.len()];
+        for t in (0..cfg.types.len()).filter(|&t| outputs[t]) {
+            let n = graph.type_sizes[t];
+            let mut rows: Vec<Tensor> = Vec::with_capacity(n.div_ceil(chunk_nodes));
+            for start in (0..n).step_by(chunk_nodes) {
+                if !compute {
+                    if l == 0 {
+                        take_part(inputs)?;
+                    }
+                    continue;
+                }
+                let chunk: Vec<NodeId> = (start..(start + chunk_nodes).min(n))
+                    .map(|v| v as NodeId)
+                    .collect();
+                let block = sample_blocks(graph, sampler, t, &chunk, &every, 0, 0)?
+                    .pop()
+                    .expect("one hop");
+                let layer_graph = HeteroLayerGraph::from_block(relations, &block)?;
+                let mut tape = Tape::no_grad();
+                let mut h = Vec::with_capacity(cfg.types.len());
+                for (s, input) in inputs.iter_mut().enumerate() {
+                    let source = match (l, &previous[s]) {
+                        (0, _) => Rows::Table(input),
+                        (_, Some(out)) => Rows::Output(out),
+                        (_, None) => Rows::None,
+                    };
+                    let ids = &block.src_nodes[s];
+                    h.push(read_rows(source, ids, cfg.dtype)?.map(Var::constant));
+                }
+                let mut only = vec![false; cfg.types.len()];
+                only[t] = true;
+                let out = model.layer(
+                    &mut tape,
+                    l,
+                    &only,
+                    &h,
+                    &vars,
+                    &layer_graph,
+                    Mode::inference(),
+                )?;
+                let y = out[t].as_ref().expect("the type asked for");
+                rows.push(y.value().clone());
+            }
+            if compute {
+                current[t] = Some(concat_rows(&rows, n, cfg.width_out(l), cfg.dtype)?);
+            }
+        }
+        previous = current;
+    }
+    let Some(scores) = previous.swap_remove(cfg.target) else {
+        return Ok(None);
+    };
+    let mut tape = Tape::no_grad();
+    let logp = crate::Model::log_probabilities(&mut tape, &Var::constant(scores))?;
+    Ok(Some(logp.value().clone()))
+}
+
+/// A non-computing worker's part in one chunk's gathers of the first layer: every table with
+/// no rows, in the computing worker's order.
+fn take_part(inputs: &mut [TypeInput]) -> Result<()> {
+    for input in inputs {
+        match input {
+            TypeInput::Features(table) => drop(table.gather(&[])?),
+            TypeInput::Embedding(table, _) => drop(table.gather(&[])?),
+        }
+    }
+    Ok(())
+}
+
+/// Rows `ids` of `source` in `dtype` (`None` for a type the layer does not read).
+fn read_rows(
+    source: Rows<'_>,
+    ids: &[NodeId],
+    dtype: graphloom_tensor::DType,
+) -> Result<Option<Tensor>> {
+    Ok(match source {
+        Rows::Table(input) => {
+            let ids: Vec<i64> = ids.iter().map(|&v| i64::from(v)).collect();
+            let rows = match input {
+                TypeInput::Features(table) => table.gather(&ids)?,
+                TypeInput::Embedding(table, _) => table.gather(&ids)?,
+            };
+            Some(rows.cast(dtype)?)
+        }
+        Rows::Output(out) => {
+            let ids: Vec<usize> = ids.iter().map(|&v| v as usize).collect();
+            Some(select(out, &ids)?)
+        }
+        Rows::None => None,
+    })
+}
+
+/// The chunks' rows, in order, as one `[n, width]` tensor.
+fn concat_rows(
+    chunks: &[Tensor],
+    n: usize,
+    width: usize,
+    dtype: graphloom_tensor::DType,
+) -> Result<Tensor> {
+    let mut out = Tensor::zeros(&[n, width], dtype);
+    let bytes = out.as_mut_bytes();
+    let mut at = 0;
+    for c in chunks {
+        let b = c.as_bytes();
+        bytes[at..at + b.len()].copy_from_slice(b);
+        at += b.len();
+    }
+    Ok(out)
+}
