@@ -44,7 +44,7 @@ pub use csr::{Csr, NodeId};
 pub use error::{Error, Result};
 pub use feature_table::FeaturesLocation;
 pub use format::dataset::{random_split, Dataset, UNLABELLED};
-pub use format::hetero::{HeteroDataset, HeteroGraph, HeteroMeta, TypedRelation};
+pub use format::hetero::{FeatureFile, HeteroDataset, HeteroGraph, HeteroMeta, TypedRelation};
 pub use format::link_split::{LinkSet, LinkSplit};
 pub use format::mapped::{GraphData, MappedDataset};
 pub use format::meta::Meta;

@@ -110,7 +110,7 @@ impl HeteroPlan {
             .features
             .iter()
             .zip(&embedding_dims)
-            .map(|(f, &e)| f.as_ref().map_or(e, |f| f.shape()[1]))
+            .map(|(f, &e)| f.as_ref().map_or(e, |f| f.width))
             .collect();
         let model = HeteroModelConfig {
             kind,
@@ -238,8 +238,8 @@ impl HeteroPlan {
             let what = match &g.features[t] {
                 Some(f) => format!(
                     "features {} wide, {}",
-                    f.shape()[1],
-                    format_bytes(f.bytes() as u64)
+                    f.width,
+                    format_bytes((f.rows * f.width * if f.dtype == "bf16" { 2 } else { 4 }) as u64)
                 ),
                 None => format!(
                     "learnt embedding {} wide, {} with its LazyAdam state",
@@ -279,8 +279,11 @@ impl HeteroPlan {
         let mut inputs = Vec::with_capacity(self.graph.types.len());
         for (t, features) in self.graph.features.iter().enumerate() {
             inputs.push(match features {
-                Some(f) => {
+                Some(file) => {
                     let _g = category_scope(Category::Features);
+                    // Read here and dropped once laid out in the store: the table is the one
+                    // copy the run holds.
+                    let f = file.read()?;
                     let spec =
                         StoreSpec::new(f.shape(), f.dtype(), Layout::Continuous, Location::Host);
                     let mut table = StoreTensor::new(Arc::clone(&comm), spec)?;

@@ -212,12 +212,33 @@ pub struct HeteroGraph {
     pub target: usize,
     /// The relations, in `meta.json`'s order.
     pub relations: Vec<TypedRelation>,
-    /// Each type's features (f32 or bf16, as stored), `None` for a type without.
-    pub features: Vec<Option<Tensor>>,
+    /// Each type's feature file (checked when loaded, read again by [`FeatureFile::read`]
+    /// where it is laid out), `None` for a type without.
+    pub features: Vec<Option<FeatureFile>>,
     /// The target type's label of each node (-1: none).
     pub labels: Vec<i64>,
     /// The target type's train, validation and test ids.
     pub splits: [Vec<usize>; 3],
+}
+
+/// A node type's feature file, checked: its shape and dtype, every value finite.
+#[derive(Clone, Debug)]
+pub struct FeatureFile {
+    /// `nodes/<type>/node_feat.npy`.
+    pub path: PathBuf,
+    /// Rows (the type's nodes).
+    pub rows: usize,
+    /// Columns.
+    pub width: usize,
+    /// `f32` or `bf16`.
+    pub dtype: String,
+}
+
+impl FeatureFile {
+    /// The features, checked again (the file may have changed since).
+    pub fn read(&self) -> Result<Tensor> {
+        load_feature_rows(&self.path, self.rows, self.width, &self.dtype)
+    }
 }
 
 impl HeteroGraph {
@@ -306,8 +327,8 @@ impl HeteroDataset {
         })
     }
 
-    /// Reads the dataset into memory: each relation's CSR (sources checked when opened), each
-    /// type's features (checked finite). Edge weights are not read: the relational models
+    /// Reads the dataset into memory: each relation's CSR (sources checked when opened); each
+    /// type's features are checked finite, and read where the run lays them out. Edge weights are not read: the relational models
     /// take each relation's mean.
     pub fn load(self) -> Result<HeteroGraph> {
         let types: Vec<String> = self.meta.node_types.keys().cloned().collect();
@@ -336,12 +357,18 @@ impl HeteroDataset {
         for name in &types {
             let t = &self.meta.node_types[name];
             features.push(match self.features.get(name) {
-                Some(_) => Some(load_feature_rows(
-                    &self.dir.join("nodes").join(name).join("node_feat.npy"),
-                    t.num_nodes,
-                    t.feat_dim,
-                    &t.feat_dtype,
-                )?),
+                Some(_) => {
+                    let file = FeatureFile {
+                        path: self.dir.join("nodes").join(name).join("node_feat.npy"),
+                        rows: t.num_nodes,
+                        width: t.feat_dim,
+                        dtype: t.feat_dtype.clone(),
+                    };
+                    // Checked now, before any training; laid out by the run, which reads it
+                    // again, so the dataset holds no copy of its own.
+                    drop(file.read()?);
+                    Some(file)
+                }
                 None => None,
             });
         }
