@@ -27,7 +27,8 @@ fn mag(root: &Path) -> PathBuf {
 }
 
 /// Sampled R-GCN and R-SAGE with learnt embeddings for the featureless types reach far above
-/// chance (1/349) in a few epochs, and write the summary of a run.
+/// chance (1/349) in a few epochs (R-SAGE at 4 epochs had 0.19, at 8 0.54), and write the
+/// summary of a run.
 #[test]
 fn rgcn_and_rsage_learn_the_relations_of_a_mag_shaped_graph() {
     let root = scratch("hetero-learn");
@@ -45,13 +46,13 @@ fn rgcn_and_rsage_learn_the_relations_of_a_mag_shaped_graph() {
             "--batch-size",
             "512",
             "--epochs",
-            "4",
+            "8",
             "--summary-json",
             s(&json),
         ]);
         let v = summary(&json);
         let test = v["test_acc"].as_f64().unwrap();
-        assert!(test > 0.2, "{model}: test accuracy {test}");
+        assert!(test > 0.3, "{model}: test accuracy {test}");
         assert_eq!(v["hetero"], true);
         assert_eq!(v["target_node_type"], "paper");
         let l = losses(&v);
@@ -345,4 +346,40 @@ fn two_workers_train_what_one_worker_trains() {
     let (one, two) = (run(&data, "1", &step), run(&data, "2", &step));
     let (a, b) = (losses(&one)[0], losses(&two)[0]);
     assert!((a - b).abs() <= 1e-12 * a.abs(), "{a} vs {b}");
+}
+
+/// A run stopped after 2 epochs and resumed from its snapshot to 4 trains the bits of an
+/// uninterrupted 4-epoch run: the parameters, Adam's state, and each learnt embedding with
+/// its LazyAdam state come back.
+#[test]
+fn a_resumed_run_trains_the_bits_of_an_uninterrupted_one() {
+    let root = scratch("hetero-resume");
+    let data = awkward(&root, false);
+    let snaps = root.join("snaps");
+    let run = |epochs: &str, extra: &[&str], name: &str| {
+        let json = root.join(format!("{name}.json"));
+        let mut args = vec![
+            "train",
+            "--dataset",
+            s(&data),
+            "--fanouts",
+            "3,3",
+            "--batch-size",
+            "8",
+            "--embedding-dim",
+            "4",
+            "--epochs",
+            epochs,
+            "--summary-json",
+            s(&json),
+        ];
+        args.extend(extra);
+        graphloom_ok(&args);
+        losses(&summary(&json))
+    };
+    let whole = run("4", &[], "whole");
+    let first = run("2", &["--snapshot-dir", s(&snaps)], "first");
+    assert_eq!(first, whole[..2]);
+    let resumed = run("4", &["--snapshot-dir", s(&snaps), "--resume"], "resumed");
+    assert_eq!(resumed, whole, "the resumed run's epochs 3 and 4");
 }

@@ -275,6 +275,7 @@ display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
 /// The defaults that `--help` shows for settings whose default the run decides (so clap has
 /// no default value to show), each read off the definition the run uses: `(setting, text)`.
 pub fn help_defaults() -> Vec<(&'static str, String)> {
+    use crate::hetero;
     let arch = |a: Architecture| a.defaults();
     let [gcn, sage, gat] = [Architecture::Gcn, Architecture::Sage, Architecture::Gat].map(arch);
     let model = ModelConfig::of(Architecture::Gat);
@@ -284,36 +285,55 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
             format!("{}, or that of --init-model", model.layers),
         ),
         ("out_heads", model.out_heads.to_string()),
-        ("embedding_lr", crate::data::EMBEDDING_LR.to_string()),
+        (
+            "embedding_lr",
+            format!(
+                "{}; rgcn and rsage {}",
+                crate::data::EMBEDDING_LR,
+                hetero::EMBEDDING_LR
+            ),
+        ),
         ("neg_ratio", crate::NEG_RATIO.to_string()),
         ("metric", crate::LINK_METRIC.name().to_string()),
         (
             "hidden",
             format!(
-                "gcn {}, sage {}, gat {}, or that of --init-model; the same holds for every \
-                 model option below",
-                gcn.hidden, sage.hidden, gat.hidden
+                "gcn {}, sage {}, gat {}, rgcn and rsage {}, or that of --init-model; the same \
+                 holds for every model option below",
+                gcn.hidden,
+                sage.hidden,
+                gat.hidden,
+                hetero::HIDDEN
             ),
         ),
         ("heads", gat.heads.to_string()),
         (
             "dropout",
             format!(
-                "gcn {}, sage {}, gat {}; link prediction {}",
+                "gcn {}, sage {}, gat {}, rgcn and rsage {}; link prediction {}",
                 gcn.dropout.get(),
                 sage.dropout.get(),
                 gat.dropout.get(),
+                hetero::DROPOUT,
                 graphloom_nn::link::DROPOUT
             ),
         ),
         (
             "lr",
-            format!("gcn {}, sage {}, gat {}", gcn.lr, sage.lr, gat.lr),
+            format!(
+                "gcn {}, sage {}, gat {}, rgcn {}, rsage {}",
+                gcn.lr,
+                sage.lr,
+                gat.lr,
+                hetero::RGCN_LR,
+                hetero::RSAGE_LR
+            ),
         ),
         (
             "weight_decay",
             format!(
-                "{}; link prediction {}, as PyG's and OGB's link examples train",
+                "{}; link prediction {}, as PyG's and OGB's link examples train; rgcn and rsage \
+                 0, as DGL's ogbn-mag example",
                 TrainConfig::default().weight_decay,
                 graphloom_nn::link::WEIGHT_DECAY
             ),
@@ -321,8 +341,9 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "batch_size",
             format!(
-                "{}; full-batch link prediction: every pair in one step",
-                crate::mini_batch::BATCH_SIZE
+                "{}; full-batch link prediction: every pair in one step; rgcn and rsage {}",
+                crate::mini_batch::BATCH_SIZE,
+                hetero::BATCH_SIZE
             ),
         ),
         (
@@ -522,10 +543,11 @@ pub struct TrainSettings {
     pub comm: Option<Backend>,
     /// Mini-batch, or full-batch link prediction: learn a node-embedding table of this width
     /// as the input instead of reading features (for graphs without features), trained with
-    /// LazyAdam.
+    /// LazyAdam; a heterogeneous dataset: the width of the table each node type without
+    /// features learns [default there: 128].
     #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_dim: Option<usize>,
-    /// Mini-batch: learning rate of the embedding table's LazyAdam.
+    /// Mini-batch and heterogeneous datasets: learning rate of the embedding tables' LazyAdam.
     #[cfg_attr(feature = "cli", arg(long))]
     pub embedding_lr: Option<f32>,
     /// Partitioned dataset (SAR): how the other parts' rows travel: sar (one halo at a time,
