@@ -33,9 +33,9 @@ fn mag(root: &Path) -> PathBuf {
 fn rgcn_and_rsage_learn_the_relations_of_a_mag_shaped_graph() {
     let root = scratch("hetero-learn");
     let data = mag(&root);
-    for model in ["rgcn", "rsage"] {
+    for (model, extra) in [("rgcn", None), ("rgcn", Some("4")), ("rsage", None)] {
         let json = root.join(format!("{model}.json"));
-        graphloom_ok(&[
+        let mut args = vec![
             "train",
             "--dataset",
             s(&data),
@@ -49,10 +49,14 @@ fn rgcn_and_rsage_learn_the_relations_of_a_mag_shaped_graph() {
             "8",
             "--summary-json",
             s(&json),
-        ]);
+        ];
+        if let Some(bases) = extra {
+            args.extend(["--num-bases", bases]);
+        }
+        graphloom_ok(&args);
         let v = summary(&json);
         let test = v["test_acc"].as_f64().unwrap();
-        assert!(test > 0.3, "{model}: test accuracy {test}");
+        assert!(test > 0.3, "{model} {extra:?}: test accuracy {test}");
         assert_eq!(v["hetero"], true);
         assert_eq!(v["target_node_type"], "paper");
         let l = losses(&v);
@@ -129,11 +133,27 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
         ]),
         &["--save-model", "not built yet"],
     );
+    refused(
+        &graphloom(&[
+            "train",
+            "--dataset",
+            d,
+            "--model",
+            "rsage",
+            "--num-bases",
+            "2",
+        ]),
+        &["--num-bases", "rsage has none"],
+    );
     let homogeneous = root.join("small");
     small_dataset(&homogeneous);
     refused(
         &graphloom(&["train", "--dataset", s(&homogeneous), "--model", "rsage"]),
         &["rsage trains a heterogeneous dataset", "gcn, sage or gat"],
+    );
+    refused(
+        &graphloom(&["train", "--dataset", s(&homogeneous), "--num-bases", "2"]),
+        &["--num-bases"],
     );
     refused(
         &graphloom(&[

@@ -52,6 +52,11 @@ pub(crate) fn check_applicable(
         given(s.scratch_dir.is_some(), "scratch_dir", sampled)?;
     }
     given(
+        s.num_bases.is_some(),
+        "num_bases",
+        "it decomposes the relation weights of R-GCN on a heterogeneous dataset",
+    )?;
+    given(
         !s.fanouts_per_relation.is_empty(),
         "fanouts_per_relation",
         "it sets the fanouts of one relation of a heterogeneous dataset",

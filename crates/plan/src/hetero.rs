@@ -126,6 +126,7 @@ impl HeteroPlan {
             hidden: settings.hidden.unwrap_or(HIDDEN),
             out_dim: graph.meta.num_classes,
             layers,
+            num_bases: settings.num_bases,
             dropout: settings
                 .dropout
                 .unwrap_or(Probability::new(DROPOUT).expect("a probability")),
@@ -168,8 +169,15 @@ impl HeteroPlan {
             snapshots: crate::plan::snapshots(&settings)?,
         };
         train.check()?;
-        // A model that cannot be made fails here, before any table is allocated.
-        drop(HeteroModel::new(model.clone(), settings.seed)?);
+        // A model that cannot be made fails here, before any table is allocated, naming the
+        // setting as the front end spells it.
+        let made = HeteroModel::new(model.clone(), settings.seed).map_err(|e| match e {
+            graphloom_nn::Error::InvalidSetting { setting, reason } => {
+                PlanError::invalid(setting, reason)
+            }
+            other => other.into(),
+        })?;
+        drop(made);
         Ok(HeteroPlan {
             embedding_lr: settings.embedding_lr.unwrap_or(EMBEDDING_LR),
             settings,

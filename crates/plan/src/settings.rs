@@ -407,6 +407,10 @@ pub struct TrainSettings {
     /// heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
     pub model: Option<ModelName>,
+    /// Heterogeneous R-GCN: each relation's weight a combination of this many bases shared by
+    /// the relations of a layer (basis decomposition) [default: a weight per relation].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub num_bases: Option<usize>,
     /// Number of layers, at most 65536.
     #[cfg_attr(feature = "cli", arg(long))]
     pub layers: Option<usize>,
@@ -601,6 +605,7 @@ impl Default for TrainSettings {
             exclude_supervision: None,
             metric: None,
             model: None,
+            num_bases: None,
             layers: None,
             hidden: None,
             heads: None,

@@ -82,6 +82,10 @@ pub struct HeteroModelConfig {
     pub layers: usize,
     /// Dropout after every hidden layer's activation.
     pub dropout: Probability,
+    /// R-GCN: each relation's weight a combination of this many bases shared by the relations
+    /// of a layer that read inputs of one width (Schlichtkrull et al.'s basis decomposition),
+    /// instead of a weight of its own.
+    pub num_bases: Option<usize>,
     /// The dtype of parameters and activations: f32, or f64 (for exactness checks).
     pub dtype: DType,
 }
@@ -126,7 +130,7 @@ impl HeteroModelConfig {
     pub fn fingerprint(&self) -> String {
         format!(
             "{} of {} layers over types {:?} ({:?} wide) and relations {:?}, hidden {}, {} \
-             classes of {}, dropout {}, {}",
+             classes of {}, dropout {}, bases {:?}, {}",
             self.kind.name(),
             self.layers,
             self.types,
@@ -136,6 +140,7 @@ impl HeteroModelConfig {
             self.out_dim,
             self.types[self.target],
             self.dropout,
+            self.num_bases,
             self.dtype
         )
     }
@@ -149,6 +154,16 @@ impl HeteroModelConfig {
             return Err(invalid(
                 "layers, hidden width and classes must be at least 1".into(),
             ));
+        }
+        match (self.num_bases, self.kind) {
+            (Some(0), _) => return Err(invalid("the number of bases must be at least 1".into())),
+            (Some(_), RelationalKind::Rsage) => {
+                return Err(Error::InvalidSetting {
+                    setting: "num_bases",
+                    reason: "bases decompose R-GCN's relation weights; rsage has none".into(),
+                })
+            }
+            _ => {}
         }
         if !matches!(self.dtype, DType::F32 | DType::F64) {
             return Err(Error::InvalidSetting {
@@ -187,6 +202,8 @@ impl HeteroModelConfig {
 struct LayerParams {
     relations: Vec<Range<usize>>,
     types: Vec<Range<usize>>,
+    /// With bases: the input width of each basis tensor and its index in the parameters.
+    bases: Vec<(usize, usize)>,
 }
 
 /// A relational GNN: its configuration and parameters. It holds no graph: each forward pass
@@ -222,17 +239,41 @@ impl HeteroModel {
                 params.push(Param { name, value });
             };
             let key = |k: usize| RngKey::new(seed, u64::MAX, (l * 1_000_003 + k) as u64);
+            if let Some(b) = cfg.num_bases {
+                // One set of bases per input width the layer's relations read.
+                let mut widths: Vec<usize> = cfg
+                    .relations
+                    .iter()
+                    .filter(|r| outputs[r.dst_type])
+                    .map(|r| ins[r.src_type])
+                    .collect();
+                widths.sort_unstable();
+                widths.dedup();
+                for (k, &w) in widths.iter().enumerate() {
+                    let shape = vec![b, w * out];
+                    let v = glorot(&shape, w, out, key(1_000 + k), cfg.dtype)?;
+                    layer.bases.push((w, params.len()));
+                    add(&mut params, format!("layers.{l}.basis.{w}"), shape, v);
+                }
+            }
+            let relations = cfg.relations.len();
             for (r, rel) in cfg.relations.iter().enumerate() {
                 let start = params.len();
                 if outputs[rel.dst_type] {
                     let i = ins[rel.src_type];
                     let prefix = format!("layers.{l}.rel.{}", rel.name);
-                    match cfg.kind {
-                        RelationalKind::Rgcn => {
+                    match (cfg.kind, cfg.num_bases) {
+                        (RelationalKind::Rgcn, Some(b)) => {
+                            // DGL's initialisation of the coefficients, Glorot over
+                            // [relations, bases].
+                            let c = glorot(&[1, b], b, relations, key(3 * r), cfg.dtype)?;
+                            add(&mut params, format!("{prefix}.coefficients"), vec![1, b], c);
+                        }
+                        (RelationalKind::Rgcn, None) => {
                             let w = glorot(&[i, out], i, out, key(3 * r), cfg.dtype)?;
                             add(&mut params, format!("{prefix}.weight"), vec![i, out], w);
                         }
-                        RelationalKind::Rsage => {
+                        (RelationalKind::Rsage, _) => {
                             let d = ins[rel.dst_type];
                             let wl = kaiming_uniform(&[i, out], i, key(3 * r), cfg.dtype)?;
                             let bl = kaiming_uniform(&[out], i, key(3 * r + 1), cfg.dtype)?;
@@ -451,10 +492,29 @@ impl HeteroModel {
                 continue;
             }
             let p = &params[layer.relations[r].clone()];
-            let aggregated = graph.relations[r].apply(tape, input(rel.src_type)?)?;
+            let x = input(rel.src_type)?;
+            let weight = match cfg.num_bases {
+                // W_r = sum_b a_rb V_b: the coefficients [1, B] times the bases [B, in * out].
+                Some(_) => {
+                    let width = x.value().dims2().1;
+                    let basis = layer
+                        .bases
+                        .iter()
+                        .find(|(w, _)| *w == width)
+                        .map(|&(_, k)| &params[k])
+                        .ok_or_else(|| Error::Mismatch {
+                            what: "a relation's input and its layer's bases",
+                            detail: format!("layer {l} has no bases for inputs {width} wide"),
+                        })?;
+                    let flat = ops::matmul(tape, &p[0], basis)?;
+                    ops::reshape(tape, &flat, &[width, cfg.width_out(l)])?
+                }
+                None => p[0].clone(),
+            };
+            let aggregated = graph.relations[r].apply(tape, x)?;
             acc = Some(match acc {
-                Some(a) => ops::add_matmul(tape, &a, &aggregated, &p[0])?,
-                None => ops::matmul(tape, &aggregated, &p[0])?,
+                Some(a) => ops::add_matmul(tape, &a, &aggregated, &weight)?,
+                None => ops::matmul(tape, &aggregated, &weight)?,
             });
             if cfg.kind == RelationalKind::Rsage {
                 let x = own(tape)?;

@@ -93,8 +93,22 @@ fn config(kind: RelationalKind, f: &Fixture, dropout: f64) -> HeteroModelConfig 
         out_dim: 3,
         layers: 2,
         dropout: Probability::new(dropout).unwrap(),
+        num_bases: None,
         dtype: DType::F64,
     }
+}
+
+/// The models the tests run: R-GCN with a weight per relation and with 2 bases, and R-SAGE.
+fn configs(f: &Fixture, dropout: f64) -> Vec<HeteroModelConfig> {
+    let bases = HeteroModelConfig {
+        num_bases: Some(2),
+        ..config(RelationalKind::Rgcn, f, dropout)
+    };
+    vec![
+        config(RelationalKind::Rgcn, f, dropout),
+        bases,
+        config(RelationalKind::Rsage, f, dropout),
+    ]
 }
 
 /// `x[rows] @ w` over plain vectors: `x` is `[n, i]`, `w` `[i, o]`.
@@ -171,7 +185,21 @@ fn naive_forward(model: &HeteroModel, f: &Fixture) -> Vec<f64> {
                 let prefix = format!("layers.{l}.rel.{}", rel.name);
                 match cfg.kind {
                     RelationalKind::Rgcn => {
-                        add(times(&mean, widths[s], &param(format!("{prefix}.weight"))));
+                        let w = match cfg.num_bases {
+                            // sum_b a_rb V_b, with V_b row b of the bases, [in * out] each.
+                            Some(b) => {
+                                let a = param(format!("{prefix}.coefficients")).to_vec_f64();
+                                let v = param(format!("layers.{l}.basis.{}", widths[s]));
+                                let v = v.to_vec_f64();
+                                let size = widths[s] * out;
+                                let w: Vec<f64> = (0..size)
+                                    .map(|i| (0..b).map(|k| a[k] * v[k * size + i]).sum())
+                                    .collect();
+                                Tensor::from_f64(&w, &[widths[s], out], DType::F64).unwrap()
+                            }
+                            None => param(format!("{prefix}.weight")),
+                        };
+                        add(times(&mean, widths[s], &w));
                     }
                     RelationalKind::Rsage => {
                         add(times(
@@ -242,8 +270,9 @@ fn a_relation_reading_a_source_beyond_its_type_is_refused() {
 #[test]
 fn both_models_compute_their_definitions_over_the_whole_graph() {
     let f = fixture();
-    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
-        let model = HeteroModel::new(config(kind, &f, 0.0), 5).unwrap();
+    for cfg in configs(&f, 0.0) {
+        let kind = cfg.kind;
+        let model = HeteroModel::new(cfg, 5).unwrap();
         let graph = whole(&f);
         let mut tape = Tape::no_grad();
         let inputs: Vec<Var> = f.x.iter().cloned().map(Var::constant).collect();
@@ -286,8 +315,9 @@ fn the_last_layer_has_parameters_only_for_what_reaches_the_target() {
 #[test]
 fn parameter_gradients_are_the_finite_differences() {
     let f = fixture();
-    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
-        let model = HeteroModel::new(config(kind, &f, 0.0), 9).unwrap();
+    for cfg in configs(&f, 0.0) {
+        let kind = cfg.kind;
+        let model = HeteroModel::new(cfg, 9).unwrap();
         let graph = whole(&f);
         let mut all: Vec<Tensor> = f.x.clone();
         all.extend(model.params.iter().map(|p| p.value.clone()));
@@ -357,8 +387,8 @@ fn sampled_blocks_of_every_neighbour_give_the_whole_graphs_loss_and_gradients() 
     let f = fixture();
     let seeds: Vec<NodeId> = vec![5, 0, 3];
     let labels = [2i64, 0, 1];
-    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
-        let model = HeteroModel::new(config(kind, &f, 0.5), 4).unwrap();
+    for cfg in configs(&f, 0.5) {
+        let model = HeteroModel::new(cfg, 4).unwrap();
         let graph = whole(&f);
         let rows: Vec<usize> = seeds.iter().map(|&v| v as usize).collect();
         let (loss, grads) = loss_and_gradients(&model, &f.x, &[&graph, &graph], &rows, &labels);
@@ -457,8 +487,9 @@ fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
         splits: Default::default(),
     };
     let comm = graphloom_comm::Local::single();
-    for kind in [RelationalKind::Rgcn, RelationalKind::Rsage] {
-        let model = HeteroModel::new(config(kind, &f, 0.5), 2).unwrap();
+    for cfg in configs(&f, 0.5) {
+        let kind = cfg.kind;
+        let model = HeteroModel::new(cfg, 2).unwrap();
         let mut inputs: Vec<TypeInput> = f
             .x
             .iter()
