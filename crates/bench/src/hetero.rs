@@ -190,7 +190,7 @@ fn measure(args: &HeteroArgs, dataset: &Path) -> Result<Value> {
         ..Default::default()
     };
     let plan = HeteroPlan::new(settings).map_err(crate::output::plan_error)?;
-    let report = plan.run(|_| {}).map_err(crate::output::plan_error)?;
+    let (report, _) = plan.run(|_| {}).map_err(crate::output::plan_error)?;
     let epoch = report.epochs.last().context("no epoch ran")?;
     let graph = plan.graph();
     let train = &graph.splits[0];

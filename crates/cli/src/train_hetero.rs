@@ -37,11 +37,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         graphloom_tensor::alloc::set_cache_limit(mib << 20);
     }
     let log = output::EpochLog::new(s.epochs as u64, model, args.quiet);
-    let report = plan
+    let (report, root) = plan
         .run(|r| log.epoch(r, &epoch_line(r, splits)))
         .map_err(output::plan_error)?;
     log.finish();
     let (peak_anon, peak_file) = rss_peaks.finish();
+    if !root {
+        // The job's first rank prints and writes its results.
+        return Ok(Some(report));
+    }
     let name = &plan.graph().meta.name;
     if !args.json {
         let (test, val) =

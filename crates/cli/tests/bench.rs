@@ -183,3 +183,54 @@ fn bench_scale_prints_one_json_object_per_measurement() {
     assert!(hand.join(".graphloom-bench-scale").exists());
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+/// `bench hetero --json` prints GraphLoom's measurement with the keys the issue names (DGL
+/// left out here: its interpreter is pointed at nothing).
+#[test]
+fn bench_hetero_prints_its_measurement_as_one_json_line() {
+    let dir = scratch("bench-hetero");
+    let data = dir.join("mag");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--hetero",
+        "mag",
+        "--scale",
+        "0.005",
+        "--out",
+        data.to_str().unwrap(),
+    ]);
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_graphloom"))
+        .args(["bench", "hetero", "--dataset"])
+        .arg(&data)
+        .args([
+            "--fanouts",
+            "5,5",
+            "--batches",
+            "2",
+            "--repeats",
+            "1",
+            "--json",
+        ])
+        .env("DGL_PYTHON", dir.join("no-python"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8(out.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 1, "{text}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["system"], "graphloom");
+    for key in [
+        "seeds_per_second",
+        "sampled_edges_per_second",
+        "peak_rss_bytes",
+    ] {
+        assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
+    }
+    assert!(v["vs_dgl"].is_null() && v["host"].is_object(), "{v}");
+}

@@ -403,3 +403,45 @@ fn a_resumed_run_trains_the_bits_of_an_uninterrupted_one() {
     let resumed = run("4", &["--snapshot-dir", s(&snaps), "--resume"], "resumed");
     assert_eq!(resumed, whole, "the resumed run's epochs 3 and 4");
 }
+
+/// Two MPI processes, each with its own rows of the features and embeddings, train the bits
+/// of two in-process workers; rank 0 alone prints the summary.
+#[cfg(feature = "mpi")]
+#[test]
+fn mpi_processes_train_what_local_workers_train() {
+    let root = scratch("hetero-mpi");
+    let data = mag(&root);
+    let mut args = vec![
+        "train",
+        "--dataset",
+        s(&data),
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "1000",
+        "--epochs",
+        "2",
+        "--dtype",
+        "f64",
+        "--json",
+        "--quiet",
+    ];
+    let local = {
+        let mut a = args.clone();
+        a.extend(["--workers", "2"]);
+        graphloom_ok(&a)
+    };
+    args.extend(["--comm", "mpi"]);
+    let out = graphloom_comm::launch::mpirun(2)
+        .arg(env!("CARGO_BIN_EXE_graphloom"))
+        .args(&args)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "one summary: {text}");
+    let mpi: serde_json::Value = serde_json::from_str(text.trim()).unwrap();
+    let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
+    assert_eq!(losses(&mpi), losses(&local));
+}

@@ -271,18 +271,20 @@ impl HeteroPlan {
     }
 
     /// Trains as planned on the workers asked for, calling `on_epoch` on the first after
-    /// every epoch; returns the first worker's report.
-    pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<TrainReport> {
+    /// every epoch; returns this process's first worker's report and whether it is the job's
+    /// first (the one that reports: under MPI every process returns its own rank's).
+    pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<(TrainReport, bool)> {
         let on_epoch = std::sync::Mutex::new(on_epoch);
         let workers = self.settings.workers.unwrap_or(1);
         let backend = self.settings.comm.unwrap_or(Backend::Local);
         run_job(backend, workers, |comm| {
             let root = comm.rank() == 0;
-            self.run_worker(comm, |r| {
+            let report = self.run_worker(comm, |r| {
                 if root {
                     (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
                 }
-            })
+            })?;
+            Ok((report, root))
         })
     }
 
@@ -300,8 +302,13 @@ impl HeteroPlan {
                     // Read here and dropped once laid out in the store: the table is the one
                     // copy the run holds.
                     let f = file.read()?;
-                    let spec =
-                        StoreSpec::new(f.shape(), f.dtype(), Layout::Continuous, Location::Host);
+                    // One table the threads share, or each process's own rows under MPI.
+                    let layout = if comm.backend() == "mpi" && comm.size() > 1 {
+                        Layout::Distributed
+                    } else {
+                        Layout::Continuous
+                    };
+                    let spec = StoreSpec::new(f.shape(), f.dtype(), layout, Location::Host);
                     let mut table = StoreTensor::new(Arc::clone(&comm), spec)?;
                     table.fill_from_whole(f.as_bytes())?;
                     TypeInput::Features(table)
