@@ -134,8 +134,11 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let logp = infer(&args.input.settings(Output::LogProbabilities)?)
-        .map_err(crate::output::plan_error)?;
+    let logp = if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
+        hetero_log_probabilities(&args.input)?
+    } else {
+        infer(&args.input.settings(Output::LogProbabilities)?).map_err(crate::output::plan_error)?
+    };
     let out = &args.input.out;
     if args.labels {
         let labels = labels_of(&logp);
@@ -148,7 +151,45 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
     Ok(())
 }
 
+/// The target type's log-probabilities under a relational model, for `predict` on a
+/// heterogeneous dataset (always exact and layer by layer in chunks of nodes).
+fn hetero_log_probabilities(input: &ModelInput) -> Result<graphloom_tensor::Tensor> {
+    if input.inference_memory_gib.is_some() {
+        anyhow::bail!(
+            "--inference-memory-gib: a heterogeneous dataset's prediction runs layer by layer in \
+             chunks of nodes already"
+        );
+    }
+    if !graphloom_nn::hetero::is_hetero_model(&input.model) {
+        anyhow::bail!(
+            "{} is a heterogeneous dataset: give a model trained on one (rgcn or rsage)",
+            input.dataset.display()
+        );
+    }
+    crate::output::check_writable(&input.out)?;
+    let paths = [
+        Some(&input.model),
+        Some(&input.dataset),
+        input.nodes.as_ref(),
+    ];
+    let paths: Vec<&Path> = paths.into_iter().flatten().map(|p| p.as_path()).collect();
+    graphloom_graph::check_output_file(&input.out, &paths)?;
+    let nodes = match &input.nodes {
+        Some(path) => Some(read_nodes(path)?),
+        None => None,
+    };
+    graphloom_plan::hetero_log_probabilities(&input.model, &input.dataset, nodes.as_deref())
+        .map_err(crate::output::plan_error)
+}
+
 pub(crate) fn embed(args: EmbedArgs) -> Result<()> {
+    if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
+        anyhow::bail!(
+            "{} is a heterogeneous dataset: embed takes one node type's model; a relational \
+             model's embeddings per type are not built yet (predict writes its classes)",
+            args.input.dataset.display()
+        );
+    }
     let h = infer(&args.input.settings(Output::Layer(args.layer))?)
         .map_err(crate::output::plan_error)?;
     let out = &args.input.out;

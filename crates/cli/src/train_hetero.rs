@@ -1,10 +1,12 @@
 //! `graphloom train` on a heterogeneous dataset: parses the options into a [`HeteroPlan`],
 //! runs it, and prints and writes what it measured as a homogeneous run does.
 
-use anyhow::Result;
+use std::path::Path;
+
+use anyhow::{Context, Result};
 use serde_json::json;
 
-use graphloom_nn::hetero::HeteroBatching;
+use graphloom_nn::hetero::{HeteroBatching, HeteroModelFile};
 use graphloom_nn::train::TrainReport;
 use graphloom_plan::HeteroPlan;
 
@@ -13,14 +15,9 @@ use crate::train::{epoch_line, output_plot, print_profile, summary, Splits, Trai
 
 /// Trains a relational model on the heterogeneous dataset of `args` (checked to be one).
 pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
-    if args.save_model.is_some() {
-        anyhow::bail!(
-            "--save-model: the model file holds one node type's model; saving a relational \
-             model (rgcn, rsage) is not built yet"
-        );
-    }
     let rss_peaks = graphloom_tensor::RssPeaks::start();
-    let plan = HeteroPlan::new(args.settings.clone()).map_err(output::plan_error)?;
+    let mut plan = HeteroPlan::new(args.settings.clone()).map_err(output::plan_error)?;
+    plan.keep_embeddings = args.save_model.is_some();
     if !args.quiet || args.dry_run {
         for line in plan.lines() {
             eprintln!("{line}");
@@ -90,5 +87,37 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     if let Some(path) = &args.plot {
         output_plot(path, &format!("{model} on {name}"), &report)?;
     }
+    if let Some(path) = &args.save_model {
+        save_model(&plan, &report, path)
+            .with_context(|| format!("saving the model to {}", path.display()))?;
+    }
     Ok(Some(report))
+}
+
+/// Writes the best parameters and each featureless type's learnt rows of that evaluation
+/// (stacked in the types' order in the report) as a relational model file.
+fn save_model(plan: &HeteroPlan, report: &TrainReport, path: &Path) -> Result<()> {
+    let graph = plan.graph();
+    let mut embeddings = Vec::with_capacity(graph.types.len());
+    let mut first = 0;
+    for (t, &dim) in plan.embedding_dims.iter().enumerate() {
+        if dim == 0 {
+            embeddings.push(None);
+            continue;
+        }
+        let stacked = report
+            .best_input_embedding
+            .as_ref()
+            .context("the run kept no learnt rows")?;
+        let n = graph.type_sizes[t];
+        embeddings.push(Some(stacked.rows(first, first + n)?));
+        first += n;
+    }
+    HeteroModelFile {
+        config: plan.model.clone(),
+        params: report.best_params.clone(),
+        embeddings,
+    }
+    .save(path)?;
+    Ok(())
 }

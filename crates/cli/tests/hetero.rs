@@ -445,3 +445,125 @@ fn mpi_processes_train_what_local_workers_train() {
     let local: serde_json::Value = serde_json::from_slice(&local.stdout).unwrap();
     assert_eq!(losses(&mpi), losses(&local));
 }
+
+/// A saved relational model predicts, on its dataset, the classes its run measured: the
+/// test accuracy of the predictions is the run's at its best epoch (the best parameters and
+/// learnt rows are saved together); `--nodes` picks rows; a model of the other kind, or
+/// `embed`, is refused in one line.
+#[test]
+fn a_saved_relational_model_predicts_what_its_run_measured() {
+    use graphloom_graph::npy;
+    let root = scratch("hetero-predict");
+    let data = mag(&root);
+    let model = root.join("model.safetensors");
+    let json = root.join("run.json");
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&data),
+        "--fanouts",
+        "5,5",
+        "--batch-size",
+        "512",
+        "--epochs",
+        "3",
+        "--save-model",
+        s(&model),
+        "--summary-json",
+        s(&json),
+    ]);
+    let out = root.join("labels.npy");
+    graphloom_ok(&[
+        "predict",
+        "--dataset",
+        s(&data),
+        "--model",
+        s(&model),
+        "--out",
+        s(&out),
+        "--labels",
+    ]);
+    let predicted = npy::read_ids(&out).unwrap().data;
+    let paper = data.join("nodes/paper");
+    let labels = npy::read_ids(&paper.join("node_label.npy")).unwrap().data;
+    let test = npy::read_ids(&paper.join("test_idx.npy")).unwrap().data;
+    assert_eq!(predicted.len(), labels.len());
+    let right = test
+        .iter()
+        .filter(|&&v| predicted[v as usize] == labels[v as usize])
+        .count();
+    let measured = summary(&json)["test_acc"].as_f64().unwrap();
+    assert_eq!(right as f64 / test.len() as f64, measured);
+    // Rows of chosen nodes, in their order.
+    let nodes = root.join("nodes.npy");
+    npy::write(&nodes, &[5i64, 0], &[2]).unwrap();
+    let some = root.join("some.npy");
+    graphloom_ok(&[
+        "predict",
+        "--dataset",
+        s(&data),
+        "--model",
+        s(&model),
+        "--out",
+        s(&some),
+        "--labels",
+        "--nodes",
+        s(&nodes),
+    ]);
+    assert_eq!(
+        npy::read_ids(&some).unwrap().data,
+        [predicted[5], predicted[0]]
+    );
+    // The other kind of model, or of dataset.
+    let small = root.join("small");
+    small_dataset(&small);
+    let gcn = root.join("gcn.safetensors");
+    graphloom_ok(&[
+        "train",
+        "--dataset",
+        s(&small),
+        "--epochs",
+        "1",
+        "--quiet",
+        "--save-model",
+        s(&gcn),
+    ]);
+    let elsewhere = root.join("elsewhere.npy");
+    refused(
+        &graphloom(&[
+            "predict",
+            "--dataset",
+            s(&data),
+            "--model",
+            s(&gcn),
+            "--out",
+            s(&elsewhere),
+        ]),
+        &["heterogeneous dataset", "rgcn or rsage"],
+    );
+    refused(
+        &graphloom(&[
+            "predict",
+            "--dataset",
+            s(&small),
+            "--model",
+            s(&model),
+            "--out",
+            s(&elsewhere),
+        ]),
+        &["relational model"],
+    );
+    refused(
+        &graphloom(&[
+            "embed",
+            "--dataset",
+            s(&data),
+            "--model",
+            s(&model),
+            "--out",
+            s(&elsewhere),
+        ]),
+        &["not built yet"],
+    );
+    assert!(!elsewhere.exists());
+}

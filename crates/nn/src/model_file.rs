@@ -118,8 +118,15 @@ impl ModelFile {
                 "format version {version}; this build reads version {FORMAT_VERSION}"
             )));
         }
-        let arch = Architecture::parse(file.meta("arch")?)
-            .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?;
+        let arch = match file.meta("arch")? {
+            "rgcn" | "rsage" => {
+                return Err(file.error(
+                    "holds a relational model (rgcn or rsage): give it a heterogeneous dataset",
+                ))
+            }
+            name => Architecture::parse(name)
+                .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?,
+        };
         // The hidden activation is fixed by the architecture: a file that asks for another
         // would be computed with the wrong one.
         let activation = file.meta("activation")?;

@@ -9,8 +9,8 @@ use graphloom_comm::Communicator;
 use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{format_bytes, HeteroDataset, HeteroGraph};
 use graphloom_nn::hetero::{
-    relation_specs, HeteroBatching, HeteroModel, HeteroModelConfig, HeteroTraining, RelationalKind,
-    TypeInput,
+    log_probabilities, relation_specs, HeteroBatching, HeteroModel, HeteroModelConfig,
+    HeteroModelFile, HeteroTraining, RelationalKind, TypeInput,
 };
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
@@ -60,6 +60,10 @@ pub struct HeteroPlan {
     pub batching: HeteroBatching,
     /// The width of the learnt embedding of each type without features (0 for a type with).
     pub embedding_dims: Vec<usize>,
+    /// Keep the learnt tables of the best evaluation, to save them with the model
+    /// (`TrainReport::best_input_embedding`: every featureless type's rows stacked in the
+    /// types' order).
+    pub keep_embeddings: bool,
     embedding_lr: f32,
     graph: HeteroGraph,
 }
@@ -185,6 +189,7 @@ impl HeteroPlan {
             train,
             batching,
             embedding_dims,
+            keep_embeddings: false,
             graph,
         })
     }
@@ -331,6 +336,9 @@ impl HeteroPlan {
             self.batching.clone(),
             self.train.seed,
         )?;
+        if self.keep_embeddings {
+            workload = workload.keeping_embeddings();
+        }
         Ok(fit(&mut workload, &self.train, on_epoch)?)
     }
 }
@@ -431,4 +439,103 @@ fn check_applicable(s: &TrainSettings) -> Result<()> {
         not_here(!s.fanouts_per_relation.is_empty(), "fanouts_per_relation")?;
     }
     Ok(())
+}
+
+/// The log-probabilities (f32) of the target type's nodes `nodes` (every node when `None`, in
+/// order) of the heterogeneous dataset in `dir` under the relational model saved at `model`
+/// (`graphloom train --save-model`): the dataset's node types, relations and input widths must
+/// be the model's. Exact, layer by layer in chunks of nodes.
+pub fn hetero_log_probabilities(
+    model: &std::path::Path,
+    dir: &std::path::Path,
+    nodes: Option<&[i64]>,
+) -> Result<graphloom_tensor::Tensor> {
+    let file = HeteroModelFile::load(model)?;
+    let graph = HeteroDataset::open(dir)?.load()?;
+    let c = &file.config;
+    let mismatch = |what: String| {
+        PlanError::invalid(
+            "model",
+            format!("{} does not fit {}: {what}", model.display(), dir.display()),
+        )
+    };
+    if c.types != graph.types || c.relations != relation_specs(&graph) {
+        return Err(mismatch(format!(
+            "it was trained on node types {:?} and relations {:?}, the dataset has {:?} and {:?}",
+            c.types,
+            c.relations.iter().map(|r| &r.name).collect::<Vec<_>>(),
+            graph.types,
+            graph.relations.iter().map(|r| &r.name).collect::<Vec<_>>()
+        )));
+    }
+    if c.target != graph.target || c.out_dim != graph.meta.num_classes {
+        return Err(mismatch(format!(
+            "it classifies {} into {} classes, the dataset labels {} with {}",
+            c.types[c.target], c.out_dim, graph.types[graph.target], graph.meta.num_classes
+        )));
+    }
+    let comm = graphloom_comm::Local::single();
+    let mut inputs = Vec::with_capacity(graph.types.len());
+    for (t, name) in graph.types.iter().enumerate() {
+        let rows = match (&graph.features[t], &file.embeddings[t]) {
+            (Some(f), None) => f.read()?,
+            (None, Some(e)) => e.clone(),
+            (Some(_), Some(_)) => {
+                return Err(mismatch(format!(
+                    "type {name} has features, and the model learnt an embedding for it"
+                )))
+            }
+            (None, None) => {
+                return Err(mismatch(format!(
+                    "type {name} has no features, and the model holds no embedding for it"
+                )))
+            }
+        };
+        if rows.shape() != [graph.type_sizes[t], c.in_dims[t]] {
+            return Err(mismatch(format!(
+                "type {name}'s inputs are {:?}, the model reads [{}, {}]",
+                rows.shape(),
+                graph.type_sizes[t],
+                c.in_dims[t]
+            )));
+        }
+        let spec = StoreSpec::new(
+            rows.shape(),
+            rows.dtype(),
+            Layout::Continuous,
+            Location::Host,
+        );
+        let mut table = StoreTensor::new(Arc::clone(&comm), spec)?;
+        table.fill_from_whole(rows.as_bytes())?;
+        inputs.push(TypeInput::Features(table));
+    }
+    let mut made = HeteroModel::new(c.clone(), 0)?;
+    made.set_params(&file.params)?;
+    let logp = log_probabilities(&made, &graph, &mut inputs)?
+        .cast(DType::F32)
+        .map_err(graphloom_nn::Error::from)?;
+    let Some(nodes) = nodes else {
+        return Ok(logp);
+    };
+    let n = graph.type_sizes[graph.target];
+    if let Some(bad) = nodes.iter().find(|&&v| v < 0 || v as u64 >= n as u64) {
+        return Err(PlanError::invalid(
+            "nodes",
+            format!(
+                "node {bad} is not one of the {n} nodes of the target type {}",
+                graph.types[graph.target]
+            ),
+        ));
+    }
+    let (_, width) = logp.dims2();
+    let data = logp.as_slice::<f32>().map_err(graphloom_nn::Error::from)?;
+    let rows: Vec<f32> = nodes
+        .iter()
+        .flat_map(|&v| &data[v as usize * width..(v as usize + 1) * width])
+        .copied()
+        .collect();
+    Ok(
+        graphloom_tensor::Tensor::from_vec(rows, &[nodes.len(), width])
+            .map_err(graphloom_nn::Error::from)?,
+    )
 }

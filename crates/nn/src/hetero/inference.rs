@@ -113,6 +113,30 @@ pub(crate) fn infer_layerwise(
     Ok(Some(logp.value().clone()))
 }
 
+/// The log-probabilities of every node of `graph`'s target type under `model`, its input
+/// rows read from `inputs` (one table per type, of this process alone), layer by layer in
+/// chunks of [`CHUNK_NODES`]: what `graphloom predict` computes.
+pub fn log_probabilities(
+    model: &HeteroModel,
+    graph: &HeteroGraph,
+    inputs: &mut [TypeInput],
+) -> Result<Tensor> {
+    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let relations = super::workload::relation_specs(graph);
+    let mut sampler = HeteroSampler::new(&graph.type_sizes);
+    let logp = infer_layerwise(
+        model,
+        graph,
+        &relations,
+        inputs,
+        &params,
+        &mut sampler,
+        CHUNK_NODES,
+        true,
+    )?;
+    Ok(logp.expect("computed on this worker"))
+}
+
 /// A non-computing worker's part in one chunk's gathers of the first layer: every table with
 /// no rows, in the computing worker's order.
 fn take_part(inputs: &mut [TypeInput]) -> Result<()> {

@@ -6,11 +6,13 @@
 mod graph;
 mod inference;
 mod model;
+mod model_file;
 mod workload;
 
 pub use graph::HeteroLayerGraph;
-pub use inference::CHUNK_NODES;
+pub use inference::{log_probabilities, CHUNK_NODES};
 pub use model::{HeteroModel, HeteroModelConfig, RelationSpec, RelationalKind};
+pub use model_file::{is_hetero_model, HeteroModelFile};
 pub use workload::{relation_specs, sample_blocks, HeteroBatching, HeteroTraining, TypeInput};
 
 #[cfg(test)]

@@ -56,8 +56,10 @@ pub struct HeteroTraining<'a> {
     batching: HeteroBatching,
     seed: u64,
     sampler: HeteroSampler,
-    /// The whole graph's layer graph, built on first use (full-batch steps, evaluation).
+    /// The whole graph's layer graph, built on first use (full-batch steps).
     whole: Option<HeteroLayerGraph>,
+    /// Whether the loop keeps the learnt tables with the best parameters (for a saved model).
+    keep_embeddings: bool,
 }
 
 /// The relations of `graph` as a model sees them.
@@ -132,6 +134,7 @@ impl<'a> HeteroTraining<'a> {
             _ => {}
         }
         Ok(HeteroTraining {
+            keep_embeddings: false,
             comm,
             sampler: HeteroSampler::new(&graph.type_sizes),
             model,
@@ -142,6 +145,13 @@ impl<'a> HeteroTraining<'a> {
             seed,
             whole: None,
         })
+    }
+
+    /// The same workload keeping every learnt table with the best parameters, to save them
+    /// with the model (a copy of the tables, taken at each better evaluation).
+    pub fn keeping_embeddings(mut self) -> HeteroTraining<'a> {
+        self.keep_embeddings = true;
+        self
     }
 
     /// The model (its parameters are the initial ones; [`crate::train::fit`] returns the
@@ -320,6 +330,35 @@ impl Workload for HeteroTraining<'_> {
 
     fn gradient_comm(&self) -> Option<Arc<dyn Communicator>> {
         (self.comm.size() > 1).then(|| self.comm.clone())
+    }
+
+    /// Every featureless type's learnt rows, stacked in the types' order (they share one
+    /// width), kept with the best parameters. Collective.
+    fn input_embedding(&mut self) -> Result<Option<Tensor>> {
+        if !self.keep_embeddings {
+            return Ok(None);
+        }
+        let mut parts = Vec::new();
+        for (t, input) in self.inputs.iter_mut().enumerate() {
+            if let TypeInput::Embedding(table, _) = input {
+                let ids: Vec<i64> = (0..self.graph.type_sizes[t] as i64).collect();
+                parts.push(table.gather(&ids)?.cast(DType::F32)?);
+            }
+        }
+        if parts.is_empty() {
+            return Ok(None);
+        }
+        let width = parts[0].shape()[1];
+        let rows: usize = parts.iter().map(|p| p.shape()[0]).sum();
+        let mut bytes = Vec::with_capacity(rows * width * 4);
+        for p in &parts {
+            bytes.extend_from_slice(p.as_bytes());
+        }
+        let values: Vec<f32> = bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_ne_bytes([b[0], b[1], b[2], b[3]]))
+            .collect();
+        Ok(Some(Tensor::from_vec(values, &[rows, width])?))
     }
 
     fn save_state(&mut self, dir: &Path) -> Result<()> {
