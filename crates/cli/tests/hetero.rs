@@ -128,16 +128,6 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
             "train",
             "--dataset",
             d,
-            "--save-model",
-            s(&root.join("m.st")),
-        ]),
-        &["--save-model", "not built yet"],
-    );
-    refused(
-        &graphloom(&[
-            "train",
-            "--dataset",
-            d,
             "--model",
             "rsage",
             "--num-bases",
@@ -181,8 +171,6 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
         ]),
         &["--fanouts-per-relation", "heterogeneous training"],
     );
-    // Nothing was written beside the dataset.
-    assert!(!root.join("m.st").exists());
 }
 
 /// A dataset with the awkward cases: the target type `paper` without features (it learns an

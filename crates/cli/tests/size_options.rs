@@ -37,7 +37,8 @@ use Outcome::{Refused, Runs};
 
 /// The command lines the rows start from, by name. Placeholders: `{ds}` (300 nodes, 8
 /// features, 3 classes), `{link}` (its link split), `{parts}` (it in 2 parts), `{model}` (a
-/// GCN trained on it), `{edges}` (a text edge list of 3 nodes), `{out}` (a new path).
+/// GCN trained on it), `{edges}` (a text edge list of 3 nodes), `{hetero}` (ogbn-mag's shape
+/// at 0.001), `{out}` (a new path).
 #[rustfmt::skip]
 const BASES: &[(&str, &str)] = &[
     ("train", "train --dataset {ds} --epochs 1 --quiet"),
@@ -54,6 +55,7 @@ const BASES: &[(&str, &str)] = &[
     ("link", "train --dataset {link} --task link --epochs 1 --quiet"),
     ("link-mlp", "train --dataset {link} --task link --epochs 1 --quiet --decoder mlp"),
     ("sar", "train --dataset {parts} --epochs 1 --quiet"),
+    ("hetero", "train --dataset {hetero} --epochs 1 --quiet --fanouts 2,2"),
     ("synthetic", "prepare synthetic --nodes 100 --out {out}"),
     // Features no disk holds, so that the most nodes are refused before anything is written.
     ("synthetic-wide", "prepare synthetic --nodes 100 --feat-dim 1048576 --out {out}"),
@@ -96,6 +98,10 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
     ("--workers", "1025", "sampled", Refused),
     ("--workers", "1024", "sar", Refused),
     ("--embedding-dim", MAX, "sampled", Refused),
+    ("--embedding-dim", MAX, "hetero", Refused),
+    ("--num-bases", "8", "hetero", Runs), // as many bases as the 8 relations
+    ("--num-bases", "9", "hetero", Refused),
+    ("--num-bases", MAX, "hetero", Refused),
     ("--buffer-cache-mib", MAX, "sampled", Runs),
     ("--inference-memory-gib", EIB, "sampled", Runs),
     ("--inference-memory-gib", PAST_EIB, "sampled", Refused),
@@ -334,6 +340,7 @@ fn row_args(line: &str, option: &str, value: &str, f: &Fixtures, out: &Path) -> 
             "{parts}" => f.parts.clone(),
             "{model}" => f.model.clone(),
             "{edges}" => f.edges.clone(),
+            "{hetero}" => f.hetero.clone(),
             "{out}" => out.to_string(),
             _ => w,
         })
@@ -347,6 +354,7 @@ struct Fixtures {
     parts: String,
     model: String,
     edges: String,
+    hetero: String,
 }
 
 impl Fixtures {
@@ -358,6 +366,7 @@ impl Fixtures {
             parts: path("parts"),
             model: path("model.safetensors"),
             edges: path("edges.txt"),
+            hetero: path("hetero"),
         };
         small_dataset(Path::new(&f.ds));
         graphloom_ok(&[
@@ -390,6 +399,16 @@ impl Fixtures {
             &f.model,
         ]);
         std::fs::write(&f.edges, "0 1\n1 2\n2 0\n").unwrap();
+        graphloom_ok(&[
+            "prepare",
+            "synthetic",
+            "--hetero",
+            "mag",
+            "--scale",
+            "0.001",
+            "--out",
+            &f.hetero,
+        ]);
         f
     }
 }

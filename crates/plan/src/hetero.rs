@@ -173,6 +173,7 @@ impl HeteroPlan {
             snapshots: crate::plan::snapshots(&settings)?,
         };
         train.check()?;
+        check_tables_fit(&graph, &model, &embedding_dims)?;
         // A model that cannot be made fails here, before any table is allocated, naming the
         // setting as the front end spells it.
         let made = HeteroModel::new(model.clone(), settings.seed).map_err(|e| match e {
@@ -341,6 +342,45 @@ impl HeteroPlan {
         }
         Ok(fit(&mut workload, &self.train, on_epoch)?)
     }
+}
+
+/// Refuses, before allocating any, a model and learnt tables (each with two optimizer states
+/// beside it, Adam's and LazyAdam's) larger than the memory this process may use.
+fn check_tables_fit(
+    graph: &HeteroGraph,
+    model: &HeteroModelConfig,
+    embedding_dims: &[usize],
+) -> Result<()> {
+    let scalar = model.dtype.size_in_bytes() as u128;
+    let params = model
+        .param_count()
+        .map_or(u128::MAX, |n| n as u128 * scalar * 3);
+    let tables: u128 = graph
+        .type_sizes
+        .iter()
+        .zip(embedding_dims)
+        .map(|(&n, &d)| n as u128 * d as u128 * 4 * 3)
+        .sum();
+    let available = crate::plan::available_memory_bytes() as u128;
+    if available == 0 || params.saturating_add(tables) <= available {
+        return Ok(());
+    }
+    let (setting, what) = if tables > available || tables > params {
+        (
+            "embedding_dim",
+            "the learnt embeddings with their LazyAdam state",
+        )
+    } else {
+        ("hidden", "the model's parameters with Adam's state")
+    };
+    Err(PlanError::invalid(
+        setting,
+        format!(
+            "{what} would take {}, more than the {} this process may use",
+            format_bytes(u64::try_from(params.saturating_add(tables)).unwrap_or(u64::MAX)),
+            format_bytes(available as u64)
+        ),
+    ))
 }
 
 /// The relation `RELATION=f1,f2` names (by its full name, or its middle name when unique)

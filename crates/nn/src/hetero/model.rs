@@ -145,6 +145,47 @@ impl HeteroModelConfig {
         )
     }
 
+    /// The number of scalar parameters of the model, computed without allocating any
+    /// (`None` past `usize`).
+    pub fn param_count(&self) -> Option<usize> {
+        let mut total = 0usize;
+        for l in 0..self.layers {
+            let outputs = self.output_types(l);
+            let (ins, out) = (self.widths_in(l), self.width_out(l));
+            let used: Vec<&RelationSpec> = self
+                .relations
+                .iter()
+                .filter(|r| outputs[r.dst_type])
+                .collect();
+            for r in &used {
+                let i = ins[r.src_type];
+                let own = match (self.kind, self.num_bases) {
+                    (RelationalKind::Rgcn, Some(b)) => Some(b),
+                    (RelationalKind::Rgcn, None) => i.checked_mul(out),
+                    (RelationalKind::Rsage, _) => i
+                        .checked_add(ins[r.dst_type])
+                        .and_then(|w| w.checked_mul(out))
+                        .and_then(|w| w.checked_add(out)),
+                };
+                total = total.checked_add(own?)?;
+            }
+            if let Some(b) = self.num_bases {
+                let mut widths: Vec<usize> = used.iter().map(|r| ins[r.src_type]).collect();
+                widths.sort_unstable();
+                widths.dedup();
+                for w in widths {
+                    total = total.checked_add(w.checked_mul(out)?.checked_mul(b)?)?;
+                }
+            }
+            if self.kind == RelationalKind::Rgcn {
+                for t in (0..self.types.len()).filter(|&t| outputs[t]) {
+                    total = total.checked_add(ins[t].checked_add(1)?.checked_mul(out)?)?;
+                }
+            }
+        }
+        Some(total)
+    }
+
     fn check(&self) -> Result<()> {
         let invalid = |reason: String| Error::InvalidSetting {
             setting: "model widths",
@@ -156,7 +197,17 @@ impl HeteroModelConfig {
             ));
         }
         match (self.num_bases, self.kind) {
-            (Some(0), _) => return Err(invalid("the number of bases must be at least 1".into())),
+            (Some(b), _) if b == 0 || b > self.relations.len() => {
+                return Err(Error::InvalidSetting {
+                    setting: "num_bases",
+                    reason: format!(
+                        "{b} bases for {} relations: give 1 to {} (more bases than relations \
+                         decompose nothing)",
+                        self.relations.len(),
+                        self.relations.len()
+                    ),
+                })
+            }
             (Some(_), RelationalKind::Rsage) => {
                 return Err(Error::InvalidSetting {
                     setting: "num_bases",
@@ -190,6 +241,15 @@ impl HeteroModelConfig {
             return Err(invalid(format!(
                 "relation {} names a type beyond the {types} node types",
                 r.name
+            )));
+        }
+        // Checked before any parameter is allocated: widths a user gives could ask for more
+        // than memory can address.
+        if self.param_count().is_none_or(|n| n > MAX_PARAMETERS) {
+            return Err(invalid(format!(
+                "input widths {:?}, hidden {} and {} classes make more than {MAX_PARAMETERS} \
+                 parameters",
+                self.in_dims, self.hidden, self.out_dim
             )));
         }
         Ok(())
@@ -320,12 +380,7 @@ impl HeteroModel {
             }
             layers.push(layer);
         }
-        if total > MAX_PARAMETERS {
-            return Err(Error::InvalidSetting {
-                setting: "model widths",
-                reason: format!("the model has more than {MAX_PARAMETERS} parameters"),
-            });
-        }
+        debug_assert_eq!(Some(total), cfg.param_count());
         Ok(HeteroModel {
             cfg,
             params,

@@ -537,3 +537,33 @@ fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
         );
     }
 }
+
+#[test]
+fn the_parameter_count_is_the_parameters_made_and_bounds_widths_before_allocating() {
+    let f = fixture();
+    for cfg in configs(&f, 0.0) {
+        let model = HeteroModel::new(cfg.clone(), 1).unwrap();
+        let made: usize = model.params.iter().map(|p| p.value.numel()).sum();
+        assert_eq!(
+            cfg.param_count(),
+            Some(made),
+            "{:?} {:?}",
+            cfg.kind,
+            cfg.num_bases
+        );
+    }
+    // An input width past any memory is refused, not allocated (nor overflowed).
+    let huge = HeteroModelConfig {
+        in_dims: vec![3, usize::MAX, 2],
+        ..config(RelationalKind::Rgcn, &f, 0.0)
+    };
+    let err = HeteroModel::new(huge, 1).err().expect("refused");
+    assert!(err.to_string().contains("parameters"), "{err}");
+    // More bases than relations decompose nothing.
+    let bases = HeteroModelConfig {
+        num_bases: Some(5),
+        ..config(RelationalKind::Rgcn, &f, 0.0)
+    };
+    let err = HeteroModel::new(bases, 1).err().expect("refused");
+    assert!(err.to_string().contains("5 bases for 4 relations"), "{err}");
+}
