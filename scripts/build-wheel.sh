@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Python package `graphloom-gnn` (imported as `graphloom`) as a wheel that installs
-# with pip and no Rust toolchain, and its source distribution:
+# with pip and no Rust toolchain, the `graphloom` command line included, and its source
+# distribution:
 #   bash scripts/build-wheel.sh [--mpi] [--sdist] [--profile PROFILE] [--out DIR]
 #   pip install dist/graphloom_gnn-*.whl
 # The wheel is abi3 (one wheel for CPython 3.11 and later) and tagged manylinux for the glibc
@@ -55,7 +56,10 @@ features=()
 compat=()
 [ "$mpi" -eq 1 ] && compat=(--compatibility linux --auditwheel skip)
 mkdir -p "$out"
-"$MATURIN" build --quiet --manifest-path crates/python/Cargo.toml --profile "$profile" \
+# cargo's progress goes to stderr as it builds: a first release build takes about 6 minutes on
+# 2 cores.
+echo "building the wheel ($profile profile$([ "$mpi" -eq 1 ] && echo ", with MPI")) into $out" >&2
+"$MATURIN" build --manifest-path crates/python/Cargo.toml --profile "$profile" \
   --out "$out" "${features[@]}" "${compat[@]}"
 if [ "$sdist" -eq 1 ]; then
   "$MATURIN" sdist --manifest-path crates/python/Cargo.toml --out "$out"

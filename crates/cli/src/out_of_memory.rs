@@ -12,8 +12,9 @@
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write;
 
-/// The system allocator, ending the process with an error when it has no memory to give.
-pub(crate) struct ExitOnOutOfMemory;
+/// The system allocator, ending the process with an error when it has no memory to give: the
+/// `graphloom` binary's global allocator.
+pub struct ExitOnOutOfMemory;
 
 // SAFETY: every call goes to the system allocator with the same arguments; only a null result
 // is acted on, and then the process ends.

@@ -50,7 +50,16 @@ pub struct ArraysInput<'a> {
 }
 
 /// Pairs `(source, destination)` of an `[2, E]` edge index in memory.
-struct EdgeIndex<'a>(&'a [i64]);
+pub(crate) struct EdgeIndex<'a>(pub(crate) &'a [i64]);
+
+/// The number of values of a feature table.
+pub(crate) fn feature_len(rows: FeatureRows<'_>) -> usize {
+    match rows {
+        FeatureRows::F32(v) => v.len(),
+        FeatureRows::F64(v) => v.len(),
+        FeatureRows::Bf16(v) => v.len(),
+    }
+}
 
 impl EdgeStream for EdgeIndex<'_> {
     fn len_hint(&self) -> Option<u64> {
@@ -98,11 +107,7 @@ pub fn write(
     };
     let feat_dim = input.features.map_or(0, |(_, d)| d);
     if let Some((rows, dim)) = input.features {
-        let len = match rows {
-            FeatureRows::F32(v) => v.len(),
-            FeatureRows::F64(v) => v.len(),
-            FeatureRows::Bf16(v) => v.len(),
-        };
+        let len = feature_len(rows);
         if Some(len) != n.checked_mul(dim) {
             return Err(Error::invalid(
                 "x",
@@ -251,7 +256,7 @@ fn check_finite(values: &[f32], first: usize, dim: usize) -> Result<()> {
 
 /// Writes `[n, dim]` feature rows as `.npy` a chunk at a time, refusing a non-finite value:
 /// bf16 as its bits, the others as f32.
-fn write_features(
+pub(crate) fn write_features(
     path: &Path,
     rows: FeatureRows<'_>,
     n: usize,

@@ -17,6 +17,7 @@
 #![deny(missing_docs)]
 
 pub mod arrays;
+pub mod arrays_hetero;
 mod assemble;
 pub mod edgelist;
 mod features;

@@ -1,6 +1,7 @@
 //! A mapped dataset's node features as a store table: the one place that lays out
 //! `node_feat.npy` in the store, for training, inference, benchmarks and the Python package.
 
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
@@ -67,37 +68,62 @@ impl MappedDataset {
         layout: Layout,
         location: FeaturesLocation,
     ) -> Result<StoreTensor> {
-        let dtype = self.feature_dtype()?;
-        let path = self.features_path();
         let shape = [self.meta.num_nodes, self.meta.feat_dim];
-        Ok(match location {
-            FeaturesLocation::Mmap => {
-                let location = Location::Mmap {
-                    path,
-                    writable: false,
-                };
-                StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
-            }
-            FeaturesLocation::Host | FeaturesLocation::Shared => {
-                let location = if location == FeaturesLocation::Host {
-                    Location::Host
-                } else {
-                    Location::SharedHost
-                };
-                let table =
-                    StoreTensor::from_files(comm, &[path], &shape[1..], dtype, layout, location)?;
-                if table.rows() != self.meta.num_nodes {
-                    return Err(Error::invalid(
-                        self.features_path(),
-                        format!(
-                            "holds {} rows, meta.json says {} nodes",
-                            table.rows(),
-                            self.meta.num_nodes
-                        ),
-                    ));
-                }
-                table
-            }
-        })
+        npy_feature_table(
+            self.features_path(),
+            shape,
+            self.feature_dtype()?,
+            comm,
+            layout,
+            location,
+        )
     }
+}
+
+/// The `[rows, width]` features of `dtype` in the `.npy` file at `path` as a store table over
+/// the ranks of `comm`, in `layout`, at `location`: the file mapped in place, or each rank's
+/// rows copied from it into memory (in the file's dtype). Collective.
+pub(crate) fn npy_feature_table(
+    path: PathBuf,
+    shape: [usize; 2],
+    dtype: DType,
+    comm: Arc<dyn Communicator>,
+    layout: Layout,
+    location: FeaturesLocation,
+) -> Result<StoreTensor> {
+    Ok(match location {
+        FeaturesLocation::Mmap => {
+            let location = Location::Mmap {
+                path,
+                writable: false,
+            };
+            StoreTensor::new(comm, StoreSpec::new(&shape, dtype, layout, location))?
+        }
+        FeaturesLocation::Host | FeaturesLocation::Shared => {
+            let location = if location == FeaturesLocation::Host {
+                Location::Host
+            } else {
+                Location::SharedHost
+            };
+            let table = StoreTensor::from_files(
+                comm,
+                std::slice::from_ref(&path),
+                &shape[1..],
+                dtype,
+                layout,
+                location,
+            )?;
+            if table.rows() != shape[0] {
+                return Err(Error::invalid(
+                    path,
+                    format!(
+                        "holds {} rows, meta.json says {} nodes",
+                        table.rows(),
+                        shape[0]
+                    ),
+                ));
+            }
+            table
+        }
+    })
 }

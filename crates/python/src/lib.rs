@@ -2,24 +2,30 @@
 //!
 //! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
 //! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
-//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays), the
-//! loaders ([`loader`], whose batches are [`node_loader`]'s seeds or [`link_loader`]'s pairs
-//! with the sampled [`neighbourhood`] of their nodes, made on the [`epochs`] of a producer
-//! thread; [`subgraph_loader`]'s batches are Cluster-GCN's and GraphSAINT's subgraphs),
+//! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays),
+//! [`hetero_dataset`] (a heterogeneous one, read and written), the loaders ([`loader`], whose
+//! batches are [`node_loader`]'s seeds or [`link_loader`]'s pairs with the sampled
+//! [`neighbourhood`] of their nodes, made on the [`epochs`] of a producer thread;
+//! [`hetero_loader`]'s are seeds of one type over a heterogeneous graph;
+//! [`subgraph_loader`]'s batches are Cluster-GCN's and GraphSAINT's subgraphs),
 //! [`metrics`] (link prediction's),
 //! [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
-//! exceptions. The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
+//! exceptions; [`cli`] runs the `graphloom` command line for the package's console command.
+//! The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
 //! buffers and results into tensors; every call that samples, gathers or communicates here
 //! releases the interpreter lock.
 #![deny(missing_docs)]
 
 mod buffers;
+mod cli;
 mod convert;
 mod dataset;
 mod epochs;
 mod errors;
+mod hetero_dataset;
+mod hetero_loader;
 mod job;
 mod link_loader;
 mod loader;
@@ -57,6 +63,10 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<dataset::Dataset>()?;
     m.add_function(wrap_pyfunction!(convert::write_arrays, m)?)?;
     m.add_function(wrap_pyfunction!(convert::remove_abandoned, m)?)?;
+    m.add_class::<hetero_dataset::HeteroDataset>()?;
+    m.add_function(wrap_pyfunction!(hetero_dataset::write_hetero_arrays, m)?)?;
+    m.add_function(wrap_pyfunction!(hetero_loader::hetero_neighbor_loader, m)?)?;
+    m.add_class::<hetero_loader::HeteroBatch>()?;
     m.add_class::<loader::Loader>()?;
     m.add_function(wrap_pyfunction!(node_loader::neighbor_loader, m)?)?;
     m.add_class::<node_loader::Batch>()?;
@@ -72,5 +82,6 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::read_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::predict, m)?)?;
+    m.add_function(wrap_pyfunction!(cli::run_cli, m)?)?;
     Ok(())
 }

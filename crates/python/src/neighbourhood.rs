@@ -48,24 +48,7 @@ impl Source {
                 "x_dtype {x_dtype}: input rows are float32, float64 or bfloat16"
             )));
         }
-        py.detach(|| {
-            let guard = table.open(name)?;
-            let t = guard.as_ref().expect("open_table checked").table();
-            if t.rows() != meta.num_nodes || t.shape().len() != 2 {
-                return Err(invalid(format!(
-                    "the feature table has shape {:?}; the dataset has {} nodes",
-                    t.shape(),
-                    meta.num_nodes
-                )));
-            }
-            if t.spec().layout == Layout::Distributed && t.comm().size() > 1 {
-                return Err(invalid(
-                    "the loader gathers on its own thread: give it a continuous or chunked \
-                     table (a distributed table's gathers are collective)",
-                ));
-            }
-            Ok(())
-        })?;
+        check_table(py, name, table, meta.num_nodes, "the dataset")?;
         Ok(Source {
             dataset: dataset.inner.clone(),
             table: table.shared.clone(),
@@ -156,6 +139,34 @@ impl Source {
             num_sampled_edges,
         })
     }
+}
+
+/// Fails unless `table` can give the input rows of `loader`: a matrix of a row per node of `what`
+/// (`rows` nodes) whose gathers are not collective (the loader gathers on its own thread).
+pub(crate) fn check_table(
+    py: Python<'_>,
+    loader: &str,
+    table: &Table,
+    rows: usize,
+    what: &str,
+) -> PyResult<()> {
+    py.detach(|| {
+        let guard = table.open(loader)?;
+        let t = guard.as_ref().expect("open_table checked").table();
+        if t.rows() != rows || t.shape().len() != 2 {
+            return Err(invalid(format!(
+                "the feature table has shape {:?}; {what} has {rows} nodes",
+                t.shape(),
+            )));
+        }
+        if t.spec().layout == Layout::Distributed && t.comm().size() > 1 {
+            return Err(invalid(
+                "the loader gathers on its own thread: give it a continuous or chunked \
+                 table (a distributed table's gathers are collective)",
+            ));
+        }
+        Ok(())
+    })
 }
 
 /// Rows `ids` of a loader's `table`, as `x_dtype`; `op` names the loader in errors.

@@ -49,19 +49,39 @@ fn build(
     Ok(BatchData {
         sampled,
         batch_size: seeds.len(),
-        input_id: i64_tensor(input_positions(s, seeds), &[seeds.len()]),
+        input_id: i64_tensor(input_positions(&s.positions, seeds), &[seeds.len()]),
     })
 }
 
-/// Each seed's position in the loader's `input_nodes` (PyG's `input_id`).
-fn input_positions(s: &Settings, seeds: &[NodeId]) -> Vec<i64> {
+/// Each seed's position in a loader's `input_nodes` (PyG's `input_id`), from `positions`:
+/// `(node, its position)` sorted by node.
+pub(crate) fn input_positions(positions: &[(NodeId, u32)], seeds: &[NodeId]) -> Vec<i64> {
     seeds
         .iter()
         .map(|&v| {
-            let at = s.positions.partition_point(|&(u, _)| u < v);
-            i64::from(s.positions[at].1)
+            let at = positions.partition_point(|&(u, _)| u < v);
+            i64::from(positions[at].1)
         })
         .collect()
+}
+
+/// PyG's `input_nodes` (int64 ids) of a graph of `num_nodes` nodes, checked: each in range,
+/// none twice.
+pub(crate) fn input_node_ids(ids: &Bound<'_, PyAny>, num_nodes: usize) -> PyResult<Vec<usize>> {
+    let ids = Held::<i64>::new(ids, "input_nodes")?;
+    let n = num_nodes as i64;
+    if let Some(&bad) = ids.slice().iter().find(|&&v| v < 0 || v >= n) {
+        return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+            "input_nodes: node {bad} is not in 0..{n}"
+        )));
+    }
+    let mut seen = vec![false; num_nodes];
+    for &v in ids.slice() {
+        if std::mem::replace(&mut seen[v as usize], true) {
+            return Err(invalid(format!("input_nodes: node {v} appears twice")));
+        }
+    }
+    Ok(ids.slice().iter().map(|&v| v as usize).collect())
 }
 
 /// A neighbour loader over `dataset` whose batches gather input rows from `table` (its
@@ -96,22 +116,7 @@ pub(crate) fn neighbor_loader(
     let source = Source::new(py, "NeighborLoader", dataset, table, fanouts, x_dtype)?;
     let input_nodes: Vec<usize> = match input_nodes {
         None => dataset.inner.train_idx.clone(),
-        Some(ids) => {
-            let ids = Held::<i64>::new(ids, "input_nodes")?;
-            let n = num_nodes as i64;
-            if let Some(&bad) = ids.slice().iter().find(|&&v| v < 0 || v >= n) {
-                return Err(pyo3::exceptions::PyIndexError::new_err(format!(
-                    "input_nodes: node {bad} is not in 0..{n}"
-                )));
-            }
-            let mut seen = vec![false; num_nodes];
-            for &v in ids.slice() {
-                if std::mem::replace(&mut seen[v as usize], true) {
-                    return Err(invalid(format!("input_nodes: node {v} appears twice")));
-                }
-            }
-            ids.slice().iter().map(|&v| v as usize).collect()
-        }
+        Some(ids) => input_node_ids(ids, num_nodes)?,
     };
     let epochs = Epochs::new("NeighborLoader", num_nodes, queue_depth, workers)?;
     let mut positions: Vec<(NodeId, u32)> = input_nodes

@@ -6,6 +6,7 @@ from."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -71,6 +72,19 @@ def test_the_wheel_installs_without_cargo_and_imports(built, tmp_path):
     assert run.returncode == 0, run.stderr
     version, dist_version = run.stdout.split()
     assert version == dist_version == gl.__version__
+    # The command line came with it, on the environment's PATH: it prepares and trains.
+    cli = shutil.which("graphloom", path=path)
+    assert cli == str(fresh / "bin" / "graphloom"), cli
+    out = subprocess.run([cli, "--version"], env=env, capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == f"graphloom {gl.__version__}", out
+    data = tmp_path / "syn"
+    for command in (["prepare", "synthetic", "--nodes", "500", "--out", str(data)],
+                    ["train", "--dataset", str(data), "--epochs", "2", "--json"]):
+        run = subprocess.run([cli, *command], env=env, capture_output=True, text=True,
+                             timeout=300)
+        assert run.returncode == 0, run.stderr
+    assert json.loads(run.stdout)["epochs"] == 2
 
 
 def test_the_sdist_holds_every_crate_it_builds_from(built):
@@ -79,7 +93,8 @@ def test_the_sdist_holds_every_crate_it_builds_from(built):
         names = {Path(*Path(n).parts[1:]).as_posix() for n in archive.getnames()}
     for needed in ("pyproject.toml", "Cargo.lock", "crates/python/Cargo.toml",
                    "python/graphloom/__init__.py", "crates/graph/src/lib.rs",
-                   "crates/convert/src/lib.rs", "crates/nn/src/lib.rs", "crates/plan/src/lib.rs", "crates/store/src/lib.rs"):
+                   "crates/convert/src/lib.rs", "crates/nn/src/lib.rs", "crates/cli/src/lib.rs",
+                   "crates/bench/src/lib.rs", "crates/plan/src/lib.rs", "crates/store/src/lib.rs"):
         assert any(n.endswith(needed) for n in names), needed
 
 
@@ -87,3 +102,23 @@ def test_the_cli_and_the_package_report_one_version(graphloom_cli):
     out = subprocess.run([str(graphloom_cli), "--version"], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == f"graphloom {gl.__version__}"
+
+
+def test_the_console_command_is_the_command_line():
+    """The package's ``graphloom`` runs the binary's main: the same version, exit statuses and
+    usage tips, and a closed pipe ends it quietly (Python ignores SIGPIPE; the command must
+    not)."""
+    cli = Path(sys.prefix, "bin", "graphloom")
+    assert cli.is_file(), "the install puts the console command beside the interpreter"
+    out = subprocess.run([str(cli), "--version"], capture_output=True, text=True, timeout=60)
+    assert (out.returncode, out.stdout.strip()) == (0, f"graphloom {gl.__version__}")
+    typo = subprocess.run([str(cli), "train", "--epoch", "3"], capture_output=True, text=True,
+                          timeout=60)
+    assert typo.returncode == 2 and "--epochs" in typo.stderr, typo.stderr
+    missing = subprocess.run([str(cli), "info", "/nonexistent/graphloom-data"],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1, missing
+    assert missing.stderr.startswith("error: ") and "/nonexistent/graphloom-data" in missing.stderr
+    piped = subprocess.run(f"{cli} train --help | head -1", shell=True, capture_output=True,
+                           text=True, timeout=60)
+    assert piped.returncode == 0 and piped.stdout and "Error" not in piped.stderr, piped

@@ -11,15 +11,19 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use graphloom_tensor::Tensor;
+use graphloom_comm::Communicator;
+use graphloom_store::{Layout, StoreTensor};
+use graphloom_tensor::{DType, Tensor};
 
 use super::dataset::{check_split_ids, load_feature_rows};
 use super::mapped::check_offsets;
 use super::meta::{HETERO_FORMAT, MAX_CLASS, SPLIT_FILES};
+use crate::feature_table::{npy_feature_table, FeaturesLocation};
 use crate::{npy, Csr, Error, MappedNpy, Result, UNLABELLED};
 
 /// A node type's entry in `meta.json`.
@@ -71,7 +75,9 @@ impl HeteroMeta {
         Ok(meta)
     }
 
-    fn check(&self, path: &Path) -> Result<()> {
+    /// Checks the header: every relation names known types, once; the target type exists;
+    /// the sizes are addressable; `path` (where the header came from) is named in errors.
+    pub fn check(&self, path: &Path) -> Result<()> {
         let invalid = |msg: String| Err(Error::invalid(path, msg));
         if self.format != HETERO_FORMAT {
             return invalid(format!(
@@ -238,6 +244,30 @@ impl FeatureFile {
     /// The features, checked again (the file may have changed since).
     pub fn read(&self) -> Result<Tensor> {
         load_feature_rows(&self.path, self.rows, self.width, &self.dtype)
+    }
+
+    /// The features as a store table over the ranks of `comm`, in `layout`, at `location`
+    /// (the file mapped in place, or each rank's rows copied into memory). Collective.
+    pub fn table(
+        &self,
+        comm: Arc<dyn Communicator>,
+        layout: Layout,
+        location: FeaturesLocation,
+    ) -> Result<StoreTensor> {
+        let dtype = DType::parse(&self.dtype).ok_or_else(|| {
+            Error::invalid(
+                &self.path,
+                format!("unknown feature dtype {:?}", self.dtype),
+            )
+        })?;
+        npy_feature_table(
+            self.path.clone(),
+            [self.rows, self.width],
+            dtype,
+            comm,
+            layout,
+            location,
+        )
     }
 }
 

@@ -5,7 +5,7 @@
 
 use graphloom_tensor::rng::RngKey;
 
-use super::{Fanouts, NeighborSource, Relabeler, SamplerKind};
+use super::{NeighborSource, Relabeler, SamplerKind};
 use crate::{Error, NodeId, Result};
 
 /// The purpose of heterogeneous sampling draws: hop `h` of relation `r` of `R` uses
@@ -33,6 +33,8 @@ pub struct RelationBlock {
     pub row_ptr: Vec<i64>,
     /// Local source index (into `src_nodes[src_type]`) of each edge.
     pub col_idx: Vec<u32>,
+    /// Each edge's position in its relation's CSR (`csr_col_idx.npy`).
+    pub edge_ids: Vec<i64>,
 }
 
 /// One layer's message-flow graph over node types: per type, its source nodes (destinations
@@ -70,7 +72,8 @@ impl HeteroSampler {
     }
 
     /// Samples around `seeds` (distinct ids of node type `seed_type`). `fanouts[h][r]` is the
-    /// fanout of relation `r` at hop `h`, from the seeds outwards (`-1`: every neighbour).
+    /// fanout of relation `r` at hop `h`, from the seeds outwards (`-1`: every neighbour, `0`:
+    /// none of that relation).
     /// Returns the blocks from the input layer to the seeds: the last block's destinations
     /// are the seeds, and each block's destinations are the sources of the block after it.
     pub fn sample(
@@ -115,7 +118,15 @@ impl HeteroSampler {
                     ),
                 ));
             }
-            Fanouts::check(hop)?;
+            if let Some(&bad) = hop.iter().find(|&&f| f < -1) {
+                return Err(Error::argument(
+                    "fanouts",
+                    format!(
+                        "{bad} is not a fanout: use a count (0 draws none of a relation), or -1 \
+                         for all neighbours"
+                    ),
+                ));
+            }
         }
         let mut frontier: Vec<Vec<NodeId>> = vec![Vec::new(); types];
         frontier[seed_type] = seeds.to_vec();
@@ -133,6 +144,14 @@ impl HeteroSampler {
             }
             let mut sampled = Vec::with_capacity(relations.len());
             for (r, (rel, &f)) in relations.iter().zip(hop_fanouts).enumerate() {
+                if f == 0 {
+                    let rows = frontier[rel.dst_type].len();
+                    sampled.push(RelationBlock {
+                        row_ptr: vec![0; rows + 1],
+                        ..RelationBlock::default()
+                    });
+                    continue;
+                }
                 let fanout = (f >= 0).then_some(f as usize);
                 let purpose = HETERO_SAMPLE_PURPOSE + (hop * relations.len() + r) as u64;
                 let key = RngKey::new(seed, epoch, purpose);
@@ -152,6 +171,7 @@ impl HeteroSampler {
                 sampled.push(RelationBlock {
                     row_ptr: sample.offsets,
                     col_idx,
+                    edge_ids: sample.edge_ids,
                 });
             }
             let num_dst = frontier.iter().map(Vec::len).collect();

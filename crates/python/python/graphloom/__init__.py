@@ -23,6 +23,12 @@ Datasets and PyG::
 ``GraphSAINTEdgeSampler`` and ``GraphSAINTRandomWalkSampler``. Under torchrun, ``gl.init()``
 reads the job's ranks and loaders take their slice of every batch.
 
+Heterogeneous graphs: ``gl.Dataset.from_pyg(hetero_data, path)`` (or ``gl.Dataset.open`` of a
+heterogeneous directory) gives a :class:`HeteroDataset`; ``gl.NeighborLoader`` given one, or a
+``HeteroData``, takes PyG's hetero spelling (``input_nodes=("paper", mask)``, ``num_neighbors``
+a list or a dict by edge type) and yields ``HeteroData`` batches for ``to_hetero`` models;
+``ds.embedding_tables(dim)`` gives featureless types learnt inputs with a sparse optimizer.
+
 Link prediction: ``gl.LinkNeighborLoader`` (PyG's signature, binary and triplet negatives) over
 ``ds.link_split()`` (``graphloom prepare link-split``), scored with :mod:`~graphloom.metrics`
 (AUC, Hits@K, MRR as OGB computes them).
@@ -58,6 +64,7 @@ from .comm import (
     is_initialized,
 )
 from .dataset import Dataset
+from .hetero import HeteroDataset
 from .embedding import Embedding, create_embedding, create_embedding_from_filelist, load_embedding
 from .loader import (
     Batch,
@@ -87,6 +94,7 @@ __all__ = [
     "create_embedding_from_filelist",
     "load_embedding",
     "Dataset",
+    "HeteroDataset",
     "NeighborLoader",
     "LinkNeighborLoader",
     "metrics",

@@ -2,16 +2,30 @@
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 from ._arrays import from_view
 from ._convert import write_pyg
+from ._convert_hetero import is_hetero_data, write_pyg_hetero
 from ._extension import extension as _graphloom
 from .comm import Communicator, get_global_communicator, handle
 from .embedding import Embedding, location_name
+from .hetero import HeteroDataset
 
 __all__ = ["Dataset"]
+
+
+def _is_hetero_dir(path: str | os.PathLike) -> bool:
+    """Whether ``path`` holds a heterogeneous dataset (``"format": "hetero"`` in its
+    ``meta.json``); a header that cannot be read is left to the homogeneous reader's
+    errors."""
+    try:
+        with open(os.path.join(path, "meta.json"), encoding="utf-8") as f:
+            return json.load(f).get("format") == "hetero"
+    except (OSError, ValueError, AttributeError):
+        return False
 
 
 class Dataset:
@@ -24,8 +38,11 @@ class Dataset:
         self._link_split: dict[str, Any] | None = None
 
     @staticmethod
-    def open(path: str | os.PathLike) -> "Dataset":
-        """Opens the directory at ``path``."""
+    def open(path: str | os.PathLike) -> "Dataset | HeteroDataset":
+        """Opens the directory at ``path``: a :class:`~graphloom.HeteroDataset` when its
+        ``meta.json`` says ``"format": "hetero"``."""
+        if _is_hetero_dir(path):
+            return HeteroDataset.open(path)
         return Dataset(_graphloom.Dataset.open(os.fspath(path)))
 
     @staticmethod
@@ -39,9 +56,19 @@ class Dataset:
         test_mask: Any = None,
         split_idx: dict[str, Any] | None = None,
         edge_weight: Any = None,
-    ) -> "Dataset":
+        target_node_type: str | None = None,
+    ) -> "Dataset | HeteroDataset":
         """Writes a PyG ``torch_geometric.data.Data`` as the dataset directory ``path`` (which
         must not hold anything of the user's) and opens it.
+
+        A ``HeteroData`` is written as a heterogeneous directory (README: "Heterogeneous
+        dataset directory") and opened as a :class:`~graphloom.HeteroDataset`: every node
+        type with its ``num_nodes`` and ``x`` (if any), every edge type's ``edge_index`` (ids
+        of the source type in row 0, of the destination type in row 1), and on the target
+        type (``target_node_type``, default the one type with ``y``) its labels and splits,
+        read from the arguments, from OGB's ``split_idx`` (``{"train": {"paper": ids}}``) or
+        from that type's masks. Edge attributes and weights are not written (the relational
+        models take each relation's mean).
 
         Written: ``x`` (float32 or float64 as float32, bfloat16 as bfloat16), ``y`` (one
         class per node, ``[N]`` or ``[N, 1]``; -1 for a node without one), ``edge_index``
@@ -53,6 +80,16 @@ class Dataset:
         Node ids are kept. The CSR is built in bounded passes over ``edge_index`` and the
         features are copied a chunk at a time, so the writer holds little beyond the
         ``Data``'s own tensors. ``name`` defaults to the folder's name."""
+        if is_hetero_data(data):
+            if edge_weight is not None:
+                raise ValueError("from_pyg: a heterogeneous dataset keeps no edge weights")
+            given = {"train": train_mask, "valid": val_mask, "test": test_mask}
+            write_pyg_hetero(data, path, name=name, target_node_type=target_node_type,
+                             masks={k: v for k, v in given.items() if v is not None},
+                             split_idx=split_idx)
+            return HeteroDataset.open(path)
+        if target_node_type is not None:
+            raise TypeError("target_node_type is for a HeteroData")
         if split_idx is not None:
             unknown = set(split_idx) - {"train", "valid", "test"}
             if unknown:

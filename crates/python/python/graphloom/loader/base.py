@@ -178,11 +178,17 @@ class _SampledLoader:
     def _setup(self, data: Any, features: Embedding | None, batch_size: Any, num_workers: Any,
                transform: Callable[[Any], Any] | None, pin_memory: bool, seed: int | None,
                generator: Any, options: dict[str, Any]) -> None:
-        self._check_options(options)
+        self._setup_iteration(transform, pin_memory, seed, generator, options)
         self._source = _Source(data, features, batch_size, num_workers)
         self.data, self.dataset = data, self._source.dataset
         self.features = self._source.features
         self.batch_size = self._source.batch_size
+
+    def _setup_iteration(self, transform: Callable[[Any], Any] | None, pin_memory: bool,
+                         seed: int | None, generator: Any, options: dict[str, Any]) -> None:
+        """What every loader's iterations need, whatever its source: its options checked,
+        the transform, pinning, and where each epoch's seed comes from."""
+        self._check_options(options)
         self.transform = transform
         self.pin_memory = bool(pin_memory)
         self._seed = seed

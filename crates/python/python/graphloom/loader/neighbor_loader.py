@@ -48,8 +48,8 @@ def _input_ids(input_nodes: Any, num_nodes: int) -> np.ndarray:
             "input_nodes (node ids or a boolean mask): write batch_size= by name"
         )
     if isinstance(input_nodes, tuple):
-        raise TypeError("input_nodes: (node_type, ids) is for HeteroData, which the loader "
-                        "does not sample")
+        raise TypeError("input_nodes: (node_type, ids) is for a heterogeneous graph; this "
+                        "one has one node type")
     torch = loaded_torch()
     is_mask = (is_torch(input_nodes) and input_nodes.dtype == torch.bool) or (
         isinstance(input_nodes, np.ndarray) and input_nodes.dtype == np.bool_)
@@ -70,7 +70,8 @@ def _fanouts(num_neighbors: Any, fanouts: Any, loader: str) -> list[int]:
     if fanouts is None:
         raise TypeError(f"{loader} needs num_neighbors (e.g. [25, 10])")
     if isinstance(fanouts, dict):
-        raise TypeError("num_neighbors: a dict is for HeteroData; give a list of ints")
+        raise TypeError("num_neighbors: a dict by edge type is for a heterogeneous graph; "
+                        "give a list of ints")
     return int_list(fanouts, "num_neighbors")
 
 
@@ -141,12 +142,25 @@ class NeighborLoader(_SampledLoader):
     number of steps. Every draw is keyed by node, so a node's sampled neighbourhood is the
     same whichever rank samples it.
 
+    Given a PyG ``HeteroData`` or a :class:`~graphloom.HeteroDataset`, it makes a
+    :class:`~graphloom.loader.hetero_neighbor_loader.HeteroNeighborLoader` (PyG's hetero
+    spelling: ``num_neighbors`` a list or a dict by edge type, ``input_nodes=("paper",
+    mask)``; batches are ``HeteroData``).
+
     One epoch runs at a time: starting a second iteration (or :meth:`time_rust_epoch`) ends
     the first, which then raises if resumed. Tables and loaders may be shared between Python
     threads; calls on one table run one at a time."""
 
     _refused_options = _SAMPLER_REFUSED
     _ignored_options = _SAMPLER_IGNORED
+
+    def __new__(cls, data: Any = None, *args: Any, **kwargs: Any) -> Any:
+        # A heterogeneous graph's loader is a class of its own, with the same signature.
+        from .hetero_neighbor_loader import HeteroNeighborLoader, is_hetero
+
+        if cls is NeighborLoader and is_hetero(data):
+            return HeteroNeighborLoader(data, *args, **kwargs)
+        return super().__new__(cls)
 
     def __init__(
         self,
