@@ -31,7 +31,9 @@ pub(crate) struct FullbatchArgs {
     /// Threads for every system [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
-    /// Folder of the DGL and PyG scripts [default: ../shared/baselines or $GRAPHLOOM_SHARED/baselines].
+    /// Folder of the DGL and PyG scripts [default: $GRAPHLOOM_SHARED/baselines, else
+    /// ../shared/baselines]; a peer whose script or Python environment is missing is left
+    /// out, saying why on stderr and in each JSON record's `baselines`.
     #[arg(long)]
     baselines: Option<PathBuf>,
     /// Print one JSON object per measurement per line.
@@ -80,7 +82,12 @@ fn run_graphloom(args: &FullbatchArgs, model: &str) -> Result<Value> {
     peers::run_graphloom_train(&train_args, args.threads)
 }
 
-fn run_peer(args: &FullbatchArgs, system: &str, model: &str) -> Result<Option<Value>> {
+fn run_peer(
+    args: &FullbatchArgs,
+    peers: &mut peers::Peers,
+    system: &str,
+    model: &str,
+) -> Result<Option<Value>> {
     let mut script_args: Vec<String> = vec![
         args.dataset.display().to_string(),
         "--model".into(),
@@ -95,16 +102,12 @@ fn run_peer(args: &FullbatchArgs, system: &str, model: &str) -> Result<Option<Va
     if let Some(t) = args.threads {
         script_args.extend(["--threads".into(), t.to_string()]);
     }
-    peers::run_script(&args.baselines, system, "fullbatch", &script_args)
+    peers.run(system, &script_args)
 }
 
 pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
     peers::ensure_synthetic(&args.dataset, &peers::bench_graph_100k())?;
-    for system in ["dgl", "pyg"] {
-        if peers::python_for(system).is_none() && !args.json {
-            peers::say_not_installed(system);
-        }
-    }
+    let mut peers = peers::Peers::find(&args.baselines, "fullbatch", &["dgl", "pyg"])?;
     if !args.json {
         println!(
             "{:<6} {:<10} {:>14} {:>16} {:>12} {:>12}",
@@ -119,7 +122,7 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
         );
         let mut rows = vec![("graphloom".to_string(), our_t, our_m)];
         for system in ["dgl", "pyg"] {
-            if let Some(v) = run_peer(&args, system, model)? {
+            if let Some(v) = run_peer(&args, &mut peers, system, model)? {
                 rows.push((
                     system.to_string(),
                     v["mean_epoch_seconds"].as_f64().unwrap_or(f64::NAN),
@@ -133,7 +136,7 @@ pub(crate) fn run(args: FullbatchArgs) -> Result<()> {
             if args.json {
                 let record = json!({"system": system, "model": model, "mean_epoch_seconds": t,
                     "peak_rss_bytes": *m as u64, "time_ratio_vs_graphloom": tr,
-                    "memory_ratio_vs_graphloom": mr});
+                    "memory_ratio_vs_graphloom": mr, "baselines": peers.json()});
                 crate::host::print_record(&record, args.threads);
             } else {
                 println!(

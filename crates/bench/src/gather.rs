@@ -199,7 +199,7 @@ fn report(as_json: bool, record: &Value) {
 /// Runs the Distributed layout as an mpirun job of `args.mpi_ranks` processes and relays its
 /// lines.
 fn run_under_mpirun(args: &GatherArgs) -> Result<()> {
-    let exe = std::env::current_exe()?;
+    let exe = crate::peers::graphloom_program()?;
     let mut command = graphloom_comm::launch::mpirun(args.mpi_ranks);
     command
         .arg(exe)

@@ -51,7 +51,9 @@ pub(crate) struct HeteroArgs {
     /// Threads for every system [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
-    /// Folder of the DGL script [default: ../shared/baselines or $GRAPHLOOM_SHARED/baselines].
+    /// Folder of the DGL script [default: $GRAPHLOOM_SHARED/baselines, else
+    /// ../shared/baselines]; a peer whose script or Python environment is missing is left
+    /// out, saying why on stderr and in each JSON record's `baselines`.
     #[arg(long)]
     baselines: Option<PathBuf>,
     /// Run one GraphLoom measurement in this process and print its JSON line (what the bench
@@ -80,14 +82,13 @@ pub(crate) fn run(args: HeteroArgs) -> Result<()> {
         println!("{}", measure(&args, &dataset)?);
         return Ok(());
     }
+    let mut peers = peers::Peers::find(&args.baselines, "hetero", &["dgl"])?;
     let mut ours = Vec::new();
     let mut dgl = Vec::new();
-    for repeat in 0..args.repeats {
+    for _ in 0..args.repeats {
         ours.push(child(&args, &dataset)?);
-        match peer(&args, &dataset)? {
-            Some(r) => dgl.push(r),
-            None if repeat == 0 && !args.json => peers::say_not_installed("dgl"),
-            None => {}
+        if let Some(r) = peer(&args, &mut peers, &dataset)? {
+            dgl.push(r);
         }
     }
     let rate = |v: &Value| v["seeds_per_second"].as_f64().unwrap_or(f64::NAN);
@@ -106,10 +107,10 @@ pub(crate) fn run(args: HeteroArgs) -> Result<()> {
         .as_ref()
         .map_or(Value::Null, |d| json!(rss(&mine) / rss(d)));
     mine["repeats"] = json!(ours.len());
-    report(&args, &mine);
+    report(&args, &peers, &mine);
     if let Some(mut d) = theirs {
         d["repeats"] = json!(dgl.len());
-        report(&args, &d);
+        report(&args, &peers, &d);
     }
     Ok(())
 }
@@ -135,7 +136,7 @@ fn default_dataset(scale: f64) -> Result<PathBuf> {
 
 /// One GraphLoom measurement, in a child process of this program.
 fn child(args: &HeteroArgs, dataset: &Path) -> Result<Value> {
-    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    let mut cmd = std::process::Command::new(peers::graphloom_program()?);
     cmd.args(["bench", "hetero", "--measure", "--dataset"])
         .arg(dataset);
     cmd.args(["--fanouts", &args.fanouts.to_string()]);
@@ -161,7 +162,7 @@ fn child(args: &HeteroArgs, dataset: &Path) -> Result<Value> {
 }
 
 /// DGL's script on the same work; `None` when DGL is not installed.
-fn peer(args: &HeteroArgs, dataset: &Path) -> Result<Option<Value>> {
+fn peer(args: &HeteroArgs, peers: &mut peers::Peers, dataset: &Path) -> Result<Option<Value>> {
     let mut script = vec![
         dataset.display().to_string(),
         "--fanouts".into(),
@@ -176,7 +177,7 @@ fn peer(args: &HeteroArgs, dataset: &Path) -> Result<Option<Value>> {
     if let Some(t) = args.threads {
         script.extend(["--threads".into(), t.to_string()]);
     }
-    peers::run_script(&args.baselines, "dgl", "hetero", &script)
+    peers.run("dgl", &script)
 }
 
 /// Trains one epoch and times it, then times the sampling alone of `--batches` batches.
@@ -236,9 +237,11 @@ fn sampling(args: &HeteroArgs, plan: &HeteroPlan) -> Result<(usize, f64)> {
     Ok((edges, seconds.max(f64::MIN_POSITIVE)))
 }
 
-fn report(args: &HeteroArgs, record: &Value) {
+fn report(args: &HeteroArgs, peers: &peers::Peers, record: &Value) {
     if args.json {
-        crate::host::print_record(record, args.threads);
+        let mut record = record.clone();
+        record["baselines"] = peers.json();
+        crate::host::print_record(&record, args.threads);
         return;
     }
     let vs = match (

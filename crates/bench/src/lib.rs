@@ -2,8 +2,9 @@
 //!
 //! One module per bench, each with its arguments and its `run`: [`BenchArgs`] is the clap
 //! subcommand the `graphloom` binary mounts, and [`run`] runs the one it names. The benches run
-//! inside the `graphloom` binary: they start it again (`std::env::current_exe`) for the runs
-//! they measure in processes of their own (`graphloom train`, `bench scale`'s phases). The
+//! inside the `graphloom` command: they start it again (`peers::graphloom_program`: this
+//! executable, or the Python package's console command) for the runs they measure in
+//! processes of their own (`graphloom train`, `bench scale`'s phases). The
 //! modules `host` (the host of every JSON line), `peers` (the bench graphs and the DGL and PyG
 //! scripts) and `disk` (the disk's reads and direct-read rate) serve several benches;
 //! [`output`] and [`plot`] are shared with the binary's other subcommands.

@@ -56,7 +56,9 @@ pub(crate) struct LinkArgs {
     /// Threads for every system [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
-    /// Folder of the DGL and PyG scripts [default: ../shared/baselines or $GRAPHLOOM_SHARED/baselines].
+    /// Folder of the DGL and PyG scripts [default: $GRAPHLOOM_SHARED/baselines, else
+    /// ../shared/baselines]; a peer whose script or Python environment is missing is left
+    /// out, saying why on stderr and in each JSON record's `baselines`.
     #[arg(long)]
     baselines: Option<PathBuf>,
     /// Run one GraphLoom measurement in this process and print its JSON line (what the bench
@@ -85,23 +87,20 @@ pub(crate) fn run(args: LinkArgs) -> Result<()> {
         println!("{}", measure(&args, &dataset)?);
         return Ok(());
     }
+    let mut peers = peers::Peers::find(&args.baselines, "link", &["dgl", "pyg"])?;
     let mut runs: Vec<(String, Vec<Value>)> = ["graphloom", "dgl", "pyg"]
         .iter()
         .map(|s| (s.to_string(), Vec::new()))
         .collect();
-    for repeat in 0..args.repeats {
+    for _ in 0..args.repeats {
         for (system, records) in &mut runs {
             let record = if system == "graphloom" {
                 Some(child(&args, &dataset)?)
             } else {
-                peer(&args, &dataset, system)?
+                peer(&args, &mut peers, &dataset, system)?
             };
-            match record {
-                Some(r) => records.push(r),
-                None if repeat == 0 && !args.json && peers::python_for(system).is_none() => {
-                    peers::say_not_installed(system)
-                }
-                None => {}
+            if let Some(r) = record {
+                records.push(r);
             }
         }
     }
@@ -121,11 +120,11 @@ pub(crate) fn run(args: LinkArgs) -> Result<()> {
         .as_ref()
         .map_or(Value::Null, |d| json!(rate(&ours) / rate(d)));
     ours["repeats"] = json!(runs[0].1.len());
-    report(&args, &ours);
+    report(&args, &peers, &ours);
     for (_, records) in &runs[1..] {
         if let Some(mut peer) = median(records) {
             peer["repeats"] = json!(records.len());
-            report(&args, &peer);
+            report(&args, &peers, &peer);
         }
     }
     Ok(())
@@ -155,7 +154,7 @@ fn default_dataset() -> Result<PathBuf> {
 
 /// One GraphLoom measurement, in a child process of this program.
 fn child(args: &LinkArgs, dataset: &Path) -> Result<Value> {
-    let mut cmd = std::process::Command::new(std::env::current_exe()?);
+    let mut cmd = std::process::Command::new(peers::graphloom_program()?);
     cmd.args(["bench", "link", "--measure", "--dataset"])
         .arg(dataset);
     cmd.args(["--fanouts", &args.fanouts.to_string()]);
@@ -183,7 +182,12 @@ fn child(args: &LinkArgs, dataset: &Path) -> Result<Value> {
 }
 
 /// A peer's script on the same work; `None` when it is not installed.
-fn peer(args: &LinkArgs, dataset: &Path, system: &str) -> Result<Option<Value>> {
+fn peer(
+    args: &LinkArgs,
+    peers: &mut peers::Peers,
+    dataset: &Path,
+    system: &str,
+) -> Result<Option<Value>> {
     let mut script = vec![
         dataset.display().to_string(),
         "--fanouts".into(),
@@ -200,7 +204,7 @@ fn peer(args: &LinkArgs, dataset: &Path, system: &str) -> Result<Option<Value>> 
     if let Some(t) = args.threads {
         script.extend(["--threads".into(), t.to_string()]);
     }
-    peers::run_script(&args.baselines, system, "link", &script)
+    peers.run(system, &script)
 }
 
 /// Times the training batches and, apart, the sampling of as many batches.
@@ -315,9 +319,11 @@ fn sampling(args: &LinkArgs, dataset: &Path) -> Result<(usize, f64)> {
     Ok((edges, seconds.max(f64::MIN_POSITIVE)))
 }
 
-fn report(args: &LinkArgs, record: &Value) {
+fn report(args: &LinkArgs, peers: &peers::Peers, record: &Value) {
     if args.json {
-        crate::host::print_record(record, args.threads);
+        let mut record = record.clone();
+        record["baselines"] = peers.json();
+        crate::host::print_record(&record, args.threads);
         return;
     }
     let vs = record["vs_dgl"]

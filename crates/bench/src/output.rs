@@ -109,7 +109,8 @@ pub fn print_json(value: &serde_json::Value) {
 }
 
 /// Fails now, before any long work, when `path` could not be written at the end: its folder
-/// must exist and take a new file.
+/// is made when missing (as `mkdir -p`: an output goes where the user asked) and must take a
+/// new file.
 pub fn check_writable(path: &Path) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -118,6 +119,13 @@ pub fn check_writable(path: &Path) -> Result<()> {
     if path.is_dir() {
         anyhow::bail!("{} is a directory, not a file to write", path.display());
     }
+    std::fs::create_dir_all(dir).with_context(|| {
+        format!(
+            "{} cannot be written: its folder {} cannot be made",
+            path.display(),
+            dir.display()
+        )
+    })?;
     let probe = dir.join(format!(".graphloom-write-check-{}", std::process::id()));
     std::fs::File::create(&probe)
         .and_then(|_| std::fs::remove_file(&probe))

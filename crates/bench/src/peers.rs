@@ -65,7 +65,7 @@ pub(crate) fn baselines_dir(arg: &Option<PathBuf>) -> PathBuf {
 }
 
 /// The interpreter of a peer: `$DGL_PYTHON`/`$PYG_PYTHON`, else `.venv-dgl`/`.venv-pyg`.
-pub(crate) fn python_for(system: &str) -> Option<PathBuf> {
+fn python_for(system: &str) -> Option<PathBuf> {
     let env = python_env(system);
     let var = format!("{}_PYTHON", env.to_uppercase());
     let p = std::env::var_os(&var)
@@ -75,7 +75,7 @@ pub(crate) fn python_for(system: &str) -> Option<PathBuf> {
 }
 
 /// The Python environment a peer runs in: GraphBolt, DGL's newer sampler, runs in DGL's.
-pub(crate) fn python_env(system: &str) -> &str {
+fn python_env(system: &str) -> &str {
     if system == "graphbolt" {
         "dgl"
     } else {
@@ -83,13 +83,127 @@ pub(crate) fn python_env(system: &str) -> &str {
     }
 }
 
-/// Says on stderr that `system` is skipped because its Python environment is missing.
-pub(crate) fn say_not_installed(system: &str) {
-    let env = python_env(system);
-    eprintln!(
-        "{system}: not installed (set {}_PYTHON or create .venv-{env}); skipped",
-        env.to_uppercase()
-    );
+/// Whether a peer of a bench run takes part, or why not.
+enum PeerStatus {
+    /// Its script runs with this interpreter.
+    Ready(PathBuf),
+    /// Left out, for this reason.
+    LeftOut(String),
+}
+
+/// The baseline peers of one bench run (DGL, PyG, GraphBolt), each ready to run its script of
+/// the bench's task or left out with the reason: said on stderr when the bench starts and when
+/// a peer drops out, and given in every JSON record as `baselines` (`{"dgl": "runs", "pyg":
+/// "left out: ..."}`), so that a table without a peer's rows says why.
+pub(crate) struct Peers {
+    folder: PathBuf,
+    task: &'static str,
+    status: Vec<(&'static str, PeerStatus)>,
+}
+
+impl Peers {
+    /// The peers `systems` of the bench `task`, their scripts in `--baselines` (`baselines`:
+    /// an error when it is not a folder) or the default folder (every peer left out, saying
+    /// where it looked, when that is missing).
+    pub(crate) fn find(
+        baselines: &Option<PathBuf>,
+        task: &'static str,
+        systems: &[&'static str],
+    ) -> Result<Peers> {
+        let folder = baselines_dir(baselines);
+        if baselines.is_some() && !folder.is_dir() {
+            bail!(
+                "--baselines {}: not a folder; give the folder of the DGL and PyG scripts \
+                 (dgl_{task}.py, ...), as ../shared/baselines holds them",
+                folder.display()
+            );
+        }
+        let status = systems
+            .iter()
+            .map(|&system| {
+                let script = folder.join(format!("{system}_{task}.py"));
+                let status = if !folder.is_dir() {
+                    PeerStatus::LeftOut(format!(
+                        "no baseline scripts at {} (give --baselines DIR, or set \
+                         GRAPHLOOM_SHARED to the folder holding baselines/)",
+                        folder.display()
+                    ))
+                } else if !script.is_file() {
+                    PeerStatus::LeftOut(format!("{} is missing", script.display()))
+                } else if let Some(python) = python_for(system) {
+                    PeerStatus::Ready(python)
+                } else {
+                    let env = python_env(system);
+                    PeerStatus::LeftOut(format!(
+                        "not installed (set {}_PYTHON or create .venv-{env}; {} says how)",
+                        env.to_uppercase(),
+                        folder.join("README.md").display()
+                    ))
+                };
+                (system, status)
+            })
+            .collect();
+        let peers = Peers {
+            folder,
+            task,
+            status,
+        };
+        for (system, status) in &peers.status {
+            match status {
+                PeerStatus::Ready(python) => {
+                    eprintln!("{system}: runs ({})", python.display())
+                }
+                PeerStatus::LeftOut(why) => eprintln!("{system}: left out: {why}"),
+            }
+        }
+        Ok(peers)
+    }
+
+    /// Each peer's part in the run, for the JSON records: `"runs"` or `"left out: why"`.
+    pub(crate) fn json(&self) -> Value {
+        let map = self
+            .status
+            .iter()
+            .map(|(system, status)| {
+                let said = match status {
+                    PeerStatus::Ready(_) => "runs".to_string(),
+                    PeerStatus::LeftOut(why) => format!("left out: {why}"),
+                };
+                (system.to_string(), Value::String(said))
+            })
+            .collect();
+        Value::Object(map)
+    }
+
+    /// Runs `system`'s script of the task with `args` and returns its last JSON line; `None`
+    /// when the peer is left out. A peer installed without a library its script needs (PyG's
+    /// samplers need pyg-lib or torch-sparse) is left out from then on, with the reason; any
+    /// other failure fails the bench.
+    pub(crate) fn run(&mut self, system: &str, args: &[String]) -> Result<Option<Value>> {
+        let script = self.folder.join(format!("{system}_{}.py", self.task));
+        let Some((name, status)) = self.status.iter_mut().find(|(s, _)| *s == system) else {
+            bail!("{system} is not a peer of bench {}", self.task);
+        };
+        let PeerStatus::Ready(python) = status else {
+            return Ok(None);
+        };
+        let out = Command::new(&*python)
+            .arg(&script)
+            .args(args)
+            .output()
+            .with_context(|| format!("running {}", script.display()))?;
+        if !out.status.success() {
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            let last = stderr.trim_end().lines().last().unwrap_or_default();
+            if last.starts_with("ImportError") || last.starts_with("ModuleNotFoundError") {
+                eprintln!("{name}: left out: {last}");
+                *status = PeerStatus::LeftOut(last.to_string());
+                return Ok(None);
+            }
+            bail!("{system} baseline failed: {stderr}");
+        }
+        Ok(Some(last_json_line(&out.stdout)?))
+    }
 }
 
 fn last_json_line(stdout: &[u8]) -> Result<Value> {
@@ -102,42 +216,20 @@ fn last_json_line(stdout: &[u8]) -> Result<Value> {
     Ok(serde_json::from_str(line)?)
 }
 
-/// Runs `{system}_{task}.py` with `args` and returns its last JSON line; `None` when the peer
-/// is not installed.
-pub(crate) fn run_script(
-    baselines: &Option<PathBuf>,
-    system: &str,
-    task: &str,
-    args: &[String],
-) -> Result<Option<Value>> {
-    let Some(python) = python_for(system) else {
-        return Ok(None);
-    };
-    let script = baselines_dir(baselines).join(format!("{system}_{task}.py"));
-    let out = Command::new(python)
-        .arg(&script)
-        .args(args)
-        .output()
-        .with_context(|| format!("running {}", script.display()))?;
-    if !out.status.success() {
-        let stderr = String::from_utf8_lossy(&out.stderr);
-        // A peer installed without a library its script needs (PyG's samplers need pyg-lib or
-        // torch-sparse) is left out, as one not installed is, with the reason; any other
-        // failure fails the bench.
-        let last = stderr.trim_end().lines().last().unwrap_or_default();
-        if last.starts_with("ImportError") || last.starts_with("ModuleNotFoundError") {
-            eprintln!("{system}: left out ({last})");
-            return Ok(None);
-        }
-        bail!("{system} baseline failed: {stderr}");
+/// The program that runs the `graphloom` command line, for the runs a bench starts in
+/// processes of their own: `$GRAPHLOOM_SELF` when set (the Python package's console command
+/// sets it to itself: there this process is the interpreter), else this executable.
+pub(crate) fn graphloom_program() -> Result<PathBuf> {
+    match std::env::var_os("GRAPHLOOM_SELF") {
+        Some(program) => Ok(PathBuf::from(program)),
+        None => std::env::current_exe().context("finding this program"),
     }
-    Ok(Some(last_json_line(&out.stdout)?))
 }
 
 /// Runs `graphloom train --quiet` with `args` (and `--threads`) in its own process, so its
 /// peak RSS is its own, and returns its summary JSON.
 pub(crate) fn run_graphloom_train(args: &[String], threads: Option<usize>) -> Result<Value> {
-    run_train_command(Command::new(std::env::current_exe()?), args, threads)
+    run_train_command(Command::new(graphloom_program()?), args, threads)
 }
 
 /// [`run_graphloom_train`] as an `mpirun` job of `processes` processes (`args` should hold
@@ -148,7 +240,7 @@ pub(crate) fn run_graphloom_train_mpi(
     threads: Option<usize>,
 ) -> Result<Value> {
     let mut cmd = graphloom_comm::launch::mpirun(processes);
-    cmd.arg(std::env::current_exe()?);
+    cmd.arg(graphloom_program()?);
     run_train_command(cmd, args, threads)
 }
 

@@ -33,7 +33,9 @@ pub(crate) struct SampleArgs {
     /// Threads for every system [default: all cores].
     #[arg(long)]
     threads: Option<usize>,
-    /// Folder of the DGL and PyG scripts [default: ../shared/baselines or $GRAPHLOOM_SHARED/baselines].
+    /// Folder of the DGL and PyG scripts [default: $GRAPHLOOM_SHARED/baselines, else
+    /// ../shared/baselines]; a peer whose script or Python environment is missing is left
+    /// out, saying why on stderr and in each JSON record's `baselines`.
     #[arg(long)]
     baselines: Option<PathBuf>,
     /// Graphs (dataset folder names) on which a whole mini-batch GraphSAGE epoch is timed too
@@ -133,9 +135,11 @@ fn sampling_epoch(
     Ok((edges, start.elapsed().as_secs_f64()))
 }
 
-fn report(args: &SampleArgs, record: &Value, ours: Option<f64>) {
+fn report(args: &SampleArgs, peers: &peers::Peers, record: &Value, ours: Option<f64>) {
     if args.json {
-        crate::host::print_record(record, args.threads);
+        let mut record = record.clone();
+        record["baselines"] = peers.json();
+        crate::host::print_record(&record, args.threads);
         return;
     }
     let eps = record["sampled_edges_per_second"]
@@ -192,6 +196,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
     } else {
         args.datasets.clone()
     };
+    let mut peers = peers::Peers::find(&args.baselines, "sample", &["dgl", "graphbolt", "pyg"])?;
     for dir in &datasets {
         let ds = Dataset::load(dir)?;
         let graph = dir
@@ -216,6 +221,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
             };
             report(
                 &args,
+                &peers,
                 &json!({
                     "system": "graphloom",
                     "graph": graph,
@@ -250,12 +256,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                 if let Some(t) = args.threads {
                     script_args.extend(["--threads".to_string(), t.to_string()]);
                 }
-                let Some(mut peer) =
-                    peers::run_script(&args.baselines, system, "sample", &script_args)?
-                else {
-                    if !args.json && peers::python_for(system).is_none() {
-                        peers::say_not_installed(system);
-                    }
+                let Some(mut peer) = peers.run(system, &script_args)? else {
                     continue;
                 };
                 peer["graph"] = json!(graph);
@@ -264,7 +265,7 @@ pub(crate) fn run(args: SampleArgs) -> Result<()> {
                     .get("train_epoch_seconds")
                     .cloned()
                     .unwrap_or(Value::Null);
-                report(&args, &peer, Some(ours));
+                report(&args, &peers, &peer, Some(ours));
             }
         }
     }

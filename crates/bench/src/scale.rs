@@ -234,7 +234,7 @@ fn dataset_matches(args: &ScaleArgs) -> Result<bool> {
 
 /// Runs `phase` in a child process of this binary and returns its JSON object.
 fn child(args: &ScaleArgs, phase: Phase, reused: bool) -> Result<Value> {
-    let exe = std::env::current_exe().context("finding this program")?;
+    let exe = crate::peers::graphloom_program()?;
     let mut cmd = std::process::Command::new(exe);
     cmd.args([
         "bench",

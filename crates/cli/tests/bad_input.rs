@@ -470,8 +470,9 @@ fn bad_options_are_clear_errors() {
              not 0",
         ),
         (
-            vec!["--summary-json", "/nonexistent-graphloom/run.json"],
-            "/nonexistent-graphloom/run.json cannot be written",
+            // A folder under a file cannot be made.
+            vec!["--summary-json", "/dev/null/graphloom/run.json"],
+            "/dev/null/graphloom/run.json cannot be written",
         ),
     ] {
         let mut full = vec!["train", "--epochs", "1"];

@@ -200,6 +200,10 @@ fn bench_hetero_prints_its_measurement_as_one_json_line() {
         "--out",
         data.to_str().unwrap(),
     ]);
+    // The peer's script is there, its Python environment is not.
+    let baselines = dir.join("baselines");
+    std::fs::create_dir_all(&baselines).unwrap();
+    std::fs::write(baselines.join("dgl_hetero.py"), "").unwrap();
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_graphloom"))
         .args(["bench", "hetero", "--dataset"])
         .arg(&data)
@@ -211,7 +215,9 @@ fn bench_hetero_prints_its_measurement_as_one_json_line() {
             "--repeats",
             "1",
             "--json",
+            "--baselines",
         ])
+        .arg(&baselines)
         .env("DGL_PYTHON", dir.join("no-python"))
         .output()
         .unwrap();
@@ -233,4 +239,23 @@ fn bench_hetero_prints_its_measurement_as_one_json_line() {
         assert!(v[key].as_f64().unwrap() > 0.0, "{key}: {v}");
     }
     assert!(v["vs_dgl"].is_null() && v["host"].is_object(), "{v}");
+    // The missing peer is named with the reason, in the record and on stderr.
+    let said = v["baselines"]["dgl"].as_str().unwrap_or_default();
+    assert!(said.starts_with("left out: not installed"), "{v}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("dgl: left out: not installed"), "{stderr}");
+    // A baselines folder that is not there is an error, not a quiet run without peers.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_graphloom"))
+        .args(["bench", "hetero", "--dataset"])
+        .arg(&data)
+        .args(["--batches", "1", "--repeats", "1", "--baselines"])
+        .arg(dir.join("no-baselines"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.starts_with("error: --baselines ") && stderr.contains("no-baselines: not a folder"),
+        "{stderr}"
+    );
 }

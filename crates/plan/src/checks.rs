@@ -16,6 +16,15 @@ use crate::{Backend, FeaturesLocation, PlanError, Result, TaskKind, TrainMode, T
 /// here).
 pub const MAX_WORKERS: usize = 1024;
 
+/// Refuses the MPI backend in a build without it, before anything is loaded or planned (the
+/// run would otherwise fail only when its workers start).
+pub(crate) fn check_backend_built(s: &TrainSettings) -> Result<()> {
+    if s.comm == Some(Backend::Mpi) && !cfg!(feature = "mpi") {
+        return Err(PlanError::NoMpi);
+    }
+    Ok(())
+}
+
 /// Refuses a setting that the mode or the model does not use.
 pub(crate) fn check_applicable(
     s: &TrainSettings,
@@ -23,6 +32,7 @@ pub(crate) fn check_applicable(
     arch: Architecture,
     embedding: bool,
 ) -> Result<()> {
+    check_backend_built(s)?;
     check_task(s, mode)?;
     let link = s.task == Some(TaskKind::Link);
     let given = |o: bool, setting: &'static str, hint: &'static str| -> Result<()> {

@@ -43,7 +43,10 @@ pub enum PlanError {
     #[error("`model` is a link predictor (trained with `task` link): it has no classes")]
     NoClasses,
     /// The MPI backend was asked for in a build without it.
-    #[error("this graphloom was built without MPI: build with --features mpi")]
+    #[error(
+        "this graphloom was built without MPI: build it with `cargo build --release -p \
+         graphloom --features mpi` (OpenMPI installed), or use --workers N in one process"
+    )]
     NoMpi,
     /// Reading or checking the dataset failed.
     #[error(transparent)]

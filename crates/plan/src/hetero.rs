@@ -18,7 +18,7 @@ use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::DType;
 
-use crate::checks::{check_local_workers, check_values};
+use crate::checks::{check_backend_built, check_local_workers, check_values};
 use crate::data::embedding_table;
 use crate::{run_job, Backend, ModelName, PlanError, Result, TaskKind, TrainSettings};
 
@@ -435,6 +435,7 @@ fn relation_fanouts(graph: &HeteroGraph, given: &str, layers: usize) -> Result<(
 
 /// Refuses every setting heterogeneous training does not take, naming it.
 fn check_applicable(s: &TrainSettings) -> Result<()> {
+    check_backend_built(s)?;
     let not_here = |given: bool, setting: &'static str| -> Result<()> {
         if given {
             return Err(PlanError::invalid(

@@ -122,3 +122,20 @@ def test_the_console_command_is_the_command_line():
     piped = subprocess.run(f"{cli} train --help | head -1", shell=True, capture_output=True,
                            text=True, timeout=60)
     assert piped.returncode == 0 and piped.stdout and "Error" not in piped.stderr, piped
+
+
+def test_the_console_command_benchmarks_in_processes_of_its_own(tmp_path):
+    """A bench starts the command again for what it measures: the console command, not the
+    interpreter running it."""
+    cli = str(Path(sys.prefix, "bin", "graphloom"))
+    data = tmp_path / "mag"
+    subprocess.run([cli, "prepare", "synthetic", "--hetero", "mag", "--scale", "0.005", "--out",
+                    str(data)], check=True, capture_output=True, timeout=300)
+    env = dict(os.environ, DGL_PYTHON=str(tmp_path / "no-python"))
+    run = subprocess.run([cli, "bench", "hetero", "--dataset", str(data), "--fanouts", "5,5",
+                          "--batches", "2", "--repeats", "1", "--json"], env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr
+    (line,) = run.stdout.splitlines()
+    record = json.loads(line)
+    assert record["system"] == "graphloom" and record["seeds_per_second"] > 0, record

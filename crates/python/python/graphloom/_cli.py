@@ -4,6 +4,7 @@ the wheel puts ``graphloom`` on PATH."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 
@@ -13,10 +14,9 @@ def main() -> None:
     # The command runs without the interpreter, which would act on Ctrl-C only once it
     # returned: with the default disposition Ctrl-C ends the run at once, as it ends the binary.
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    # The benchmarks start the command again for the runs they measure: this script, not the
+    # interpreter that this process is.
+    os.environ["GRAPHLOOM_SELF"] = os.path.abspath(sys.argv[0])
     from ._graphloom import run_cli
 
     sys.exit(run_cli(["graphloom", *sys.argv[1:]]))
-
-
-if __name__ == "__main__":
-    main()
