@@ -12,7 +12,7 @@
 //! [`model`] (model files and inference through the plan) and [`view`] (DLPack
 //! exports); [`process`] keeps each handle to the process that made it and lets signals
 //! through loops run without the interpreter; [`errors`] maps the crates' errors to Python's
-//! exceptions; [`cli`] runs the `graphloom` command line for the package's console command.
+//! exceptions; [`graph_ops`] draws WholeGraph's neighbour samples; [`cli`] runs the `graphloom` command line for the package's console command.
 //! The pure-Python half (`python/graphloom`) turns torch and numpy arguments into
 //! buffers and results into tensors; every call that samples, gathers or communicates here
 //! releases the interpreter lock.
@@ -24,6 +24,7 @@ mod convert;
 mod dataset;
 mod epochs;
 mod errors;
+mod graph_ops;
 mod hetero_dataset;
 mod hetero_loader;
 mod job;
@@ -83,5 +84,6 @@ fn _graphloom(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(model::write_model_file, m)?)?;
     m.add_function(wrap_pyfunction!(model::predict, m)?)?;
     m.add_function(wrap_pyfunction!(cli::run_cli, m)?)?;
+    m.add_function(wrap_pyfunction!(graph_ops::sample_ranges, m)?)?;
     Ok(())
 }

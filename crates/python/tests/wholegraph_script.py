@@ -1,7 +1,10 @@
-"""A node classifier written as pylibwholegraph.torch's documentation writes one: features read
-from a file into a WholeMemory embedding, a trainable node embedding with WholeGraph's sparse
-Adam, a dense head trained by torch. It runs on GraphLoom with two changes: the import line
-and ``"cuda"`` made ``"cpu"``.
+"""A GNN node classifier written as pylibwholegraph.torch's examples write one: the graph's CSR
+read from raw files into WholeMemory tensors and a ``GraphStructure``, features read into a
+WholeMemory embedding, a trainable node embedding with WholeGraph's sparse Adam; each batch
+sampled over two hops (``multilayer_sample_without_replacement``: sampling without
+replacement, ``append_unique``), its input rows gathered, and two PyG SAGEConv layers run on
+the sampled blocks. It runs on GraphLoom with two changes: the import line and ``"cuda"`` made
+``"cpu"``.
 
     python wholegraph_script.py --root DIR --feat-dim F --classes C --out DIR
 """
@@ -13,6 +16,7 @@ import os
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torch_geometric.nn import SAGEConv
 
 import graphloom.wholegraph as wgth  # was: import pylibwholegraph.torch as wgth
 
@@ -27,7 +31,8 @@ def main():
     parser.add_argument("--embedding-dim", type=int, default=16)
     parser.add_argument("--epochs", type=int, default=30)
     parser.add_argument("--batch-size", type=int, default=64)
-    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -62,19 +67,42 @@ def main():
     wm_optimizer = wgth.create_wholememory_optimizer(node_emb, "adam", {"weight_decay": 0.0})
     emb_module = wgth.WholeMemoryEmbeddingModule(node_emb)
 
+    # The graph: CSR by destination, the row pointers int64, the columns int32.
+    row_ptr = wgth.create_wholememory_tensor_from_filelist(
+        global_comm, "continuous", LOCATION, os.path.join(args.root, "csr_row_ptr.bin"),
+        torch.int64)
+    col_ind = wgth.create_wholememory_tensor_from_filelist(
+        global_comm, "chunked", LOCATION, os.path.join(args.root, "csr_col_ind.bin"),
+        torch.int32)
+    graph = wgth.GraphStructure()
+    graph.set_csr_graph(row_ptr, col_ind)
+
     labels = torch.from_numpy(np.load(os.path.join(args.root, "node_label.npy")))
     train_idx = torch.from_numpy(np.load(os.path.join(args.root, "train_idx.npy")))
     test_idx = torch.from_numpy(np.load(os.path.join(args.root, "test_idx.npy")))
-    head = torch.nn.Linear(args.feat_dim + args.embedding_dim, args.classes)
-    optimizer = torch.optim.Adam(head.parameters(), lr=args.lr)
+    convs = torch.nn.ModuleList([
+        SAGEConv(args.feat_dim + args.embedding_dim, 32),
+        SAGEConv(32, args.classes),
+    ])
+    optimizer = torch.optim.Adam(convs.parameters(), lr=args.lr)
 
     def forward(ids):
-        x = node_feat.gather(ids, force_dtype=torch.float32)
-        return head(torch.cat([x, emb_module(ids)], dim=1))
+        target_gids, edge_indice, _, _ = graph.multilayer_sample_without_replacement(
+            ids, args.fanouts)
+        inputs = target_gids[0]
+        x = node_feat.gather(inputs, force_dtype=torch.float32)
+        h = torch.cat([x, emb_module(inputs)], dim=1)
+        for layer, conv in enumerate(convs):
+            targets = len(target_gids[layer + 1])
+            h = conv((h, h[:targets]), edge_indice[layer].long(), size=(len(h), targets))
+            if layer + 1 < len(convs):
+                h = F.dropout(F.relu(h), p=0.5, training=convs.training)
+        return h
 
     losses = []
     for _ in range(args.epochs):
         emb_module.train()
+        convs.train()
         order = train_idx[torch.randperm(len(train_idx))]
         for batch in order.split(args.batch_size):
             optimizer.zero_grad()
@@ -85,6 +113,7 @@ def main():
             losses.append(loss.item())
 
     emb_module.eval()
+    convs.eval()
     with torch.no_grad():
         accuracy = (forward(test_idx).argmax(1) == labels[test_idx]).float().mean().item()
 

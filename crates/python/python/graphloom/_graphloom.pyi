@@ -355,3 +355,11 @@ def predict(
     scratch_dir: str | None = None,
 ) -> View: ...
 def run_cli(args: list[str]) -> int: ...
+def sample_ranges(
+    centers: Any,
+    starts: Any,
+    ends: Any,
+    max_sample_count: int,
+    seed: int,
+    weights: Any = None,
+) -> tuple[View, View, View]: ...

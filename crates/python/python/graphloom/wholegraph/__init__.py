@@ -29,8 +29,12 @@ Names, signatures and return shapes are WholeGraph's: ``get_local_tensor()`` and
 The modules are pylibwholegraph.torch's concepts: :mod:`~graphloom.wholegraph.comm` (the job
 and its communicators), :mod:`~graphloom.wholegraph.tensor` (``WholeMemoryTensor`` and part
 files), :mod:`~graphloom.wholegraph.embedding` (embeddings, their module, optimizers and cache
-policies) and :mod:`~graphloom.wholegraph.memory` (memory types, locations and dtypes as the
-store's).
+policies), :mod:`~graphloom.wholegraph.memory` (memory types, locations and dtypes as the
+store's), and the graph side: :mod:`~graphloom.wholegraph.graph_structure` (``GraphStructure``,
+a CSR in WholeMemory tensors, sampled one hop or several),
+:mod:`~graphloom.wholegraph.wholegraph_ops` (uniform and weighted sampling without
+replacement) and :mod:`~graphloom.wholegraph.graph_ops` (``append_unique``,
+``add_csr_self_loop``). Sampled outputs are CPU tensors with WholeGraph's dtypes.
 """
 
 from __future__ import annotations
@@ -65,6 +69,13 @@ from .embedding import (
     destroy_wholememory_cache_policy,
     destroy_wholememory_optimizer,
 )
+from . import graph_ops, wholegraph_ops
+from .graph_ops import add_csr_self_loop, append_unique
+from .graph_structure import GraphStructure
+from .wholegraph_ops import (
+    unweighted_sample_without_replacement,
+    weighted_sample_without_replacement,
+)
 from .tensor import (
     WholeMemoryTensor,
     create_wholememory_tensor,
@@ -75,6 +86,13 @@ from .tensor import (
 )
 
 __all__ = [
+    "GraphStructure",
+    "add_csr_self_loop",
+    "append_unique",
+    "graph_ops",
+    "unweighted_sample_without_replacement",
+    "weighted_sample_without_replacement",
+    "wholegraph_ops",
     "init",
     "init_torch_env",
     "init_torch_env_and_create_wm_comm",

@@ -73,6 +73,12 @@ class WholeMemoryTensor:
         """0: tables are never views of others."""
         return 0
 
+    @property
+    def wmb_tensor(self) -> "WholeMemoryTensor":
+        """WholeGraph's handle of the tensor for its ops (the binding's tensor there): here the
+        tensor itself, which the ops take."""
+        return self
+
     def get_comm(self) -> WholeMemoryCommunicator:
         """The ranks the table is spread over."""
         return self._wm_comm
