@@ -69,6 +69,10 @@ pub(crate) struct EmbedArgs {
     /// its output is heads x hidden wide.
     #[arg(long, default_value_t = 1)]
     layer: usize,
+    /// On a heterogeneous dataset: the node type whose embeddings to write (--nodes are ids of
+    /// it); a layer computes the types that lead to the target [default: the target type].
+    #[arg(long)]
+    node_type: Option<String>,
 }
 
 impl ModelInput {
@@ -154,6 +158,13 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
 /// The target type's log-probabilities under a relational model, for `predict` on a
 /// heterogeneous dataset (always exact and layer by layer in chunks of nodes).
 fn hetero_log_probabilities(input: &ModelInput) -> Result<graphloom_tensor::Tensor> {
+    let nodes = check_hetero_input(input)?;
+    graphloom_plan::hetero_log_probabilities(&input.model, &input.dataset, nodes.as_deref())
+        .map_err(crate::output::plan_error)
+}
+
+/// Checks `predict`'s or `embed`'s arguments on a heterogeneous dataset and reads `--nodes`.
+fn check_hetero_input(input: &ModelInput) -> Result<Option<Vec<i64>>> {
     if input.inference_memory_gib.is_some() {
         anyhow::bail!(
             "--inference-memory-gib: a heterogeneous dataset's prediction runs layer by layer in \
@@ -174,24 +185,30 @@ fn hetero_log_probabilities(input: &ModelInput) -> Result<graphloom_tensor::Tens
     ];
     let paths: Vec<&Path> = paths.into_iter().flatten().map(|p| p.as_path()).collect();
     graphloom_graph::check_output_file(&input.out, &paths)?;
-    let nodes = match &input.nodes {
-        Some(path) => Some(read_nodes(path)?),
-        None => None,
-    };
-    graphloom_plan::hetero_log_probabilities(&input.model, &input.dataset, nodes.as_deref())
-        .map_err(crate::output::plan_error)
+    input.nodes.as_deref().map(read_nodes).transpose()
 }
 
 pub(crate) fn embed(args: EmbedArgs) -> Result<()> {
-    if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
-        anyhow::bail!(
-            "{} is a heterogeneous dataset: embed takes one node type's model; a relational \
-             model's embeddings per type are not built yet (predict writes its classes)",
-            args.input.dataset.display()
-        );
-    }
-    let h = infer(&args.input.settings(Output::Layer(args.layer))?)
-        .map_err(crate::output::plan_error)?;
+    let h = if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
+        let nodes = check_hetero_input(&args.input)?;
+        graphloom_plan::hetero_embeddings(
+            &args.input.model,
+            &args.input.dataset,
+            args.layer,
+            args.node_type.as_deref(),
+            nodes.as_deref(),
+        )
+        .map_err(crate::output::plan_error)?
+    } else {
+        if args.node_type.is_some() {
+            anyhow::bail!(
+                "--node-type: {} has one node type; the option is for heterogeneous datasets",
+                args.input.dataset.display()
+            );
+        }
+        infer(&args.input.settings(Output::Layer(args.layer))?)
+            .map_err(crate::output::plan_error)?
+    };
     let out = &args.input.out;
     npy::write(out, h.as_slice::<f32>()?, h.shape())
         .with_context(|| format!("writing {}", out.display()))?;

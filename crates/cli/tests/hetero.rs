@@ -545,13 +545,96 @@ fn a_saved_relational_model_predicts_what_its_run_measured() {
         &graphloom(&[
             "embed",
             "--dataset",
-            s(&data),
+            s(&small),
             "--model",
-            s(&model),
+            s(&gcn),
+            "--node-type",
+            "paper",
             "--out",
             s(&elsewhere),
         ]),
-        &["not built yet"],
+        &["--node-type", "one node type"],
+    );
+    assert!(!elsewhere.exists());
+    embed_per_type(&root, &data, &model, &nodes);
+}
+
+/// `embed` of a relational model: the last layer's rows are the class scores whose softmax
+/// `predict` writes (checked in f64), a hidden layer's rows of a type it computes are ReLU
+/// outputs of the hidden width, and a type or layer it does not compute is refused naming
+/// what it does.
+fn embed_per_type(root: &Path, data: &Path, model: &Path, nodes: &Path) {
+    use graphloom_graph::npy;
+    let run = |args: &[&str]| {
+        let mut full = vec!["embed", "--dataset", s(data), "--model", s(model)];
+        full.extend(args);
+        graphloom(&full)
+    };
+    let logp = root.join("logp.npy");
+    graphloom_ok(&[
+        "predict",
+        "--dataset",
+        s(data),
+        "--model",
+        s(model),
+        "--out",
+        s(&logp),
+    ]);
+    let scores = root.join("scores.npy");
+    assert!(run(&["--layer", "2", "--out", s(&scores)]).status.success());
+    let logp = npy::read::<f32>(&logp).unwrap();
+    let scores = npy::read::<f32>(&scores).unwrap();
+    assert_eq!(scores.shape, logp.shape);
+    let width = scores.shape[1];
+    for (row, expect) in scores.data.chunks(width).zip(logp.data.chunks(width)) {
+        let max = row.iter().fold(f64::MIN, |m, &v| m.max(f64::from(v)));
+        let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+        for (&v, &e) in row.iter().zip(expect) {
+            let softmax = f64::from(v) - max - sum.ln();
+            assert!((softmax - f64::from(e)).abs() < 1e-4, "{softmax} vs {e}");
+        }
+    }
+    let authors = root.join("authors.npy");
+    let out = run(&[
+        "--layer",
+        "1",
+        "--node-type",
+        "author",
+        "--nodes",
+        s(nodes),
+        "--out",
+        s(&authors),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let authors = npy::read::<f32>(&authors).unwrap();
+    assert_eq!(authors.shape, [2, 64]);
+    assert!(authors.data.iter().all(|&v| v >= 0.0) && authors.data.iter().any(|&v| v > 0.0));
+    let elsewhere = root.join("elsewhere.npy");
+    refused(
+        &run(&[
+            "--layer",
+            "1",
+            "--node-type",
+            "institution",
+            "--out",
+            s(&elsewhere),
+        ]),
+        &[
+            "layer 1 computes the types that lead to paper",
+            "not institution",
+        ],
+    );
+    refused(
+        &run(&["--layer", "3", "--out", s(&elsewhere)]),
+        &["layers 1 to 2, not 3"],
+    );
+    refused(
+        &run(&["--node-type", "venue", "--out", s(&elsewhere)]),
+        &["venue is not one of the node types"],
     );
     assert!(!elsewhere.exists());
 }

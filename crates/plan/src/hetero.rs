@@ -9,8 +9,8 @@ use graphloom_comm::Communicator;
 use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{format_bytes, HeteroDataset, HeteroGraph};
 use graphloom_nn::hetero::{
-    log_probabilities, relation_specs, HeteroBatching, HeteroModel, HeteroModelConfig,
-    HeteroModelFile, HeteroTraining, RelationalKind, TypeInput,
+    layer_embeddings, log_probabilities, relation_specs, HeteroBatching, HeteroModel,
+    HeteroModelConfig, HeteroModelFile, HeteroTraining, RelationalKind, TypeInput,
 };
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
@@ -491,6 +491,74 @@ pub fn hetero_log_probabilities(
     dir: &std::path::Path,
     nodes: Option<&[i64]>,
 ) -> Result<graphloom_tensor::Tensor> {
+    let (made, graph, mut inputs) = open_for_inference(model, dir)?;
+    let logp = log_probabilities(&made, &graph, &mut inputs)?
+        .cast(DType::F32)
+        .map_err(graphloom_nn::Error::from)?;
+    select_nodes(logp, nodes, &graph, graph.target)
+}
+
+/// The output of the first `layer` layers (from 1) of the relational model saved at `model`
+/// for the nodes `nodes` (every node when `None`) of `node_type` (the target type when `None`)
+/// of the heterogeneous dataset in `dir`: what `graphloom embed` writes. Exact, layer by layer
+/// in chunks of nodes. A layer computes the types that lead to the target; another type is
+/// refused, naming those it computes.
+pub fn hetero_embeddings(
+    model: &std::path::Path,
+    dir: &std::path::Path,
+    layer: usize,
+    node_type: Option<&str>,
+    nodes: Option<&[i64]>,
+) -> Result<graphloom_tensor::Tensor> {
+    let (made, graph, mut inputs) = open_for_inference(model, dir)?;
+    let layers = made.cfg.layers;
+    if layer == 0 || layer > layers {
+        return Err(PlanError::invalid(
+            "layer",
+            format!("the model has layers 1 to {layers}, not {layer}"),
+        ));
+    }
+    let t = match node_type {
+        None => graph.target,
+        Some(name) => graph.type_index(name).ok_or_else(|| {
+            PlanError::invalid(
+                "node_type",
+                format!("{name} is not one of the node types {:?}", graph.types),
+            )
+        })?,
+    };
+    let computed = made.cfg.output_types(layer - 1);
+    if !computed[t] {
+        let names: Vec<&String> = graph
+            .types
+            .iter()
+            .zip(&computed)
+            .filter_map(|(name, &c)| c.then_some(name))
+            .collect();
+        return Err(PlanError::invalid(
+            "node_type",
+            format!(
+                "layer {layer} computes the types that lead to {} ({names:?}), not {}",
+                graph.types[graph.target], graph.types[t]
+            ),
+        ));
+    }
+    let mut outputs = layer_embeddings(&made, &graph, &mut inputs, layer)?;
+    let rows = outputs[t]
+        .take()
+        .expect("the layer computes the type")
+        .cast(DType::F32)
+        .map_err(graphloom_nn::Error::from)?;
+    select_nodes(rows, nodes, &graph, t)
+}
+
+/// The relational model saved at `model`, checked against the heterogeneous dataset in `dir`
+/// (its types, relations, target and classes), with the dataset's graph and each type's input
+/// rows: its features, or the embedding the model learnt for it.
+fn open_for_inference(
+    model: &std::path::Path,
+    dir: &std::path::Path,
+) -> Result<(HeteroModel, HeteroGraph, Vec<TypeInput>)> {
     let file = HeteroModelFile::load(model)?;
     let graph = HeteroDataset::open(dir)?.load()?;
     let c = &file.config;
@@ -552,31 +620,38 @@ pub fn hetero_log_probabilities(
     }
     let mut made = HeteroModel::new(c.clone(), 0)?;
     made.set_params(&file.params)?;
-    let logp = log_probabilities(&made, &graph, &mut inputs)?
-        .cast(DType::F32)
-        .map_err(graphloom_nn::Error::from)?;
+    Ok((made, graph, inputs))
+}
+
+/// Rows `nodes` of `rows` (every row when `None`), the nodes of type `t` of `graph`.
+fn select_nodes(
+    rows: graphloom_tensor::Tensor,
+    nodes: Option<&[i64]>,
+    graph: &HeteroGraph,
+    t: usize,
+) -> Result<graphloom_tensor::Tensor> {
     let Some(nodes) = nodes else {
-        return Ok(logp);
+        return Ok(rows);
     };
-    let n = graph.type_sizes[graph.target];
+    let n = graph.type_sizes[t];
     if let Some(bad) = nodes.iter().find(|&&v| v < 0 || v as u64 >= n as u64) {
         return Err(PlanError::invalid(
             "nodes",
             format!(
-                "node {bad} is not one of the {n} nodes of the target type {}",
-                graph.types[graph.target]
+                "node {bad} is not one of the {n} nodes of the type {}",
+                graph.types[t]
             ),
         ));
     }
-    let (_, width) = logp.dims2();
-    let data = logp.as_slice::<f32>().map_err(graphloom_nn::Error::from)?;
-    let rows: Vec<f32> = nodes
+    let (_, width) = rows.dims2();
+    let data = rows.as_slice::<f32>().map_err(graphloom_nn::Error::from)?;
+    let picked: Vec<f32> = nodes
         .iter()
         .flat_map(|&v| &data[v as usize * width..(v as usize + 1) * width])
         .copied()
         .collect();
     Ok(
-        graphloom_tensor::Tensor::from_vec(rows, &[nodes.len(), width])
+        graphloom_tensor::Tensor::from_vec(picked, &[nodes.len(), width])
             .map_err(graphloom_nn::Error::from)?,
     )
 }

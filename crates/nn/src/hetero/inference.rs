@@ -49,12 +49,47 @@ pub(crate) fn infer_layerwise(
     chunk_nodes: usize,
     compute: bool,
 ) -> Result<Option<Tensor>> {
+    let layers = model.cfg.layers;
+    let outputs = layer_outputs(
+        model,
+        graph,
+        relations,
+        inputs,
+        params,
+        sampler,
+        chunk_nodes,
+        compute,
+        layers,
+    )?;
+    let Some(scores) = outputs.and_then(|mut o| o.swap_remove(model.cfg.target)) else {
+        return Ok(None);
+    };
+    let mut tape = Tape::no_grad();
+    let logp = crate::Model::log_probabilities(&mut tape, &Var::constant(scores))?;
+    Ok(Some(logp.value().clone()))
+}
+
+/// The outputs of the model's first `layers` layers, per type (`None` for a type the last of
+/// them does not compute: a layer computes the types that lead to the target), as
+/// [`infer_layerwise`] computes them.
+#[allow(clippy::too_many_arguments)]
+fn layer_outputs(
+    model: &HeteroModel,
+    graph: &HeteroGraph,
+    relations: &[RelationSpec],
+    inputs: &mut [TypeInput],
+    params: &[Tensor],
+    sampler: &mut HeteroSampler,
+    chunk_nodes: usize,
+    compute: bool,
+    layers: usize,
+) -> Result<Option<Vec<Option<Tensor>>>> {
     let chunk_nodes = chunk_nodes.max(1);
     let cfg = &model.cfg;
     let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
     let every = vec![vec![-1i64; relations.len()]];
     let mut previous: Vec<Option<Tensor>> = vec![None; cfg.types.len()];
-    for l in 0..cfg.layers {
+    for l in 0..layers.min(cfg.layers) {
         let outputs = cfg.output_types(l);
         let mut current: Vec<Option<Tensor>> = vec![None; cfg.types.len()];
         for t in (0..cfg.types.len()).filter(|&t| outputs[t]) {
@@ -105,12 +140,7 @@ pub(crate) fn infer_layerwise(
         }
         previous = current;
     }
-    let Some(scores) = previous.swap_remove(cfg.target) else {
-        return Ok(None);
-    };
-    let mut tape = Tape::no_grad();
-    let logp = crate::Model::log_probabilities(&mut tape, &Var::constant(scores))?;
-    Ok(Some(logp.value().clone()))
+    Ok(compute.then_some(previous))
 }
 
 /// The log-probabilities of every node of `graph`'s target type under `model`, its input
@@ -135,6 +165,33 @@ pub fn log_probabilities(
         true,
     )?;
     Ok(logp.expect("computed on this worker"))
+}
+
+/// The output of `model`'s first `layer` layers (from 1; the last gives the class scores
+/// before the softmax) for every node of each type that layer computes (`None` for the others:
+/// a layer computes the types that lead to the target), exact and layer by layer in chunks of
+/// [`CHUNK_NODES`], the input rows read from `inputs`: what `graphloom embed` writes.
+pub fn layer_embeddings(
+    model: &HeteroModel,
+    graph: &HeteroGraph,
+    inputs: &mut [TypeInput],
+    layer: usize,
+) -> Result<Vec<Option<Tensor>>> {
+    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
+    let relations = super::workload::relation_specs(graph);
+    let mut sampler = HeteroSampler::new(&graph.type_sizes);
+    let outputs = layer_outputs(
+        model,
+        graph,
+        &relations,
+        inputs,
+        &params,
+        &mut sampler,
+        CHUNK_NODES,
+        true,
+        layer,
+    )?;
+    Ok(outputs.expect("computed on this worker"))
 }
 
 /// A non-computing worker's part in one chunk's gathers of the first layer: every table with

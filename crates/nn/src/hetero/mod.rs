@@ -10,7 +10,7 @@ mod model_file;
 mod workload;
 
 pub use graph::HeteroLayerGraph;
-pub use inference::{log_probabilities, CHUNK_NODES};
+pub use inference::{layer_embeddings, log_probabilities, CHUNK_NODES};
 pub use model::{HeteroModel, HeteroModelConfig, RelationSpec, RelationalKind};
 pub use model_file::{is_hetero_model, HeteroModelFile};
 pub use workload::{relation_specs, sample_blocks, HeteroBatching, HeteroTraining, TypeInput};
