@@ -47,7 +47,8 @@ pub enum CommError {
 }
 
 impl CommError {
-    pub(crate) fn timeout(me: usize, op: &'static str, peer: usize, limit: Duration) -> CommError {
+    /// Rank `me` waited `limit` for `peer` in `op`, in vain.
+    pub fn timeout(me: usize, op: &'static str, peer: usize, limit: Duration) -> CommError {
         CommError::Timeout {
             me,
             op,

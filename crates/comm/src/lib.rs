@@ -24,7 +24,7 @@ pub use communicator::{Communicator, CommunicatorExt, Handle, ReduceData, Reduce
 pub use counting::Counting;
 pub use error::{CommError, Result};
 pub use local::{Local, LocalComm};
-pub use request::{RecvRequest, SendRequest};
+pub use request::{PendingRecv, PendingSend, RecvRequest, SendRequest};
 
 /// The environment variable that sets the default receive deadline, in seconds.
 pub const TIMEOUT_ENV: &str = "GRAPHLOOM_COMM_TIMEOUT";

@@ -12,18 +12,22 @@ pub struct SendRequest(Box<dyn PendingSend>);
 #[must_use = "a receive request must be waited on to get its message"]
 pub struct RecvRequest(Box<dyn PendingRecv>);
 
-/// The backend's part of a send in flight.
-pub(crate) trait PendingSend: Send {
+/// The backend's part of a send in flight (public so that a backend outside this crate, such
+/// as the Python package's torch.distributed one, can implement [`crate::Communicator`]).
+pub trait PendingSend: Send {
+    /// Waits until the send completes.
     fn wait(self: Box<Self>) -> Result<()>;
 }
 
 /// The backend's part of a receive in flight.
-pub(crate) trait PendingRecv: Send {
+pub trait PendingRecv: Send {
+    /// Waits for the message, up to the communicator's deadline.
     fn wait(self: Box<Self>) -> Result<Vec<u8>>;
 }
 
 impl SendRequest {
-    pub(crate) fn new(pending: impl PendingSend + 'static) -> SendRequest {
+    /// A send in flight, completed by `pending`.
+    pub fn new(pending: impl PendingSend + 'static) -> SendRequest {
         SendRequest(Box::new(pending))
     }
 
@@ -45,7 +49,8 @@ impl SendRequest {
 }
 
 impl RecvRequest {
-    pub(crate) fn new(pending: impl PendingRecv + 'static) -> RecvRequest {
+    /// A receive in flight, completed by `pending`.
+    pub fn new(pending: impl PendingRecv + 'static) -> RecvRequest {
         RecvRequest(Box::new(pending))
     }
 

@@ -1,5 +1,5 @@
-//! The job this process belongs to: one rank by default, or the ranks of an `mpirun` job
-//! (built with the `mpi` feature). [`init`] starts it once per process; [`finalize`] ends it
+//! The job this process belongs to: one rank by default, the ranks of an `mpirun` job (built
+//! with the `mpi` feature), or the processes of a torchrun job ([`TorchComm`]). [`init`] starts it once per process; [`finalize`] ends it
 //! (under MPI, after the Python half has closed every table).
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use crate::buffers::Held;
 use crate::errors::{self, invalid};
 use crate::process::{check_pool, Owner};
+use crate::torch_comm::TorchComm;
 
 /// The started job.
 struct Job {
@@ -84,7 +85,7 @@ impl Comm {
         self.size
     }
 
-    /// `local` or `mpi`.
+    /// `local`, `mpi` or `torch`.
     #[getter]
     fn backend(&self) -> &'static str {
         self.backend
@@ -151,18 +152,47 @@ impl Comm {
 }
 
 /// Starts the job once per process and returns (global, node-local) communicators. `backend`
-/// is `auto` (MPI when launched by mpirun, else one rank), `local` or `mpi`. A second call
-/// returns the running job's communicators.
+/// is `auto` (MPI when launched by mpirun, else one rank), `local`, `mpi` or `torch` (the
+/// processes of a torch.distributed job: `torch_world` is `(rank, size, local_rank,
+/// local_size)` and `transport` the Python half's sender and receiver). A second call returns
+/// the running job's communicators.
 #[pyfunction]
-#[pyo3(signature = (backend = "auto"))]
-pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
-    let use_mpi = match backend {
-        "local" => false,
-        "mpi" => true,
-        "auto" => launched_by_mpirun(),
-        other => {
+#[pyo3(signature = (backend = "auto", torch_world = None, transport = None))]
+pub(crate) fn init(
+    py: Python<'_>,
+    backend: &str,
+    torch_world: Option<(usize, usize, usize, usize)>,
+    transport: Option<Py<PyAny>>,
+) -> PyResult<(Comm, Comm)> {
+    enum Start {
+        Local,
+        Mpi,
+        Torch(TorchComm, TorchComm),
+    }
+    let start = match (backend, torch_world, transport) {
+        ("local", _, _) => Start::Local,
+        ("mpi", _, _) => Start::Mpi,
+        ("auto", _, _) if launched_by_mpirun() => Start::Mpi,
+        ("auto", _, _) => Start::Local,
+        ("torch", Some((rank, size, local_rank, local_size)), Some(transport)) => {
+            if rank >= size || local_rank > rank || local_rank >= local_size || local_size > size {
+                return Err(invalid(format!(
+                    "init: rank {rank} of {size} (local rank {local_rank} of {local_size}) is \
+                     not a rank of the job"
+                )));
+            }
+            let world = TorchComm::world(transport, rank, size);
+            let node = TorchComm::node_of(&world, local_rank, local_size);
+            Start::Torch(world, node)
+        }
+        ("torch", _, _) => {
+            return Err(invalid(
+                "init: backend 'torch' needs torch_world and transport (the Python half's)",
+            ))
+        }
+        (other, _, _) => {
             return Err(invalid(format!(
-                "init: backend '{other}' is not auto, local or mpi"
+                "init: backend '{other}' is not auto, local, mpi or torch"
             )))
         }
     };
@@ -172,7 +202,17 @@ pub(crate) fn init(py: Python<'_>, backend: &str) -> PyResult<(Comm, Comm)> {
     py.detach(|| {
         let mut guard = job();
         if guard.is_none() {
-            let started = if use_mpi { start_mpi()? } else { start_local() };
+            let started = match start {
+                Start::Local => start_local(),
+                Start::Mpi => start_mpi()?,
+                Start::Torch(world, node) => Job {
+                    world: Arc::new(world),
+                    node: Arc::new(node),
+                    owner: Owner::here(),
+                    #[cfg(feature = "mpi")]
+                    _runtime: None,
+                },
+            };
             GENERATION.fetch_add(1, Ordering::SeqCst);
             *guard = Some(started);
         }
@@ -203,7 +243,11 @@ pub(crate) fn finalize(py: Python<'_>) -> PyResult<()> {
         let ended = guard.take().expect("checked above");
         drop(guard);
         GENERATION.fetch_add(1, Ordering::SeqCst);
-        ended.world.barrier().map_err(errors::raise)?;
+        // MPI is finalised once every rank is done; a torchrun job's messages go through
+        // torch.distributed, whose process group may be gone by the time the process exits.
+        if ended.world.backend() != "torch" {
+            ended.world.barrier().map_err(errors::raise)?;
+        }
         drop(ended);
         Ok(())
     })

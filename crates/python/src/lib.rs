@@ -1,7 +1,8 @@
 //! `graphloom._graphloom`: the compiled half of the `graphloom` Python package.
 //!
 //! Each Python-facing type is a thin handle on a crate's type: [`job`] (the job and its
-//! communicators), [`table`] (store tables: gather, scatter, views, trainable rows),
+//! communicators; [`torch_comm`] carries a torchrun job's messages over torch.distributed),
+//! [`table`] (store tables: gather, scatter, views, trainable rows),
 //! [`dataset`] (a mapped dataset directory), [`convert`] (one written from arrays),
 //! [`hetero_dataset`] (a heterogeneous one, read and written), the loaders ([`loader`], whose
 //! batches are [`node_loader`]'s seeds or [`link_loader`]'s pairs with the sampled
@@ -37,6 +38,7 @@ mod node_loader;
 mod process;
 mod subgraph_loader;
 mod table;
+mod torch_comm;
 mod view;
 
 use pyo3::prelude::*;

@@ -1,4 +1,5 @@
-"""torchrun jobs: ``graphloom.init()`` reads the ranks torchrun sets, loaders take their rank's
+"""torchrun jobs: ``graphloom.init()`` reads the ranks torchrun sets, tables spread over the
+processes (each holding its share, messages over torch.distributed), loaders take their rank's
 slice of every batch, and the DDP example trains on two processes as on one."""
 
 from __future__ import annotations
@@ -29,28 +30,94 @@ def clean_env(**extra: str) -> dict:
     return env
 
 
-def test_init_reads_torchruns_ranks_and_loaders_take_their_slice(cora):
+def test_init_reads_torchruns_ranks_and_a_table_needs_a_process_group(cora):
     code = textwrap.dedent(f"""
         import graphloom as gl
         comm = gl.init()
         node = gl.get_local_node_communicator()
-        ds = gl.Dataset.open({str(cora)!r})
-        loader = gl.NeighborLoader(ds, [2], ds.train_idx, batch_size=10)
-        batch = next(iter(loader))
-        print(comm.backend, comm.rank, comm.size, node.rank, node.size,
-              batch.n_id[:batch.batch_size].tolist())
+        print(comm.backend, comm.rank, comm.size, node.rank, node.size, flush=True)
+        gl.Dataset.open({str(cora)!r}).features   # a table over the job: collective
     """)
     env = clean_env(RANK="3", WORLD_SIZE="4", LOCAL_RANK="1", LOCAL_WORLD_SIZE="2")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120)
-    assert out.returncode == 0, out.stderr
-    backend, rank, size, local_rank, local_size, seeds = out.stdout.split(maxsplit=5)
-    assert (backend, rank, size, local_rank, local_size) == ("torch", "3", "4", "1", "2")
+    assert out.stdout.split() == ["torch", "3", "4", "1", "2"], out.stderr
+    assert out.returncode == 1
+    assert "call torch.distributed.init_process_group('gloo') before graphloom's tables" in (
+        out.stderr)
+
+
+def test_a_loader_takes_its_ranks_slice_of_every_batch(cora):
     import graphloom as gl
 
-    train = gl.Dataset.open(cora).train_idx
+    ds = gl.Dataset.open(cora)
+    loader = gl.NeighborLoader(ds, [2], ds.train_idx, batch_size=10, rank=3, ranks=4)
+    batch = next(iter(loader))
     # Rank 3 of 4 takes the last quarter of the first global batch of 10 seeds.
-    assert json.loads(seeds) == train[7:10].tolist()
+    assert batch.n_id[:batch.batch_size].tolist() == ds.train_idx[7:10].tolist()
+
+
+SHARDS = textwrap.dedent("""
+    import json, sys
+    import numpy as np, torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    import graphloom as gl
+
+    def rss():
+        return int(open("/proc/self/statm").read().split()[1]) * 4096
+
+    comm = gl.init()
+    rows, width = 100_000, 256            # 100 MB of float32
+    before = rss()
+    table = gl.create_embedding(comm, sys.argv[1], sys.argv[2], "float32", (rows, width))
+    local, first = table.get_local_tensor()
+    local[:] = torch.arange(first, first + len(local), dtype=torch.float32)[:, None]
+    held = rss() - before
+    table.barrier()                       # every rank's rows written before any reads them
+    ids = np.random.default_rng(comm.rank).integers(0, rows, 5000)
+    right = bool((table.gather(ids)[:, 0].numpy() == ids).all())
+    trained = gl.create_embedding(comm, "distributed", "host", "float32", (50, 4),
+                                  optimizer="sgd", seed=3)
+    # Each rank's gradients of its rows: the owners apply every rank's.
+    trained.apply_gradients(np.array([comm.rank, 49]), np.ones((2, 4), np.float32), 0.5)
+    print(json.dumps({"rank": comm.rank, "local_rows": len(local), "held": held,
+                      "right": right, "trained": trained.gather(np.arange(50)).tolist()}))
+""")
+
+
+def shards(processes: int, layout: str, location: str, tmp_path: Path) -> list[dict]:
+    script = tmp_path / "shards.py"
+    script.write_text(SHARDS)
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
+               str(processes), str(script), layout, location]
+    result = subprocess.run(command, env=clean_env(), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    lines = [json.loads(ln) for ln in result.stdout.splitlines() if ln.startswith("{")]
+    return sorted(lines, key=lambda r: r["rank"])
+
+
+def test_tables_shard_over_the_processes_of_a_torchrun_job(tmp_path):
+    whole = 100_000 * 256 * 4
+    one, = shards(1, "distributed", "host", tmp_path)
+    two = shards(2, "distributed", "host", tmp_path)
+    assert [r["local_rows"] for r in two] == [50_000, 50_000]
+    assert all(r["right"] for r in [one] + two)
+    # Each of two processes holds half the table (the pages it wrote), one process all of it.
+    assert one["held"] > 0.9 * whole
+    for r in two:
+        assert 0.4 * whole < r["held"] < 0.6 * whole, r["held"] / whole
+    # The owners applied both ranks' gradients: one process's result with the other rank's
+    # row stepped too, row 49 twice.
+    expect = torch.tensor(one["trained"])
+    expect[1] -= 0.5
+    expect[49] -= 0.5
+    for r in two:
+        assert torch.allclose(torch.tensor(r["trained"]), expect, atol=1e-6)
+    # Continuous in shared memory: one copy the two processes map.
+    shared = shards(2, "continuous", "shared", tmp_path)
+    assert [r["local_rows"] for r in shared] == [50_000, 50_000]
+    assert all(r["right"] for r in shared)
 
 
 def torchrun(processes: int, cora: Path, out: Path) -> list[float]:

@@ -92,7 +92,7 @@ def run_script(launcher: list, root: Path, feat_dim: int, classes: int, out: Pat
            if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")}
     result = subprocess.run(
         launcher + [str(SCRIPT), "--root", str(root), "--feat-dim", str(feat_dim),
-                    "--classes", str(classes), "--out", str(out)],
+                    "--classes", str(classes), "--out", str(out), "--dropout", "0"],
         capture_output=True, text=True, timeout=300, env=dict(env, OMP_NUM_THREADS="1"),
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -108,18 +108,25 @@ def test_a_wholegraph_script_runs_with_its_import_and_location_changed(ds_files,
     assert report["test_accuracy"] > 0.3, report
     assert report["losses"][1] < report["losses"][0] / 2, report
     assert report["local"] == [[2708, 16], 0]
-    assert report["chunks"] == [[[2708, feat_dim]], [0]]
+    assert report["chunks"] == [[[2708]], [0]]
     assert report["global"] == [[2708], 0, True]
     assert report["reloaded"]
     text = SCRIPT.read_text()
     assert "import graphloom.wholegraph as wgth  # was: import pylibwholegraph.torch as wgth" in text
-    # Under torchrun, as WholeGraph's scripts are launched: every process holds the tables,
-    # and the same training gives the same results.
+    # Under torchrun, as WholeGraph's scripts are launched: the tables spread over the two
+    # processes, each training on its half of every batch, give one process's results.
     two = run_script([sys.executable, "-m", "torch.distributed.run", "--standalone",
                       "--nproc_per_node", "2"], root, feat_dim, classes, tmp_path / "two")
     assert two.pop("ranks") == 2 and report.pop("ranks") == 1
     assert two.pop("losses") == pytest.approx(report.pop("losses"), rel=1e-4, abs=1e-5)
     assert two.pop("test_accuracy") == pytest.approx(report.pop("test_accuracy"), abs=0.01)
+    # Rank 0's share: half the rows of the distributed table; the continuous one is mapped
+    # whole, its parts one per rank.
+    half = 2708 // 2
+    assert two.pop("local") == [[half, 16], 0]
+    assert two.pop("chunks") == [[[half], [half]], [0, half]]
+    for key in ("local", "chunks"):
+        report.pop(key)
     assert two == report
 
 

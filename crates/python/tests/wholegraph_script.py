@@ -33,6 +33,7 @@ def main():
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--lr", type=float, default=0.01)
     parser.add_argument("--fanouts", type=int, nargs="+", default=[10, 5])
+    parser.add_argument("--dropout", type=float, default=0.5)
     parser.add_argument("--out", required=True)
     args = parser.parse_args()
 
@@ -96,7 +97,7 @@ def main():
             targets = len(target_gids[layer + 1])
             h = conv((h, h[:targets]), edge_indice[layer].long(), size=(len(h), targets))
             if layer + 1 < len(convs):
-                h = F.dropout(F.relu(h), p=0.5, training=convs.training)
+                h = F.dropout(F.relu(h), p=args.dropout, training=convs.training)
         return h
 
     losses = []
@@ -105,12 +106,21 @@ def main():
         convs.train()
         order = train_idx[torch.randperm(len(train_idx))]
         for batch in order.split(args.batch_size):
+            # Data parallel: each rank its slice of the global batch, the loss its share of
+            # the batch's mean; dense gradients summed over the ranks, the embedding's at
+            # each row's owner by the WholeMemory optimizer.
+            mine = batch.tensor_split(world_size)[world_rank]
             optimizer.zero_grad()
-            loss = F.cross_entropy(forward(batch), labels[batch])
+            loss = F.cross_entropy(forward(mine), labels[mine], reduction="sum") / len(batch)
             loss.backward()
+            total = loss.detach().clone()
+            if world_size > 1:
+                for p in convs.parameters():
+                    torch.distributed.all_reduce(p.grad)
+                torch.distributed.all_reduce(total)
             optimizer.step()
             wm_optimizer.step(args.lr)
-            losses.append(loss.item())
+            losses.append(total.item())
 
     emb_module.eval()
     convs.eval()
@@ -118,10 +128,10 @@ def main():
         accuracy = (forward(test_idx).argmax(1) == labels[test_idx]).float().mean().item()
 
     local_tensor, local_offset = node_emb.get_embedding_tensor().get_local_tensor(host_view=True)
-    chunks, chunk_offsets = node_feat.get_embedding_tensor().get_all_chunked_tensor(host_view=True)
     table = wgth.create_wholememory_tensor(global_comm, "continuous", LOCATION, [node_count],
                                            torch.int64, [1])
     table.scatter(torch.arange(node_count), torch.arange(node_count))
+    chunks, chunk_offsets = table.get_all_chunked_tensor(host_view=True)
     whole, whole_offset = table.get_global_tensor(host_view=True)
 
     node_emb.save(os.path.join(args.out, "node_emb"))

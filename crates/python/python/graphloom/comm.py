@@ -84,10 +84,12 @@ class TorchCommunicator(Communicator):
     """The processes of a torchrun job (or any job of torch.distributed): ranks and sizes
     from torch.distributed's process group when one is initialised, else from torchrun's
     ``RANK``/``WORLD_SIZE`` (``LOCAL_RANK``/``LOCAL_WORLD_SIZE`` for the ranks of one
-    machine); collectives run through torch.distributed. Tables made over it are held whole
-    by every process (the store's own transport is MPI: for tables spread over the ranks,
-    launch with mpirun), and a trainable table's gradients are gathered from every rank at
-    each step, so its copies stay the same."""
+    machine). Tables made over it are spread over the processes as over an mpirun job's
+    (distributed: each holds its slice; continuous and chunked in shared memory: one copy per
+    machine), their messages carried by torch.distributed's point-to-point sends (gloo), so
+    the job needs a process group before its first table
+    (``torch.distributed.init_process_group("gloo")``); dense collectives
+    (:meth:`all_reduce`) are torch.distributed's."""
 
     def __init__(self, inner: _graphloom.Comm, rank: int, size: int, node: bool) -> None:
         super().__init__(inner)
@@ -144,25 +146,6 @@ class TorchCommunicator(Communicator):
                          "min": dist.ReduceOp.MIN}[op]
             dist.all_reduce(torch.from_numpy(array), op=reduce_op)
         return tensor
-
-    def all_gather_rows(self, array: Any) -> Any:
-        """Every rank's ``array`` (numpy, same trailing shape and dtype on every rank),
-        concatenated in rank order."""
-        import numpy as np
-        import torch
-
-        if self._size == 1:
-            return array
-        dist = self._group()
-        counts = torch.zeros(self._size, dtype=torch.int64)
-        counts[self._rank] = len(array)
-        dist.all_reduce(counts)
-        longest = int(counts.max())
-        padded = np.zeros((longest,) + array.shape[1:], dtype=array.dtype)
-        padded[: len(array)] = array
-        parts = [torch.empty_like(torch.from_numpy(padded)) for _ in range(self._size)]
-        dist.all_gather(parts, torch.from_numpy(padded))
-        return np.concatenate([p.numpy()[: int(c)] for p, c in zip(parts, counts)])
 
     def __repr__(self) -> str:
         return f"Comm(rank={self._rank}, size={self._size}, backend=torch)"
@@ -233,7 +216,9 @@ def init(backend: str = "auto") -> Communicator:
         _global_comm, _node_comm = Communicator(inner_world), Communicator(inner_node)
     else:
         rank, size, local_rank, local_size = world
-        inner_world, inner_node = _graphloom.init("local")
+        from ._torch_transport import Transport
+
+        inner_world, inner_node = _graphloom.init("torch", world, Transport())
         _global_comm = TorchCommunicator(inner_world, rank, size, node=False)
         _node_comm = TorchCommunicator(inner_node, local_rank, local_size, node=True)
     return _global_comm

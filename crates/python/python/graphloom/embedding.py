@@ -9,7 +9,7 @@ import numpy as np
 
 from ._arrays import dtype_name, from_view, ids_array, int_list, rows_bytes
 from ._extension import checked, extension as _graphloom
-from .comm import Communicator, TorchCommunicator, handle, track
+from .comm import Communicator, handle, track
 
 __all__ = [
     "Embedding",
@@ -103,30 +103,14 @@ class Embedding:
         if hasattr(grads, "detach"):
             grads = grads.detach().to("cpu").contiguous().float().numpy()
         grads = np.ascontiguousarray(grads, dtype=np.float32)
-        if isinstance(self._comm, TorchCommunicator) and self._comm.size > 1:
-            # Every process holds the whole table: each applies every rank's gradients.
-            ids = self._comm.all_gather_rows(ids)
-            grads = self._comm.all_gather_rows(grads.reshape(len(grads), -1))
         self._table.apply_gradients(ids, grads, float(lr))
 
     def save(self, prefix: str | os.PathLike) -> None:
         """Writes this rank's rows (and a trainable table's optimizer state) under ``prefix``,
         one file per rank: ``{prefix}_part_{rank}_of_{ranks}`` for a frozen table (load it with
         :func:`create_embedding_from_filelist`), ``{prefix}_table_part_...`` and the state's
-        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`).
-        In a torchrun job, where every process holds the whole table, rank 0 writes it as one
-        part."""
-        if self.replicated:
-            if self._comm.rank == 0:
-                self._table.save(os.fspath(prefix))
-            self._comm.barrier()
-        else:
-            self._table.save(os.fspath(prefix))
-
-    @property
-    def replicated(self) -> bool:
-        """Whether every process of the job holds the whole table (a torchrun job's)."""
-        return isinstance(self._comm, TorchCommunicator) and self._comm.size > 1
+        files for a trainable one (load them with :meth:`load` or :func:`load_embedding`)."""
+        self._table.save(os.fspath(prefix))
 
     @property
     def parts(self) -> int:

@@ -20,9 +20,9 @@ Names, signatures and return shapes are WholeGraph's: ``get_local_tensor()`` and
   ignored;
 - the optimizers are GraphLoom's sparse ones with WholeGraph's parameters (``"sgd"``;
   ``"adam"``, GraphLoom's lazy Adam; ``"adagrad"``; ``"rmsprop"``);
-- under torchrun every process holds whole tables (their gradients are gathered from every
-  rank at each step, so the copies stay the same); under mpirun tables are spread over the
-  ranks as the memory type says;
+- ``"cpu"`` memory is shared memory every process of a machine maps for the continuous and
+  chunked types, and each process's own for the distributed one; tables spread over the ranks
+  of a torchrun or an mpirun job as the memory type says;
 - ``embedding_entry_partition`` must be the store's even partition (or None), and the
   optimizer states are not exposed as tensors.
 

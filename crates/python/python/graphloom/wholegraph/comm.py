@@ -137,11 +137,7 @@ def get_local_device_communicator() -> WholeMemoryCommunicator:
     world = _comm.get_global_communicator()
     if world.size == 1:
         return WholeMemoryCommunicator(world)
-    # A torchrun process's tables are its own already; under mpirun, a group of one rank
-    # would need a communicator of its own.
-    if isinstance(world, _comm.TorchCommunicator):
-        return WholeMemoryCommunicator(_comm.TorchCommunicator(world._inner, 0, 1, node=False))
-    raise NotImplementedError("a communicator of one rank of an mpirun job")
+    raise NotImplementedError("a communicator of one rank of a job of several processes")
 
 
 def create_group_communicator(group_size: int = -1, comm_stride: int = 1

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
+import numpy as np
 import torch
 
 from ..embedding import create_embedding as _store_table
@@ -266,6 +267,33 @@ class WholeMemoryEmbedding:
             self.embedding_tensor.from_file_prefix(file_prefix + "_embedding_tensor", count)
 
 
+# Rows drawn per generator in ``_xavier_uniform_rows``: each block of the table has a seed of
+# its own, so a rank draws only the blocks its rows fall in.
+_INIT_BLOCK_ROWS = 65_536
+
+
+def _xavier_uniform_rows(tensor: "WholeMemoryTensor") -> None:
+    """Fills this rank's rows of ``tensor`` as ``xavier_uniform_`` fills the whole table (its
+    bound from the whole shape), from one draw of torch's generator: rank-independent."""
+    rows, cols = tensor.shape
+    bound = (6.0 / (rows + cols)) ** 0.5
+    # Rank 0's draw on every rank, whatever each rank's generator holds.
+    seed = np.array([int(torch.randint(0, 2**62, ()).item())], dtype=np.int64)
+    if tensor.get_comm().comm.rank != 0:
+        seed[0] = 0
+    tensor.get_comm().comm.all_reduce(seed, "max")
+    seed = int(seed[0])
+    local, first = tensor.get_local_tensor()
+    end = first + local.shape[0]
+    for block in range(first // _INIT_BLOCK_ROWS, -(-end // _INIT_BLOCK_ROWS)):
+        start = block * _INIT_BLOCK_ROWS
+        stop = min(start + _INIT_BLOCK_ROWS, rows)
+        generator = torch.Generator().manual_seed(seed + block)
+        values = torch.empty(stop - start, cols).uniform_(-bound, bound, generator=generator)
+        lo, hi = max(start, first), min(stop, end)
+        local[lo - first:hi - first] = values[lo - start:hi - start].to(local.dtype)
+
+
 def create_embedding(comm: WholeMemoryCommunicator, memory_type: str, memory_location: str,
                      dtype: torch.dtype, sizes: Sequence[int], *,
                      optimizer: WholeMemoryOptimizer | None = None,
@@ -273,8 +301,9 @@ def create_embedding(comm: WholeMemoryCommunicator, memory_type: str, memory_loc
                      embedding_entry_partition: Sequence[int] | None = None,
                      random_init: bool = False, gather_sms: int = -1,
                      round_robin_size: int = 0) -> WholeMemoryEmbedding:
-    """A zeroed 2-D embedding table (collective); ``random_init`` fills this rank's rows with
-    ``torch.nn.init.xavier_uniform_`` (torch's generator decides them). ``optimizer``
+    """A zeroed 2-D embedding table (collective); ``random_init`` fills it as
+    ``torch.nn.init.xavier_uniform_`` fills a tensor of its shape, each rank its own rows
+    (torch's generator decides them, the same table for any number of ranks). ``optimizer``
     (WholeGraph's earlier spelling) makes it trainable now. ``cache_policy`` and
     ``gather_sms`` are accepted and ignored."""
     sizes = [int(s) for s in sizes]
@@ -287,9 +316,7 @@ def create_embedding(comm: WholeMemoryCommunicator, memory_type: str, memory_loc
     if optimizer is not None:
         optimizer.add_embedding(wm_embedding)
     if random_init:
-        local, _ = wm_embedding.get_embedding_tensor().get_local_tensor()
-        if local.shape[0]:
-            torch.nn.init.xavier_uniform_(local)
+        _xavier_uniform_rows(wm_embedding.get_embedding_tensor())
     comm.barrier()
     return wm_embedding
 

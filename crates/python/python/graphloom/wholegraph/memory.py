@@ -8,8 +8,10 @@ import torch
 _MEMORY_TYPES = ("continuous", "chunked", "distributed")
 
 
-def _location(memory_location: str) -> str:
-    """The store's location of WholeGraph's ``memory_location``."""
+def _location(memory_location: str, memory_type: str) -> str:
+    """The store's location of WholeGraph's ``memory_location`` for ``memory_type``: its host
+    memory is one every process of a machine maps for the continuous and chunked types
+    (shared), each process's own for the distributed one."""
     if memory_location == "cuda":
         raise ValueError(
             'memory_location="cuda": this build of graphloom keeps tables in host memory; '
@@ -17,7 +19,7 @@ def _location(memory_location: str) -> str:
         )
     if memory_location != "cpu":
         raise ValueError(f'memory_location={memory_location!r}: expected "cpu" (or "cuda")')
-    return "host"
+    return "host" if memory_type == "distributed" else "shared"
 
 
 def _memory_type(memory_type: str) -> str:

@@ -110,16 +110,15 @@ class WholeMemoryTensor:
     def get_all_chunked_tensor(self, host_view: bool = False
                                ) -> tuple[list[torch.Tensor], list[int]]:
         """Every rank's rows without a copy, and the index of each part's first row: one part
-        per rank of the job on this machine (each process's own whole table under
-        torchrun)."""
+        per rank of the job on this machine."""
         comm = self.embedding_comm()
         local, first = self.get_local_tensor()
-        if comm.size == 1 or isinstance(comm, _comm.TorchCommunicator):
+        if comm.size == 1:
             return [local], [first]
         if self.embedding.layout != "continuous":
             raise NotImplementedError(
-                "get_all_chunked_tensor of a chunked or distributed table under mpirun: "
-                "use get_local_tensor, or the continuous memory type"
+                "get_all_chunked_tensor of a chunked or distributed table over several "
+                "processes: use get_local_tensor, or the continuous memory type"
             )
         ranges = np.zeros((comm.size, 2), dtype=np.int64)
         ranges[comm.rank] = self.embedding.local_rows()
@@ -169,14 +168,9 @@ class WholeMemoryTensor:
             f.write(local.contiguous().view(torch.uint8).numpy().tobytes())
 
     def to_file_prefix(self, file_prefix: str) -> None:
-        """Writes this rank's rows as its part of ``file_prefix`` (collective; in a torchrun
-        job, where every process holds the whole table, rank 0 writes it as one part)."""
+        """Writes this rank's rows as its part of ``file_prefix`` (collective)."""
         comm = self.embedding_comm()
-        if self.embedding.replicated:
-            if comm.rank == 0:
-                self.local_to_file(get_part_file_name(file_prefix, 0, 1))
-        else:
-            self.local_to_file(get_part_file_name(file_prefix, comm.rank, comm.size))
+        self.local_to_file(get_part_file_name(file_prefix, comm.rank, comm.size))
         comm.barrier()
 
 
@@ -206,7 +200,8 @@ def create_wholememory_tensor(comm: WholeMemoryCommunicator, memory_type: str,
     if strides is not None and list(strides) != ([sizes[1], 1] if len(sizes) == 2 else [1]):
         raise NotImplementedError(f"strides={list(strides)}: tables are row-major")
     _check_partition(tensor_entry_partition, sizes[0], comm)
-    table = _store_table(comm.comm, _memory_type(memory_type), _location(memory_location),
+    table = _store_table(comm.comm, _memory_type(memory_type),
+                       _location(memory_location, memory_type),
                     dtype_name(dtype), sizes)
     return WholeMemoryTensor(table, comm)
 
@@ -220,7 +215,8 @@ def create_wholememory_tensor_from_filelist(comm: WholeMemoryCommunicator, memor
     """A table read from raw row-major files (collective); 1-D when ``last_dim_size`` is 0."""
     if last_dim_strides not in (-1, last_dim_size if last_dim_size else 1):
         raise NotImplementedError("last_dim_strides: rows are stored without padding")
-    table = _from_filelist(comm.comm, _memory_type(memory_type), _location(memory_location),
+    table = _from_filelist(comm.comm, _memory_type(memory_type),
+                       _location(memory_location, memory_type),
                            filelist, dtype_name(dtype), last_dim_size)
     _check_partition(tensor_entry_partition, table.shape[0], comm)
     return WholeMemoryTensor(table, comm)
