@@ -80,21 +80,25 @@ SHARDS = textwrap.dedent("""
                                   optimizer="sgd", seed=3)
     # Each rank's gradients of its rows: the owners apply every rank's.
     trained.apply_gradients(np.array([comm.rank, 49]), np.ones((2, 4), np.float32), 0.5)
-    print(json.dumps({"rank": comm.rank, "local_rows": len(local), "held": held,
-                      "right": right, "trained": trained.gather(np.arange(50)).tolist()}))
+    report = {"rank": comm.rank, "local_rows": len(local), "held": held, "right": right,
+              "trained": trained.gather(np.arange(50)).tolist()}
+    # A file per rank: the processes share stdout, and their lines could run together.
+    with open(f"{sys.argv[3]}/rank{comm.rank}.json", "w") as f:
+        json.dump(report, f)
 """)
 
 
 def shards(processes: int, layout: str, location: str, tmp_path: Path) -> list[dict]:
     script = tmp_path / "shards.py"
     script.write_text(SHARDS)
+    out = tmp_path / f"{processes}-{layout}-{location}"
+    out.mkdir()
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node",
-               str(processes), str(script), layout, location]
+               str(processes), str(script), layout, location, str(out)]
     result = subprocess.run(command, env=clean_env(), capture_output=True, text=True,
                             timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
-    lines = [json.loads(ln) for ln in result.stdout.splitlines() if ln.startswith("{")]
-    return sorted(lines, key=lambda r: r["rank"])
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in range(processes)]
 
 
 def test_tables_shard_over_the_processes_of_a_torchrun_job(tmp_path):
