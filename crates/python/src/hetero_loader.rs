@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use graphloom_graph::sample::{HeteroBlock, HeteroSampler};
 use graphloom_graph::{HeteroGraph, NodeId};
-use graphloom_nn::batches::{epoch_batches, DEFAULT_QUEUE_DEPTH};
+use graphloom_nn::batches::DEFAULT_QUEUE_DEPTH;
 use graphloom_nn::hetero::sample_blocks;
 use graphloom_store::DlpackView;
 use graphloom_tensor::{DType, Tensor};
@@ -291,18 +291,9 @@ impl Batches for Settings {
     }
 
     fn plan(self: Arc<Self>, drawn: Option<u64>, number: u64) -> EpochPlan<Made> {
-        let b = &self.batching;
-        let (seed, epoch) = b.seed_and_epoch(drawn, number);
-        let global = b.global(
-            || epoch_batches(&self.input_nodes, seed, epoch, b.batch_size, 0, 1),
-            || {
-                self.input_nodes
-                    .chunks(b.batch_size)
-                    .map(|c| c.iter().map(|&v| v as NodeId).collect())
-                    .collect()
-            },
-        );
-        let seeds = b.rank_slices(&global);
+        let (seed, epoch, seeds) = self
+            .batching
+            .node_seed_slices(&self.input_nodes, drawn, number);
         EpochPlan {
             batches: seeds.len(),
             make: Box::new(move |_, i| Ok(Box::new(build(&self, &seeds[i], seed, epoch)?) as Made)),

@@ -133,6 +133,37 @@ impl Batching {
         global
     }
 
+    /// Epoch `number`'s batches of seed nodes (`input_nodes`, in order or shuffled by the
+    /// trainer's `epoch_batches`), this rank's slice of each, with the (seed, epoch) they were
+    /// drawn from: what the node loaders share.
+    pub(crate) fn node_seed_slices(
+        &self,
+        input_nodes: &[usize],
+        drawn: Option<u64>,
+        number: u64,
+    ) -> (u64, u64, Vec<Vec<graphloom_graph::NodeId>>) {
+        let (seed, epoch) = self.seed_and_epoch(drawn, number);
+        let global = self.global(
+            || {
+                graphloom_nn::batches::epoch_batches(
+                    input_nodes,
+                    seed,
+                    epoch,
+                    self.batch_size,
+                    0,
+                    1,
+                )
+            },
+            || {
+                input_nodes
+                    .chunks(self.batch_size)
+                    .map(|c| c.iter().map(|&v| v as graphloom_graph::NodeId).collect())
+                    .collect()
+            },
+        );
+        (seed, epoch, self.rank_slices(&global))
+    }
+
     /// This rank's slice of each of the `global` batches.
     pub(crate) fn rank_slices<T: Clone>(&self, global: &[Vec<T>]) -> Vec<Vec<T>> {
         global

@@ -61,12 +61,17 @@ pub(crate) fn infer_layerwise(
         compute,
         layers,
     )?;
-    let Some(scores) = outputs.and_then(|mut o| o.swap_remove(model.cfg.target)) else {
-        return Ok(None);
-    };
+    outputs
+        .and_then(|mut o| o.swap_remove(model.cfg.target))
+        .map(log_softmax)
+        .transpose()
+}
+
+/// The rows' log-softmax: class scores as log-probabilities.
+fn log_softmax(scores: Tensor) -> Result<Tensor> {
     let mut tape = Tape::no_grad();
     let logp = crate::Model::log_probabilities(&mut tape, &Var::constant(scores))?;
-    Ok(Some(logp.value().clone()))
+    Ok(logp.value().clone())
 }
 
 /// The outputs of the model's first `layers` layers, per type (`None` for a type the last of
@@ -151,20 +156,11 @@ pub fn log_probabilities(
     graph: &HeteroGraph,
     inputs: &mut [TypeInput],
 ) -> Result<Tensor> {
-    let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
-    let relations = super::workload::relation_specs(graph);
-    let mut sampler = HeteroSampler::new(&graph.type_sizes);
-    let logp = infer_layerwise(
-        model,
-        graph,
-        &relations,
-        inputs,
-        &params,
-        &mut sampler,
-        CHUNK_NODES,
-        true,
-    )?;
-    Ok(logp.expect("computed on this worker"))
+    let mut outputs = layer_embeddings(model, graph, inputs, model.cfg.layers)?;
+    let scores = outputs
+        .swap_remove(model.cfg.target)
+        .expect("the last layer computes the target type");
+    log_softmax(scores)
 }
 
 /// The output of `model`'s first `layer` layers (from 1; the last gives the class scores
