@@ -624,13 +624,13 @@ fn embed_per_type(root: &Path, data: &Path, model: &Path, nodes: &Path) {
             s(&elsewhere),
         ]),
         &[
-            "layer 1 computes the types that lead to paper",
-            "not institution",
+            "--node-type institution is not computed at layer 1",
+            "lead to paper",
         ],
     );
     refused(
         &run(&["--layer", "3", "--out", s(&elsewhere)]),
-        &["layers 1 to 2, not 3"],
+        &["--layer must be between 1 and 2, the model's layers, not 3"],
     );
     refused(
         &run(&["--node-type", "venue", "--out", s(&elsewhere)]),

@@ -515,7 +515,7 @@ pub fn hetero_embeddings(
     if layer == 0 || layer > layers {
         return Err(PlanError::invalid(
             "layer",
-            format!("the model has layers 1 to {layers}, not {layer}"),
+            format!("must be between 1 and {layers}, the model's layers, not {layer}"),
         ));
     }
     let t = match node_type {
@@ -538,8 +538,9 @@ pub fn hetero_embeddings(
         return Err(PlanError::invalid(
             "node_type",
             format!(
-                "layer {layer} computes the types that lead to {} ({names:?}), not {}",
-                graph.types[graph.target], graph.types[t]
+                "{} is not computed at layer {layer}, which computes the types that lead to \
+                 {} ({names:?})",
+                graph.types[t], graph.types[graph.target]
             ),
         ));
     }
@@ -638,7 +639,7 @@ fn select_nodes(
         return Err(PlanError::invalid(
             "nodes",
             format!(
-                "node {bad} is not one of the {n} nodes of the type {}",
+                "holds node {bad}, not one of the {n} nodes of type {}",
                 graph.types[t]
             ),
         ));

@@ -87,6 +87,8 @@ def test_bad_hetero_data_is_refused_in_one_line(tmp_path: Path) -> None:
     data["author"].y = torch.zeros(25, dtype=torch.long)
     with pytest.raises(ValueError, match="types .* have labels y; say which"):
         gl.Dataset.from_pyg(data, tmp_path / "a")
+    with pytest.raises(ValueError, match="target_node_type 'author' has no labels y"):
+        gl.Dataset.from_pyg(small_hetero(), tmp_path / "a", target_node_type="author")
     data = small_hetero()
     data[WRITES].edge_index[0, 7] = 25  # author 25 of 25
     with pytest.raises(ValueError, match=r"author__writes__paper.*25"):
@@ -152,15 +154,18 @@ def test_hetero_batches_hold_sampled_edges_of_the_graph(tmp_path: Path) -> None:
         assert torch.equal(torch.as_tensor(ds.train_idx)[batch["paper"].input_id], seeds)
         seen.extend(seeds.tolist())
     assert sorted(seen) == list(range(24))
-    # A dict by edge type: cites left out draws none; writes draws 1 at hop 0 and none past
-    # its list.
-    loader = gl.NeighborLoader(ds, num_neighbors={WRITES: [1], "rev_writes": [2, 2]},
+    # A dict by edge type: cites left out draws none; writes draws 1 at hop 0 and none at
+    # hop 1. Lists of different lengths are refused, as PyG refuses them.
+    with pytest.raises(ValueError, match="different numbers of hops"):
+        gl.NeighborLoader(ds, num_neighbors={WRITES: [1], "rev_writes": [2, 2]},
+                          input_nodes="author", batch_size=25)
+    loader = gl.NeighborLoader(ds, num_neighbors={WRITES: [1, 0], "rev_writes": [2, 2]},
                                input_nodes=("author", None), batch_size=25)
     batch = next(iter(loader))
     assert batch[CITES].edge_index.shape[1] == 0
     assert batch["author"].batch_size == 25
     # Hop 0 from authors: only paper -> author edges (rev_writes); hop 1 from the papers
-    # reached: writes draws none past its one-hop list.
+    # reached: writes draws none at hop 1.
     assert batch[WRITES].edge_index.shape[1] == 0
     check_batch(batch, ds, [2, 2], "author")
 
@@ -210,7 +215,7 @@ def test_a_hetero_data_is_sampled_with_its_attributes_sliced() -> None:
         gl.NeighborLoader(data, num_neighbors=[2], batch_size=4)
     with pytest.raises(ValueError, match="'venue' is not one of"):
         gl.NeighborLoader(data, num_neighbors=[2], input_nodes="venue", batch_size=4)
-    with pytest.raises(ValueError, match="names 0 of the edge types"):
+    with pytest.raises(ValueError, match="'likes' is not the name of any edge type"):
         gl.NeighborLoader(data, num_neighbors={"likes": [2]}, input_nodes="paper", batch_size=4)
 
 

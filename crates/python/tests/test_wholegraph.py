@@ -252,6 +252,10 @@ def test_append_unique_and_self_loops_against_naive_versions():
     looped_ptr, looped_col = wgth.add_csr_self_loop(row_ptr, col)
     assert looped_ptr.tolist() == [0, 3, 4, 8]
     assert looped_col.tolist() == [0, 1, 2, 1, 2, 0, 1, 1]
+    with pytest.raises(ValueError, match="never decrease"):
+        wgth.add_csr_self_loop(torch.tensor([0, 2, 1]), torch.tensor([1, 0]))
+    with pytest.raises(ValueError, match="the last row pointer is 5, the columns hold 2"):
+        wgth.add_csr_self_loop(torch.tensor([0, 2, 5]), torch.tensor([1, 0]))
 
 
 def test_multilayer_sampling_gives_blocks_of_the_graph(comm):

@@ -34,6 +34,8 @@ def _target_type(data: Any, target_node_type: str | None) -> str:
         if target_node_type not in data.node_types:
             raise ValueError(f"target_node_type {target_node_type!r} is not one of the node "
                              f"types {data.node_types}")
+        if getattr(data[target_node_type], "y", None) is None:
+            raise ValueError(f"from_pyg: target_node_type {target_node_type!r} has no labels y")
         return target_node_type
     labelled = [t for t in data.node_types if getattr(data[t], "y", None) is not None]
     if len(labelled) != 1:

@@ -102,6 +102,9 @@ class HeteroDataset:
             matches = [i for i, e in enumerate(types) if e[1] == edge_type]
             if len(matches) == 1:
                 return matches[0]
+            if not matches:
+                raise ValueError(f"relation {edge_type!r} is not the name of any edge type "
+                                 f"{types}")
             raise ValueError(f"relation {edge_type!r} names {len(matches)} of the edge types "
                              f"{types}: give the (src, rel, dst) triple")
         key = tuple(edge_type)

@@ -79,8 +79,8 @@ def _relation_key(key: Any, dataset: HeteroDataset) -> int:
 
 def _fanouts(num_neighbors: Any, fanouts: Any, dataset: HeteroDataset) -> list[list[int]]:
     """``num_neighbors`` (or ``fanouts``) as neighbours per hop and relation: a list applies
-    to every relation; a dict gives each relation its own, a relation it leaves out and hops
-    past a short list drawing none (PyG's padding)."""
+    to every relation; a dict gives each relation its own, of one length (PyG's rule), a
+    relation it leaves out drawing none."""
     if num_neighbors is not None and fanouts is not None:
         raise TypeError("give num_neighbors or fanouts (the same argument), not both")
     given = num_neighbors if num_neighbors is not None else fanouts
@@ -97,9 +97,14 @@ def _fanouts(num_neighbors: Any, fanouts: Any, dataset: HeteroDataset) -> list[l
         if r in lists:
             raise ValueError(f"num_neighbors: edge type {dataset.edge_types[r]} is given twice")
         lists[r] = int_list(values, f"num_neighbors[{key!r}]")
-    hops = max((len(v) for v in lists.values()), default=0)
-    return [[lists.get(r, [])[h] if h < len(lists.get(r, [])) else 0
-             for r in range(relations)] for h in range(hops)]
+    hops = {len(v) for v in lists.values()}
+    if len(hops) > 1:
+        given_hops = {dataset.edge_types[r]: len(v) for r, v in lists.items()}
+        raise ValueError(f"num_neighbors: the edge types have different numbers of hops "
+                         f"{given_hops}: give every one the same (0 draws none at a hop)")
+    hops_count = hops.pop() if hops else 0
+    return [[lists[r][h] if r in lists else 0 for r in range(relations)]
+            for h in range(hops_count)]
 
 
 def _input(input_nodes: Any, dataset: HeteroDataset) -> tuple[str, Any]:

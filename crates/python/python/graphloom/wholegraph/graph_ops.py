@@ -53,6 +53,13 @@ def add_csr_self_loop(
     rows = len(csr_row_ptr_tensor) - 1
     if rows < 0:
         raise ValueError("csr_row_ptr_tensor: a CSR's row pointers hold at least one entry")
+    steps = torch.diff(csr_row_ptr_tensor)
+    if int(csr_row_ptr_tensor[0]) != 0 or (len(steps) and int(steps.min()) < 0):
+        raise ValueError("csr_row_ptr_tensor: row pointers start at 0 and never decrease")
+    if int(csr_row_ptr_tensor[-1]) != len(csr_col_ptr_tensor):
+        raise ValueError(f"csr_row_ptr_tensor: the last row pointer is "
+                         f"{int(csr_row_ptr_tensor[-1])}, the columns hold "
+                         f"{len(csr_col_ptr_tensor)}")
     row_ptr = csr_row_ptr_tensor + torch.arange(rows + 1, dtype=csr_row_ptr_tensor.dtype)
     col = torch.empty(len(csr_col_ptr_tensor) + rows, dtype=csr_col_ptr_tensor.dtype)
     loops = row_ptr[:-1].long()
