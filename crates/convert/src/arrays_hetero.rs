@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::arrays::{feature_len, write_features, EdgeIndex, FeatureRows};
-use super::stream_csr::{write_csr_between, CsrOptions, Progress};
+use super::stream_csr::{write_csr_between, CsrOptions, Phase, Progress};
 use graphloom_graph::format::dataset::{check_split_ids, count_classes, write_splits};
 use graphloom_graph::format::hetero::{relation_name, HeteroMeta, NodeType};
 use graphloom_graph::format::meta::HETERO_FORMAT;
@@ -202,7 +202,9 @@ pub fn write_hetero(
         buffer_bytes,
     };
     write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| {
-        for r in &input.relations {
+        let total = input.relations.len() as u64;
+        for (i, r) in input.relations.iter().enumerate() {
+            progress(Phase::Relations, i as u64, total);
             let relation = r.relation.map(str::to_string);
             let name = relation_name(&relation);
             let folder = tmp.join("edges").join(&name);
@@ -218,6 +220,7 @@ pub fn write_hetero(
                 progress,
             )?;
         }
+        progress(Phase::Relations, total, total);
         for t in &input.node_types {
             let folder = tmp.join("nodes").join(t.name);
             std::fs::create_dir_all(&folder).map_err(|err| Error::io(&folder, err))?;

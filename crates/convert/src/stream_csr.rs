@@ -23,6 +23,9 @@ pub enum Phase {
     Labels,
     /// Feature rows (units: rows).
     Features,
+    /// The relations of a heterogeneous dataset, each written by the phases above (units:
+    /// relations written): the line that says which relation the next ones are about.
+    Relations,
 }
 
 impl Phase {
@@ -33,6 +36,7 @@ impl Phase {
             Phase::Edges => "placing edges",
             Phase::Labels => "labels and splits",
             Phase::Features => "features",
+            Phase::Relations => "relations written",
         }
     }
 }

@@ -247,7 +247,9 @@ pub fn write_mag(
             simple: false,
             buffer_bytes,
         };
-        for (relation, draws) in &relations {
+        let total = relations.len() as u64;
+        for (r, (relation, draws)) in relations.iter().enumerate() {
+            progress(Phase::Relations, r as u64, total);
             let folder = tmp.join("edges").join(relation_name(relation));
             std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
             let (sources, destinations) = match draws.reversed {
@@ -264,6 +266,7 @@ pub fn write_mag(
                 progress,
             )?;
         }
+        progress(Phase::Relations, total, total);
         for (t, _) in MAG_NODES {
             let folder = tmp.join("nodes").join(t);
             std::fs::create_dir_all(&folder).map_err(|e| Error::io(&folder, e))?;
