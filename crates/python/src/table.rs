@@ -382,6 +382,18 @@ impl Table {
         })
     }
 
+    /// Rank `rank`'s rows and the first one's index, sharing their memory (where this process
+    /// maps them: every rank's in the continuous and chunked layouts).
+    fn chunk_view(&self, py: Python<'_>, rank: usize) -> PyResult<(View, usize)> {
+        self.with(py, "get_all_chunked_tensor", |e| {
+            let first = e.table().partition().range(rank).start;
+            e.table()
+                .chunk_view(rank)
+                .map(|v| (View::new(v), first))
+                .map_err(errors::raise)
+        })
+    }
+
     /// The whole table, sharing its memory (continuous layout only).
     fn global_view(&self, py: Python<'_>) -> PyResult<View> {
         self.with(py, "get_global_tensor", |e| {

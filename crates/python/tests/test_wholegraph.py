@@ -108,7 +108,7 @@ def test_a_wholegraph_script_runs_with_its_import_and_location_changed(ds_files,
     assert report["test_accuracy"] > 0.3, report
     assert report["losses"][1] < report["losses"][0] / 2, report
     assert report["local"] == [[2708, 16], 0]
-    assert report["chunks"] == [[[2708]], [0]]
+    assert report["chunks"] == [[[2708, feat_dim]], [0], True]
     assert report["global"] == [[2708], 0, True]
     assert report["reloaded"]
     text = SCRIPT.read_text()
@@ -120,11 +120,11 @@ def test_a_wholegraph_script_runs_with_its_import_and_location_changed(ds_files,
     assert two.pop("ranks") == 2 and report.pop("ranks") == 1
     assert two.pop("losses") == pytest.approx(report.pop("losses"), rel=1e-4, abs=1e-5)
     assert two.pop("test_accuracy") == pytest.approx(report.pop("test_accuracy"), abs=0.01)
-    # Rank 0's share: half the rows of the distributed table; the continuous one is mapped
-    # whole, its parts one per rank.
+    # Rank 0's share: half the rows of the distributed table; the chunked features' parts,
+    # one per rank, both mapped by each process.
     half = 2708 // 2
     assert two.pop("local") == [[half, 16], 0]
-    assert two.pop("chunks") == [[[half], [half]], [0, half]]
+    assert two.pop("chunks") == [[[half, feat_dim], [half, feat_dim]], [0, half], True]
     for key in ("local", "chunks"):
         report.pop(key)
     assert two == report

@@ -131,7 +131,10 @@ def main():
     table = wgth.create_wholememory_tensor(global_comm, "continuous", LOCATION, [node_count],
                                            torch.int64, [1])
     table.scatter(torch.arange(node_count), torch.arange(node_count))
-    chunks, chunk_offsets = table.get_all_chunked_tensor(host_view=True)
+    chunks, chunk_offsets = node_feat.get_embedding_tensor().get_all_chunked_tensor(host_view=True)
+    whole_feat = torch.cat(chunks)
+    chunks_right = bool(torch.equal(
+        whole_feat, node_feat.gather(torch.arange(node_count), force_dtype=torch.float32)))
     whole, whole_offset = table.get_global_tensor(host_view=True)
 
     node_emb.save(os.path.join(args.out, "node_emb"))
@@ -148,7 +151,7 @@ def main():
             "test_accuracy": accuracy,
             "losses": [losses[0], losses[-1]],
             "local": [list(local_tensor.shape), local_offset],
-            "chunks": [[list(c.shape) for c in chunks], chunk_offsets],
+            "chunks": [[list(c.shape) for c in chunks], chunk_offsets, chunks_right],
             "global": [list(whole.shape), whole_offset, bool(torch.equal(whole, ids))],
             "reloaded": same,
         }

@@ -128,6 +128,29 @@ impl StoreTensor {
         }
     }
 
+    /// Rank `rank`'s rows as a view, where this process maps them: its own always, every
+    /// rank's in the Continuous and Chunked layouts (shared memory or one process); a
+    /// Distributed table's other rows live in their owners' memory only.
+    pub fn chunk_view(&self, rank: usize) -> Result<DlpackView> {
+        let chunk = self.chunk(rank).ok_or_else(|| {
+            StoreError::Invalid(format!(
+                "rank {rank}'s rows are not mapped by this process ({} layout, {} ranks): \
+                 gather them",
+                self.spec().layout,
+                self.partition().ranks()
+            ))
+        })?;
+        let mut shape = self.shape().to_vec();
+        shape[0] = self.partition().range(rank).len();
+        Ok(DlpackView {
+            ptr: chunk.ptr(),
+            shape,
+            dtype: self.dtype(),
+            writable: self.is_writable(),
+            keep: chunk.owner(),
+        })
+    }
+
     /// The whole table as one view, for the Continuous layout (every rank maps every row).
     pub fn global_view(&self) -> Result<DlpackView> {
         let whole = match (self.spec().layout, &self.whole) {

@@ -85,6 +85,13 @@ class Embedding:
         first, _ = self._table.local_rows()
         return from_view(self._table.local_view()), first
 
+    def get_chunk_tensor(self, rank: int) -> tuple[Any, int]:
+        """Rank ``rank``'s rows without a copy, and the id of its first row: every rank's in
+        the continuous and chunked layouts (which every process of the machine maps), only
+        this rank's in the distributed one."""
+        view, first = self._table.chunk_view(rank)
+        return from_view(view), first
+
     def get_global_tensor(self) -> Any:
         """The whole table as one tensor without a copy (continuous layout only): writes are
         seen by the table and every rank of this machine."""

@@ -169,6 +169,11 @@ impl StoreTensor {
         self.partition.range(self.comm.rank())
     }
 
+    /// Rank `rank`'s rows where this process maps them.
+    pub(crate) fn chunk(&self, rank: usize) -> Option<&Region> {
+        self.chunks.get(rank).and_then(Option::as_ref)
+    }
+
     pub(crate) fn own_chunk(&self) -> &Region {
         self.chunks[self.comm.rank()]
             .as_ref()

@@ -112,19 +112,13 @@ class WholeMemoryTensor:
         """Every rank's rows without a copy, and the index of each part's first row: one part
         per rank of the job on this machine."""
         comm = self.embedding_comm()
-        local, first = self.get_local_tensor()
-        if comm.size == 1:
-            return [local], [first]
-        if self.embedding.layout != "continuous":
+        if comm.size > 1 and self.embedding.layout == "distributed":
             raise NotImplementedError(
-                "get_all_chunked_tensor of a chunked or distributed table over several "
-                "processes: use get_local_tensor, or the continuous memory type"
+                "get_all_chunked_tensor of a distributed table over several processes: each "
+                "holds its own rows only (get_local_tensor), or use the chunked memory type"
             )
-        ranges = np.zeros((comm.size, 2), dtype=np.int64)
-        ranges[comm.rank] = self.embedding.local_rows()
-        comm.all_reduce(ranges)
-        whole, _ = self.get_global_tensor()
-        return [whole[a:b] for a, b in ranges], [int(a) for a, _ in ranges]
+        parts = [self.embedding.get_chunk_tensor(r) for r in range(comm.size)]
+        return [_as_tensor(t) for t, _ in parts], [int(first) for _, first in parts]
 
     def embedding_comm(self) -> _comm.Communicator:
         """GraphLoom's communicator of the table."""
