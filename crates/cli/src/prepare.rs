@@ -193,10 +193,10 @@ pub(crate) struct SyntheticArgs {
     /// A heterogeneous graph of this shape instead: mag (ogbn-mag's papers, authors,
     /// institutions and fields, four relations and their reverses, a signal the relations
     /// carry; make_hetero.py's design: 349 classes, 128 paper features), streamed in bounded
-    /// memory. Takes --scale, --feat-dim and --seed.
+    /// memory. Takes --scale, --feat-dim, --feat-dtype and --seed.
     #[arg(long, value_parser = ["mag"], conflicts_with_all = [
         "nodes", "avg_degree", "edges", "split_counts", "classes", "homophily",
-        "signal", "feat_dtype", "edge_model",
+        "signal", "edge_model",
     ])]
     pub(crate) hetero: Option<String>,
     /// With --hetero: ogbn-mag's size times this (1: 736,389 papers and 1.13M authors; at most
@@ -276,6 +276,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
                 scale: s.scale.unwrap_or(defaults.scale),
                 feat_dim: s.feat_dim.unwrap_or(defaults.feat_dim),
                 seed: s.seed,
+                feat_dtype: s.feat_dtype.0,
                 ..defaults
             };
             let progress = crate::output::PhaseProgress::new();

@@ -638,3 +638,82 @@ fn embed_per_type(root: &Path, data: &Path, model: &Path, nodes: &Path) {
     );
     assert!(!elsewhere.exists());
 }
+
+/// `prepare synthetic --hetero mag --feat-dtype bf16` writes the papers' features as bf16,
+/// each the f32 dataset's value rounded to nearest; training reads them as those values (the
+/// losses of a dataset holding the rounded values in f32, to the bit) from half the memory.
+#[test]
+fn bf16_paper_features_train_as_their_rounded_values_in_half_the_memory() {
+    use graphloom_graph::npy;
+    let root = scratch("hetero-bf16");
+    let prepare = |dir: &Path, extra: &[&str]| {
+        let mut args = vec![
+            "prepare",
+            "synthetic",
+            "--hetero",
+            "mag",
+            "--scale",
+            "0.005",
+            "--seed",
+            "3",
+            "--out",
+            s(dir),
+        ];
+        args.extend(extra);
+        graphloom_ok(&args);
+    };
+    let (f32_dir, bf16_dir, rounded_dir) = (root.join("f32"), root.join("bf16"), root.join("r"));
+    prepare(&f32_dir, &[]);
+    prepare(&bf16_dir, &["--feat-dtype", "bf16"]);
+    prepare(&rounded_dir, &[]);
+    let meta = std::fs::read_to_string(bf16_dir.join("meta.json")).unwrap();
+    let meta: serde_json::Value = serde_json::from_str(&meta).unwrap();
+    assert_eq!(meta["node_types"]["paper"]["feat_dtype"], "bf16");
+    let exact = npy::read::<f32>(&f32_dir.join("nodes/paper/node_feat.npy")).unwrap();
+    let bits = npy::read::<u16>(&bf16_dir.join("nodes/paper/node_feat.npy")).unwrap();
+    assert_eq!(bits.shape, exact.shape);
+    let rounded: Vec<f32> = exact
+        .data
+        .iter()
+        .map(|&v| half::bf16::from_f32(v).to_f32())
+        .collect();
+    for (&b, &r) in bits.data.iter().zip(&rounded) {
+        assert_eq!(half::bf16::from_bits(b).to_f32().to_bits(), r.to_bits());
+    }
+    npy::write(
+        &rounded_dir.join("nodes/paper/node_feat.npy"),
+        &rounded,
+        &exact.shape,
+    )
+    .unwrap();
+    let train = |dir: &Path| {
+        let out = graphloom(&[
+            "train",
+            "--dataset",
+            s(dir),
+            "--fanouts",
+            "5,5",
+            "--epochs",
+            "2",
+            "--json",
+        ]);
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
+    };
+    let (b, r) = (train(&bf16_dir), train(&rounded_dir));
+    let losses = |v: &serde_json::Value| -> Vec<f64> {
+        v["history"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|h| h["loss"].as_f64().unwrap())
+            .collect()
+    };
+    assert_eq!(losses(&b), losses(&r));
+    let features = |v: &serde_json::Value| v["peak_bytes"]["features"].as_u64().unwrap();
+    assert_eq!(2 * features(&b), features(&r), "{b}");
+}

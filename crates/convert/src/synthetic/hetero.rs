@@ -61,6 +61,9 @@ pub struct MagConfig {
     pub signal: f64,
     /// Seed of every draw.
     pub seed: u64,
+    /// The papers' feature dtype on disk: f32, or bf16 (half the bytes; each value rounded to
+    /// the nearest bf16).
+    pub feat_dtype: graphloom_tensor::DType,
 }
 
 impl Default for MagConfig {
@@ -73,6 +76,7 @@ impl Default for MagConfig {
             homophily: 0.25,
             signal: 0.3,
             seed: 0,
+            feat_dtype: graphloom_tensor::DType::F32,
         }
     }
 }
@@ -203,7 +207,7 @@ pub fn write_mag(
             NodeType {
                 num_nodes: cfg.nodes(t),
                 feat_dim,
-                feat_dtype: "f32".into(),
+                feat_dtype: cfg.feat_dtype.name().into(),
             },
         );
     }
@@ -286,7 +290,8 @@ fn disk_bytes(cfg: &MagConfig, relations: &[([String; 3], RelationDraws)]) -> u6
         .iter()
         .map(|(r, d)| 8 * (cfg.nodes(&r[2]) as u128 + 1) + 4 * d.edges as u128)
         .sum();
-    let bytes = csr + papers * (4 * cfg.feat_dim as u128 + 16);
+    let feature = cfg.feat_dtype.size_in_bytes() as u128;
+    let bytes = csr + papers * (feature * cfg.feat_dim as u128 + 16);
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
@@ -309,7 +314,7 @@ fn write_papers(cfg: &MagConfig, n: usize, dir: &Path, progress: Progress<'_>) -
     }
     let mut labels = NpyWriter::<i64>::create(&dir.join("node_label.npy"), &[n])?;
     let d = cfg.feat_dim;
-    let mut features = NpyWriter::<f32>::create(&dir.join("node_feat.npy"), &[n, d])?;
+    let mut features = PaperFeatures::create(&dir.join("node_feat.npy"), n, d, cfg.feat_dtype)?;
     let noise = RngKey::new(cfg.seed, 0, 0x4645_4154);
     let bump = (cfg.signal * (d as f64).sqrt() / 4.0) as f32;
     let rows = (CHUNK as usize).min((64 << 20) / (4 * d).max(1)).max(1);
@@ -346,4 +351,49 @@ fn write_papers(cfg: &MagConfig, n: usize, dir: &Path, progress: Progress<'_>) -
         writer.finish()?;
     }
     Ok(())
+}
+
+/// The papers' feature file, written a chunk of f32 rows at a time in the dataset's dtype.
+enum PaperFeatures {
+    F32(NpyWriter<f32>),
+    Bf16(NpyWriter<u16>),
+}
+
+impl PaperFeatures {
+    fn create(path: &Path, n: usize, d: usize, dtype: graphloom_tensor::DType) -> Result<Self> {
+        Ok(match dtype {
+            graphloom_tensor::DType::BF16 => {
+                PaperFeatures::Bf16(NpyWriter::<u16>::create(path, &[n, d])?)
+            }
+            graphloom_tensor::DType::F32 => {
+                PaperFeatures::F32(NpyWriter::<f32>::create(path, &[n, d])?)
+            }
+            other => {
+                return Err(Error::invalid(
+                    path,
+                    format!("features are f32 or bf16, not {other}"),
+                ))
+            }
+        })
+    }
+
+    fn write(&mut self, rows: &[f32]) -> Result<()> {
+        match self {
+            PaperFeatures::F32(w) => Ok(w.write(rows)?),
+            PaperFeatures::Bf16(w) => {
+                let bits: Vec<u16> = rows
+                    .iter()
+                    .map(|&v| graphloom_tensor::bf16::from_f32(v).to_bits())
+                    .collect();
+                Ok(w.write(&bits)?)
+            }
+        }
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            PaperFeatures::F32(w) => Ok(w.finish()?),
+            PaperFeatures::Bf16(w) => Ok(w.finish()?),
+        }
+    }
 }
