@@ -131,7 +131,12 @@ fn hetero(args: InfoArgs) -> Result<()> {
                     "num_nodes": t.num_nodes,
                     "feat_dim": t.feat_dim,
                     "feat_dtype": t.feat_dtype,
-                    "feature_file": ds.features.get(name),
+                    // As a homogeneous dataset's: the file's shape and dtype (checked
+                    // against meta.json when the dataset opened), or null without one.
+                    "feature_file": ds.features.get(name).map(|shape| serde_json::json!({
+                        "shape": shape,
+                        "dtype": t.feat_dtype,
+                    })),
                 });
                 (name.clone(), v)
             })

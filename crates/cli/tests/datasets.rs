@@ -135,8 +135,9 @@ fn info_reads_a_heterogeneous_dataset_and_partition_refuses_it() {
     assert_eq!(v["relations"][0]["num_edges"], 4);
     assert_eq!(
         v["node_types"]["paper"]["feature_file"],
-        serde_json::json!([3, 2])
+        serde_json::json!({"shape": [3, 2], "dtype": "f32"})
     );
+    assert!(v["node_types"]["author"]["feature_file"].is_null(), "{v}");
     // The homogeneous readers name what it is in one line.
     let out = graphloom(&[
         "partition",
