@@ -218,3 +218,23 @@ pub(crate) fn listing(dir: &Path) -> Vec<String> {
     names.sort();
     names
 }
+
+/// ogbn-mag's shape at 1% (7,364 papers of 349 classes, 11,346 authors, 87 institutions,
+/// 600 fields; papers alone have features) in `root/mag`.
+#[allow(dead_code)]
+pub(crate) fn mag(root: &Path) -> PathBuf {
+    let dir = root.join("mag");
+    graphloom_ok(&[
+        "prepare",
+        "synthetic",
+        "--hetero",
+        "mag",
+        "--scale",
+        "0.01",
+        "--seed",
+        "3",
+        "--out",
+        s(&dir),
+    ]);
+    dir
+}
