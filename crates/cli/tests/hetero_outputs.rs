@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{graphloom, graphloom_ok, mag, refused, s, scratch, small_dataset, summary};
+use common::{graphloom, graphloom_ok, losses, mag, refused, s, scratch, small_dataset, summary};
 use std::path::Path;
 
 /// A saved relational model predicts, on its dataset, the classes its run measured: the
@@ -277,14 +277,6 @@ fn bf16_paper_features_train_as_their_rounded_values_in_half_the_memory() {
         serde_json::from_slice::<serde_json::Value>(&out.stdout).unwrap()
     };
     let (b, r) = (train(&bf16_dir), train(&rounded_dir));
-    let losses = |v: &serde_json::Value| -> Vec<f64> {
-        v["history"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|h| h["loss"].as_f64().unwrap())
-            .collect()
-    };
     assert_eq!(losses(&b), losses(&r));
     let features = |v: &serde_json::Value| v["peak_bytes"]["features"].as_u64().unwrap();
     assert_eq!(2 * features(&b), features(&r), "{b}");

@@ -23,12 +23,24 @@ pub(crate) struct Dataset {
     pub(crate) inner: Arc<MappedDataset>,
 }
 
-fn ids_view(ids: &[usize]) -> View {
+/// `ids` as an int64 view.
+pub(crate) fn ids_view(ids: &[usize]) -> View {
     let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
     let n = ids.len();
     View::new(DlpackView::of_tensor(
         Tensor::from_vec(ids, &[n]).expect("length matches"),
     ))
+}
+
+/// FileNotFoundError unless the dataset directory `path` exists.
+pub(crate) fn check_exists(path: &std::path::Path) -> PyResult<()> {
+    if path.exists() {
+        return Ok(());
+    }
+    Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
+        "dataset {}: no such directory",
+        path.display()
+    )))
 }
 
 #[pymethods]
@@ -38,12 +50,7 @@ impl Dataset {
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<Dataset> {
         check_pool()?;
-        if !path.exists() {
-            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
-                "dataset {}: no such directory",
-                path.display()
-            )));
-        }
+        check_exists(&path)?;
         let inner = py
             .detach(|| MappedDataset::open(&path))
             .map_err(errors::raise)?;

@@ -15,6 +15,7 @@ use graphloom_store::DlpackView;
 use pyo3::prelude::*;
 
 use crate::buffers::Held;
+use crate::dataset::{check_exists, ids_view};
 use crate::errors::{self, invalid};
 use crate::job::Comm;
 use crate::neighbourhood::{i64_tensor, stacked};
@@ -27,13 +28,6 @@ use crate::view::View;
 pub(crate) struct HeteroDataset {
     pub(crate) graph: Arc<HeteroGraph>,
     path: PathBuf,
-}
-
-/// `ids` as an int64 view.
-fn ids_view(ids: &[usize]) -> View {
-    let ids: Vec<i64> = ids.iter().map(|&v| v as i64).collect();
-    let n = ids.len();
-    View::new(DlpackView::of_tensor(i64_tensor(ids, &[n])))
 }
 
 impl HeteroDataset {
@@ -55,12 +49,7 @@ impl HeteroDataset {
     #[staticmethod]
     fn open(py: Python<'_>, path: PathBuf) -> PyResult<HeteroDataset> {
         check_pool()?;
-        if !path.exists() {
-            return Err(pyo3::exceptions::PyFileNotFoundError::new_err(format!(
-                "dataset {}: no such directory",
-                path.display()
-            )));
-        }
+        check_exists(&path)?;
         let graph = py
             .detach(|| Directory::open(&path).and_then(Directory::load))
             .map_err(errors::raise)?;
