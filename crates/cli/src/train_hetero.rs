@@ -30,9 +30,11 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     let splits = Splits(plan.graph().splits.clone().map(|ids| !ids.is_empty()));
     let model = plan.model.kind.name();
     graphloom_tensor::autodiff::profile::set_enabled(args.profile);
-    if let Some(mib) = args.buffer_cache_mib {
-        graphloom_tensor::alloc::set_cache_limit(mib << 20);
-    }
+    let buffer_cache = match args.buffer_cache_mib {
+        Some(mib) => mib << 20,
+        None => plan.memory.buffer_cache_bytes() as usize,
+    };
+    graphloom_tensor::alloc::set_cache_limit(buffer_cache);
     let log = output::EpochLog::new(s.epochs as u64, model, args.quiet);
     let (report, root) = plan
         .run(|r| log.epoch(r, &epoch_line(r, splits)))
@@ -68,6 +70,12 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
         value["target_node_type"] = json!(plan.graph().types[plan.graph().target]);
         value["peak_anon_bytes"] = json!(peak_anon);
         value["peak_file_bytes"] = json!(peak_file);
+        value["memory_gib"] = json!(s.memory_gib);
+        value["predicted_peak_bytes"] = json!(plan.memory.peak());
+        value["predicted_bytes"] = (plan.memory.parts.iter())
+            .map(|p| (p.name.to_string(), json!(p.bytes)))
+            .collect::<serde_json::Map<_, _>>()
+            .into();
         if let HeteroBatching::Sampled { batch_size, .. } = &plan.batching {
             value["fanouts_per_relation"] = plan
                 .fanouts_per_relation()

@@ -300,11 +300,11 @@ mod tests {
         let graph = ds.load().unwrap();
         let writes = &graph.relations[1];
         assert_eq!(writes.name, "author__writes__paper");
-        assert_eq!(writes.csr.row_ptr, vec![0, 2, 3]);
-        assert_eq!(writes.csr.col_idx, vec![1, 2, 0]);
+        assert_eq!(writes.csr.row_ptr(), [0, 2, 3]);
+        assert_eq!(writes.csr.col_idx(), [1, 2, 0]);
         // Paper 1 cites paper 0.
-        assert_eq!(graph.relations[0].csr.row_ptr, vec![0, 1, 1]);
-        assert_eq!(graph.relations[0].csr.col_idx, vec![1]);
+        assert_eq!(graph.relations[0].csr.row_ptr(), [0, 1, 1]);
+        assert_eq!(graph.relations[0].csr.col_idx(), [1]);
         let paper = graph.type_index("paper").unwrap();
         let features = graph.features[paper].as_ref().unwrap().read().unwrap();
         assert_eq!(features.as_slice::<f32>().unwrap(), x);

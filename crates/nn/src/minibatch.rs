@@ -10,7 +10,7 @@
 //! [`graphloom_graph::MappedDataset`] whose arrays stay in their files. Training builds no
 //! whole-graph structure; only exact evaluation in one pass does, once, on first use.
 
-mod evaluate;
+pub(crate) mod evaluate;
 use evaluate::evaluated_subset;
 mod subgraph;
 
@@ -109,7 +109,7 @@ pub struct SampledEval {
 }
 
 /// The epoch number of evaluation's sampling draws: no training epoch reaches it.
-const EVAL_EPOCH: u64 = u64::MAX;
+pub(crate) const EVAL_EPOCH: u64 = u64::MAX;
 /// The purpose of the draw that picks the evaluated nodes.
 const EVAL_NODES_PURPOSE: u64 = 0x4556_414c;
 

@@ -1,6 +1,7 @@
 //! What the plans read and make besides the model: the dataset, loaded or generated, with
 //! checks of its size against memory, and a learnt input embedding's table.
 
+use std::path::Path;
 use std::sync::Arc;
 
 use graphloom_comm::Communicator;
@@ -20,22 +21,30 @@ pub(crate) const EMBEDDING_LR: f32 = 0.01;
 /// its own rows), trained by LazyAdam: initialised N(0, 1) from `seed`, as PyTorch's
 /// `nn.Embedding` (the table PyG and DGL examples learn; a table drawn in +-1/sqrt(dim), 14
 /// times smaller at 64 wide, made link prediction peak within 10 epochs and then overfit,
-/// ending 0.07 under PyG's Hits@50), or with `saved` rows (a saved model's). Collective.
+/// ending 0.07 under PyG's Hits@50), or with `saved` rows (a saved model's). In memory, or,
+/// with `files`, mapped from the file `files` with its optimizer state beside it (created;
+/// the caller removes them). Collective.
 pub(crate) fn embedding_table(
     comm: Arc<dyn Communicator>,
     nodes: usize,
     dim: usize,
     seed: u64,
     saved: Option<&Tensor>,
+    files: Option<&Path>,
 ) -> Result<Embedding> {
-    let spec = StoreSpec::new(
-        &[nodes, dim],
-        DType::F32,
-        Layout::Distributed,
-        Location::Host,
-    );
-    let mut table =
-        Embedding::trainable(StoreTensor::new(comm, spec)?, SparseOptimizer::lazy_adam())?;
+    let location = match files {
+        Some(path) => Location::Mmap {
+            path: path.to_path_buf(),
+            writable: true,
+        },
+        None => Location::Host,
+    };
+    let spec = StoreSpec::new(&[nodes, dim], DType::F32, Layout::Distributed, location);
+    let table = StoreTensor::new(comm, spec)?;
+    let mut table = match files {
+        Some(prefix) => Embedding::trainable_in_files(table, SparseOptimizer::lazy_adam(), prefix)?,
+        None => Embedding::trainable(table, SparseOptimizer::lazy_adam())?,
+    };
     table.init_normal(seed, 1.0)?;
     if let Some(rows) = saved {
         if rows.shape() != [nodes, dim] {

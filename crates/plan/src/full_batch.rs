@@ -82,7 +82,7 @@ impl FullBatchPlan {
         let workload = match self.embedding {
             Some((dim, lr)) => {
                 let saved = c.init.as_ref().and_then(|m| m.input_embedding.as_ref());
-                table = embedding_table(Local::single(), c.meta.num_nodes, dim, seed, saved)?;
+                table = embedding_table(Local::single(), c.meta.num_nodes, dim, seed, saved, None)?;
                 FullBatch::with_embedding(ds, cfg, seed, &mut table, lr)?
             }
             None => FullBatch::new(ds, cfg, seed)?,

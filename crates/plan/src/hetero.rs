@@ -1,11 +1,14 @@
 //! [`HeteroPlan`]: a training run over a heterogeneous dataset directory. The relational model
 //! (R-GCN or R-SAGE) reads each node type's features, or a learnt embedding for a type without
 //! any, and trains full batch, or on sampled batches of the target type's training nodes with
-//! the same fanout for every relation at each hop (DGL's meaning), one worker.
+//! the same fanout for every relation at each hop (DGL's meaning), on one worker or data
+//! parallel. Its memory is planned part by part ([`crate::budget`]): under `memory_gib` the
+//! learnt tables and the features go to files, mapped, when memory cannot hold them.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use graphloom_comm::Communicator;
+use graphloom_comm::{Communicator, CommunicatorExt};
 use graphloom_graph::sample::Fanouts;
 use graphloom_graph::{format_bytes, HeteroDataset, HeteroGraph};
 use graphloom_nn::hetero::{
@@ -18,8 +21,10 @@ use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::DType;
 
+use crate::budget::{hetero_plan, HeteroPlacement, HeteroShape};
 use crate::checks::{check_backend_built, check_local_workers, check_values};
 use crate::data::embedding_table;
+use crate::MemoryPlan;
 use crate::{run_job, Backend, ModelName, PlanError, Result, TaskKind, TrainSettings};
 
 /// The hidden width of a relational model unless told otherwise (DGL's and OGB's ogbn-mag
@@ -64,8 +69,45 @@ pub struct HeteroPlan {
     /// (`TrainReport::best_input_embedding`: every featureless type's rows stacked in the
     /// types' order).
     pub keep_embeddings: bool,
+    /// The predicted peak by part, and what the division of a budget decided.
+    pub memory: MemoryPlan,
+    placement: HeteroPlacement,
     embedding_lr: f32,
     graph: HeteroGraph,
+}
+
+/// The folder of a run's mapped learnt tables (`.graphloom-tables-PID` in the scratch
+/// folder), removed with everything in it when dropped; a killed run's is removed by the
+/// next run that makes one.
+struct ScratchTables {
+    dir: PathBuf,
+    owner: bool,
+}
+
+/// The name prefix of [`ScratchTables`] folders.
+const TABLES_PREFIX: &str = ".graphloom-tables-";
+
+impl ScratchTables {
+    /// The folder of the job whose first rank runs as process `pid` under `scratch`; made
+    /// (and removed when dropped) by that rank.
+    fn new(scratch: &Path, pid: u64, owner: bool) -> Result<ScratchTables> {
+        let dir = scratch.join(format!("{TABLES_PREFIX}{pid}"));
+        if owner {
+            graphloom_io::remove_abandoned(scratch, TABLES_PREFIX);
+            std::fs::create_dir_all(&dir).map_err(|e| {
+                PlanError::invalid("scratch_dir", format!("cannot make {}: {e}", dir.display()))
+            })?;
+        }
+        Ok(ScratchTables { dir, owner })
+    }
+}
+
+impl Drop for ScratchTables {
+    fn drop(&mut self) {
+        if self.owner {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
 }
 
 impl HeteroPlan {
@@ -173,7 +215,10 @@ impl HeteroPlan {
             snapshots: crate::plan::snapshots(&settings)?,
         };
         train.check()?;
-        check_tables_fit(&graph, &model, &embedding_dims)?;
+        let budget = crate::budget::budget_bytes(settings.memory_gib)?;
+        if budget.is_none() {
+            check_tables_fit(&graph, &model, &embedding_dims)?;
+        }
         // A model that cannot be made fails here, before any table is allocated, naming the
         // setting as the front end spells it.
         let made = HeteroModel::new(model.clone(), settings.seed).map_err(|e| match e {
@@ -183,7 +228,29 @@ impl HeteroPlan {
             other => other.into(),
         })?;
         drop(made);
+        let sampled = match &batching {
+            HeteroBatching::Sampled {
+                fanouts,
+                batch_size,
+            } => Some((&fanouts[..], *batch_size)),
+            HeteroBatching::FullBatch => None,
+        };
+        let shape = HeteroShape {
+            graph: &graph,
+            model: &model,
+            embedding_dims: &embedding_dims,
+            sampled,
+            optimizer: train.optimizer,
+            workers,
+            threads: rayon::current_num_threads(),
+            eval_nodes: settings.eval_nodes,
+            features_location: settings.features_location,
+            seed: settings.seed,
+        };
+        let (memory, placement) = hetero_plan(&shape, budget)?;
         Ok(HeteroPlan {
+            memory,
+            placement,
             embedding_lr: settings.embedding_lr.unwrap_or(EMBEDDING_LR),
             settings,
             model,
@@ -211,6 +278,20 @@ impl HeteroPlan {
                 (rel.name.clone(), fanouts)
             })
             .collect()
+    }
+
+    /// Sampled evaluation's fanouts per hop and relation: `eval_fanouts` for every relation,
+    /// else the training fanouts.
+    fn eval_fanouts(&self) -> Vec<Vec<i64>> {
+        match (&self.settings.eval_fanouts, &self.batching) {
+            (Some(given), _) => (given.as_slice().iter())
+                .map(|&f| vec![f; self.graph.relations.len()])
+                .collect(),
+            (None, HeteroBatching::Sampled { fanouts, .. }) => fanouts.clone(),
+            (None, HeteroBatching::FullBatch) => {
+                vec![vec![-1; self.graph.relations.len()]; self.model.layers]
+            }
+        }
     }
 
     /// The dataset in memory.
@@ -273,6 +354,7 @@ impl HeteroPlan {
         }
         let edges: usize = g.relations.iter().map(|r| r.csr.num_edges()).sum();
         lines.push(format!("  relations: {edges} edges"));
+        lines.extend(self.memory.lines());
         lines
     }
 
@@ -300,30 +382,40 @@ impl HeteroPlan {
         comm: Arc<dyn Communicator>,
         on_epoch: impl FnMut(&EpochRecord),
     ) -> Result<TrainReport> {
+        let scratch = match self.placement.tables_mapped {
+            true => {
+                // Every rank maps the files of the first rank's folder.
+                let pid = comm.broadcast_typed(0, &[u64::from(std::process::id())])?[0];
+                let dir = self.settings.scratch_dir.clone();
+                let dir = dir.unwrap_or_else(std::env::temp_dir);
+                Some(ScratchTables::new(&dir, pid, comm.rank() == 0)?)
+            }
+            false => None,
+        };
+        // The folder exists before any rank maps a file in it.
+        comm.barrier()?;
         let mut inputs = Vec::with_capacity(self.graph.types.len());
         for (t, features) in self.graph.features.iter().enumerate() {
             inputs.push(match features {
                 Some(file) => {
                     let _g = category_scope(Category::Features);
-                    // Read here and dropped once laid out in the store: the table is the one
-                    // copy the run holds.
-                    let f = file.read()?;
                     // One table the threads share, or each process's own rows under MPI.
                     let layout = if comm.backend() == "mpi" && comm.size() > 1 {
                         Layout::Distributed
                     } else {
                         Layout::Continuous
                     };
-                    let spec = StoreSpec::new(f.shape(), f.dtype(), layout, Location::Host);
-                    let mut table = StoreTensor::new(Arc::clone(&comm), spec)?;
-                    table.fill_from_whole(f.as_bytes())?;
-                    TypeInput::Features(table)
+                    let location = self.placement.features;
+                    TypeInput::Features(file.table(Arc::clone(&comm), layout, location)?)
                 }
                 None => {
                     let seed = self.train.seed ^ (t as u64 + 1).rotate_left(32);
                     let n = self.graph.type_sizes[t];
+                    let file = (scratch.as_ref())
+                        .map(|s| s.dir.join(format!("embedding.{}", self.graph.types[t])));
+                    let dim = self.embedding_dims[t];
                     let table =
-                        embedding_table(Arc::clone(&comm), n, self.embedding_dims[t], seed, None)?;
+                        embedding_table(Arc::clone(&comm), n, dim, seed, None, file.as_deref())?;
                     TypeInput::Embedding(table, self.embedding_lr)
                 }
             });
@@ -340,7 +432,16 @@ impl HeteroPlan {
         if self.keep_embeddings {
             workload = workload.keeping_embeddings();
         }
-        Ok(fit(&mut workload, &self.train, on_epoch)?)
+        if let Some(batches) = self.settings.batches_per_epoch {
+            workload = workload.with_batches_per_epoch(batches);
+        }
+        if let Some(limit) = self.settings.eval_nodes {
+            workload = workload.with_sampled_eval(limit, self.eval_fanouts());
+        }
+        let report = fit(&mut workload, &self.train, on_epoch);
+        drop(workload);
+        drop(scratch);
+        Ok(report?)
     }
 }
 
@@ -376,7 +477,8 @@ fn check_tables_fit(
     Err(PlanError::invalid(
         setting,
         format!(
-            "{what} would take {}, more than the {} this process may use",
+            "{what} would take {}, more than the {} this process may use (--memory-gib maps \
+             the learnt tables from scratch files when memory cannot hold them)",
             format_bytes(u64::try_from(params.saturating_add(tables)).unwrap_or(u64::MAX)),
             format_bytes(available as u64)
         ),
@@ -460,17 +562,17 @@ fn check_applicable(s: &TrainSettings) -> Result<()> {
     not_here(s.checkpoint, "checkpoint")?;
     not_here(s.batch_norm, "batch_norm")?;
     not_here(s.queue_depth.is_some(), "queue_depth")?;
-    not_here(s.features_location.is_some(), "features_location")?;
     not_here(s.feature_cache_gib.is_some(), "feature_cache_gib")?;
     not_here(s.feature_reads.is_some(), "feature_reads")?;
     not_here(s.inference_memory_gib.is_some(), "inference_memory_gib")?;
-    not_here(s.memory_gib.is_some(), "memory_gib")?;
-    not_here(s.scratch_dir.is_some(), "scratch_dir")?;
-    not_here(s.batches_per_epoch.is_some(), "batches_per_epoch")?;
-    not_here(s.eval_fanouts.is_some(), "eval_fanouts")?;
-    not_here(s.eval_nodes.is_some(), "eval_nodes")?;
     if s.fanouts.is_none() {
         not_here(s.workers.is_some_and(|w| w > 1), "workers")?;
+        not_here(s.batches_per_epoch.is_some(), "batches_per_epoch")?;
+        not_here(s.eval_fanouts.is_some(), "eval_fanouts")?;
+        not_here(s.eval_nodes.is_some(), "eval_nodes")?;
+    }
+    if s.eval_nodes.is_none() {
+        not_here(s.eval_fanouts.is_some(), "eval_fanouts")?;
     }
     not_here(s.sar_mode.is_some(), "sar_mode")?;
     not_here(s.init_model.is_some(), "init_model")?;

@@ -461,7 +461,14 @@ impl MiniBatchPlan {
         let inputs = match (self.embedding, &features) {
             (Some((dim, lr)), _) => {
                 let saved = c.init.as_ref().and_then(|m| m.input_embedding.as_ref());
-                table = embedding_table(comm.clone(), c.meta.num_nodes, dim, c.train.seed, saved)?;
+                table = embedding_table(
+                    comm.clone(),
+                    c.meta.num_nodes,
+                    dim,
+                    c.train.seed,
+                    saved,
+                    None,
+                )?;
                 Inputs::Embedding {
                     table: &mut table,
                     lr,

@@ -150,9 +150,9 @@ impl HeteroDataset {
             })?;
         let tensor = py.detach(|| {
             let csr = &relation.csr;
-            let src: Vec<i64> = csr.col_idx.iter().map(|&u| i64::from(u)).collect();
+            let src: Vec<i64> = csr.col_idx().iter().map(|&u| i64::from(u)).collect();
             let mut dst = Vec::with_capacity(src.len());
-            for (v, w) in csr.row_ptr.windows(2).enumerate() {
+            for (v, w) in csr.row_ptr().windows(2).enumerate() {
                 dst.extend(std::iter::repeat_n(v as i64, (w[1] - w[0]) as usize));
             }
             stacked(src, dst)

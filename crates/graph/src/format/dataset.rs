@@ -139,7 +139,12 @@ impl Dataset {
         } else {
             let header = check_feature_header(dir, &meta)?;
             check_once(dir, "node_feat.npy", "finite", || {
-                check_feature_values(&file(dir, "node_feat.npy"), &header, &meta)
+                check_feature_values(
+                    &file(dir, "node_feat.npy"),
+                    &header,
+                    &meta.feat_dtype,
+                    meta.feat_dim,
+                )
             })?;
             Tensor::zeros(&[0, meta.feat_dim], DType::F32)
         };
@@ -392,14 +397,17 @@ pub(crate) fn check_once(
 
 /// Checks that every value of a feature file left on disk is finite, reading it in chunks of
 /// bounded size: a NaN in a mapped table is refused as it is in memory.
+/// `feat_dtype` is what `meta.json` says the file holds (`f32` or `bf16`), `feat_dim` its
+/// columns (to name a fault's node and column).
 pub(crate) fn check_feature_values(
     path: &Path,
     header: &npy::NpyHeader,
-    meta: &Meta,
+    feat_dtype: &str,
+    feat_dim: usize,
 ) -> Result<()> {
     use std::io::{Read, Seek, SeekFrom};
     let elem = header.dtype.size();
-    let finite: fn(&[u8]) -> bool = match (meta.feat_dtype.as_str(), header.dtype) {
+    let finite: fn(&[u8]) -> bool = match (feat_dtype, header.dtype) {
         ("f32", npy::NpyDType::F32) => |b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]).is_finite(),
         ("bf16", npy::NpyDType::U16) => {
             |b| bf16::from_bits(u16::from_le_bytes([b[0], b[1]])).is_finite()
@@ -428,8 +436,8 @@ pub(crate) fn check_feature_values(
                 path,
                 format!(
                     "non-finite feature at node {}, column {} (NaN or infinity)",
-                    i / meta.feat_dim.max(1),
-                    i % meta.feat_dim.max(1)
+                    i / feat_dim.max(1),
+                    i % feat_dim.max(1)
                 ),
             ));
         }

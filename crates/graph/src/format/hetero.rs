@@ -20,11 +20,12 @@ use graphloom_comm::Communicator;
 use graphloom_store::{Layout, StoreTensor};
 use graphloom_tensor::{DType, Tensor};
 
-use super::dataset::{check_split_ids, load_feature_rows};
-use super::mapped::check_offsets;
+use super::dataset::{check_feature_values, check_once, check_split_ids, load_feature_rows};
+use super::mapped::{check_offsets, Column};
 use super::meta::{HETERO_FORMAT, MAX_CLASS, SPLIT_FILES};
 use crate::feature_table::{npy_feature_table, FeaturesLocation};
-use crate::{npy, Csr, Error, MappedNpy, Result, UNLABELLED};
+use crate::sample::CsrSource;
+use crate::{npy, Csr, Error, MappedNpy, NodeId, Result, UNLABELLED};
 
 /// A node type's entry in `meta.json`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -201,7 +202,76 @@ pub struct TypedRelation {
     pub dst_type: usize,
     /// CSR by destination (ids of the destination type) whose entries are ids of the source
     /// type.
-    pub csr: Csr,
+    pub csr: RelationCsr,
+}
+
+/// A relation's CSR by destination as training reads it: mapped from its files (offsets, and
+/// int32 sources as `prepare` and make_hetero.py write them; int64 sources are read and
+/// narrowed), so a graph larger than memory costs page cache, not process memory; or built in
+/// memory.
+pub struct RelationCsr(Arrays);
+
+enum Arrays {
+    Memory(Csr),
+    Mapped {
+        row_ptr: MappedNpy<i64>,
+        col_idx: Column,
+    },
+}
+
+impl From<Csr> for RelationCsr {
+    fn from(csr: Csr) -> RelationCsr {
+        RelationCsr(Arrays::Memory(csr))
+    }
+}
+
+impl RelationCsr {
+    /// `num_nodes + 1` offsets into [`RelationCsr::col_idx`].
+    pub fn row_ptr(&self) -> &[i64] {
+        match &self.0 {
+            Arrays::Memory(csr) => &csr.row_ptr,
+            Arrays::Mapped { row_ptr, .. } => row_ptr.as_slice(),
+        }
+    }
+
+    /// The source of each edge, in CSR order.
+    pub fn col_idx(&self) -> &[NodeId] {
+        match &self.0 {
+            Arrays::Memory(csr) => &csr.col_idx,
+            Arrays::Mapped { col_idx, .. } => col_idx.ids(),
+        }
+    }
+
+    /// Destination nodes.
+    pub fn num_nodes(&self) -> usize {
+        self.row_ptr().len().saturating_sub(1)
+    }
+
+    /// Edges.
+    pub fn num_edges(&self) -> usize {
+        self.col_idx().len()
+    }
+
+    /// What the samplers read.
+    pub fn source(&self) -> CsrSource<'_> {
+        CsrSource::from_arrays(self.row_ptr(), self.col_idx())
+    }
+
+    /// A copy in memory (a whole-graph pass builds its structures from it).
+    pub fn to_csr(&self) -> Csr {
+        Csr {
+            row_ptr: self.row_ptr().to_vec(),
+            col_idx: self.col_idx().to_vec(),
+        }
+    }
+
+    /// The bytes it holds in process memory: a mapped array holds none.
+    pub fn owned_bytes(&self) -> usize {
+        match &self.0 {
+            Arrays::Memory(csr) => csr.bytes(),
+            Arrays::Mapped { col_idx, .. } => col_idx.owned_bytes(),
+        }
+    }
 }
 
 /// A heterogeneous dataset in memory, as training reads it: node types in name order (that of
@@ -357,30 +427,29 @@ impl HeteroDataset {
         })
     }
 
-    /// Reads the dataset into memory: each relation's CSR (sources checked when opened); each
-    /// type's features are checked finite, and read where the run lays them out. Edge weights are not read: the relational models
+    /// The dataset as training reads it: each relation's CSR mapped (its sources checked when
+    /// opened), the target's labels and splits in memory, each type's feature file checked
+    /// finite (in one streaming pass, skipped when it passed on this version of the file) and
+    /// left on disk for the run to lay out. Edge weights are not read: the relational models
     /// take each relation's mean.
-    pub fn load(self) -> Result<HeteroGraph> {
+    pub fn load(mut self) -> Result<HeteroGraph> {
         let types: Vec<String> = self.meta.node_types.keys().cloned().collect();
         let index = |name: &str| types.iter().position(|t| t == name).expect("checked type");
         let mut relations = Vec::with_capacity(self.relations.len());
-        for r in &self.relations {
+        for r in std::mem::take(&mut self.relations) {
             let name = relation_name(&r.relation);
             let col_path = self.dir.join("edges").join(&name).join("csr_col_idx.npy");
-            let col_idx = npy::read_ids(&col_path)?
-                .data
-                .into_iter()
-                // Checked below the source type's size, which fits a node id.
-                .map(|v| v as crate::NodeId)
-                .collect();
+            let n_src = self.meta.num_nodes(&r.relation[0]);
+            // The sources were checked below the source type's size when opened.
+            let col_idx = Column::open(&col_path, n_src)?;
             relations.push(TypedRelation {
                 src_type: index(&r.relation[0]),
                 dst_type: index(&r.relation[2]),
                 name,
-                csr: Csr {
-                    row_ptr: r.row_ptr.as_slice().to_vec(),
+                csr: RelationCsr(Arrays::Mapped {
+                    row_ptr: r.row_ptr,
                     col_idx,
-                },
+                }),
             });
         }
         let mut features = Vec::with_capacity(types.len());
@@ -394,9 +463,13 @@ impl HeteroDataset {
                         width: t.feat_dim,
                         dtype: t.feat_dtype.clone(),
                     };
-                    // Checked now, before any training; laid out by the run, which reads it
-                    // again, so the dataset holds no copy of its own.
-                    drop(file.read()?);
+                    // Checked now, before any training; laid out by the run, so the dataset
+                    // holds no copy of its own.
+                    let header = npy::read_header(&file.path)?;
+                    let name = format!("nodes/{name}/node_feat.npy");
+                    check_once(&self.dir, &name, "finite", || {
+                        check_feature_values(&file.path, &header, &file.dtype, file.width)
+                    })?;
                     Some(file)
                 }
                 None => None,
@@ -436,7 +509,10 @@ fn open_relation(dir: &Path, meta: &HeteroMeta, r: &[String; 3]) -> Result<Relat
     let num_edges = npy::read_header(&col_path)?.numel();
     check_offsets(row_ptr.as_slice(), num_edges)
         .map_err(|msg| Error::invalid(&row_ptr_path, msg))?;
-    check_sources(&col_path, n_src, &r[0])?;
+    let name = format!("edges/{}/csr_col_idx.npy", relation_name(r));
+    check_once(dir, &name, "sources", || {
+        check_sources(&col_path, n_src, &r[0])
+    })?;
     let max_in_degree = row_ptr
         .as_slice()
         .par_windows(2)

@@ -41,9 +41,41 @@ pub struct MappedDataset {
 }
 
 /// Source ids: the mapped file when it holds i32 (what `prepare` writes), else a narrowed copy.
-enum Column {
+pub(crate) enum Column {
     Mapped(MappedNpy<i32>),
     Owned(Vec<NodeId>),
+}
+
+impl Column {
+    /// The ids of `csr_col_idx.npy` at `path` below `n` nodes: the file mapped when it holds
+    /// i32, else read and narrowed. The caller checks a mapped file's ids before reading
+    /// them as nodes.
+    pub(crate) fn open(path: &Path, n: usize) -> Result<Column> {
+        Ok(match npy::read_header(path)?.dtype {
+            npy::NpyDType::I32 => Column::Mapped(MappedNpy::open(path)?),
+            _ => Column::Owned(narrow_sources(&npy::read_ids(path)?.data, n, path)?),
+        })
+    }
+
+    /// The source ids.
+    pub(crate) fn ids(&self) -> &[NodeId] {
+        match self {
+            // SAFETY: i32 and u32 have one size and alignment, and the ids were checked to be
+            // non-negative (`check_arrays`, `check_sources`) before any is read as a node.
+            Column::Mapped(m) => unsafe {
+                std::slice::from_raw_parts(m.as_ptr().cast::<NodeId>(), m.len())
+            },
+            Column::Owned(v) => v,
+        }
+    }
+
+    /// The bytes it holds in memory (a mapped file holds page cache only).
+    pub(crate) fn owned_bytes(&self) -> usize {
+        match self {
+            Column::Mapped(_) => 0,
+            Column::Owned(v) => v.len() * std::mem::size_of::<NodeId>(),
+        }
+    }
 }
 
 /// Labels: the mapped file when it holds i64, else a widened copy.
@@ -184,14 +216,7 @@ impl MappedDataset {
             ));
         }
         let col_path = file(dir, "csr_col_idx.npy");
-        let col_idx = match npy::read_header(&col_path)?.dtype {
-            npy::NpyDType::I32 => Column::Mapped(MappedNpy::open(&col_path)?),
-            _ => Column::Owned(narrow_sources(
-                &npy::read_ids(&col_path)?.data,
-                n,
-                &col_path,
-            )?),
-        };
+        let col_idx = Column::open(&col_path, n)?;
         let label_path = file(dir, "node_label.npy");
         let labels = match npy::read_header(&label_path)?.dtype {
             npy::NpyDType::I64 => Labels::Mapped(MappedNpy::open(&label_path)?),
@@ -225,7 +250,12 @@ impl MappedDataset {
         ds.check_arrays()?;
         if let Some(header) = feature_header {
             check_once(dir, "node_feat.npy", "finite", || {
-                check_feature_values(&file(dir, "node_feat.npy"), &header, &ds.meta)
+                check_feature_values(
+                    &file(dir, "node_feat.npy"),
+                    &header,
+                    &ds.meta.feat_dtype,
+                    ds.meta.feat_dim,
+                )
             })?;
         }
         Ok(ds)
@@ -332,14 +362,7 @@ impl MappedDataset {
 
     /// What sampled training reads of this dataset.
     pub fn data(&self) -> GraphData<'_> {
-        let col_idx: &[NodeId] = match &self.col_idx {
-            // SAFETY: i32 and u32 have one size and alignment, and the ids were checked to be
-            // non-negative (`check_arrays`) before any is read as a node.
-            Column::Mapped(m) => unsafe {
-                std::slice::from_raw_parts(m.as_ptr().cast::<NodeId>(), m.len())
-            },
-            Column::Owned(v) => v,
-        };
+        let col_idx = self.col_idx.ids();
         GraphData {
             meta: &self.meta,
             row_ptr: &self.row_ptr,

@@ -49,7 +49,6 @@ pub(crate) fn infer_layerwise(
     chunk_nodes: usize,
     compute: bool,
 ) -> Result<Option<Tensor>> {
-    let layers = model.cfg.layers;
     let outputs = layer_outputs(
         model,
         graph,
@@ -59,12 +58,19 @@ pub(crate) fn infer_layerwise(
         sampler,
         chunk_nodes,
         compute,
-        layers,
+        Upto::LogProbabilities,
     )?;
-    outputs
-        .and_then(|mut o| o.swap_remove(model.cfg.target))
-        .map(log_softmax)
-        .transpose()
+    Ok(outputs.and_then(|mut o| o.swap_remove(model.cfg.target)))
+}
+
+/// How far layer-wise inference goes.
+#[derive(Clone, Copy)]
+enum Upto {
+    /// The first this many layers' outputs (the last layer's: class scores).
+    Layers(usize),
+    /// Every layer, the class scores turned into log-probabilities chunk by chunk (a row's
+    /// log-softmax is its own), so that the pass never holds both.
+    LogProbabilities,
 }
 
 /// The rows' log-softmax: class scores as log-probabilities.
@@ -74,7 +80,7 @@ fn log_softmax(scores: Tensor) -> Result<Tensor> {
     Ok(logp.value().clone())
 }
 
-/// The outputs of the model's first `layers` layers, per type (`None` for a type the last of
+/// The outputs of the model's layers `upto` asks for, per type (`None` for a type the last of
 /// them does not compute: a layer computes the types that lead to the target), as
 /// [`infer_layerwise`] computes them.
 #[allow(clippy::too_many_arguments)]
@@ -87,9 +93,13 @@ fn layer_outputs(
     sampler: &mut HeteroSampler,
     chunk_nodes: usize,
     compute: bool,
-    layers: usize,
+    upto: Upto,
 ) -> Result<Option<Vec<Option<Tensor>>>> {
     let chunk_nodes = chunk_nodes.max(1);
+    let (layers, softmax) = match upto {
+        Upto::Layers(layers) => (layers, false),
+        Upto::LogProbabilities => (model.cfg.layers, true),
+    };
     let cfg = &model.cfg;
     let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
     let every = vec![vec![-1i64; relations.len()]];
@@ -99,7 +109,14 @@ fn layer_outputs(
         let mut current: Vec<Option<Tensor>> = vec![None; cfg.types.len()];
         for t in (0..cfg.types.len()).filter(|&t| outputs[t]) {
             let n = graph.type_sizes[t];
-            let mut rows: Vec<Tensor> = Vec::with_capacity(n.div_ceil(chunk_nodes));
+            // Each chunk's rows are copied in as they come: the layer holds one copy of its
+            // output, never the chunks beside it.
+            let width = cfg.width_out(l);
+            let mut rows = if compute {
+                Tensor::zeros(&[n, width], cfg.dtype)
+            } else {
+                Tensor::zeros(&[0, width], cfg.dtype)
+            };
             for start in (0..n).step_by(chunk_nodes) {
                 if !compute {
                     if l == 0 {
@@ -136,11 +153,20 @@ fn layer_outputs(
                     &layer_graph,
                     Mode::inference(),
                 )?;
-                let y = out[t].as_ref().expect("the type asked for");
-                rows.push(y.value().clone());
+                let y = out[t].as_ref().expect("the type asked for").value();
+                let logp;
+                let y = if softmax && l + 1 == cfg.layers {
+                    logp = log_softmax(y.clone())?;
+                    &logp
+                } else {
+                    y
+                };
+                let row_bytes = width * cfg.dtype.size_in_bytes();
+                rows.as_mut_bytes()[start * row_bytes..][..y.as_bytes().len()]
+                    .copy_from_slice(y.as_bytes());
             }
             if compute {
-                current[t] = Some(concat_rows(&rows, n, cfg.width_out(l), cfg.dtype)?);
+                current[t] = Some(rows);
             }
         }
         previous = current;
@@ -156,11 +182,10 @@ pub fn log_probabilities(
     graph: &HeteroGraph,
     inputs: &mut [TypeInput],
 ) -> Result<Tensor> {
-    let mut outputs = layer_embeddings(model, graph, inputs, model.cfg.layers)?;
-    let scores = outputs
+    let mut outputs = layers_upto(model, graph, inputs, Upto::LogProbabilities)?;
+    Ok(outputs
         .swap_remove(model.cfg.target)
-        .expect("the last layer computes the target type");
-    log_softmax(scores)
+        .expect("the last layer computes the target type"))
 }
 
 /// The output of `model`'s first `layer` layers (from 1; the last gives the class scores
@@ -172,6 +197,17 @@ pub fn layer_embeddings(
     graph: &HeteroGraph,
     inputs: &mut [TypeInput],
     layer: usize,
+) -> Result<Vec<Option<Tensor>>> {
+    layers_upto(model, graph, inputs, Upto::Layers(layer))
+}
+
+/// What [`layer_outputs`] computes up to `upto` on this process alone, with the model's own
+/// parameters.
+fn layers_upto(
+    model: &HeteroModel,
+    graph: &HeteroGraph,
+    inputs: &mut [TypeInput],
+    upto: Upto,
 ) -> Result<Vec<Option<Tensor>>> {
     let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let relations = super::workload::relation_specs(graph);
@@ -185,7 +221,7 @@ pub fn layer_embeddings(
         &mut sampler,
         CHUNK_NODES,
         true,
-        layer,
+        upto,
     )?;
     Ok(outputs.expect("computed on this worker"))
 }
@@ -223,22 +259,4 @@ fn read_rows(
         }
         Rows::None => None,
     })
-}
-
-/// The chunks' rows, in order, as one `[n, width]` tensor.
-fn concat_rows(
-    chunks: &[Tensor],
-    n: usize,
-    width: usize,
-    dtype: graphloom_tensor::DType,
-) -> Result<Tensor> {
-    let mut out = Tensor::zeros(&[n, width], dtype);
-    let bytes = out.as_mut_bytes();
-    let mut at = 0;
-    for c in chunks {
-        let b = c.as_bytes();
-        bytes[at..at + b.len()].copy_from_slice(b);
-        at += b.len();
-    }
-    Ok(out)
 }

@@ -118,7 +118,7 @@ impl HeteroModelConfig {
     }
 
     /// The output width of layer `l`.
-    pub(crate) fn width_out(&self, l: usize) -> usize {
+    pub fn width_out(&self, l: usize) -> usize {
         if l + 1 == self.layers {
             self.out_dim
         } else {

@@ -479,7 +479,7 @@ fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
                 name: r.name.clone(),
                 src_type: r.src_type,
                 dst_type: r.dst_type,
-                csr: csr.clone(),
+                csr: csr.clone().into(),
             })
             .collect(),
         features: Vec::new(),

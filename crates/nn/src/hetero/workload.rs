@@ -15,9 +15,12 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 use super::graph::HeteroLayerGraph;
 use super::inference::{infer_layerwise, CHUNK_NODES};
 use super::model::{HeteroModel, RelationSpec};
-use crate::model::{Model, Param};
+use crate::batches::rank_slice;
+use crate::minibatch::evaluate::evaluated_subset;
+use crate::minibatch::EVAL_EPOCH;
+use crate::model::{Mode, Model, Param};
 use crate::task::Task;
-use crate::train::{Evaluation, SplitCounts, Steps, Workload};
+use crate::train::{correct_predictions, Evaluation, SplitCounts, Steps, Workload};
 use crate::{Error, Result};
 
 /// Where a node type's input rows come from.
@@ -60,6 +63,18 @@ pub struct HeteroTraining<'a> {
     whole: Option<HeteroLayerGraph>,
     /// Whether the loop keeps the learnt tables with the best parameters (for a saved model).
     keep_embeddings: bool,
+    /// Train on the first this many batches of each epoch's order (sampled batching).
+    batches_per_epoch: Option<usize>,
+    /// Evaluate by sampled inference on these nodes of each split instead of exactly.
+    sampled_eval: Option<SampledEval>,
+}
+
+/// Sampled evaluation: a fixed subset of each split's nodes, classified on blocks sampled
+/// with `fanouts` (per hop, per relation, as in training) from draws fixed for the run.
+#[derive(Clone, Debug)]
+struct SampledEval {
+    nodes: [Vec<NodeId>; 3],
+    fanouts: Vec<Vec<i64>>,
 }
 
 /// The relations of `graph` as a model sees them.
@@ -135,6 +150,8 @@ impl<'a> HeteroTraining<'a> {
         }
         Ok(HeteroTraining {
             keep_embeddings: false,
+            batches_per_epoch: None,
+            sampled_eval: None,
             comm,
             sampler: HeteroSampler::new(&graph.type_sizes),
             model,
@@ -154,6 +171,23 @@ impl<'a> HeteroTraining<'a> {
         self
     }
 
+    /// The same workload training on the first `batches` batches of each epoch's order of the
+    /// training nodes (sampled batching), so evaluation and snapshots come that often.
+    pub fn with_batches_per_epoch(mut self, batches: usize) -> HeteroTraining<'a> {
+        self.batches_per_epoch = Some(batches.max(1));
+        self
+    }
+
+    /// The same workload evaluating by sampled inference: at most `limit` nodes of each split,
+    /// a subset drawn once from the run's seed, on blocks sampled with `fanouts[h][r]` (as in
+    /// training), for graphs whose exact layer-by-layer pass holds too much or takes too long.
+    /// The subsets are classified in batches of the training batch size.
+    pub fn with_sampled_eval(mut self, limit: usize, fanouts: Vec<Vec<i64>>) -> HeteroTraining<'a> {
+        let nodes = [0, 1, 2].map(|s| evaluated_subset(&self.graph.splits[s], limit, self.seed));
+        self.sampled_eval = Some(SampledEval { nodes, fanouts });
+        self
+    }
+
     /// The model (its parameters are the initial ones; [`crate::train::fit`] returns the
     /// trained ones).
     pub fn model(&self) -> &HeteroModel {
@@ -163,7 +197,13 @@ impl<'a> HeteroTraining<'a> {
     /// The whole graph as every layer's graph.
     fn whole(&mut self) -> Result<&HeteroLayerGraph> {
         if self.whole.is_none() {
-            let csrs: Vec<_> = self.graph.relations.iter().map(|r| &r.csr).collect();
+            let csrs: Vec<_> = self
+                .graph
+                .relations
+                .iter()
+                .map(|r| r.csr.to_csr())
+                .collect();
+            let csrs: Vec<_> = csrs.iter().collect();
             self.whole = Some(HeteroLayerGraph::whole(
                 &self.relations,
                 &csrs,
@@ -275,6 +315,68 @@ impl<'a> HeteroTraining<'a> {
     }
 }
 
+impl HeteroTraining<'_> {
+    /// This worker's counts of sampled evaluation: each split's evaluated nodes in global
+    /// batches of the training batch size, each worker classifying its slice (a worker with an
+    /// empty slice still takes part in the tables' gathers).
+    fn evaluate_sampled(&mut self, eval: &SampledEval, params: &[Tensor]) -> Result<SplitCounts> {
+        let batch_size = match &self.batching {
+            HeteroBatching::Sampled { batch_size, .. } => *batch_size,
+            HeteroBatching::FullBatch => usize::MAX,
+        };
+        let (rank, ranks) = (self.comm.rank(), self.comm.size());
+        let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
+        let mut counts = SplitCounts::default();
+        for (split, nodes) in eval.nodes.iter().enumerate() {
+            counts.total[split] = nodes.len() as f64;
+            for global in nodes.chunks(batch_size.max(1)) {
+                let seeds = rank_slice(global, rank, ranks);
+                if seeds.is_empty() {
+                    self.take_part_in_gathers()?;
+                    continue;
+                }
+                let blocks = self.sample(seeds, &eval.fanouts, EVAL_EPOCH)?;
+                let graphs = blocks
+                    .iter()
+                    .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
+                    .collect::<Result<Vec<_>>>()?;
+                let ids: Vec<Vec<i64>> = blocks[0]
+                    .src_nodes
+                    .iter()
+                    .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
+                    .collect();
+                let mut tape = Tape::no_grad();
+                let inputs: Vec<Var> = self
+                    .gather_inputs(&mut tape, &ids)?
+                    .into_iter()
+                    .map(|v| Var::constant(v.value().clone()))
+                    .collect();
+                let graphs: Vec<&HeteroLayerGraph> = graphs.iter().collect();
+                let scores =
+                    self.model
+                        .forward(&mut tape, &inputs, &vars, &graphs, Mode::inference())?;
+                let labels: Vec<i64> = seeds
+                    .iter()
+                    .map(|&v| self.graph.labels[v as usize])
+                    .collect();
+                counts.correct[split] += correct_predictions(scores.value(), &labels);
+            }
+        }
+        Ok(counts)
+    }
+
+    /// Every table's collective gather with no rows, as a worker with rows gathers them.
+    fn take_part_in_gathers(&mut self) -> Result<()> {
+        for input in &mut self.inputs {
+            match input {
+                TypeInput::Features(table) => drop(table.gather(&[])?),
+                TypeInput::Embedding(table, _) => drop(table.gather(&[])?),
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Samples the blocks of `graph` around `seeds` (ids of type `seed_type`) with `fanouts[h][r]`
 /// neighbours of relation `r` at hop `h`, drawn from `seed` and `epoch`.
 pub fn sample_blocks(
@@ -286,11 +388,7 @@ pub fn sample_blocks(
     seed: u64,
     epoch: u64,
 ) -> Result<Vec<HeteroBlock>> {
-    let sources: Vec<CsrSource<'_>> = graph
-        .relations
-        .iter()
-        .map(|r| CsrSource::new(&r.csr))
-        .collect();
+    let sources: Vec<CsrSource<'_>> = graph.relations.iter().map(|r| r.csr.source()).collect();
     let relations: Vec<RelationSource<'_>> = graph
         .relations
         .iter()
@@ -400,7 +498,7 @@ impl Workload for HeteroTraining<'_> {
                 batch_size,
             } => {
                 let (rank, ranks) = (self.comm.rank(), self.comm.size());
-                let epoch_batches = Task::Node.epoch(
+                let mut epoch_batches = Task::Node.epoch(
                     &train,
                     self.seed,
                     epoch as u64,
@@ -408,6 +506,9 @@ impl Workload for HeteroTraining<'_> {
                     rank,
                     ranks,
                 );
+                if let Some(batches) = self.batches_per_epoch {
+                    epoch_batches.truncate(batches);
+                }
                 let weights = epoch_batches.weights;
                 let mine = epoch_batches.mine.into_iter().map(Ok);
                 let total = steps.run_batches(mine, |steps, seeds, i| {
@@ -438,6 +539,11 @@ impl Workload for HeteroTraining<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> Result<Evaluation> {
+        if let Some(eval) = self.sampled_eval.clone() {
+            let mut counts = self.evaluate_sampled(&eval, params)?;
+            counts.sum_over(self.comm.as_ref())?;
+            return Ok(Evaluation::Node(counts.accuracy()));
+        }
         // Every worker takes part in the tables' gathers; the first computes the one pass over
         // the whole graph, and the job adds up its counts.
         let mut counts = SplitCounts::default();

@@ -193,7 +193,7 @@ impl MiniBatch<'_> {
 }
 
 /// At most `limit` of `ids`, drawn once from `seed` and sorted: sampled evaluation's nodes.
-pub(super) fn evaluated_subset(ids: &[usize], limit: usize, seed: u64) -> Vec<NodeId> {
+pub(crate) fn evaluated_subset(ids: &[usize], limit: usize, seed: u64) -> Vec<NodeId> {
     let key = RngKey::new(seed, 0, EVAL_NODES_PURPOSE);
     let mut order: Vec<(u64, NodeId)> = ids
         .iter()

@@ -26,9 +26,11 @@ use graphloom_tensor::{DType, Tensor};
 use crate::link::PAIR_BYTES;
 use crate::{PlanError, Result};
 
+mod hetero;
 mod mini_batch;
 mod probe;
 
+pub(crate) use hetero::{hetero_plan, HeteroPlacement, HeteroShape};
 pub(crate) use mini_batch::{mini_batch, probe_max_edges, MiniBatchShape, SampledBatch};
 pub(crate) use probe::probe_rows;
 use probe::{probe, probe_pairs, probe_step};

@@ -65,6 +65,31 @@ impl Embedding {
     /// A trainable table of f32 rows with `optimizer`; its state is allocated beside the table
     /// (Distributed, host memory, same row partition). Collective.
     pub fn trainable(table: StoreTensor, optimizer: SparseOptimizer) -> Result<Embedding> {
+        Embedding::with_state(table, optimizer, |_| Location::Host)
+    }
+
+    /// A trainable table as [`Embedding::trainable`] whose optimizer state lives in files
+    /// mapped beside the table's (`{prefix}_state{k}`, `{prefix}_steps`, created zero-filled,
+    /// left for the caller to remove): with the table itself mapped from a file, rows and
+    /// state cost page cache, not process memory, for tables larger than memory. Collective.
+    pub fn trainable_in_files(
+        table: StoreTensor,
+        optimizer: SparseOptimizer,
+        prefix: &Path,
+    ) -> Result<Embedding> {
+        Embedding::with_state(table, optimizer, |component| Location::Mmap {
+            path: component_prefix(prefix, component),
+            writable: true,
+        })
+    }
+
+    /// A trainable table whose state component `"state{k}"` or `"steps"` lives at
+    /// `location(component)`, in the Distributed layout with the table's row partition.
+    fn with_state(
+        table: StoreTensor,
+        optimizer: SparseOptimizer,
+        location: impl Fn(&str) -> Location,
+    ) -> Result<Embedding> {
         if table.dtype() != DType::F32 || table.shape().len() != 2 {
             return Err(StoreError::Invalid(format!(
                 "a trainable embedding is a 2-D f32 table, not {} {:?}",
@@ -72,18 +97,21 @@ impl Embedding {
                 table.shape()
             )));
         }
-        let state_spec = |shape: &[usize], dtype| {
-            StoreSpec::new(shape, dtype, Layout::Distributed, Location::Host)
+        let state_spec = |shape: &[usize], dtype, component: &str| {
+            StoreSpec::new(shape, dtype, Layout::Distributed, location(component))
                 .with_rows_per_rank(table.partition().counts())
         };
         let comm = table.comm().clone();
         let states = (0..optimizer.states())
-            .map(|_| StoreTensor::new(comm.clone(), state_spec(table.shape(), DType::F32)))
+            .map(|k| {
+                let spec = state_spec(table.shape(), DType::F32, &format!("state{k}"));
+                StoreTensor::new(comm.clone(), spec)
+            })
             .collect::<Result<Vec<_>>>()?;
         let steps = if optimizer.counts_steps() {
             Some(StoreTensor::new(
                 comm,
-                state_spec(&[table.rows()], DType::I64),
+                state_spec(&[table.rows()], DType::I64, "steps"),
             )?)
         } else {
             None
