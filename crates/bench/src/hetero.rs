@@ -191,6 +191,8 @@ fn measure(args: &HeteroArgs, dataset: &Path) -> Result<Value> {
         ..Default::default()
     };
     let plan = HeteroPlan::new(settings).map_err(crate::output::plan_error)?;
+    // As `graphloom train` does: freed buffers kept for reuse up to the largest phase.
+    graphloom_tensor::alloc::set_cache_limit(plan.memory.buffer_cache_bytes() as usize);
     let (report, _) = plan.run(|_| {}).map_err(crate::output::plan_error)?;
     let epoch = report.epochs.last().context("no epoch ran")?;
     let graph = plan.graph();
@@ -212,6 +214,7 @@ fn measure(args: &HeteroArgs, dataset: &Path) -> Result<Value> {
         "sampled_edges_per_second": sampled_edges as f64 / sample_seconds,
         "final_loss": epoch.loss,
         "peak_rss_bytes": RssReport::read().peak_bytes,
+        "predicted_peak_bytes": plan.memory.peak(),
     }))
 }
 

@@ -37,7 +37,10 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
     graphloom_tensor::alloc::set_cache_limit(buffer_cache);
     let log = output::EpochLog::new(s.epochs as u64, model, args.quiet);
     let (report, root) = plan
-        .run(|r| log.epoch(r, &epoch_line(r, splits)))
+        .run_with_progress(
+            |r| log.epoch(r, &epoch_line(r, splits)),
+            |done, total| log.batch(done, total),
+        )
         .map_err(output::plan_error)?;
     log.finish();
     let (peak_anon, peak_file) = rss_peaks.finish();

@@ -362,12 +362,28 @@ impl HeteroPlan {
     /// every epoch; returns this process's first worker's report and whether it is the job's
     /// first (the one that reports: under MPI every process returns its own rank's).
     pub fn run(&self, on_epoch: impl FnMut(&EpochRecord) + Send) -> Result<(TrainReport, bool)> {
+        self.run_with_progress(on_epoch, |_, _| {})
+    }
+
+    /// [`HeteroPlan::run`], also calling `on_batch(done, total)` on the first worker before
+    /// each step of a sampled epoch (for a progress bar).
+    pub fn run_with_progress(
+        &self,
+        on_epoch: impl FnMut(&EpochRecord) + Send,
+        on_batch: impl Fn(usize, usize) + Sync,
+    ) -> Result<(TrainReport, bool)> {
         let on_epoch = std::sync::Mutex::new(on_epoch);
         let workers = self.settings.workers.unwrap_or(1);
         let backend = self.settings.comm.unwrap_or(Backend::Local);
+        let on_batch = &on_batch;
         run_job(backend, workers, |comm| {
             let root = comm.rank() == 0;
-            let report = self.run_worker(comm, |r| {
+            let on_batch = move |done, total| {
+                if root {
+                    on_batch(done, total)
+                }
+            };
+            let report = self.run_worker(comm, on_batch, |r| {
                 if root {
                     (on_epoch.lock().unwrap_or_else(|e| e.into_inner()))(r)
                 }
@@ -380,6 +396,7 @@ impl HeteroPlan {
     fn run_worker(
         &self,
         comm: Arc<dyn Communicator>,
+        on_batch: impl FnMut(usize, usize) + Send,
         on_epoch: impl FnMut(&EpochRecord),
     ) -> Result<TrainReport> {
         let scratch = match self.placement.tables_mapped {
@@ -432,6 +449,7 @@ impl HeteroPlan {
         if self.keep_embeddings {
             workload = workload.keeping_embeddings();
         }
+        workload.on_batch(on_batch);
         if let Some(batches) = self.settings.batches_per_epoch {
             workload = workload.with_batches_per_epoch(batches);
         }

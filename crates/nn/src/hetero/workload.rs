@@ -67,6 +67,8 @@ pub struct HeteroTraining<'a> {
     batches_per_epoch: Option<usize>,
     /// Evaluate by sampled inference on these nodes of each split instead of exactly.
     sampled_eval: Option<SampledEval>,
+    /// Called with (done, total) after each step of a sampled epoch.
+    on_batch: Option<Box<dyn FnMut(usize, usize) + Send + 'a>>,
 }
 
 /// Sampled evaluation: a fixed subset of each split's nodes, classified on blocks sampled
@@ -152,6 +154,7 @@ impl<'a> HeteroTraining<'a> {
             keep_embeddings: false,
             batches_per_epoch: None,
             sampled_eval: None,
+            on_batch: None,
             comm,
             sampler: HeteroSampler::new(&graph.type_sizes),
             model,
@@ -186,6 +189,11 @@ impl<'a> HeteroTraining<'a> {
         let nodes = [0, 1, 2].map(|s| evaluated_subset(&self.graph.splits[s], limit, self.seed));
         self.sampled_eval = Some(SampledEval { nodes, fanouts });
         self
+    }
+
+    /// Calls `report(done, total)` after each step of a sampled epoch (for a progress bar).
+    pub fn on_batch(&mut self, report: impl FnMut(usize, usize) + Send + 'a) {
+        self.on_batch = Some(Box::new(report));
     }
 
     /// The model (its parameters are the initial ones; [`crate::train::fit`] returns the
@@ -510,8 +518,12 @@ impl Workload for HeteroTraining<'_> {
                     epoch_batches.truncate(batches);
                 }
                 let weights = epoch_batches.weights;
+                let batches = epoch_batches.mine.len();
                 let mine = epoch_batches.mine.into_iter().map(Ok);
                 let total = steps.run_batches(mine, |steps, seeds, i| {
+                    if let Some(report) = &mut self.on_batch {
+                        report(i, batches);
+                    }
                     let global = weights[i];
                     if seeds.is_empty() {
                         self.skip(steps)?;

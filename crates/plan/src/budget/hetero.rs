@@ -178,23 +178,33 @@ fn model_bytes(model: &HeteroModelConfig, optimizer: OptimizerKind) -> u64 {
         .saturating_mul(copies)
 }
 
-/// The bytes of a full-batch step, from its sizes: every node's input rows and their
-/// gradients, and per layer each relation's mean, each type's output and their gradients.
+/// The bytes of a full-batch step, from its sizes: every node's input rows (and the learnt
+/// ones' gradients), and per layer and type each relation's mean of its inputs, and three
+/// rows of the output width (the relations' projections summed in place, the activation, the
+/// dropout); the gradients flow back through buffers the forward pass frees.
 fn full_batch_step(shape: &HeteroShape<'_>) -> u64 {
     let cfg = shape.model;
     let g = shape.graph;
     let scalar = cfg.dtype.size_in_bytes() as u64;
     let inputs: u64 = (0..g.types.len())
-        .map(|t| 2 * g.type_sizes[t] as u64 * cfg.in_dims[t] as u64 * scalar)
+        .map(|t| {
+            let copies = if shape.embedding_dims[t] > 0 { 2 } else { 1 };
+            copies * g.type_sizes[t] as u64 * cfg.in_dims[t] as u64 * scalar
+        })
         .sum();
     let mut layers = 0;
     for l in 0..cfg.layers {
         let outputs = cfg.output_types(l);
-        let width = cfg.width_out(l).max(cfg.hidden) as u64;
+        let width_in = if l == 0 {
+            cfg.in_dims.iter().copied().max().unwrap_or(0)
+        } else {
+            cfg.hidden
+        } as u64;
+        let width_out = cfg.width_out(l) as u64;
         for (t, &n) in g.type_sizes.iter().enumerate() {
             if outputs[t] {
                 let into = cfg.relations.iter().filter(|r| r.dst_type == t).count() as u64;
-                layers += 2 * (into + 3) * n as u64 * width * scalar;
+                layers += n as u64 * (into * width_in + 3 * width_out) * scalar;
             }
         }
     }
