@@ -216,8 +216,9 @@ impl HeteroPlan {
         };
         train.check()?;
         let budget = crate::budget::budget_bytes(settings.memory_gib)?;
-        if budget.is_none() {
-            check_tables_fit(&graph, &model, &embedding_dims)?;
+        match budget {
+            Some(_) => crate::budget::return_freed_memory(),
+            None => check_tables_fit(&graph, &model, &embedding_dims)?,
         }
         // A model that cannot be made fails here, before any table is allocated, naming the
         // setting as the front end spells it.
