@@ -10,12 +10,13 @@
 
 use graphloom_graph::sample::HeteroSampler;
 use graphloom_graph::{HeteroGraph, NodeId};
-use graphloom_tensor::{Tape, Tensor, Var};
+use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::graph::HeteroLayerGraph;
 use super::model::{HeteroModel, RelationSpec};
 use super::workload::{sample_blocks, TypeInput};
 use crate::inference::select;
+use crate::train::predicted_classes;
 use crate::model::Mode;
 use crate::Result;
 
@@ -33,11 +34,12 @@ enum Rows<'a> {
     None,
 }
 
-/// The log-probabilities of every node of the target type with parameters `params`, dropout
+/// The class predicted for every node of the target type with parameters `params`, dropout
 /// off, in chunks of `chunk_nodes` destinations ([`CHUNK_NODES`] in training), computed on
-/// this worker when `compute` (a worker that does not compute takes part in
-/// the tables' collective gathers with no rows, as many times as the computing one). Returns
-/// `None` where it does not compute.
+/// this worker when `compute` (a worker that does not compute takes part in the tables'
+/// collective gathers with no rows, as many times as the computing one): the argmax of each
+/// row's log-probabilities, taken chunk by chunk, so the pass never holds every node's class
+/// scores. Returns `None` where it does not compute.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn infer_layerwise(
     model: &HeteroModel,
@@ -48,7 +50,7 @@ pub(crate) fn infer_layerwise(
     sampler: &mut HeteroSampler,
     chunk_nodes: usize,
     compute: bool,
-) -> Result<Option<Tensor>> {
+) -> Result<Option<Vec<i64>>> {
     let outputs = layer_outputs(
         model,
         graph,
@@ -58,19 +60,25 @@ pub(crate) fn infer_layerwise(
         sampler,
         chunk_nodes,
         compute,
-        Upto::LogProbabilities,
+        Upto::Classes,
     )?;
-    Ok(outputs.and_then(|mut o| o.swap_remove(model.cfg.target)))
+    let Some(classes) = outputs.and_then(|mut o| o.swap_remove(model.cfg.target)) else {
+        return Ok(None);
+    };
+    Ok(Some(classes.as_slice::<i64>()?.to_vec()))
 }
 
 /// How far layer-wise inference goes.
 #[derive(Clone, Copy)]
-enum Upto {
+pub(super) enum Upto {
     /// The first this many layers' outputs (the last layer's: class scores).
     Layers(usize),
     /// Every layer, the class scores turned into log-probabilities chunk by chunk (a row's
     /// log-softmax is its own), so that the pass never holds both.
     LogProbabilities,
+    /// Every layer, each node's predicted class (the argmax of its log-probabilities) in
+    /// place of its scores: an `[n, 1]` i64 tensor.
+    Classes,
 }
 
 /// The rows' log-softmax: class scores as log-probabilities.
@@ -84,7 +92,7 @@ fn log_softmax(scores: Tensor) -> Result<Tensor> {
 /// them does not compute: a layer computes the types that lead to the target), as
 /// [`infer_layerwise`] computes them.
 #[allow(clippy::too_many_arguments)]
-fn layer_outputs(
+pub(super) fn layer_outputs(
     model: &HeteroModel,
     graph: &HeteroGraph,
     relations: &[RelationSpec],
@@ -96,9 +104,9 @@ fn layer_outputs(
     upto: Upto,
 ) -> Result<Option<Vec<Option<Tensor>>>> {
     let chunk_nodes = chunk_nodes.max(1);
-    let (layers, softmax) = match upto {
-        Upto::Layers(layers) => (layers, false),
-        Upto::LogProbabilities => (model.cfg.layers, true),
+    let layers = match upto {
+        Upto::Layers(layers) => layers,
+        Upto::LogProbabilities | Upto::Classes => model.cfg.layers,
     };
     let cfg = &model.cfg;
     let vars: Vec<Var> = params.iter().map(|p| Var::constant(p.clone())).collect();
@@ -111,12 +119,12 @@ fn layer_outputs(
             let n = graph.type_sizes[t];
             // Each chunk's rows are copied in as they come: the layer holds one copy of its
             // output, never the chunks beside it.
-            let width = cfg.width_out(l);
-            let mut rows = if compute {
-                Tensor::zeros(&[n, width], cfg.dtype)
-            } else {
-                Tensor::zeros(&[0, width], cfg.dtype)
+            let last = l + 1 == cfg.layers;
+            let (width, dtype) = match upto {
+                Upto::Classes if last => (1, DType::I64),
+                _ => (cfg.width_out(l), cfg.dtype),
             };
+            let mut rows = Tensor::zeros(&[if compute { n } else { 0 }, width], dtype);
             for start in (0..n).step_by(chunk_nodes) {
                 if !compute {
                     if l == 0 {
@@ -154,14 +162,22 @@ fn layer_outputs(
                     Mode::inference(),
                 )?;
                 let y = out[t].as_ref().expect("the type asked for").value();
-                let logp;
-                let y = if softmax && l + 1 == cfg.layers {
-                    logp = log_softmax(y.clone())?;
-                    &logp
-                } else {
-                    y
+                let made;
+                let y = match upto {
+                    Upto::LogProbabilities if last => {
+                        made = log_softmax(y.clone())?;
+                        &made
+                    }
+                    Upto::Classes if last => {
+                        let classes = predicted_classes(&log_softmax(y.clone())?);
+                        let classes: Vec<i64> = classes.into_iter().map(|c| c as i64).collect();
+                        let k = classes.len();
+                        made = Tensor::from_vec(classes, &[k, 1])?;
+                        &made
+                    }
+                    _ => y,
                 };
-                let row_bytes = width * cfg.dtype.size_in_bytes();
+                let row_bytes = width * dtype.size_in_bytes();
                 rows.as_mut_bytes()[start * row_bytes..][..y.as_bytes().len()]
                     .copy_from_slice(y.as_bytes());
             }

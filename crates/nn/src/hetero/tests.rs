@@ -503,7 +503,22 @@ fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
         let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
         let mut sampler = HeteroSampler::new(&f.sizes);
         // Chunks of 3 destinations: the 7 nodes of `a` in three chunks, the 5 of `b` in two.
-        let chunked = super::inference::infer_layerwise(
+        let chunked = super::inference::layer_outputs(
+            &model,
+            &graph,
+            &f.relations,
+            &mut inputs,
+            &params,
+            &mut sampler,
+            3,
+            true,
+            super::inference::Upto::LogProbabilities,
+        )
+        .unwrap()
+        .unwrap()
+        .swap_remove(0)
+        .unwrap();
+        let classes = super::inference::infer_layerwise(
             &model,
             &graph,
             &f.relations,
@@ -535,6 +550,9 @@ fn layer_wise_inference_in_chunks_is_the_whole_graph_pass() {
             1e-12,
             kind.name(),
         );
+        let predicted = crate::train::predicted_classes(expected.value());
+        let predicted: Vec<i64> = predicted.into_iter().map(|c| c as i64).collect();
+        assert_eq!(classes, predicted, "{}", kind.name());
     }
 }
 

@@ -559,7 +559,7 @@ impl Workload for HeteroTraining<'_> {
         // Every worker takes part in the tables' gathers; the first computes the one pass over
         // the whole graph, and the job adds up its counts.
         let mut counts = SplitCounts::default();
-        let logp = infer_layerwise(
+        let classes = infer_layerwise(
             &self.model,
             self.graph,
             &self.relations,
@@ -569,10 +569,10 @@ impl Workload for HeteroTraining<'_> {
             CHUNK_NODES,
             self.comm.rank() == 0,
         )?;
-        if let Some(logp) = logp {
+        if let Some(classes) = classes {
             let g = self.graph;
             let splits = [&g.splits[0][..], &g.splits[1][..], &g.splits[2][..]];
-            counts = SplitCounts::of(&logp, &g.labels, splits);
+            counts = SplitCounts::of_classes(&classes, &g.labels, splits);
         }
         counts.sum_over(self.comm.as_ref())?;
         Ok(Evaluation::Node(counts.accuracy()))

@@ -15,6 +15,7 @@ mod workload;
 
 pub use evaluation::Evaluation;
 pub use full_batch::{train_full_batch, FullBatch};
+pub(crate) use records::predicted_classes;
 pub use records::{
     correct_predictions, predicted_class, Accuracy, EpochRecord, SplitCounts, TrainReport,
 };

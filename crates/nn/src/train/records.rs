@@ -41,6 +41,12 @@ pub fn correct_predictions(logp: &Tensor, labels: &[i64]) -> f64 {
         .count() as f64
 }
 
+/// The class each row of `logp` predicts.
+pub(crate) fn predicted_classes(logp: &Tensor) -> Vec<usize> {
+    let (n, _) = logp.dims2();
+    predictions(logp, &mut (0..n))
+}
+
 /// The class each row `rows` of `logp` predicts, read in the tensor's own dtype a row at a
 /// time: a copy of every score widened to f64 would hold twice the scores' memory (four times
 /// in bf16), hundreds of megabytes over a large graph's nodes.
@@ -75,6 +81,17 @@ impl SplitCounts {
                 .zip(rows.iter())
                 .filter(|&(class, &i)| class as i64 == labels[i])
                 .count() as f64;
+            counts.total[s] = rows.len() as f64;
+        }
+        counts
+    }
+
+    /// The counts of `classes` (the class predicted for each node of `labels`) on the splits
+    /// `idx`.
+    pub fn of_classes(classes: &[i64], labels: &[i64], idx: [&[usize]; 3]) -> SplitCounts {
+        let mut counts = SplitCounts::default();
+        for (s, rows) in idx.iter().enumerate() {
+            counts.correct[s] = rows.iter().filter(|&&i| classes[i] == labels[i]).count() as f64;
             counts.total[s] = rows.len() as f64;
         }
         counts

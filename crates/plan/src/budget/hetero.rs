@@ -213,8 +213,8 @@ fn full_batch_step(shape: &HeteroShape<'_>) -> u64 {
 }
 
 /// What exact layer-by-layer evaluation holds at its peak: the previous layer's output for
-/// every node of the types it reads, the current layer's (the last one's log-probabilities,
-/// made chunk by chunk), and one chunk's block (every
+/// every node of the types it reads, the current layer's (the last one's predicted classes,
+/// taken chunk by chunk), and one chunk's block (every
 /// in-neighbour of [`CHUNK_NODES`] nodes, their input rows and each relation's mean).
 fn exact_eval_bytes(shape: &HeteroShape<'_>) -> u64 {
     let cfg = shape.model;
@@ -222,9 +222,14 @@ fn exact_eval_bytes(shape: &HeteroShape<'_>) -> u64 {
     let scalar = cfg.dtype.size_in_bytes() as u64;
     let layer_bytes = |l: usize| -> u64 {
         let outputs = cfg.output_types(l);
+        // The last layer keeps each node's predicted class (an i64) only.
+        let row = match l + 1 == cfg.layers {
+            true => 8,
+            false => cfg.width_out(l) as u64 * scalar,
+        };
         (0..g.types.len())
             .filter(|&t| outputs[t])
-            .map(|t| g.type_sizes[t] as u64 * cfg.width_out(l) as u64 * scalar)
+            .map(|t| g.type_sizes[t] as u64 * row)
             .sum()
     };
     let widest_in = cfg
