@@ -16,8 +16,8 @@ use super::graph::HeteroLayerGraph;
 use super::model::{HeteroModel, RelationSpec};
 use super::workload::{sample_blocks, TypeInput};
 use crate::inference::select;
-use crate::train::predicted_classes;
 use crate::model::Mode;
+use crate::train::predicted_classes;
 use crate::Result;
 
 /// Destination nodes per chunk: their blocks of every neighbour stay small beside the layer's
