@@ -1,6 +1,10 @@
 //! The host a benchmark runs on, recorded in every `graphloom bench` JSON line: the CPU model,
-//! its cores, the last-level cache, the transparent-huge-page mode and two short probes (a
-//! memcpy's GB/s and a gemm's GFLOP/s, a few hundred milliseconds together). Figures of one
+//! its cores, the last-level cache, the transparent-huge-page mode, the state of its memory
+//! (free, page cache, and how much of the free memory could back a 2 MiB huge page: a host
+//! that has worked for hours has its page cache full and its free memory in small blocks,
+//! and fresh buffers are then faulted in 4 KiB pages; `bench/age_memory.py` puts a host in
+//! either state) and two short probes (a memcpy's GB/s and a gemm's GFLOP/s, a few hundred
+//! milliseconds together). Figures of one
 //! commit on two hosts can differ by more than two commits on one host; with the host in each
 //! line, figures from different hosts can be told apart and read against their memory and
 //! compute speed.
@@ -67,7 +71,71 @@ fn probe(threads: Option<usize>) -> Value {
         "thp_defrag".into(),
         json!(thp_mode("/sys/kernel/mm/transparent_hugepage/defrag")),
     );
+    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
+    for (key, field) in [
+        ("mem_free_bytes", "MemFree"),
+        ("cached_bytes", "Cached"),
+        ("anon_huge_pages_bytes", "AnonHugePages"),
+    ] {
+        host.insert(key.into(), json!(meminfo_bytes(&meminfo, field)));
+    }
+    let buddy = std::fs::read_to_string("/proc/buddyinfo").ok();
+    let blocks = buddy.as_deref().map(free_blocks_by_order);
+    let (huge, unusable) = blocks.as_deref().map(huge_page_room).unzip();
+    host.insert("free_2mib_blocks".into(), json!(huge));
+    host.insert("unusable_index_2mib".into(), json!(unusable.flatten()));
     Value::Object(host)
+}
+
+/// Bytes of the `field` of `/proc/meminfo`'s text (given in kB).
+fn meminfo_bytes(text: &str, field: &str) -> Option<u64> {
+    text.lines().find_map(|line| {
+        let (key, value) = line.split_once(':')?;
+        let kib: u64 = (key == field)
+            .then(|| value.split_whitespace().next())??
+            .parse()
+            .ok()?;
+        Some(kib * 1024)
+    })
+}
+
+/// Free blocks of each order (`2^k` pages), summed over the zones of `/proc/buddyinfo`'s
+/// text.
+fn free_blocks_by_order(text: &str) -> Vec<u64> {
+    let mut orders: Vec<u64> = Vec::new();
+    for line in text.lines() {
+        let counts: Vec<u64> = line
+            .split_whitespace()
+            .skip(4)
+            .filter_map(|c| c.parse().ok())
+            .collect();
+        if orders.len() < counts.len() {
+            orders.resize(counts.len(), 0);
+        }
+        for (k, c) in counts.into_iter().enumerate() {
+            orders[k] += c;
+        }
+    }
+    orders
+}
+
+/// The order of a 2 MiB block in 4 KiB pages.
+const HUGE_ORDER: usize = 9;
+
+/// How many 2 MiB huge pages the free blocks could back at once, and the unusable-free-space
+/// index for 2 MiB (the share of free pages in smaller blocks: 0 when every free page could
+/// back a huge page, near 1 on a host whose free memory is in small pieces; `None` with no
+/// free page).
+fn huge_page_room(orders: &[u64]) -> (u64, Option<f64>) {
+    let pages = |from: usize| -> u64 {
+        (orders.iter().enumerate())
+            .skip(from)
+            .map(|(k, &c)| c << k)
+            .sum()
+    };
+    let (free, huge) = (pages(0), pages(HUGE_ORDER));
+    let unusable = (free > 0).then(|| 1.0 - huge as f64 / free as f64);
+    (huge >> HUGE_ORDER, unusable)
 }
 
 /// The first "model name" of `/proc/cpuinfo`.
@@ -195,6 +263,26 @@ mod tests {
             Some("madvise")
         );
         assert_eq!(selected_mode("always madvise never"), None);
+        let meminfo = "MemTotal:       24683908 kB\nMemFree:         1234 kB\nCached: 10 kB\n";
+        assert_eq!(meminfo_bytes(meminfo, "MemFree"), Some(1234 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "Cached"), Some(10 * 1024));
+        assert_eq!(meminfo_bytes(meminfo, "AnonHugePages"), None);
+    }
+
+    #[test]
+    fn huge_page_room_counts_free_blocks_of_2_mib_and_more() {
+        // Two zones: order 0..=10 counts. Zone 1 holds 4 order-0 pages and one order-10
+        // block (two huge pages); zone 2 two order-9 blocks and 4 order-1 blocks.
+        let text = "Node 0, zone DMA32 4 0 0 0 0 0 0 0 0 0 1\n\
+                    Node 0, zone Normal 0 4 0 0 0 0 0 0 0 2 0\n";
+        let orders = free_blocks_by_order(text);
+        assert_eq!(orders, [4, 4, 0, 0, 0, 0, 0, 0, 0, 2, 1]);
+        let (huge, unusable) = huge_page_room(&orders);
+        assert_eq!(huge, 4);
+        // 12 of 4 + 8 + 1024 + 1024 = 2060 free pages are in small blocks.
+        let expected = 12.0 / 2060.0;
+        assert!((unusable.unwrap() - expected).abs() < 1e-12);
+        assert_eq!(huge_page_room(&[]), (0, None));
     }
 
     #[test]
@@ -207,6 +295,9 @@ mod tests {
         assert_eq!(host["probe_threads"], json!(1));
         assert!(host["memcpy_gbps"].as_f64().unwrap() > 0.0);
         assert!(host["gemm_gflops"].as_f64().unwrap() > 0.0);
+        assert!(host["mem_free_bytes"].as_u64().unwrap() > 0);
+        let unusable = host["unusable_index_2mib"].as_f64().unwrap();
+        assert!((0.0..=1.0).contains(&unusable), "{unusable}");
         // Only objects take a host.
         assert_eq!(with_host(json!([1]), None), json!([1]));
     }
