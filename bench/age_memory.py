@@ -7,11 +7,12 @@ a fresh one in the same session.
     python3 bench/age_memory.py fresh      # drop the page cache, compact memory (root)
     python3 bench/age_memory.py state      # print the state only
 
-`age` writes `--cache-gib` GiB of files, then touches `--anon-gib` GiB of private memory in
-4 KiB pages while it reads the files back in 64 KiB pieces, so that page-cache pages land
-between its own, and exits: what it frees comes back in blocks of at most 64 KiB between
-cached pages, and no 2 MiB block is free until the kernel reclaims or compacts them (as after
-hours of work: the page cache full, free memory in small blocks). The files stay, so the
+`age` writes `--cache-gib` GiB of files, drops them from the cache, then touches `--anon-gib`
+GiB of private memory a 4 KiB page at a time, reading one page of the files (no readahead)
+after each, so that page-cache pages land between its own, and exits: what it frees comes
+back as single pages between cached ones, and no 2 MiB block of that memory is free until the
+kernel reclaims or compacts the cache (as after hours of work: the page cache full, free
+memory in small blocks). The files stay, so the
 cache stays filled; `fresh` drops the cache and compacts memory, and removes the files.
 
 Each command prints one JSON object: the memory state after it (`MemFree`, `Cached`,
@@ -28,7 +29,6 @@ import shutil
 import sys
 
 PAGE = 4096
-PIECE = 64 << 10
 HUGE_ORDER = 9  # 2 MiB in 4 KiB pages
 
 
@@ -94,22 +94,26 @@ def age(directory, cache_gib, anon_gib):
         fd = os.open(path, os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         os.close(fd)
-    size = int(anon_gib * (1 << 30)) // PIECE * PIECE
+    size = int(anon_gib * (1 << 30)) // PAGE * PAGE
     anon = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     if hasattr(mmap, "MADV_NOHUGEPAGE"):
         anon.madvise(mmap.MADV_NOHUGEPAGE)
-    files = [open(p, "rb", buffering=0) for p in paths]
-    at = 0
-    for start in range(0, size, PIECE):
-        for page in range(start, start + PIECE, PAGE):
-            anon[page] = 1
-        f = files[at % len(files)]
-        if not f.read(PIECE):
-            at += 1
-        if start % (1 << 30) == 0:
-            print(f"aging: {start >> 30} of {size >> 30} GiB touched", file=sys.stderr)
-    for f in files:
-        f.close()
+    fds = []
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        # No readahead: each read below caches the one page it reads.
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        fds.append(fd)
+    file_pages = sum(os.path.getsize(p) for p in paths) // PAGE
+    for i, page in enumerate(range(0, size, PAGE)):
+        anon[page] = 1
+        if i < file_pages:
+            fd = fds[i * PAGE // (256 << 20)]
+            os.pread(fd, PAGE, (i * PAGE) % (256 << 20))
+        if page % (1 << 30) == 0:
+            print(f"aging: {page >> 30} of {size >> 30} GiB touched", file=sys.stderr)
+    for fd in fds:
+        os.close(fd)
     anon.close()
 
 
