@@ -32,6 +32,7 @@ mod data;
 mod error;
 mod full_batch;
 mod hetero;
+mod hetero_infer;
 mod infer;
 mod launch;
 mod link;
@@ -47,7 +48,8 @@ pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, M
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use graphloom_nn::task::TaskKind;
-pub use hetero::{hetero_embeddings, hetero_log_probabilities, HeteroPlan};
+pub use hetero::HeteroPlan;
+pub use hetero_infer::{hetero_embeddings, hetero_log_probabilities};
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
 pub use launch::{run_job, WorkerFigures};
 pub use link::{check_step_pairs, METRIC as LINK_METRIC, NEG_RATIO, PAIR_BYTES};

@@ -242,9 +242,10 @@ fn layers_upto(
     Ok(outputs.expect("computed on this worker"))
 }
 
-/// A non-computing worker's part in one chunk's gathers of the first layer: every table with
-/// no rows, in the computing worker's order.
-fn take_part(inputs: &mut [TypeInput]) -> Result<()> {
+/// A worker's part, with no rows of its own, in the collective gathers of every table (one
+/// chunk of the first layer, or one batch of sampled evaluation), in the order the others
+/// gather them.
+pub(super) fn take_part(inputs: &mut [TypeInput]) -> Result<()> {
     for input in inputs {
         match input {
             TypeInput::Features(table) => drop(table.gather(&[])?),

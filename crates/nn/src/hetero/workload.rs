@@ -13,7 +13,7 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use super::graph::HeteroLayerGraph;
-use super::inference::{infer_layerwise, CHUNK_NODES};
+use super::inference::{infer_layerwise, take_part, CHUNK_NODES};
 use super::model::{HeteroModel, RelationSpec};
 use crate::batches::rank_slice;
 use crate::minibatch::evaluate::evaluated_subset;
@@ -240,6 +240,24 @@ impl<'a> HeteroTraining<'a> {
         )
     }
 
+    /// The layer graphs of one batch of `seeds` sampled with `fanouts` at `epoch`, and the ids
+    /// of every type's input rows (its first block's sources).
+    fn sampled_batch(
+        &mut self,
+        seeds: &[NodeId],
+        fanouts: &[Vec<i64>],
+        epoch: u64,
+    ) -> Result<(Vec<HeteroLayerGraph>, Vec<Vec<i64>>)> {
+        let blocks = self.sample(seeds, fanouts, epoch)?;
+        let graphs = (blocks.iter())
+            .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
+            .collect::<Result<Vec<_>>>()?;
+        let ids = (blocks[0].src_nodes.iter())
+            .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
+            .collect();
+        Ok((graphs, ids))
+    }
+
     /// The input rows `ids[t]` of every type, in the model's dtype, as leaves of `tape` (the
     /// learnt ones requiring gradients). A type no layer reads gets no rows.
     fn gather_inputs(&mut self, tape: &mut Tape, ids: &[Vec<i64>]) -> Result<Vec<Var>> {
@@ -340,19 +358,10 @@ impl HeteroTraining<'_> {
             for global in nodes.chunks(batch_size.max(1)) {
                 let seeds = rank_slice(global, rank, ranks);
                 if seeds.is_empty() {
-                    self.take_part_in_gathers()?;
+                    take_part(&mut self.inputs)?;
                     continue;
                 }
-                let blocks = self.sample(seeds, &eval.fanouts, EVAL_EPOCH)?;
-                let graphs = blocks
-                    .iter()
-                    .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
-                    .collect::<Result<Vec<_>>>()?;
-                let ids: Vec<Vec<i64>> = blocks[0]
-                    .src_nodes
-                    .iter()
-                    .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
-                    .collect();
+                let (graphs, ids) = self.sampled_batch(seeds, &eval.fanouts, EVAL_EPOCH)?;
                 let mut tape = Tape::no_grad();
                 let inputs: Vec<Var> = self
                     .gather_inputs(&mut tape, &ids)?
@@ -371,17 +380,6 @@ impl HeteroTraining<'_> {
             }
         }
         Ok(counts)
-    }
-
-    /// Every table's collective gather with no rows, as a worker with rows gathers them.
-    fn take_part_in_gathers(&mut self) -> Result<()> {
-        for input in &mut self.inputs {
-            match input {
-                TypeInput::Features(table) => drop(table.gather(&[])?),
-                TypeInput::Embedding(table, _) => drop(table.gather(&[])?),
-            }
-        }
-        Ok(())
     }
 }
 
@@ -530,16 +528,7 @@ impl Workload for HeteroTraining<'_> {
                         return Ok(Some((0.0, global)));
                     }
                     let nodes: Vec<NodeId> = seeds.iter().map(|&v| v as NodeId).collect();
-                    let blocks = self.sample(&nodes, &fanouts, epoch as u64)?;
-                    let graphs = blocks
-                        .iter()
-                        .map(|b| HeteroLayerGraph::from_block(&self.relations, b))
-                        .collect::<Result<Vec<_>>>()?;
-                    let ids: Vec<Vec<i64>> = blocks[0]
-                        .src_nodes
-                        .iter()
-                        .map(|nodes| nodes.iter().map(|&v| i64::from(v)).collect())
-                        .collect();
+                    let (graphs, ids) = self.sampled_batch(&nodes, &fanouts, epoch as u64)?;
                     let rows: Arc<[usize]> = (0..seeds.len()).collect();
                     let graphs: Vec<&HeteroLayerGraph> = graphs.iter().collect();
                     let loss = self.step(steps, &ids, &graphs, &seeds, rows, global)?;
