@@ -111,8 +111,9 @@ impl Drop for ScratchTables {
 }
 
 impl HeteroPlan {
-    /// Checks `settings` against heterogeneous training, opens and checks the dataset and
-    /// reads it into memory.
+    /// Checks `settings` against heterogeneous training, opens and checks the dataset (its
+    /// relations mapped, labels and splits in memory) and plans the run's memory (dividing
+    /// `memory_gib` among its parts when given).
     pub fn new(settings: TrainSettings) -> Result<HeteroPlan> {
         check_applicable(&settings)?;
         let layers = settings.layers.unwrap_or(2);
@@ -295,7 +296,7 @@ impl HeteroPlan {
         }
     }
 
-    /// The dataset in memory.
+    /// The dataset as training reads it.
     pub fn graph(&self) -> &HeteroGraph {
         &self.graph
     }
