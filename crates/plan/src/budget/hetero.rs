@@ -13,6 +13,7 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{set_thread_tracker, MemoryTracker};
 use graphloom_tensor::{Tape, Tensor, Var};
 
+use super::probe::on_probe_thread;
 use super::{over_budget, process_bytes, rounded, MemoryPlan, GIB};
 use crate::{FeaturesLocation, PlanError, Result};
 
@@ -374,22 +375,6 @@ fn measure_step(shape: &HeteroShape<'_>, fanouts: &[Vec<i64>], seeds: usize) -> 
             .saturating_sub(held)
             .saturating_sub(gradients))
     };
-    let step = std::thread::scope(|s| {
-        graphloom_tensor::threads::builder()
-            .and_then(|b| b.spawn_scoped(s, run))
-            .map_err(|e| {
-                PlanError::invalid(
-                    "memory_gib",
-                    format!("could not be checked: the probe's thread could not start: {e}"),
-                )
-            })?
-            .join()
-            .unwrap_or_else(|_| {
-                Err(PlanError::invalid(
-                    "memory_gib",
-                    "could not be checked: the probe of a batch's step failed",
-                ))
-            })
-    })?;
+    let step = on_probe_thread("the probe of a batch's step", run)?;
     Ok(step + block_bytes + 2 * learnt)
 }

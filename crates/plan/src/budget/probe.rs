@@ -158,18 +158,7 @@ pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
             .saturating_sub(held)
             .saturating_sub(gradients))
     };
-    std::thread::scope(|s| {
-        graphloom_tensor::threads::builder()
-            .and_then(|b| b.spawn_scoped(s, run))
-            .map_err(probe_thread_error)?
-            .join()
-            .unwrap_or_else(|_| {
-                Err(PlanError::invalid(
-                    "memory_gib",
-                    "could not be checked: the probe of a batch's step failed",
-                ))
-            })
-    })
+    on_probe_thread("the probe of a batch's step", run)
 }
 
 /// Pairs the pair probe scores in its larger count (half as many in the smaller).
@@ -235,18 +224,7 @@ fn measure_pairs(model: &ModelConfig, pairs: usize, grad: bool) -> Result<u64> {
         }
         Ok((tracker.report().total_peak as u64).saturating_sub(held))
     };
-    std::thread::scope(|s| {
-        graphloom_tensor::threads::builder()
-            .and_then(|b| b.spawn_scoped(s, run))
-            .map_err(probe_thread_error)?
-            .join()
-            .unwrap_or_else(|_| {
-                Err(PlanError::invalid(
-                    "memory_gib",
-                    "could not be checked: the probe of the decoder's memory failed",
-                ))
-            })
-    })
+    on_probe_thread("the probe of the decoder's memory", run)
 }
 
 /// What one probe epoch held: its step and an evaluation pass beyond the features and the
@@ -270,81 +248,84 @@ fn measure(
     // The probe classifies nodes: a link head's decoder works on pairs, not on nodes.
     cfg.head = Head::NodeClasses;
     let degree = (avg_degree.round() as usize).clamp(1, PROBE_MAX_DEGREE.min(nodes - 1));
-    let measured = std::thread::scope(|s| {
-        let probe = graphloom_tensor::threads::builder().and_then(|b| {
-            b.spawn_scoped(s, || -> Result<Measured> {
-                let tracker = MemoryTracker::new();
-                set_thread_tracker(tracker.clone());
-                let mut ds = generate(&SyntheticConfig {
-                    nodes,
-                    avg_degree: degree,
-                    feat_dim: if rows.is_some() { 1 } else { cfg.in_dim },
-                    classes: cfg.out_dim.max(2),
-                    seed: 0,
-                    ..Default::default()
-                })?;
-                if let Some(rows) = rows {
-                    ds.meta.feat_dim = cfg.in_dim;
-                    ds.features = rows.clone();
-                }
-                // Charged as features (a cast is a new tensor), as a run's are: the model keeps
-                // its aggregation of features, not of other inputs.
-                let features = category_scope(Category::Features);
-                ds.features = ds
-                    .features
-                    .cast(cfg.dtype)
-                    .map_err(graphloom_nn::Error::from)?;
-                drop(features);
-                let held = tracker.report().total_current as u64;
-                let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;
-                let train = TrainConfig {
-                    epochs: 1,
-                    ..Default::default()
-                };
-                fit(&mut workload, &train, |_| {})?;
-                let r = tracker.report();
-                // The graph's view is a part of its own in the plan (`view_bytes`).
-                let step = (r.total_peak as u64)
-                    .saturating_sub(held)
-                    .saturating_sub(r.peak_of(Category::Graph) as u64);
-                // What the epoch left (the parameters and their state, which cancel out between
-                // the two graphs, and what evaluation keeps for the next epoch).
-                let left = (r.total_current as u64)
-                    .saturating_sub(held)
-                    .saturating_sub(r.current_of(Category::Graph) as u64);
-                // An evaluation pass alone, under a tracker of its own.
-                let params: Vec<Tensor> =
-                    workload.params().iter().map(|p| p.value.clone()).collect();
-                let eval = MemoryTracker::new();
-                set_thread_tracker(eval.clone());
-                drop(workload.infer(&params, Output::LogProbabilities)?);
-                Ok(Measured {
-                    step,
-                    eval: eval.report().total_peak as u64,
-                    held: left,
-                    peak: r.total_peak as u64,
-                })
-            })
-        });
-        probe
-            .map_err(probe_thread_error)?
+    on_probe_thread("the probe of the model's memory", || -> Result<Measured> {
+        let tracker = MemoryTracker::new();
+        set_thread_tracker(tracker.clone());
+        let mut ds = generate(&SyntheticConfig {
+            nodes,
+            avg_degree: degree,
+            feat_dim: if rows.is_some() { 1 } else { cfg.in_dim },
+            classes: cfg.out_dim.max(2),
+            seed: 0,
+            ..Default::default()
+        })?;
+        if let Some(rows) = rows {
+            ds.meta.feat_dim = cfg.in_dim;
+            ds.features = rows.clone();
+        }
+        // Charged as features (a cast is a new tensor), as a run's are: the model keeps
+        // its aggregation of features, not of other inputs.
+        let features = category_scope(Category::Features);
+        ds.features = ds
+            .features
+            .cast(cfg.dtype)
+            .map_err(graphloom_nn::Error::from)?;
+        drop(features);
+        let held = tracker.report().total_current as u64;
+        let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;
+        let train = TrainConfig {
+            epochs: 1,
+            ..Default::default()
+        };
+        fit(&mut workload, &train, |_| {})?;
+        let r = tracker.report();
+        // The graph's view is a part of its own in the plan (`view_bytes`).
+        let step = (r.total_peak as u64)
+            .saturating_sub(held)
+            .saturating_sub(r.peak_of(Category::Graph) as u64);
+        // What the epoch left (the parameters and their state, which cancel out between
+        // the two graphs, and what evaluation keeps for the next epoch).
+        let left = (r.total_current as u64)
+            .saturating_sub(held)
+            .saturating_sub(r.current_of(Category::Graph) as u64);
+        // An evaluation pass alone, under a tracker of its own.
+        let params: Vec<Tensor> = workload.params().iter().map(|p| p.value.clone()).collect();
+        let eval = MemoryTracker::new();
+        set_thread_tracker(eval.clone());
+        drop(workload.infer(&params, Output::LogProbabilities)?);
+        Ok(Measured {
+            step,
+            eval: eval.report().total_peak as u64,
+            held: left,
+            peak: r.total_peak as u64,
+        })
+    })
+}
+
+/// Runs the probe `run` (named `what` in its error) on a kernel thread of its own, whose
+/// memory tracker it sets without touching the caller's; a thread that cannot start (no room
+/// left for its stack) or a probe that panics fails the budget's check in one line.
+pub(super) fn on_probe_thread<T: Send>(
+    what: &str,
+    run: impl FnOnce() -> Result<T> + Send,
+) -> Result<T> {
+    std::thread::scope(|s| {
+        graphloom_tensor::threads::builder()
+            .and_then(|b| b.spawn_scoped(s, run))
+            .map_err(|e| {
+                PlanError::invalid(
+                    "memory_gib",
+                    format!("could not be checked: the probe's thread could not start: {e}"),
+                )
+            })?
             .join()
             .unwrap_or_else(|_| {
                 Err(PlanError::invalid(
                     "memory_gib",
-                    "could not be checked: the probe of the model's memory failed",
+                    format!("could not be checked: {what} failed"),
                 ))
             })
-    });
-    measured
-}
-
-/// The error of a probe whose thread could not start (no room left for its stack).
-fn probe_thread_error(e: std::io::Error) -> PlanError {
-    PlanError::invalid(
-        "memory_gib",
-        format!("could not be checked: the probe's thread could not start: {e}"),
-    )
+    })
 }
 
 #[cfg(test)]
