@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use graphloom_convert::synthetic::SyntheticConfig;
-use graphloom_graph::parts::write_parts;
 use graphloom_graph::Dataset;
 use serde_json::{json, Value};
 
@@ -93,7 +92,8 @@ fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
     let partition = output::with_stdout_on_stderr(|| {
         graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)
     })?;
-    write_parts(&ds, &partition, &dir).with_context(|| format!("writing {}", dir.display()))?;
+    ds.write_parts(&partition, &dir)
+        .with_context(|| format!("writing {}", dir.display()))?;
     spinner.finish_and_clear();
     Ok(dir)
 }

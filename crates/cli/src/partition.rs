@@ -1,14 +1,42 @@
-//! `graphloom partition`: split a dataset with METIS into parts for distributed full-batch
-//! training, and report what the split costs.
+//! `graphloom partition`: split a dataset into parts for distributed full-batch training, with
+//! METIS or the streaming partitioner, and report what the split costs.
 
 use std::path::PathBuf;
+use std::time::Instant;
 
-use anyhow::{Context, Result};
-use clap::Args;
-use graphloom_graph::parts::write_parts;
-use graphloom_graph::Dataset;
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use graphloom_graph::partition::{
+    metis, metis_can_index, metis_memory_bytes, stream, BalanceOn, Partition, StreamSettings,
+};
+use graphloom_graph::parts::{write_parts, MappedFeatures, PartInputs, PartitionMethod};
+use graphloom_graph::MappedDataset;
+use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure, RssPeaks};
+use serde_json::json;
 
 use crate::output;
+
+/// How to split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Method {
+    /// METIS while its 32-bit indices hold the graph and its memory fits, else stream.
+    Auto,
+    /// METIS k-way: the smallest cuts, the graph held several times over in memory.
+    Metis,
+    /// Over the mapped graph, in node order: groups of linked nodes (label propagation), split
+    /// by METIS when the graph of the groups fits the memory (else placed by Fennel), then
+    /// restreams and label-propagation refinement; 16 bytes a node, any graph size.
+    Stream,
+}
+
+/// What a part's load counts for `--balance`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum Balance {
+    /// Nodes.
+    Nodes,
+    /// In-edges (a node weighs its in-degree): the work of a full-batch layer.
+    Edges,
+}
 
 /// Arguments of `graphloom partition`.
 #[derive(Args)]
@@ -22,50 +50,171 @@ pub(crate) struct PartitionArgs {
     /// Output directory: partition.json and one part_{p} folder per part.
     #[arg(long)]
     out: PathBuf,
-    /// METIS's random seed.
+    /// How to split.
+    #[arg(long, value_enum, default_value_t = Method::Auto)]
+    method: Method,
+    /// The random seed (METIS's, or the streaming partitioner's tie-breaks).
     #[arg(long, default_value_t = 0)]
     seed: u64,
+    /// Streaming: the most load a part may hold over the mean (1.03: 3% above). Training nodes
+    /// are balanced by the same factor. METIS keeps its own (1.03 on nodes).
+    #[arg(long, default_value_t = 1.03)]
+    balance: f64,
+    /// Streaming: what the load counts.
+    #[arg(long, value_enum, default_value_t = Balance::Nodes)]
+    balance_on: Balance,
+    /// Streaming: passes after the first that place every node again.
+    #[arg(long, default_value_t = 3)]
+    restreams: usize,
+    /// Streaming: label-propagation passes that move nodes only to cut fewer edges.
+    #[arg(long, default_value_t = 5)]
+    refinements: usize,
+    /// The memory the split may take, in GiB (default: what is available). `auto` picks
+    /// METIS only when its estimate fits; a split that cannot fit is refused before it starts.
+    #[arg(long)]
+    memory_gib: Option<f64>,
     /// Print the report as one JSON object.
     #[arg(long)]
     json: bool,
 }
 
+/// Bytes a node costs the streaming split and the writing of the parts: its part, new id and
+/// place in the order, the marks and positions of the sources a part receives, and its entry
+/// in a send list.
+const STREAM_BYTES_PER_NODE: u64 = 6 * 4;
+
+/// The writers' buffers of one shard (four files at 1 MiB each) and its gathered edges.
+const SHARD_BYTES: u64 = 4 << 20;
+
 pub(crate) fn run(args: PartitionArgs) -> Result<()> {
+    if args.parts == 0 {
+        bail!("--parts must be at least 1");
+    }
+    if !(args.balance >= 1.0 && args.balance.is_finite()) {
+        bail!(
+            "--balance {} is below 1: no part can hold less than the mean",
+            args.balance
+        );
+    }
+    if let Some(gib) = args.memory_gib {
+        if !(gib > 0.0 && gib.is_finite()) {
+            bail!("--memory-gib must be a positive number, not {gib}");
+        }
+    }
     graphloom_graph::check_output_dir(
         &args.out,
         graphloom_graph::OutputKind::Partitioned,
         &[&args.dataset],
     )?;
-    let ds = Dataset::load(&args.dataset)?;
-    let spinner = output::spinner(&format!("METIS: {} parts", args.parts));
-    let partition = output::with_stdout_on_stderr(|| {
-        graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, args.parts, args.seed)
-    })?;
-    spinner.set_message("writing the parts".to_string());
-    let report = write_parts(&ds, &partition, &args.out)
-        .with_context(|| format!("writing {}", args.out.display()))?;
-    spinner.finish_and_clear();
-    if args.json {
-        println!(
-            "{}",
-            serde_json::json!({
-                "parts": args.parts,
-                "nodes": report.nodes,
-                "train_nodes": report.train_nodes,
-                "edge_cut": report.edge_cut,
-                "edge_cut_share": report.edge_cut as f64 / ds.graph.num_edges().max(1) as f64,
-                "halo": report.halo,
-            })
+    let ds = MappedDataset::open(&args.dataset)?;
+    let data = ds.data();
+    let (n, entries) = (data.num_nodes(), data.num_edges());
+    if args.parts > n.max(1) {
+        bail!("cannot cut {n} nodes into {} parts", args.parts);
+    }
+    let budget = match args.memory_gib {
+        Some(gib) => (gib * (1u64 << 30) as f64) as u64,
+        None => usable_memory_bytes(MemoryMeasure::Available).unwrap_or(u64::MAX),
+    };
+    let writing = STREAM_BYTES_PER_NODE * n as u64 + SHARD_BYTES * args.parts as u64;
+    // METIS takes a copy of the graph in memory besides its own arrays.
+    let metis_bytes = metis_memory_bytes(n, entries) + 8 * n as u64 + 4 * entries as u64;
+    let method = match args.method {
+        Method::Auto if metis_can_index(n, entries) && metis_bytes.max(writing) <= budget => {
+            Method::Metis
+        }
+        Method::Auto => Method::Stream,
+        chosen => chosen,
+    };
+    let needed = match method {
+        Method::Metis => metis_bytes.max(writing),
+        _ => writing,
+    };
+    if needed > budget {
+        bail!(
+            "{} of {n} nodes and {entries} edges needs about {} of memory, more than the {} \
+             {}{}",
+            if method == Method::Metis {
+                "METIS"
+            } else {
+                "the streaming split"
+            },
+            graphloom_graph::format_bytes(needed),
+            graphloom_graph::format_bytes(budget),
+            if args.memory_gib.is_some() {
+                "--memory-gib gives"
+            } else {
+                "available"
+            },
+            if method == Method::Metis {
+                "; --method stream splits it in less"
+            } else {
+                ""
+            }
         );
+    }
+    let start = Instant::now();
+    let peaks = RssPeaks::start();
+    let (partition, record) = split(&args, method, &ds, budget.saturating_sub(writing))?;
+    let split_seconds = start.elapsed().as_secs_f64();
+    let split_peak = RssPeaks::finish(peaks).0;
+    let record = PartitionMethod {
+        seconds: split_seconds,
+        peak_anon_bytes: split_peak,
+        ..record
+    };
+    let peaks = RssPeaks::start();
+    let features = MappedFeatures::open(&ds)?;
+    let inputs = PartInputs {
+        data,
+        edge_weight: ds.edge_weight(),
+        features: features.rows(ds.meta.feat_dim),
+    };
+    let progress = output::PhaseProgress::new();
+    let report = write_parts(
+        &inputs,
+        &partition,
+        Some(record.clone()),
+        &args.out,
+        &|done, total| progress.update("writing the parts", done, total),
+    )
+    .with_context(|| format!("writing {}", args.out.display()))?;
+    progress.finish();
+    let peak = RssPeaks::finish(peaks).0.max(split_peak);
+    let cut_fraction = report.edge_cut as f64 / entries.max(1) as f64;
+    let mean = n as f64 / args.parts as f64;
+    let most = report.nodes.iter().copied().max().unwrap_or(0) as f64;
+    if args.json {
+        output::print_json(&json!({
+            "method": record.name,
+            "parts": args.parts,
+            "nodes": report.nodes,
+            "train_nodes": report.train_nodes,
+            "edge_cut": report.edge_cut,
+            "edge_cut_fraction": cut_fraction,
+            "max_part_nodes_over_mean": most / mean,
+            "halo": report.halo,
+            "passes": record.passes,
+            "split_seconds": split_seconds,
+            "seconds": start.elapsed().as_secs_f64(),
+            "split_peak_anon_bytes": split_peak,
+            "peak_anon_bytes": peak,
+        }));
         return Ok(());
     }
     println!(
-        "{} parts of {}: edge cut {} of {} edges ({:.1}%)",
+        "{} parts of {} by {}: edge cut {} of {} edges ({:.1}%), largest part {:.3} of the mean; \
+         {:.1} s ({:.1} s to split), peak memory {}",
         args.parts,
         ds.meta.name,
+        record.name,
         report.edge_cut,
-        ds.graph.num_edges(),
-        100.0 * report.edge_cut as f64 / ds.graph.num_edges().max(1) as f64
+        entries,
+        100.0 * cut_fraction,
+        most / mean,
+        start.elapsed().as_secs_f64(),
+        split_seconds,
+        graphloom_graph::format_bytes(peak),
     );
     println!(
         "{:>5} {:>10} {:>12} {:>12}",
@@ -78,4 +227,59 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Splits the graph by `method`; returns the partition and what made it (its time and memory
+/// filled in by the caller).
+fn split(
+    args: &PartitionArgs,
+    method: Method,
+    ds: &MappedDataset,
+    spare_bytes: u64,
+) -> Result<(Partition, PartitionMethod)> {
+    let data = ds.data();
+    let mut record = PartitionMethod {
+        name: "metis".into(),
+        seed: args.seed,
+        balance: None,
+        balance_on: None,
+        passes: Vec::new(),
+        seconds: 0.0,
+        peak_anon_bytes: 0,
+    };
+    if method == Method::Metis {
+        let spinner = output::spinner(&format!("METIS: {} parts", args.parts));
+        let graph = data.to_csr();
+        let partition =
+            output::with_stdout_on_stderr(|| metis(&graph, data.train_idx, args.parts, args.seed))?;
+        spinner.finish_and_clear();
+        return Ok((partition, record));
+    }
+    let settings = StreamSettings {
+        parts: args.parts,
+        balance: args.balance,
+        balance_on: match args.balance_on {
+            Balance::Nodes => BalanceOn::Nodes,
+            Balance::Edges => BalanceOn::Edges,
+        },
+        seed: args.seed,
+        restreams: args.restreams,
+        refinements: args.refinements,
+        coarse_bytes: spare_bytes,
+    };
+    let progress = output::PhaseProgress::new();
+    let (partition, passes) = output::with_stdout_on_stderr(|| {
+        stream(&data, &settings, &|pass, done, total| {
+            progress.update(pass, done, total)
+        })
+    })?;
+    progress.finish();
+    record.name = "stream".into();
+    record.balance = Some(args.balance);
+    record.balance_on = Some(format!("{:?}", args.balance_on).to_lowercase());
+    record.passes = passes
+        .into_iter()
+        .map(|p| (p.kind.to_string(), p.moved))
+        .collect();
+    Ok((partition, record))
 }

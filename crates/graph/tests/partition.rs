@@ -6,7 +6,7 @@ use std::collections::HashSet;
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::npy;
 use graphloom_graph::partition::metis;
-use graphloom_graph::parts::{write_parts, Part};
+use graphloom_graph::parts::Part;
 
 fn dataset() -> graphloom_graph::Dataset {
     generate(&SyntheticConfig {
@@ -25,7 +25,7 @@ fn dataset() -> graphloom_graph::Dataset {
 fn metis_balances_nodes_and_training_nodes_and_cuts_few_edges() {
     let ds = dataset();
     let p = metis(&ds.graph, &ds.train_idx, 4, 1).unwrap();
-    let report = p.report(&ds.graph, &ds.train_idx);
+    let report = p.report(&ds.data());
     for (q, &n) in report.nodes.iter().enumerate() {
         assert!((n as f64 - 500.0).abs() <= 50.0, "part {q} has {n} nodes");
         let t = report.train_nodes[q] as f64;
@@ -50,7 +50,7 @@ fn parts_hold_exactly_the_graph_and_its_data() {
     let parts = 3;
     let partition = metis(&ds.graph, &ds.train_idx, parts, 2).unwrap();
     let out = std::env::temp_dir().join(format!("graphloom-parts-{}", std::process::id()));
-    let report = write_parts(&ds, &partition, &out).unwrap();
+    let report = ds.write_parts(&partition, &out).unwrap();
     let loaded: Vec<Part> = (0..parts).map(|p| Part::load(&out, p).unwrap()).collect();
     // Every original edge, as (original source, original destination), comes back once.
     let mut edges = Vec::new();

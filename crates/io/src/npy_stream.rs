@@ -183,6 +183,26 @@ impl<T: NpyElement> NpyWriter<T> {
         Ok(())
     }
 
+    /// Appends elements given as their little-endian bytes (rows copied from another array of
+    /// the same dtype), a whole number of elements.
+    pub fn write_bytes(&mut self, bytes: &[u8]) -> Result<()> {
+        let size = std::mem::size_of::<T>();
+        let count = bytes.len() / size;
+        if bytes.len() % size != 0 || count > self.remaining {
+            return Err(Error::format(
+                &self.path,
+                format!(
+                    "{} bytes are not whole elements within the {} still to write",
+                    bytes.len(),
+                    self.remaining
+                ),
+            ));
+        }
+        self.remaining -= count;
+        let out = self.out.as_mut().expect("open until finish");
+        out.write_all(bytes).map_err(|e| Error::io(&self.tmp, e))
+    }
+
     /// Checks every element was written, then renames the file into place.
     pub fn finish(self) -> Result<()> {
         if self.remaining != 0 {

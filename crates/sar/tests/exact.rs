@@ -8,7 +8,7 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::{metis, Partition};
-use graphloom_graph::parts::{write_parts, Part};
+use graphloom_graph::parts::Part;
 use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
 use graphloom_sar::{sar_graph, SarMode};
@@ -181,7 +181,7 @@ fn written(ds: &Dataset, partition: &Partition) -> PathBuf {
         std::process::id(),
         partition.parts
     ));
-    write_parts(ds, partition, &dir).unwrap();
+    ds.write_parts(partition, &dir).unwrap();
     dir
 }
 

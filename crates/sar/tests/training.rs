@@ -4,7 +4,7 @@
 use graphloom_comm::{CommError, Local};
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
-use graphloom_graph::parts::{write_parts, Part};
+use graphloom_graph::parts::Part;
 use graphloom_nn::train::{train_full_batch, TrainConfig};
 use graphloom_nn::{Architecture, ModelConfig, OptimizerKind};
 use graphloom_sar::{train_sar, SarMode};
@@ -43,7 +43,8 @@ fn four_workers_train_like_one_for_twenty_epochs() {
             "graphloom-sar-train-{}-{arch:?}",
             std::process::id()
         ));
-        write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 4, 0).unwrap(), &dir).unwrap();
+        ds.write_parts(&metis(&ds.graph, &ds.train_idx, 4, 0).unwrap(), &dir)
+            .unwrap();
         for report in Local::run(
             4,
             |comm| -> Result<_, Box<dyn std::error::Error + Send + Sync>> {
@@ -106,7 +107,8 @@ fn a_worker_that_dies_is_named_by_the_others() {
     })
     .unwrap();
     let dir = std::env::temp_dir().join(format!("graphloom-sar-dies-{}", std::process::id()));
-    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 3, 0).unwrap(), &dir).unwrap();
+    ds.write_parts(&metis(&ds.graph, &ds.train_idx, 3, 0).unwrap(), &dir)
+        .unwrap();
     let cfg = ModelConfig {
         arch: Architecture::Gat,
         in_dim: 8,
@@ -167,7 +169,8 @@ fn no_training_nodes_is_named() {
     .unwrap();
     ds.valid_idx.append(&mut ds.train_idx);
     let dir = std::env::temp_dir().join(format!("graphloom-sar-notrain-{}", std::process::id()));
-    write_parts(&ds, &metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &dir).unwrap();
+    ds.write_parts(&metis(&ds.graph, &ds.train_idx, 2, 0).unwrap(), &dir)
+        .unwrap();
     let cfg = ModelConfig {
         in_dim: 8,
         out_dim: 3,

@@ -12,7 +12,7 @@ use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_convert::{edgelist, npz, ogb, planetoid};
 use graphloom_graph::npy::{self, NpyElement};
 use graphloom_graph::partition::metis;
-use graphloom_graph::parts::{write_parts, Part, PartitionMeta};
+use graphloom_graph::parts::{Part, PartitionMeta};
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta};
 
 use crate::mutate::{plain, Files, Target};
@@ -154,7 +154,7 @@ pub(crate) fn partition() -> Target {
     let dir = workshop("partition");
     let ds = small_dataset();
     let p = metis(&ds.graph, &ds.train_idx, 2, 1).expect("metis");
-    write_parts(&ds, &p, &dir).expect("write the parts");
+    ds.write_parts(&p, &dir).expect("write the parts");
     let files = files_under(&dir);
     let _ = std::fs::remove_dir_all(&dir);
     Target {

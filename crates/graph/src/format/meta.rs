@@ -156,6 +156,31 @@ pub struct PartitionMeta {
     /// Whether the edges carry weights: every shard then has its `shard_{q}_weight.npy`.
     #[serde(default)]
     pub edge_weights: bool,
+    /// How the parts were made (absent in partitions written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub method: Option<PartitionMethod>,
+}
+
+/// How a partition was made, as `partition.json` records it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PartitionMethod {
+    /// `"metis"` or `"stream"`.
+    pub name: String,
+    /// The seed it was given.
+    pub seed: u64,
+    /// The streaming partitioner's balance: the most load a part may hold over the mean.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance: Option<f64>,
+    /// What the streaming partitioner's load counts: `"nodes"` or `"edges"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balance_on: Option<String>,
+    /// The streaming partitioner's passes: their kind and the nodes each moved.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub passes: Vec<(String, usize)>,
+    /// Seconds the split took, writing the parts not included.
+    pub seconds: f64,
+    /// Peak anonymous memory of the process while it split the graph, in bytes.
+    pub peak_anon_bytes: u64,
 }
 
 /// The file that marks a partitioned directory and describes its parts.

@@ -10,22 +10,24 @@
 //! - for every part `q` with edges into this one, a compact shard of those edges:
 //!   `shard_{q}_dst.npy` (local destinations that have such edges, increasing),
 //!   `shard_{q}_ptr.npy` (offsets into the sources, one more than the destinations) and
-//!   `shard_{q}_src.npy` (each edge's source, as a position in the rows `q` sends here) and,
+//!   `shard_{q}_src.npy` (each edge's source, as a position in the rows `q` sends here; ids
+//!   and positions are int32) and,
 //!   for a dataset with `edge_weight.npy`, `shard_{q}_weight.npy` (each edge's weight, f32);
 //! - `send_{q}.npy`: the local ids of the rows part `q` needs from this part, in the order `q`
 //!   receives them.
 
 use std::path::{Path, PathBuf};
 
-use graphloom_tensor::Tensor;
+use graphloom_tensor::{DType, Tensor};
 
-use super::dataset::{load_features_file, read_edge_weights, write_features, Dataset, UNLABELLED};
+use super::dataset::{load_features_file, read_edge_weights, Dataset, UNLABELLED};
+use super::mapped::{GraphData, MappedDataset};
 use super::output_dir::{write_dir_atomic, OutputKind};
 use crate::npy;
-use crate::partition::{Partition, PartitionReport};
+use crate::partition::{Layout, Partition, PartitionReport, SourceMarks};
 use crate::{Error, NodeId, Result};
 
-pub use super::meta::PartitionMeta;
+pub use super::meta::{PartitionMeta, PartitionMethod};
 
 /// The in-edges of one part that come from one source part.
 #[derive(Clone, Debug, PartialEq)]
@@ -98,142 +100,373 @@ fn ids(path: &Path) -> Result<Vec<i64>> {
     Ok(npy::read_ids(path)?.data)
 }
 
-/// Splits `ds` by `partition` and writes the partitioned directory `out` (atomically); `out`
-/// must be new, empty or a partitioned directory ([`crate::check_output_dir`]).
-pub fn write_parts(ds: &Dataset, partition: &Partition, out: &Path) -> Result<PartitionReport> {
-    let report = partition.report(&ds.graph, &ds.train_idx);
-    let (new_id, offsets) = partition.relabel();
-    let parts = partition.parts;
-    let n = ds.graph.num_nodes();
-    let mut members: Vec<Vec<usize>> = vec![Vec::new(); parts];
-    for v in 0..n {
-        members[partition.part[v] as usize].push(v);
+/// Feature rows as the bytes of their `.npy` file's data: in memory or mapped.
+pub struct FeatureRows<'a> {
+    /// `[num_nodes, width]` elements, row-major, little-endian.
+    pub bytes: &'a [u8],
+    /// How they are stored: f32, or bf16 as its u16 bits.
+    pub dtype: npy::NpyDType,
+    /// Elements per row.
+    pub width: usize,
+}
+
+impl FeatureRows<'_> {
+    fn row(&self, v: usize) -> &[u8] {
+        let row = self.width * self.dtype.size();
+        &self.bytes[v * row..(v + 1) * row]
     }
-    // send[q][p]: the rows of q that p needs, in increasing original id, and each row's
-    // position in that list.
-    let mut send: Vec<Vec<Vec<u32>>> = vec![vec![Vec::new(); parts]; parts];
-    let mut position: Vec<std::collections::HashMap<(u32, u32), u32>> =
-        vec![Default::default(); parts];
-    for p in 0..parts {
-        let mut sources: Vec<NodeId> = members[p]
-            .iter()
-            .flat_map(|&v| ds.graph.in_neighbors(v).iter().copied())
-            .collect();
-        sources.sort_unstable();
-        sources.dedup();
-        for u in sources {
-            let q = partition.part[u as usize] as usize;
-            let local = new_id[u as usize] - offsets[q] as u32;
-            position[q].insert((p as u32, local), send[q][p].len() as u32);
-            send[q][p].push(local);
+}
+
+/// The features of a dataset, mapped for [`write_parts`] to copy rows from.
+pub enum MappedFeatures {
+    /// f32 features.
+    F32(graphloom_io::MappedNpy<f32>),
+    /// bf16 features (u16 bits).
+    Bf16(graphloom_io::MappedNpy<u16>),
+}
+
+impl MappedFeatures {
+    /// Maps the checked feature file of `ds`.
+    pub fn open(ds: &MappedDataset) -> Result<MappedFeatures> {
+        let path = ds.features_path();
+        Ok(match npy::read_header(&path)?.dtype {
+            npy::NpyDType::U16 => MappedFeatures::Bf16(graphloom_io::MappedNpy::open(&path)?),
+            _ => MappedFeatures::F32(graphloom_io::MappedNpy::open(&path)?),
+        })
+    }
+
+    /// The rows, `width` elements each.
+    pub fn rows(&self, width: usize) -> FeatureRows<'_> {
+        let (bytes, dtype) = match self {
+            MappedFeatures::F32(m) => (m.as_bytes(), npy::NpyDType::F32),
+            MappedFeatures::Bf16(m) => (m.as_bytes(), npy::NpyDType::U16),
+        };
+        FeatureRows {
+            bytes,
+            dtype,
+            width,
         }
     }
-    let in_train: std::collections::HashSet<usize> = ds.train_idx.iter().copied().collect();
-    let meta = PartitionMeta {
-        dataset: ds.meta.clone(),
-        parts,
-        offsets: offsets.clone(),
-        nodes: report.nodes.clone(),
-        train_nodes: report.train_nodes.clone(),
-        edge_cut: report.edge_cut,
-        halo: report.halo.clone(),
-        num_train: in_train.len(),
-        edge_weights: ds.edge_weight.is_some(),
+}
+
+/// What [`write_parts`] reads of a dataset, loaded or mapped.
+pub struct PartInputs<'a> {
+    /// The graph, labels and splits.
+    pub data: GraphData<'a>,
+    /// The weight of every edge, in CSR order, when the dataset has them.
+    pub edge_weight: Option<&'a [f32]>,
+    /// The feature rows.
+    pub features: FeatureRows<'a>,
+}
+
+impl Dataset {
+    /// What [`write_parts`] reads of this dataset.
+    pub fn part_inputs(&self) -> Result<PartInputs<'_>> {
+        let (_, width) = self.features.dims2();
+        let dtype = match self.features.dtype() {
+            DType::BF16 => npy::NpyDType::U16,
+            DType::F32 => npy::NpyDType::F32,
+            other => {
+                return Err(Error::argument(
+                    "partition",
+                    format!("features of dtype {other:?}: parts hold f32 or bf16"),
+                ))
+            }
+        };
+        Ok(PartInputs {
+            data: self.data(),
+            edge_weight: self.edge_weight.as_deref(),
+            features: FeatureRows {
+                bytes: self.features.as_bytes(),
+                dtype,
+                width,
+            },
+        })
+    }
+}
+
+impl Dataset {
+    /// Writes this dataset split by `partition` as [`write_parts`] does, quietly and without
+    /// a record of the method.
+    pub fn write_parts(&self, partition: &Partition, out: &Path) -> Result<PartitionReport> {
+        write_parts(&self.part_inputs()?, partition, None, out, &|_, _| {})
+    }
+}
+
+/// Progress of [`write_parts`]: parts written, parts in all.
+pub type WriteProgress<'a> = &'a dyn Fn(u64, u64);
+
+/// Splits a dataset by `partition` and writes the partitioned directory `out` (atomically);
+/// `out` must be new, empty or a partitioned directory ([`crate::check_output_dir`]).
+///
+/// It streams: each part's files are written from the (possibly mapped) dataset one part at a
+/// time, holding four bytes a node for the relabelling, four more for the positions of the
+/// sources a part receives, and the send lists of one part; never the graph or the features.
+/// `method` is recorded in `partition.json`.
+pub fn write_parts(
+    inputs: &PartInputs<'_>,
+    partition: &Partition,
+    method: Option<PartitionMethod>,
+    out: &Path,
+    progress: WriteProgress<'_>,
+) -> Result<PartitionReport> {
+    let data = &inputs.data;
+    let parts = partition.parts;
+    let layout = partition.layout();
+    let mut report = PartitionReport {
+        nodes: (0..parts).map(|p| layout.members(p).len()).collect(),
+        train_nodes: vec![0; parts],
+        edge_cut: 0,
+        halo: vec![0; parts],
     };
+    for &t in data.train_idx {
+        report.train_nodes[partition.part[t] as usize] += 1;
+    }
     write_dir_atomic(out, OutputKind::Partitioned, &[], |root| {
-        let meta_path = PartitionMeta::path(root);
-        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
-        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))?;
         for p in 0..parts {
             let dir = part_dir(root, p);
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
-            let nodes = &members[p];
-            let orig: Vec<i64> = nodes.iter().map(|&v| v as i64).collect();
-            npy::write(&dir.join("orig_ids.npy"), &orig, &[orig.len()])?;
-            let rows: Vec<usize> = nodes.clone();
-            write_features(
-                &dir.join("node_feat.npy"),
-                &gather_rows(&ds.features, &rows)?,
-            )?;
-            let labels: Vec<i64> = nodes.iter().map(|&v| ds.labels[v]).collect();
-            npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()])?;
-            for (name, idx) in [
-                ("train_idx", &ds.train_idx),
-                ("valid_idx", &ds.valid_idx),
-                ("test_idx", &ds.test_idx),
-            ] {
-                let local: Vec<i64> = idx
-                    .iter()
-                    .filter(|&&v| partition.part[v] as usize == p)
-                    .map(|&v| (new_id[v] as usize - offsets[p]) as i64)
-                    .collect();
-                npy::write(&dir.join(format!("{name}.npy")), &local, &[local.len()])?;
-            }
-            let degree: Vec<i64> = nodes
-                .iter()
-                .map(|&v| ds.graph.in_degree(v) as i64)
-                .collect();
-            npy::write(&dir.join("in_degree.npy"), &degree, &[degree.len()])?;
-            // One pass over the part's in-edges, each into the shard of its source part;
-            // only the non-empty shards are written, so files grow with the cut, not parts^2.
-            let mut shards: std::collections::BTreeMap<usize, Shard> = Default::default();
-            for (local, &v) in nodes.iter().enumerate() {
-                let first_edge = ds.graph.row_ptr[v] as usize;
-                for (j, &u) in ds.graph.in_neighbors(v).iter().enumerate() {
-                    let q = partition.part[u as usize] as usize;
-                    let lu = new_id[u as usize] - offsets[q] as u32;
-                    let shard = shards.entry(q).or_insert_with(Shard::empty);
-                    if shard.dst.last() != Some(&(local as u32)) {
-                        shard.dst.push(local as u32);
-                        shard.ptr.push(shard.src.len() as i64);
-                    }
-                    shard.src.push(position[q][&(p as u32, lu)]);
-                    if let Some(w) = &ds.edge_weight {
-                        shard.weight.push(w[first_edge + j]);
-                    }
-                    *shard.ptr.last_mut().expect("starts with 0") = shard.src.len() as i64;
-                }
-            }
-            for (q, shard) in shards {
-                let dst: Vec<i64> = shard.dst.iter().map(|&d| i64::from(d)).collect();
-                let src: Vec<i64> = shard.src.iter().map(|&s| i64::from(s)).collect();
-                npy::write(&dir.join(format!("shard_{q}_dst.npy")), &dst, &[dst.len()])?;
-                npy::write(
-                    &dir.join(format!("shard_{q}_ptr.npy")),
-                    &shard.ptr,
-                    &[shard.ptr.len()],
-                )?;
-                npy::write(&dir.join(format!("shard_{q}_src.npy")), &src, &[src.len()])?;
-                if ds.edge_weight.is_some() {
-                    let w = &shard.weight;
-                    npy::write(&dir.join(format!("shard_{q}_weight.npy")), w, &[w.len()])?;
-                }
-            }
-            for q in 0..parts {
-                if send[p][q].is_empty() {
-                    continue;
-                }
-                let rows: Vec<i64> = send[p][q].iter().map(|&r| i64::from(r)).collect();
-                npy::write(&dir.join(format!("send_{q}.npy")), &rows, &[rows.len()])?;
-            }
         }
-        Ok(())
+        let mut marks = SourceMarks::new(data.num_nodes());
+        // position[u]: u's place in the rows its part sends to the part being written.
+        let mut position = vec![0u32; data.num_nodes()];
+        for p in 0..parts {
+            progress(p as u64, parts as u64);
+            let members = layout.members(p);
+            let (cut, halo) = marks.mark(data, partition, p, members);
+            report.edge_cut += cut;
+            report.halo[p] = halo;
+            write_send_lists(root, partition, &layout, &marks, &mut position, p)?;
+            let dir = part_dir(root, p);
+            write_nodes(&dir, inputs, partition, &layout, p)?;
+            write_shards(&dir, inputs, partition, &position, members)?;
+        }
+        progress(parts as u64, parts as u64);
+        let meta = PartitionMeta {
+            dataset: data.meta.clone(),
+            parts,
+            offsets: layout.offsets.clone(),
+            nodes: report.nodes.clone(),
+            train_nodes: report.train_nodes.clone(),
+            edge_cut: report.edge_cut,
+            halo: report.halo.clone(),
+            num_train: data.train_idx.len(),
+            edge_weights: inputs.edge_weight.is_some(),
+            method,
+        };
+        let meta_path = PartitionMeta::path(root);
+        let text = serde_json::to_string_pretty(&meta).expect("meta serialises");
+        std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
     })?;
     Ok(report)
 }
 
-/// Rows `rows` of a 2-D tensor, in order.
-fn gather_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
-    let (_, width) = t.dims2();
-    let row_bytes = width * t.dtype().size_in_bytes();
-    let bytes = t.as_bytes();
-    let mut out = Tensor::zeros(&[rows.len(), width], t.dtype());
-    let dst = out.as_mut_bytes();
-    for (i, &r) in rows.iter().enumerate() {
-        dst[i * row_bytes..(i + 1) * row_bytes]
-            .copy_from_slice(&bytes[r * row_bytes..(r + 1) * row_bytes]);
+/// Writes, for every part `q`, the rows it sends part `p` (the sources of `p`'s in-edges that
+/// `q` holds, by increasing id) as `part_q/send_p.npy`, and records each source's place in its
+/// list in `position`.
+fn write_send_lists(
+    root: &Path,
+    partition: &Partition,
+    layout: &Layout,
+    marks: &SourceMarks,
+    position: &mut [u32],
+    p: usize,
+) -> Result<()> {
+    let mut send: Vec<Vec<u32>> = vec![Vec::new(); partition.parts];
+    for (u, &q) in partition.part.iter().enumerate() {
+        if marks.is_marked(u) {
+            let list = &mut send[q as usize];
+            position[u] = list.len() as u32;
+            list.push(layout.local(u, q as usize));
+        }
     }
-    Ok(out)
+    for (q, rows) in send.iter().enumerate() {
+        if !rows.is_empty() {
+            let path = part_dir(root, q).join(format!("send_{p}.npy"));
+            write_ids(&path, rows)?;
+        }
+    }
+    Ok(())
+}
+
+/// Writes part `p`'s node files: original ids, features, labels, splits and in-degrees.
+fn write_nodes(
+    dir: &Path,
+    inputs: &PartInputs<'_>,
+    partition: &Partition,
+    layout: &Layout,
+    p: usize,
+) -> Result<()> {
+    let data = &inputs.data;
+    let members = layout.members(p);
+    let orig: Vec<i64> = members.iter().map(|&v| i64::from(v)).collect();
+    npy::write(&dir.join("orig_ids.npy"), &orig, &[orig.len()])?;
+    let features = &inputs.features;
+    let shape = [members.len(), features.width];
+    let path = dir.join("node_feat.npy");
+    let copy_rows = |bytes: &mut dyn FnMut(&[u8]) -> Result<()>| -> Result<()> {
+        members
+            .iter()
+            .try_for_each(|&v| bytes(features.row(v as usize)))
+    };
+    if features.dtype == npy::NpyDType::U16 {
+        let mut out = graphloom_io::NpyWriter::<u16>::create(&path, &shape)?;
+        copy_rows(&mut |row| Ok(out.write_bytes(row)?))?;
+        out.finish()?;
+    } else {
+        let mut out = graphloom_io::NpyWriter::<f32>::create(&path, &shape)?;
+        copy_rows(&mut |row| Ok(out.write_bytes(row)?))?;
+        out.finish()?;
+    }
+    let labels: Vec<i64> = members.iter().map(|&v| data.labels[v as usize]).collect();
+    npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()])?;
+    for (name, idx) in [
+        ("train_idx", data.train_idx),
+        ("valid_idx", data.valid_idx),
+        ("test_idx", data.test_idx),
+    ] {
+        let local: Vec<i64> = idx
+            .iter()
+            .filter(|&&v| partition.part[v] as usize == p)
+            .map(|&v| i64::from(layout.local(v, p)))
+            .collect();
+        npy::write(&dir.join(format!("{name}.npy")), &local, &[local.len()])?;
+    }
+    let degree: Vec<i64> = members
+        .iter()
+        .map(|&v| data.in_neighbors(v).len() as i64)
+        .collect();
+    Ok(npy::write(
+        &dir.join("in_degree.npy"),
+        &degree,
+        &[degree.len()],
+    )?)
+}
+
+/// The files of one shard being written: its destinations, offsets, sources and weights.
+struct ShardWriter {
+    dst: graphloom_io::NpyWriter<i32>,
+    ptr: graphloom_io::NpyWriter<i64>,
+    src: graphloom_io::NpyWriter<i32>,
+    weight: Option<graphloom_io::NpyWriter<f32>>,
+    last_dst: Option<u32>,
+    edges: i64,
+    /// Sources and weights not yet handed to their writers: one call per edge would cost
+    /// more than the copy.
+    src_buf: Vec<i32>,
+    weight_buf: Vec<f32>,
+}
+
+/// Edges a [`ShardWriter`] gathers before writing them.
+const SHARD_BUFFER: usize = 1 << 14;
+
+impl ShardWriter {
+    /// Starts the shard of source part `q` in `dir`, sized for at most `rows` destinations
+    /// and `edges` edges (its files are cut to what was written when it ends).
+    fn create(dir: &Path, q: usize, rows: usize, edges: usize, weighted: bool) -> Result<Self> {
+        let file = |what: &str| dir.join(format!("shard_{q}_{what}.npy"));
+        let mut ptr = graphloom_io::NpyWriter::create(&file("ptr"), &[rows + 1])?;
+        ptr.write(&[0])?;
+        Ok(ShardWriter {
+            dst: graphloom_io::NpyWriter::create(&file("dst"), &[rows])?,
+            ptr,
+            src: graphloom_io::NpyWriter::create(&file("src"), &[edges])?,
+            weight: if weighted {
+                Some(graphloom_io::NpyWriter::create(&file("weight"), &[edges])?)
+            } else {
+                None
+            },
+            last_dst: None,
+            edges: 0,
+            src_buf: Vec::with_capacity(SHARD_BUFFER),
+            weight_buf: Vec::new(),
+        })
+    }
+
+    fn push(&mut self, dst: u32, src: u32, weight: Option<f32>) -> Result<()> {
+        if self.last_dst != Some(dst) {
+            if self.last_dst.is_some() {
+                self.ptr.write(&[self.edges])?;
+            }
+            self.dst.write(&[dst as i32])?;
+            self.last_dst = Some(dst);
+        }
+        self.src_buf.push(src as i32);
+        self.weight_buf.extend(weight);
+        self.edges += 1;
+        if self.src_buf.len() >= SHARD_BUFFER {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        self.src.write(&self.src_buf)?;
+        self.src_buf.clear();
+        if let Some(out) = &mut self.weight {
+            out.write(&self.weight_buf)?;
+        }
+        self.weight_buf.clear();
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<()> {
+        self.flush()?;
+        self.ptr.write(&[self.edges])?;
+        self.dst.finish_shorter()?;
+        self.ptr.finish_shorter()?;
+        self.src.finish_shorter()?;
+        if let Some(w) = self.weight {
+            w.finish_shorter()?;
+        }
+        Ok(())
+    }
+}
+
+/// Writes the in-edges of a part's `members` into one shard per source part, in one pass;
+/// only the shards with edges are written, so files grow with the cut, not parts^2.
+fn write_shards(
+    dir: &Path,
+    inputs: &PartInputs<'_>,
+    partition: &Partition,
+    position: &[u32],
+    members: &[NodeId],
+) -> Result<()> {
+    let data = &inputs.data;
+    let edges: usize = members.iter().map(|&v| data.in_neighbors(v).len()).sum();
+    let mut shards: Vec<Option<ShardWriter>> = (0..partition.parts).map(|_| None).collect();
+    for (local, &v) in members.iter().enumerate() {
+        let first_edge = data.row_ptr[v as usize] as usize;
+        for (j, &u) in data.in_neighbors(v).iter().enumerate() {
+            let q = partition.part[u as usize] as usize;
+            let shard = match &mut shards[q] {
+                Some(shard) => shard,
+                empty => empty.insert(ShardWriter::create(
+                    dir,
+                    q,
+                    members.len(),
+                    edges,
+                    inputs.edge_weight.is_some(),
+                )?),
+            };
+            let weight = inputs.edge_weight.map(|w| w[first_edge + j]);
+            shard.push(local as u32, position[u as usize], weight)?;
+        }
+    }
+    shards
+        .into_iter()
+        .flatten()
+        .try_for_each(ShardWriter::finish)
+}
+
+/// Writes ids below 2^31 as int32.
+fn write_ids(path: &Path, ids: &[u32]) -> Result<()> {
+    let mut out = graphloom_io::NpyWriter::<i32>::create(path, &[ids.len()])?;
+    for chunk in ids.chunks(1 << 16) {
+        let narrowed: Vec<i32> = chunk.iter().map(|&i| i as i32).collect();
+        out.write(&narrowed)?;
+    }
+    Ok(out.finish()?)
 }
 
 impl Part {

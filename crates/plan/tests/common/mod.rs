@@ -5,7 +5,6 @@ use std::path::PathBuf;
 
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::partition::metis;
-use graphloom_graph::parts::write_parts;
 
 /// In a scratch folder (see [`scratch`]): the synthetic dataset of `config` saved as a
 /// dataset directory, and the same graph partitioned by METIS into `parts` parts; returns the
@@ -22,7 +21,7 @@ pub(crate) fn dataset_and_parts(
     ds.save(&plain).unwrap();
     let dir = root.join("parts");
     let assignment = metis(&ds.graph, &ds.train_idx, parts, 0).unwrap();
-    write_parts(&ds, &assignment, &dir).unwrap();
+    ds.write_parts(&assignment, &dir).unwrap();
     (root, plain, dir)
 }
 
