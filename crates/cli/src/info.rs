@@ -1,4 +1,5 @@
-//! `graphloom info`: a dataset's shape, degrees and memory footprint.
+//! `graphloom info`: a dataset's shape, degrees and memory footprint, or what a partitioned
+//! dataset's split made and costs.
 
 use std::path::PathBuf;
 
@@ -9,7 +10,7 @@ use graphloom_graph::{format_bytes, DatasetSummary, HeteroDataset};
 /// Arguments of `graphloom info`.
 #[derive(Args)]
 pub(crate) struct InfoArgs {
-    /// The dataset directory.
+    /// The dataset directory, or a partitioned one (`graphloom partition`'s output).
     dataset: PathBuf,
     /// Print the figures as one JSON object on stdout.
     #[arg(long)]
@@ -19,6 +20,9 @@ pub(crate) struct InfoArgs {
 pub(crate) fn run(args: InfoArgs) -> Result<()> {
     if graphloom_graph::format::meta::is_hetero(&args.dataset) {
         return hetero(args);
+    }
+    if graphloom_graph::parts::PartitionMeta::is_partitioned(&args.dataset) {
+        return partitioned(args);
     }
     // Headers and one streaming pass over the offsets: no array is loaded whole.
     let info = DatasetSummary::read(&args.dataset)?;
@@ -201,5 +205,67 @@ fn hetero(args: InfoArgs) -> Result<()> {
         "splits     train {train}, valid {valid}, test {test} ({} nodes)",
         m.target_node_type
     );
+    Ok(())
+}
+
+/// A partitioned dataset: its parts, the cut and halos, and how it was split.
+fn partitioned(args: InfoArgs) -> Result<()> {
+    let meta = graphloom_graph::parts::PartitionMeta::load(&args.dataset)?;
+    let edges = meta.dataset.num_edges.max(1) as f64;
+    let mean = meta.dataset.num_nodes as f64 / meta.parts.max(1) as f64;
+    let most = meta.nodes.iter().copied().max().unwrap_or(0) as f64 / mean;
+    if args.json {
+        crate::output::print_json(&serde_json::json!({
+            "dataset": args.dataset.display().to_string(),
+            "name": meta.dataset.name,
+            "parts": meta.parts,
+            "nodes": meta.nodes,
+            "train_nodes": meta.train_nodes,
+            "edge_cut": meta.edge_cut,
+            "edge_cut_fraction": meta.edge_cut as f64 / edges,
+            "max_part_nodes_over_mean": most,
+            "halo": meta.halo,
+            "method": meta.method,
+        }));
+        return Ok(());
+    }
+    let method = meta
+        .method
+        .as_ref()
+        .map_or("not recorded".to_string(), |m| {
+            let balance = m
+                .balance
+                .map(|b| {
+                    format!(
+                        ", balance {b} on {}",
+                        m.balance_on.as_deref().unwrap_or("nodes")
+                    )
+                })
+                .unwrap_or_default();
+            format!("{} (seed {}{balance})", m.name, m.seed)
+        });
+    println!(
+        "partition  {} parts of {} ({})",
+        meta.parts,
+        meta.dataset.name,
+        args.dataset.display()
+    );
+    println!("method     {method}");
+    println!(
+        "edge cut   {} of {} edges ({:.1}%), largest part {most:.3} of the mean",
+        meta.edge_cut,
+        meta.dataset.num_edges,
+        100.0 * meta.edge_cut as f64 / edges
+    );
+    println!(
+        "{:>5} {:>10} {:>12} {:>12}",
+        "part", "nodes", "train nodes", "halo rows"
+    );
+    for p in 0..meta.parts {
+        println!(
+            "{p:>5} {:>10} {:>12} {:>12}",
+            meta.nodes[p], meta.train_nodes[p], meta.halo[p]
+        );
+    }
     Ok(())
 }

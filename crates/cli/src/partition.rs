@@ -9,7 +9,9 @@ use clap::{Args, ValueEnum};
 use graphloom_graph::partition::{
     metis, metis_can_index, metis_memory_bytes, stream, BalanceOn, Partition, StreamSettings,
 };
-use graphloom_graph::parts::{write_parts, MappedFeatures, PartInputs, PartitionMethod};
+use graphloom_graph::parts::{
+    write_parts, MappedFeatures, PartInputs, PartitionMethod, SHARD_WRITER_BYTES,
+};
 use graphloom_graph::MappedDataset;
 use graphloom_tensor::memory::{usable_memory_bytes, MemoryMeasure, RssPeaks};
 use serde_json::json;
@@ -83,9 +85,6 @@ pub(crate) struct PartitionArgs {
 /// in a send list.
 const STREAM_BYTES_PER_NODE: u64 = 6 * 4;
 
-/// The writers' buffers of one shard (four files at 1 MiB each) and its gathered edges.
-const SHARD_BYTES: u64 = 4 << 20;
-
 pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     if args.parts == 0 {
         bail!("--parts must be at least 1");
@@ -116,7 +115,7 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
         Some(gib) => (gib * (1u64 << 30) as f64) as u64,
         None => usable_memory_bytes(MemoryMeasure::Available).unwrap_or(u64::MAX),
     };
-    let writing = STREAM_BYTES_PER_NODE * n as u64 + SHARD_BYTES * args.parts as u64;
+    let writing = STREAM_BYTES_PER_NODE * n as u64 + SHARD_WRITER_BYTES * args.parts as u64;
     // METIS takes a copy of the graph in memory besides its own arrays.
     let metis_bytes = metis_memory_bytes(n, entries) + 8 * n as u64 + 4 * entries as u64;
     let method = match args.method {
@@ -158,11 +157,6 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     let (partition, record) = split(&args, method, &ds, budget.saturating_sub(writing))?;
     let split_seconds = start.elapsed().as_secs_f64();
     let split_peak = RssPeaks::finish(peaks).0;
-    let record = PartitionMethod {
-        seconds: split_seconds,
-        peak_anon_bytes: split_peak,
-        ..record
-    };
     let peaks = RssPeaks::start();
     let features = MappedFeatures::open(&ds)?;
     let inputs = PartInputs {
@@ -229,8 +223,7 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     Ok(())
 }
 
-/// Splits the graph by `method`; returns the partition and what made it (its time and memory
-/// filled in by the caller).
+/// Splits the graph by `method`; returns the partition and what made it.
 fn split(
     args: &PartitionArgs,
     method: Method,
@@ -244,8 +237,6 @@ fn split(
         balance: None,
         balance_on: None,
         passes: Vec::new(),
-        seconds: 0.0,
-        peak_anon_bytes: 0,
     };
     if method == Method::Metis {
         let spinner = output::spinner(&format!("METIS: {} parts", args.parts));

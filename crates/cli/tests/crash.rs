@@ -225,7 +225,9 @@ fn killed_partition_keeps_the_previous_partition() {
         .to_vec()
     };
     graphloom_ok(&strs(&partition("2")));
-    kill_a_rewrite(&strs(&partition("3")), &parts, 21, 8, |p| {
+    let mut streamed = partition("3");
+    streamed.extend(["--method", "stream"].map(String::from));
+    kill_a_rewrite(&strs(&streamed), &parts, 21, 8, |p| {
         let meta = PartitionMeta::load(p).unwrap_or_else(|e| panic!("{e}"));
         for i in 0..meta.parts {
             Part::load(p, i).unwrap_or_else(|e| panic!("{e}"));

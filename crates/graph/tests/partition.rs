@@ -1,12 +1,14 @@
-//! METIS partitioning and the partitioned directory: balanced parts with a small cut, and parts
-//! that together hold exactly the graph, its features, labels and splits.
+//! METIS and streaming partitioning and the partitioned directory: balanced parts with a small
+//! cut, and parts that together hold exactly the graph, its features, labels and splits, written
+//! alike from a dataset in memory and from one mapped.
 
 use std::collections::HashSet;
 
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::npy;
-use graphloom_graph::partition::metis;
-use graphloom_graph::parts::Part;
+use graphloom_graph::partition::{metis, stream, BalanceOn, Partition, StreamSettings};
+use graphloom_graph::parts::{write_parts, MappedFeatures, Part, PartInputs};
+use graphloom_graph::MappedDataset;
 
 fn dataset() -> graphloom_graph::Dataset {
     generate(&SyntheticConfig {
@@ -120,4 +122,183 @@ fn parts_hold_exactly_the_graph_and_its_data() {
         "{err}"
     );
     std::fs::remove_dir_all(&out).unwrap();
+}
+
+fn streamed(ds: &graphloom_graph::Dataset, settings: &StreamSettings) -> Partition {
+    let (partition, passes) = stream(&ds.data(), settings, &|_, _, _| {}).unwrap();
+    assert!(settings.parts == 1 || passes.len() > settings.restreams);
+    partition
+}
+
+/// The most a part may hold: `balance` times the mean, rounded up.
+fn cap(total: usize, parts: usize, balance: f64) -> usize {
+    (balance * total as f64 / parts as f64).ceil() as usize
+}
+
+#[test]
+fn stream_cuts_within_one_and_a_half_of_metis_and_keeps_the_balance() {
+    let ds = dataset();
+    let n = ds.graph.num_nodes();
+    let train = ds.train_idx.len();
+    for parts in [2, 4, 8] {
+        let metis_cut = metis(&ds.graph, &ds.train_idx, parts, 0)
+            .unwrap()
+            .report(&ds.data())
+            .edge_cut;
+        // The groups split by METIS, and (no memory for their graph) placed by Fennel.
+        for coarse_bytes in [1 << 30, 0] {
+            let settings = StreamSettings {
+                parts,
+                coarse_bytes,
+                ..Default::default()
+            };
+            let report = streamed(&ds, &settings).report(&ds.data());
+            let most = if coarse_bytes > 0 { 1.5 } else { 2.0 };
+            assert!(
+                report.edge_cut as f64 <= most * metis_cut as f64,
+                "{parts} parts, coarse {coarse_bytes}: cut {} against METIS's {metis_cut}",
+                report.edge_cut
+            );
+            // A random split cuts (1 - 1/parts) of the edges.
+            let random = (1.0 - 1.0 / parts as f64) * ds.graph.num_edges() as f64;
+            assert!((report.edge_cut as f64) < 0.6 * random);
+            for p in 0..parts {
+                assert!(report.nodes[p] <= cap(n, parts, 1.03), "{report:?}");
+                assert!(
+                    report.train_nodes[p] <= cap(train, parts, 1.03),
+                    "{report:?}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn stream_balances_in_edges_when_asked_and_depends_only_on_its_seed() {
+    let ds = dataset();
+    let parts = 4;
+    let settings = StreamSettings {
+        parts,
+        balance: 1.1,
+        balance_on: BalanceOn::Edges,
+        seed: 3,
+        ..Default::default()
+    };
+    let partition = streamed(&ds, &settings);
+    let mut edges = vec![0; parts];
+    for v in 0..ds.graph.num_nodes() {
+        edges[partition.part[v] as usize] += ds.graph.in_degree(v).max(1);
+    }
+    let total: usize = (0..ds.graph.num_nodes())
+        .map(|v| ds.graph.in_degree(v).max(1))
+        .sum();
+    for (p, &e) in edges.iter().enumerate() {
+        assert!(e <= cap(total, parts, 1.1), "part {p}: {e} of {total}");
+    }
+    assert_eq!(streamed(&ds, &settings), partition);
+    let other = streamed(
+        &ds,
+        &StreamSettings {
+            seed: 4,
+            ..settings.clone()
+        },
+    );
+    assert_ne!(other, partition);
+}
+
+#[test]
+fn stream_refuses_what_cannot_be_cut() {
+    let ds = dataset();
+    let err = |settings: StreamSettings| {
+        stream(&ds.data(), &settings, &|_, _, _| {})
+            .unwrap_err()
+            .to_string()
+    };
+    let zero = err(StreamSettings {
+        parts: 0,
+        ..Default::default()
+    });
+    assert!(
+        zero.contains("cannot cut 2000 nodes into 0 parts"),
+        "{zero}"
+    );
+    let many = err(StreamSettings {
+        parts: 2001,
+        ..Default::default()
+    });
+    assert!(many.contains("into 2001 parts"), "{many}");
+    let low = err(StreamSettings {
+        balance: 0.9,
+        ..Default::default()
+    });
+    assert!(low.contains("balance 0.9 is below 1"), "{low}");
+    let one = streamed(
+        &ds,
+        &StreamSettings {
+            parts: 1,
+            restreams: 0,
+            ..Default::default()
+        },
+    );
+    assert_eq!(one.part, vec![0; 2000]);
+}
+
+/// Every file of a partitioned directory, by its path below it, with its bytes.
+fn files(root: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    for part in std::fs::read_dir(root).unwrap() {
+        let part = part.unwrap().path();
+        if part.is_dir() {
+            for f in std::fs::read_dir(&part).unwrap() {
+                let f = f.unwrap().path();
+                let name = f.strip_prefix(root).unwrap().display().to_string();
+                out.push((name, std::fs::read(&f).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn parts_written_from_a_mapped_dataset_equal_those_written_from_memory() {
+    let root = std::env::temp_dir().join(format!("graphloom-mapped-parts-{}", std::process::id()));
+    let mut ds = dataset();
+    // With edge weights, so the shards' weight files are compared too.
+    ds.edge_weight = Some(
+        (0..ds.graph.num_edges())
+            .map(|e| 0.5 + (e % 7) as f32)
+            .collect(),
+    );
+    let dir = root.join("ds");
+    ds.save(&dir).unwrap();
+    let partition = streamed(
+        &ds,
+        &StreamSettings {
+            parts: 3,
+            ..Default::default()
+        },
+    );
+    let from_memory = root.join("memory");
+    let want = ds.write_parts(&partition, &from_memory).unwrap();
+    let mapped = MappedDataset::open(&dir).unwrap();
+    let features = MappedFeatures::open(&mapped).unwrap();
+    let inputs = PartInputs {
+        data: mapped.data(),
+        edge_weight: mapped.edge_weight(),
+        features: features.rows(mapped.meta.feat_dim),
+    };
+    let from_map = root.join("mapped");
+    let written = std::sync::Mutex::new(Vec::new());
+    let got = write_parts(&inputs, &partition, None, &from_map, &|done, total| {
+        written.lock().unwrap().push((done, total))
+    })
+    .unwrap();
+    assert_eq!(got, want);
+    assert_eq!(got, partition.report(&ds.data()));
+    assert_eq!(files(&from_map), files(&from_memory));
+    assert_eq!(written.into_inner().unwrap().last(), Some(&(3, 3)));
+    let loaded = Part::load(&from_map, 1).unwrap();
+    assert!(loaded.shards.iter().any(|s| !s.weight.is_empty()));
+    std::fs::remove_dir_all(&root).unwrap();
 }

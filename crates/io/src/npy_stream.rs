@@ -136,15 +136,21 @@ pub struct NpyWriter<T: NpyElement> {
 }
 
 impl<T: NpyElement> NpyWriter<T> {
-    /// Starts `path` with `shape`.
+    /// Starts `path` with `shape`, buffering 1 MiB.
     pub fn create(path: &Path, shape: &[usize]) -> Result<NpyWriter<T>> {
+        NpyWriter::with_buffer(path, shape, 1 << 20)
+    }
+
+    /// Starts `path` with `shape`, buffering `buffer` bytes (less for a writer among many open
+    /// at once).
+    pub fn with_buffer(path: &Path, shape: &[usize], buffer: usize) -> Result<NpyWriter<T>> {
         let remaining = shape
             .iter()
             .try_fold(1usize, |n, &d| n.checked_mul(d))
             .ok_or_else(|| Error::format(path, format!("shape {shape:?} overflows")))?;
         let tmp = crate::atomic::temporary_path(path);
         let file = File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
-        let mut out = BufWriter::with_capacity(1 << 20, file);
+        let mut out = BufWriter::with_capacity(buffer, file);
         let header = header_bytes(T::DTYPE, shape, 0);
         out.write_all(&header).map_err(|e| Error::io(&tmp, e))?;
         Ok(NpyWriter {

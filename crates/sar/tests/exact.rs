@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use graphloom_comm::{Communicator, Local, ReduceData, ReduceOp};
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
-use graphloom_graph::partition::{metis, Partition};
+use graphloom_graph::partition::{metis, stream, Partition, StreamSettings};
 use graphloom_graph::parts::Part;
 use graphloom_graph::Dataset;
 use graphloom_nn::{Architecture, GraphInput, Mode, Model, ModelConfig, NodeGraph};
@@ -211,6 +211,28 @@ fn sar_matches_one_worker_for_every_model_on_1_2_4_and_8_workers() {
         }
     }
     for (_, dir) in dirs {
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+}
+
+/// The streaming partitioner's parts, its groups split by METIS or placed by Fennel, train
+/// exactly as one worker does.
+#[test]
+fn streamed_parts_match_one_worker() {
+    let ds = dataset();
+    for coarse_bytes in [0, 1 << 30] {
+        let settings = StreamSettings {
+            parts: 5,
+            coarse_bytes,
+            ..Default::default()
+        };
+        let (partition, _) = stream(&ds.data(), &settings, &|_, _, _| {}).unwrap();
+        let dir = written(&ds, &partition);
+        for arch in ARCHS {
+            let cfg = config(arch, DType::F64);
+            let want = whole_graph(&ds, cfg.clone());
+            check_local(&dir, 5, &cfg, SarMode::Sar, &want);
+        }
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -161,7 +161,8 @@ pub struct PartitionMeta {
     pub method: Option<PartitionMethod>,
 }
 
-/// How a partition was made, as `partition.json` records it.
+/// How a partition was made, as `partition.json` records it: what decides the parts, so the
+/// same command writes the same directory (its time and memory are in its report only).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PartitionMethod {
     /// `"metis"` or `"stream"`.
@@ -177,10 +178,6 @@ pub struct PartitionMethod {
     /// The streaming partitioner's passes: their kind and the nodes each moved.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub passes: Vec<(String, usize)>,
-    /// Seconds the split took, writing the parts not included.
-    pub seconds: f64,
-    /// Peak anonymous memory of the process while it split the graph, in bytes.
-    pub peak_anon_bytes: u64,
 }
 
 /// The file that marks a partitioned directory and describes its parts.

@@ -360,19 +360,37 @@ struct ShardWriter {
 /// Edges a [`ShardWriter`] gathers before writing them.
 const SHARD_BUFFER: usize = 1 << 14;
 
+/// The buffer of each file of a shard: a part writes a shard per part at once.
+const SHARD_FILE_BUFFER: usize = 64 << 10;
+
+/// The memory one shard being written holds: its files' buffers and its gathered edges.
+pub const SHARD_WRITER_BYTES: u64 = (4 * SHARD_FILE_BUFFER + 8 * SHARD_BUFFER) as u64;
+
 impl ShardWriter {
     /// Starts the shard of source part `q` in `dir`, sized for at most `rows` destinations
     /// and `edges` edges (its files are cut to what was written when it ends).
     fn create(dir: &Path, q: usize, rows: usize, edges: usize, weighted: bool) -> Result<Self> {
-        let file = |what: &str| dir.join(format!("shard_{q}_{what}.npy"));
-        let mut ptr = graphloom_io::NpyWriter::create(&file("ptr"), &[rows + 1])?;
+        fn open<T: npy::NpyElement>(
+            dir: &Path,
+            q: usize,
+            what: &str,
+            len: usize,
+        ) -> Result<graphloom_io::NpyWriter<T>> {
+            let path = dir.join(format!("shard_{q}_{what}.npy"));
+            Ok(graphloom_io::NpyWriter::with_buffer(
+                &path,
+                &[len],
+                SHARD_FILE_BUFFER,
+            )?)
+        }
+        let mut ptr = open(dir, q, "ptr", rows + 1)?;
         ptr.write(&[0])?;
         Ok(ShardWriter {
-            dst: graphloom_io::NpyWriter::create(&file("dst"), &[rows])?,
+            dst: open(dir, q, "dst", rows)?,
             ptr,
-            src: graphloom_io::NpyWriter::create(&file("src"), &[edges])?,
+            src: open(dir, q, "src", edges)?,
             weight: if weighted {
-                Some(graphloom_io::NpyWriter::create(&file("weight"), &[edges])?)
+                Some(open(dir, q, "weight", edges)?)
             } else {
                 None
             },
