@@ -39,6 +39,11 @@ pub(crate) struct SarArgs {
     /// Halo modes, comma-separated.
     #[arg(long, default_value = "sar,sa,osa", value_delimiter = ',', value_parser = choice::<SarMode>())]
     modes: Vec<SarMode>,
+    /// Partitioners of the SAR runs, comma-separated: `metis` (parts in `{dataset}-parts{N}`)
+    /// and `stream` (`graphloom partition --method stream`'s split, in `{dataset}-stream{N}`),
+    /// for their traffic side by side.
+    #[arg(long, default_value = "metis", value_delimiter = ',')]
+    partitioners: Vec<String>,
     /// Models, comma-separated.
     #[arg(long, default_value = "sage,gat", value_delimiter = ',', value_parser = choice::<Architecture>())]
     models: Vec<Architecture>,
@@ -81,16 +86,33 @@ pub(crate) struct SarRun {
     pub(crate) bytes_sent: f64,
 }
 
-/// The partition of `dataset` into `parts`, written on first use.
-fn ensure_parts(dataset: &Path, parts: usize) -> Result<PathBuf> {
-    let dir = PathBuf::from(format!("{}-parts{parts}", dataset.display()));
+/// The partition of `dataset` into `parts` by `partitioner`, written on first use.
+fn ensure_parts(dataset: &Path, parts: usize, partitioner: &str) -> Result<PathBuf> {
+    let suffix = if partitioner == "stream" {
+        "stream"
+    } else {
+        "parts"
+    };
+    let dir = PathBuf::from(format!("{}-{suffix}{parts}", dataset.display()));
     if graphloom_graph::parts::PartitionMeta::is_partitioned(&dir) {
         return Ok(dir);
     }
-    let spinner = output::spinner(&format!("METIS: {} into {parts} parts", dataset.display()));
+    let spinner = output::spinner(&format!(
+        "{partitioner}: {} into {parts} parts",
+        dataset.display()
+    ));
     let ds = Dataset::load(dataset)?;
     let partition = output::with_stdout_on_stderr(|| {
-        graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)
+        if partitioner == "stream" {
+            let settings = graphloom_graph::partition::StreamSettings {
+                parts,
+                ..Default::default()
+            };
+            graphloom_graph::partition::stream(&ds.data(), &settings, &|_, _, _| {})
+                .map(|(partition, _)| partition)
+        } else {
+            graphloom_graph::partition::metis(&ds.graph, &ds.train_idx, parts, 0)
+        }
     })?;
     ds.write_parts(&partition, &dir)
         .with_context(|| format!("writing {}", dir.display()))?;
@@ -129,7 +151,13 @@ fn train_args(args: &SarArgs, dataset: &Path, model: &str) -> Vec<String> {
     train
 }
 
-fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<SarRun> {
+fn run_one(
+    args: &SarArgs,
+    model: &str,
+    mode: &str,
+    workers: usize,
+    partitioner: &str,
+) -> Result<SarRun> {
     if mode == TRAIN {
         let train = train_args(args, &args.dataset, model);
         let summary = peers::run_graphloom_train(&train, args.threads)?;
@@ -143,7 +171,7 @@ fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<Sa
             bytes_sent: 0.0,
         });
     }
-    let parts = ensure_parts(&args.dataset, workers)?;
+    let parts = ensure_parts(&args.dataset, workers, partitioner)?;
     let mut train = train_args(args, &parts, model);
     train.extend(["--mode".into(), mode.into()]);
     let summary = match args.comm.as_str() {
@@ -159,7 +187,12 @@ fn run_one(args: &SarArgs, model: &str, mode: &str, workers: usize) -> Result<Sa
         }
         other => bail!("--comm must be local or mpi, not '{other}'"),
     };
-    figures(model, mode, workers, &summary)
+    let mut run = figures(model, mode, workers, &summary)?;
+    if partitioner != "metis" {
+        // Told apart in the table and the chart.
+        run.mode = format!("{mode} ({partitioner})");
+    }
+    Ok(run)
 }
 
 /// A run's figures from its summary JSON.
@@ -186,6 +219,13 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
     if args.workers.contains(&0) {
         bail!("--workers counts must be positive");
     }
+    if let Some(bad) = args
+        .partitioners
+        .iter()
+        .find(|p| *p != "metis" && *p != "stream")
+    {
+        bail!("--partitioners takes metis and stream, not '{bad}'");
+    }
     peers::ensure_synthetic(
         &args.dataset,
         &SyntheticConfig {
@@ -198,22 +238,27 @@ pub(crate) fn run(args: SarArgs) -> Result<()> {
         },
     )?;
     // Per model: the unpartitioned in-memory full-batch run (mode "train"), then every SAR run.
-    let total = args.models.len() * (1 + args.modes.len() * args.workers.len());
+    let total =
+        args.models.len() * (1 + args.modes.len() * args.workers.len() * args.partitioners.len());
     let bar = output::bar(total as u64, "sar runs");
     let mut runs = Vec::new();
     for model in args.models.iter().map(|m| m.name()) {
-        let plans = std::iter::once((TRAIN, 1)).chain(
-            args.workers
-                .iter()
-                .flat_map(|&workers| args.modes.iter().map(move |m| (m.name(), workers))),
-        );
-        for (mode, workers) in plans {
-            bar.set_message(format!("{model} {mode} N={workers}"));
-            let run = run_one(&args, model, mode, workers)
+        let mut plans = vec![(TRAIN, 1, "metis")];
+        for &workers in &args.workers {
+            for mode in &args.modes {
+                for partitioner in &args.partitioners {
+                    plans.push((mode.name(), workers, partitioner.as_str()));
+                }
+            }
+        }
+        for (mode, workers, partitioner) in plans {
+            bar.set_message(format!("{model} {mode} N={workers} {partitioner}"));
+            let run = run_one(&args, model, mode, workers, partitioner)
                 .with_context(|| format!("{model} {mode} on {workers} workers"))?;
             if args.json {
                 let record = json!({
-                    "mode": run.mode,
+                    "mode": mode,
+                    "partitioner": if mode == TRAIN { None } else { Some(partitioner) },
                     "model": run.model,
                     "workers": run.workers,
                     "comm": args.comm,
