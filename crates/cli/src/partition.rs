@@ -65,6 +65,10 @@ pub(crate) struct PartitionArgs {
     /// Streaming: what the load counts.
     #[arg(long, value_enum, default_value_t = Balance::Nodes)]
     balance_on: Balance,
+    /// Streaming: label-propagation passes that group linked nodes before they are placed
+    /// (0: every node is a group).
+    #[arg(long, default_value_t = 5)]
+    grouping_passes: usize,
     /// Streaming: passes after the first that place every node again.
     #[arg(long, default_value_t = 3)]
     restreams: usize,
@@ -254,6 +258,7 @@ fn split(
             Balance::Edges => BalanceOn::Edges,
         },
         seed: args.seed,
+        grouping_passes: args.grouping_passes,
         restreams: args.restreams,
         refinements: args.refinements,
         coarse_bytes: spare_bytes,

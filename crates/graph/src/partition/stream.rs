@@ -27,9 +27,6 @@ const UNPLACED: u32 = u32::MAX;
 /// The size bound of the groups placed whole in the first pass: a part's share over this.
 const GROUPS_PER_PART: usize = 16;
 
-/// Label-propagation passes that form the groups (fewer when one moves almost nothing).
-const GROUPING_PASSES: usize = 5;
-
 /// A refinement pass that moves fewer than this share of the nodes ends the refinement.
 const SETTLED: f64 = 1e-4;
 
@@ -54,6 +51,8 @@ pub struct StreamSettings {
     pub balance_on: BalanceOn,
     /// The seed of tie-breaks between parts of equal score.
     pub seed: u64,
+    /// Label-propagation passes that form the groups (fewer when one moves almost nothing).
+    pub grouping_passes: usize,
     /// Passes after the first that place every node again, each neighbour's part known.
     pub restreams: usize,
     /// Label-propagation passes after the restreams (fewer when a pass moves almost nothing).
@@ -70,6 +69,7 @@ impl Default for StreamSettings {
             balance: 1.03,
             balance_on: BalanceOn::Nodes,
             seed: 0,
+            grouping_passes: 5,
             restreams: 3,
             refinements: 5,
             coarse_bytes: 1 << 30,
@@ -115,7 +115,7 @@ pub fn stream(
     }
     let mut state = State::new(data, settings);
     let largest = (n / (k * GROUPS_PER_PART)).max(1) as u32;
-    let groups = group(data, largest, GROUPING_PASSES, &|pass, done, total| {
+    let groups = group(data, largest, settings.grouping_passes, &|pass, done, total| {
         progress(&format!("grouping {}", pass + 1), done, total)
     });
     let split = split_groups(
