@@ -115,9 +115,12 @@ pub fn stream(
     }
     let mut state = State::new(data, settings);
     let largest = (n / (k * GROUPS_PER_PART)).max(1) as u32;
-    let groups = group(data, largest, settings.grouping_passes, &|pass, done, total| {
-        progress(&format!("grouping {}", pass + 1), done, total)
-    });
+    let groups = group(
+        data,
+        largest,
+        settings.grouping_passes,
+        &|pass, done, total| progress(&format!("grouping {}", pass + 1), done, total),
+    );
     let split = split_groups(
         data,
         &groups,
