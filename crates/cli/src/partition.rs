@@ -66,7 +66,7 @@ pub(crate) struct PartitionArgs {
     #[arg(long, value_enum, default_value_t = Balance::Nodes)]
     balance_on: Balance,
     /// Streaming: label-propagation passes that group linked nodes before they are placed
-    /// (0: every node is a group).
+    /// (0: every node is a group; at most 100, as the other passes).
     #[arg(long, default_value_t = 5)]
     grouping_passes: usize,
     /// Streaming: passes after the first that place every node again.
@@ -75,7 +75,8 @@ pub(crate) struct PartitionArgs {
     /// Streaming: label-propagation passes that move nodes only to cut fewer edges.
     #[arg(long, default_value_t = 5)]
     refinements: usize,
-    /// The memory the split may take, in GiB (default: what is available). `auto` picks
+    /// The memory the split may take, in GiB, at most 1073741824 (1 EiB) [default: what is
+    /// available]. `auto` picks
     /// METIS only when its estimate fits; a split that cannot fit is refused before it starts.
     #[arg(long)]
     memory_gib: Option<f64>,
@@ -83,6 +84,10 @@ pub(crate) struct PartitionArgs {
     #[arg(long)]
     json: bool,
 }
+
+/// The most passes of each kind the streaming split takes: each reads the whole graph, and
+/// they settle within tens.
+const MAX_PASSES: usize = 100;
 
 /// Bytes a node costs the streaming split and the writing of the parts: its part, new id and
 /// place in the order, the marks and positions of the sources a part receives, and its entry
@@ -99,11 +104,19 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
             args.balance
         );
     }
-    if let Some(gib) = args.memory_gib {
-        if !(gib > 0.0 && gib.is_finite()) {
-            bail!("--memory-gib must be a positive number, not {gib}");
+    for (passes, flag) in [
+        (args.grouping_passes, "--grouping-passes"),
+        (args.restreams, "--restreams"),
+        (args.refinements, "--refinements"),
+    ] {
+        if passes > MAX_PASSES {
+            bail!("{flag} must be at most {MAX_PASSES}, not {passes}");
         }
     }
+    let budget = match args.memory_gib {
+        Some(gib) => graphloom_plan::gib_bytes("memory_gib", gib).map_err(output::plan_error)?,
+        None => usable_memory_bytes(MemoryMeasure::Available).unwrap_or(u64::MAX),
+    };
     graphloom_graph::check_output_dir(
         &args.out,
         graphloom_graph::OutputKind::Partitioned,
@@ -115,10 +128,6 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     if args.parts > n.max(1) {
         bail!("cannot cut {n} nodes into {} parts", args.parts);
     }
-    let budget = match args.memory_gib {
-        Some(gib) => (gib * (1u64 << 30) as f64) as u64,
-        None => usable_memory_bytes(MemoryMeasure::Available).unwrap_or(u64::MAX),
-    };
     let writing = STREAM_BYTES_PER_NODE * n as u64 + SHARD_WRITER_BYTES * args.parts as u64;
     // METIS takes a copy of the graph in memory besides its own arrays.
     let metis_bytes = metis_memory_bytes(n, entries) + 8 * n as u64 + 4 * entries as u64;

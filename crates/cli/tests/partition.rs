@@ -155,7 +155,7 @@ fn settings_no_split_can_meet_are_refused_in_one_line() {
         ),
         (
             vec!["--parts", "2", "--memory-gib", "0"],
-            "--memory-gib must be a positive number",
+            "--memory-gib must be a positive number of GiB",
         ),
         (
             vec![

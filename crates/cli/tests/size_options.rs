@@ -65,6 +65,10 @@ const BASES: &[(&str, &str)] = &[
     ("edgelist", "prepare edgelist --edges {edges} --out {out}"),
     ("link-split", "prepare link-split --dataset {ds} --out {out}"),
     ("partition", "partition --dataset {ds} --parts 2 --out {out}"),
+    (
+        "partition-stream",
+        "partition --dataset {ds} --parts 2 --out {out} --method stream",
+    ),
     ("predict", "predict --model {model} --dataset {ds} --out {out}"),
     ("embed", "embed --model {model} --dataset {ds} --out {out}"),
 ];
@@ -145,6 +149,14 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
     ("--parts", "300", "partition", Runs),
     ("--parts", "301", "partition", Refused),
     ("--parts", MAX, "partition", Refused),
+    ("--grouping-passes", "100", "partition", Runs),
+    ("--grouping-passes", "101", "partition", Refused),
+    ("--restreams", "100", "partition-stream", Runs),
+    ("--restreams", "101", "partition", Refused),
+    ("--refinements", "100", "partition-stream", Runs),
+    ("--refinements", "101", "partition", Refused),
+    ("--memory-gib", EIB, "partition", Runs),
+    ("--memory-gib", PAST_EIB, "partition", Refused),
     ("--inference-memory-gib", EIB, "predict", Runs),
     ("--inference-memory-gib", PAST_EIB, "predict", Refused),
     ("--inference-memory-gib", EIB, "embed", Runs),
@@ -157,6 +169,7 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
 /// The numeric options that size nothing: seeds, rates and shares.
 const NOT_SIZES: &[&str] = &[
     "--seed",
+    "--balance",
     "--lr",
     "--weight-decay",
     "--embedding-lr",

@@ -43,7 +43,7 @@ mod settings;
 mod subgraph;
 mod suggest;
 
-pub use budget::{MemoryPart, MemoryPlan};
+pub use budget::{gib_bytes, MemoryPart, MemoryPlan};
 pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;

@@ -224,7 +224,7 @@ pub(crate) const MAX_GIB: u64 = 1 << 30;
 
 /// `gib` GiB, the value of `setting`, in bytes; fails unless it is a positive number of GiB
 /// of at most [`MAX_GIB`].
-pub(crate) fn gib_bytes(setting: &'static str, gib: f64) -> Result<u64> {
+pub fn gib_bytes(setting: &'static str, gib: f64) -> Result<u64> {
     if gib.is_finite() && gib > 0.0 && gib <= MAX_GIB as f64 {
         return Ok((gib * GIB) as u64);
     }
