@@ -271,6 +271,7 @@ fn split(
         restreams: args.restreams,
         refinements: args.refinements,
         coarse_bytes: spare_bytes,
+        ..Default::default()
     };
     let progress = output::PhaseProgress::new();
     let (partition, passes) = output::with_stdout_on_stderr(|| {

@@ -6,7 +6,9 @@ use std::collections::HashSet;
 
 use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::npy;
-use graphloom_graph::partition::{metis, stream, BalanceOn, Partition, StreamSettings};
+use graphloom_graph::partition::{
+    metis, stream, BalanceOn, Partition, StreamSettings, BLOCKS_FROM,
+};
 use graphloom_graph::parts::{write_parts, MappedFeatures, Part, PartInputs};
 use graphloom_graph::MappedDataset;
 
@@ -145,11 +147,18 @@ fn stream_cuts_within_one_and_a_half_of_metis_and_keeps_the_balance() {
             .unwrap()
             .report(&ds.data())
             .edge_cut;
-        // The groups split by METIS, and (no memory for their graph) placed by Fennel.
-        for coarse_bytes in [1 << 30, 0] {
+        // The groups split by METIS, and (no memory for their graph) placed by Fennel; a
+        // node at a time, and (as on large graphs) a block of nodes at a time.
+        for (coarse_bytes, blocks_from) in [
+            (1 << 30, BLOCKS_FROM),
+            (0, BLOCKS_FROM),
+            (1 << 30, 0),
+            (0, 0),
+        ] {
             let settings = StreamSettings {
                 parts,
                 coarse_bytes,
+                blocks_from,
                 ..Default::default()
             };
             let report = streamed(&ds, &settings).report(&ds.data());
@@ -196,6 +205,17 @@ fn stream_balances_in_edges_when_asked_and_depends_only_on_its_seed() {
         assert!(e <= cap(total, parts, 1.1), "part {p}: {e} of {total}");
     }
     assert_eq!(streamed(&ds, &settings), partition);
+    // In blocks, the choices are made in parallel and the result is still the seed's alone.
+    let blocks = StreamSettings {
+        blocks_from: 0,
+        ..settings.clone()
+    };
+    let by_blocks = streamed(&ds, &blocks);
+    let one_thread = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    assert_eq!(one_thread.install(|| streamed(&ds, &blocks)), by_blocks);
     let other = streamed(
         &ds,
         &StreamSettings {

@@ -1,10 +1,13 @@
 //! Groups of closely linked nodes for the streaming partitioner to place whole: size-bounded
 //! label propagation (the clustering multilevel partitioners such as KaMinPar coarsen with),
-//! over the CSR in node order, in 12 bytes a node (16 while the groups are listed).
+//! over the CSR in node order, in 8 bytes a node (16 while the groups are listed).
 //!
 //! A node placed alone sees only the neighbours placed before it, so a community met in
 //! random id order is scattered before any part knows it; placed as a group, it lands in one.
 
+use rayon::prelude::*;
+
+use super::stream::filled;
 use crate::format::mapped::GraphData;
 use crate::NodeId;
 
@@ -31,56 +34,58 @@ impl Groups {
 }
 
 /// Groups `data`'s nodes by `passes` of label propagation: each node joins the group most of
-/// its neighbours are in, if that group holds fewer than `largest` nodes. `progress` is told
-/// each pass's nodes done.
+/// its neighbours are in, if that group holds fewer than `largest` nodes; `block` nodes at a
+/// time choose in parallel from the state before them. `progress` is told each pass's nodes
+/// done.
 pub(crate) fn group(
     data: &GraphData<'_>,
     largest: u32,
     passes: usize,
+    block: usize,
     progress: &dyn Fn(usize, u64, u64),
 ) -> Groups {
     let n = data.num_nodes();
     // Every node starts alone: its group is named by its own id.
-    let mut label: Vec<u32> = (0..n as u32).collect();
-    let mut size = vec![1u32; n];
-    let mut links = vec![0u32; n];
-    let mut touched: Vec<u32> = Vec::new();
+    let mut label: Vec<u32> = graphloom_tensor::alloc::with_capacity(n);
+    label.extend(0..n as u32);
+    let mut size = filled(n, 1u32);
+    let mut wanted: Vec<u32> = Vec::with_capacity(block);
+    let mut scratch = Vec::new();
     for pass in 0..passes {
         let mut moved = 0usize;
-        for v in 0..n {
-            if v % (1 << 20) == 0 {
-                progress(pass, v as u64, n as u64);
+        for start in (0..n).step_by(block) {
+            let end = (start + block).min(n);
+            if start % (1 << 20) < block {
+                progress(pass, start as u64, n as u64);
             }
-            let own = label[v];
-            touched.clear();
-            for &u in data.in_neighbors(v as NodeId) {
-                if u as usize == v {
-                    continue;
+            wanted.clear();
+            if block > 1 {
+                let (label, size) = (&label, &size);
+                (start..end)
+                    .into_par_iter()
+                    .map_init(Vec::new, |scratch, v| {
+                        best_group(data, v, label, size, largest, scratch)
+                    })
+                    .collect_into_vec(&mut wanted);
+            } else {
+                wanted.push(best_group(
+                    data,
+                    start,
+                    &label,
+                    &size,
+                    largest,
+                    &mut scratch,
+                ));
+            }
+            for (v, &to) in (start..end).zip(&wanted) {
+                let own = label[v];
+                // A move chosen from the block's state that no longer fits is not made.
+                if to != own && size[to as usize] < largest {
+                    size[own as usize] -= 1;
+                    size[to as usize] += 1;
+                    label[v] = to;
+                    moved += 1;
                 }
-                let g = label[u as usize];
-                if links[g as usize] == 0 {
-                    touched.push(g);
-                }
-                links[g as usize] += 1;
-            }
-            let mut best = own;
-            for &g in &touched {
-                let more = links[g as usize] > links[best as usize]
-                    || (links[g as usize] == links[best as usize]
-                        && best != own
-                        && size[g as usize] < size[best as usize]);
-                if g != own && more && size[g as usize] < largest {
-                    best = g;
-                }
-            }
-            for &g in &touched {
-                links[g as usize] = 0;
-            }
-            if best != own {
-                size[own as usize] -= 1;
-                size[best as usize] += 1;
-                label[v] = best;
-                moved += 1;
             }
         }
         progress(pass, n as u64, n as u64);
@@ -88,7 +93,6 @@ pub(crate) fn group(
             break;
         }
     }
-    drop(links);
     // Groups in order of their first node, by a counting sort of the labels.
     let mut index = size;
     index.fill(u32::MAX);
@@ -119,4 +123,38 @@ pub(crate) fn group(
         members,
         group_of: label,
     }
+}
+
+/// The group node `v` would join: the one most of its neighbours are in if that has more of
+/// them than its own and room for it (ties to the smaller group), else its own. The neighbours'
+/// groups are counted by sorting them in `scratch`.
+fn best_group(
+    data: &GraphData<'_>,
+    v: usize,
+    label: &[u32],
+    size: &[u32],
+    largest: u32,
+    scratch: &mut Vec<u32>,
+) -> u32 {
+    scratch.clear();
+    scratch.extend(
+        data.in_neighbors(v as NodeId)
+            .iter()
+            .filter(|&&u| u as usize != v)
+            .map(|&u| label[u as usize]),
+    );
+    scratch.sort_unstable();
+    let own = label[v];
+    let mut best = own;
+    let mut best_links = scratch.iter().filter(|&&g| g == own).count();
+    for run in scratch.chunk_by(|a, b| a == b) {
+        let (g, links) = (run[0], run.len());
+        let more = links > best_links
+            || (links == best_links && best != own && size[g as usize] < size[best as usize]);
+        if g != own && more && size[g as usize] < largest {
+            best = g;
+            best_links = links;
+        }
+    }
+    best
 }

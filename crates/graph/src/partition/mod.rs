@@ -9,7 +9,9 @@ mod metis;
 mod stream;
 
 pub use self::metis::{metis, metis_can_index, metis_memory_bytes, METIS_MAX};
-pub use self::stream::{stream, BalanceOn, PassFigures, StreamProgress, StreamSettings};
+pub use self::stream::{
+    stream, BalanceOn, PassFigures, StreamProgress, StreamSettings, BLOCKS_FROM,
+};
 
 use crate::format::mapped::GraphData;
 use crate::{Error, NodeId, Result};

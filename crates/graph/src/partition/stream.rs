@@ -11,6 +11,7 @@
 //! stored both ways, as `prepare` stores undirected graphs, that is every neighbour.
 
 use graphloom_tensor::rng::mix64;
+use rayon::prelude::*;
 
 use super::coarse::split_groups;
 use super::groups::{group, Groups};
@@ -60,6 +61,9 @@ pub struct StreamSettings {
     /// The memory the graph of the groups may take, METIS's included, for METIS to split it
     /// (0: the groups are placed by Fennel, in one pass).
     pub coarse_bytes: u64,
+    /// Graphs of at least this many nodes are placed a block of nodes at a time, each block's
+    /// choices made in parallel from the state before it; smaller ones a node at a time.
+    pub blocks_from: usize,
 }
 
 impl Default for StreamSettings {
@@ -73,6 +77,7 @@ impl Default for StreamSettings {
             restreams: 3,
             refinements: 5,
             coarse_bytes: 1 << 30,
+            blocks_from: BLOCKS_FROM,
         }
     }
 }
@@ -113,12 +118,14 @@ pub fn stream(
     if k == 1 {
         return Ok((Partition::single(n), Vec::new()));
     }
-    let mut state = State::new(data, settings);
+    let block = if n >= settings.blocks_from { BLOCK } else { 1 };
+    let mut state = State::new(data, settings, block);
     let largest = (n / (k * GROUPS_PER_PART)).max(1) as u32;
     let groups = group(
         data,
         largest,
         settings.grouping_passes,
+        block,
         &|pass, done, total| progress(&format!("grouping {}", pass + 1), done, total),
     );
     let split = split_groups(
@@ -172,7 +179,56 @@ pub fn stream(
     ))
 }
 
-/// The parts of the nodes, the loads of the parts and the scratch space of one placement.
+/// Neighbours of the node (or group) being placed, by part, and the parts that have any.
+struct Counts {
+    counts: Vec<u32>,
+    touched: Vec<u32>,
+}
+
+impl Counts {
+    fn new(parts: usize) -> Counts {
+        Counts {
+            counts: vec![0; parts],
+            touched: Vec::new(),
+        }
+    }
+
+    /// Adds the placed ones of `neighbours` (but `skip`, a self-loop) by their part.
+    fn add(&mut self, part: &[u32], neighbours: &[NodeId], skip: usize) {
+        for &u in neighbours {
+            let q = part[u as usize];
+            if q == UNPLACED || u as usize == skip {
+                continue;
+            }
+            if self.counts[q as usize] == 0 {
+                self.touched.push(q);
+            }
+            self.counts[q as usize] += 1;
+        }
+    }
+
+    fn of(&self, q: usize) -> u32 {
+        self.counts[q]
+    }
+
+    fn clear(&mut self) {
+        for &q in &self.touched {
+            self.counts[q as usize] = 0;
+        }
+        self.touched.clear();
+    }
+}
+
+/// Nodes a pass over a large graph chooses for at once, in parallel, from the state before
+/// them; their moves are then made in order, each only where it still fits. Smaller graphs
+/// (where the state is in cache and a pass takes a fraction of a second) place one node at a
+/// time, each seeing the moves before it.
+pub(crate) const BLOCK: usize = 1 << 14;
+
+/// Graphs of at least this many nodes are placed a block at a time (by default).
+pub const BLOCKS_FROM: usize = 1 << 22;
+
+/// The parts of the nodes and the loads of the parts.
 struct State {
     part: Vec<u32>,
     /// Load of each part, and the most one may hold.
@@ -188,13 +244,22 @@ struct State {
     /// Fennel's marginal cost of one more unit of load is `penalty * sqrt(load)`.
     penalty: f64,
     seed: u64,
-    /// Neighbours in each part of the node being placed, and the parts that have any.
-    counts: Vec<u32>,
-    touched: Vec<u32>,
+    /// Nodes a pass chooses for at once.
+    block: usize,
+}
+
+/// A node being placed again: its part before, its load and whether it is a training node.
+/// Its own load is left out of its part's while it is placed.
+#[derive(Clone, Copy)]
+struct Placing {
+    v: usize,
+    was: Option<usize>,
+    weight: u64,
+    train: bool,
 }
 
 impl State {
-    fn new(data: &GraphData<'_>, s: &StreamSettings) -> State {
+    fn new(data: &GraphData<'_>, s: &StreamSettings, block: usize) -> State {
         let n = data.num_nodes();
         let k = s.parts;
         let mut is_train = vec![0u64; n.div_ceil(64)];
@@ -214,7 +279,7 @@ impl State {
         let alpha = (k as f64).sqrt() * m / (n as f64).powf(1.5);
         let unit = n as f64 / total.max(1) as f64;
         State {
-            part: vec![UNPLACED; n],
+            part: filled(n, UNPLACED),
             load: vec![0; k],
             cap: cap_of(total),
             train: vec![0; k],
@@ -224,12 +289,12 @@ impl State {
             lightest: 0,
             penalty: alpha * GAMMA * unit.powf(GAMMA - 1.0),
             seed: s.seed,
-            counts: vec![0; k],
-            touched: Vec::new(),
+            block,
         }
     }
 
-    /// Places every node once, in order; returns how many changed part.
+    /// Places every node once, in order (a block at a time on a large graph); returns how
+    /// many changed part.
     fn pass(
         &mut self,
         data: &GraphData<'_>,
@@ -238,33 +303,67 @@ impl State {
         progress: StreamProgress<'_>,
     ) -> usize {
         let n = data.num_nodes();
+        let k = self.load.len();
+        let block = self.block;
+        let mut counts = Counts::new(k);
+        let mut wanted: Vec<usize> = Vec::with_capacity(block);
         let mut moved = 0;
-        for v in 0..n {
-            if v % (1 << 20) == 0 {
-                progress(label, v as u64, n as u64);
+        for start in (0..n).step_by(block) {
+            let end = (start + block).min(n);
+            if start % (1 << 20) < block {
+                progress(label, start as u64, n as u64);
             }
-            let was = self.part[v];
-            let train = self.is_train(v);
-            let weight = node_load(data, v, self.by_edges);
-            if was != UNPLACED {
-                self.take(was as usize, weight, train);
-                // Unplaced while it is placed again, so a self-loop does not count.
-                self.part[v] = UNPLACED;
-            }
-            self.touched.clear();
-            self.count_more(data.in_neighbors(v as NodeId));
-            let to = if refine {
-                self.gainful(v, was as usize, weight, train)
+            wanted.clear();
+            if block > 1 {
+                let state = &*self;
+                (start..end)
+                    .into_par_iter()
+                    .map_init(
+                        || Counts::new(k),
+                        |c, v| state.choose(data, state.placing(data, v), refine, c),
+                    )
+                    .collect_into_vec(&mut wanted);
             } else {
-                self.fennel(v, weight, train)
-            };
-            self.put(to, weight, train);
-            self.part[v] = to as u32;
-            moved += usize::from(to as u32 != was);
-            self.clear_counts();
+                wanted.push(self.choose(data, self.placing(data, start), refine, &mut counts));
+            }
+            for (v, &to) in (start..end).zip(&wanted) {
+                let p = self.placing(data, v);
+                let was = p.was.expect("placed by the first pass");
+                self.take(was, p.weight, p.train);
+                // A move chosen from the block's state that no longer fits is not made.
+                let to = if to == was || self.fits(to, p.weight, p.train) {
+                    to
+                } else {
+                    was
+                };
+                self.put(to, p.weight, p.train);
+                self.part[v] = to as u32;
+                moved += usize::from(to != was);
+            }
         }
         progress(label, n as u64, n as u64);
         moved
+    }
+
+    fn placing(&self, data: &GraphData<'_>, v: usize) -> Placing {
+        let was = self.part[v];
+        Placing {
+            v,
+            was: (was != UNPLACED).then_some(was as usize),
+            weight: node_load(data, v, self.by_edges),
+            train: self.is_train(v),
+        }
+    }
+
+    /// The part node `p.v` goes to: label propagation's choice (`refine`) or Fennel's.
+    fn choose(&self, data: &GraphData<'_>, p: Placing, refine: bool, c: &mut Counts) -> usize {
+        c.add(&self.part, data.in_neighbors(p.v as NodeId), p.v);
+        let to = match (refine, p.was) {
+            (true, Some(own)) => self.gainful(c, p, own),
+            _ => self.fennel(c, p),
+        };
+        c.clear();
+        to
     }
 
     /// Puts every group's nodes in the part given for the group, loads counted even where a
@@ -290,6 +389,7 @@ impl State {
         progress: StreamProgress<'_>,
     ) {
         let n = data.num_nodes() as u64;
+        let mut c = Counts::new(self.load.len());
         let mut done = 0u64;
         for g in 0..groups.count() {
             let members = groups.members(g);
@@ -297,10 +397,9 @@ impl State {
                 progress("fennel", done, n);
             }
             done += members.len() as u64;
-            self.touched.clear();
             let (mut weight, mut train) = (0, 0u64);
             for &v in members {
-                self.count_more(data.in_neighbors(v));
+                c.add(&self.part, data.in_neighbors(v), v as usize);
                 weight += node_load(data, v as usize, self.by_edges);
                 train += u64::from(self.is_train(v as usize));
             }
@@ -313,13 +412,13 @@ impl State {
                     && (train == 0 || self.train[q] + train <= self.train_cap)
             };
             let first = members[0] as usize;
-            let best = self
+            let best = c
                 .touched
                 .iter()
                 .map(|&q| q as usize)
                 .chain(std::iter::once(self.lightest))
                 .filter(|&q| fits(q))
-                .map(|q| (self.counts[q] as f64 - cost(q), q))
+                .map(|q| (c.of(q) as f64 - cost(q), q))
                 .reduce(|a, b| {
                     let better = b.0 > a.0
                         || (b.0 == a.0
@@ -331,27 +430,15 @@ impl State {
                         a
                     }
                 });
-            self.clear_counts();
-            match best {
-                Some((_, q)) => {
-                    for &v in members {
-                        let t = self.is_train(v as usize);
-                        self.put(q, node_load(data, v as usize, self.by_edges), t);
-                        self.part[v as usize] = q as u32;
-                    }
-                }
-                None => {
-                    for &v in members {
-                        let v = v as usize;
-                        let (w, t) = (node_load(data, v, self.by_edges), self.is_train(v));
-                        self.touched.clear();
-                        self.count_more(data.in_neighbors(v as NodeId));
-                        let q = self.fennel(v, w, t);
-                        self.clear_counts();
-                        self.put(q, w, t);
-                        self.part[v] = q as u32;
-                    }
-                }
+            c.clear();
+            for &v in members {
+                let p = self.placing(data, v as usize);
+                let q = match best {
+                    Some((_, q)) => q,
+                    None => self.choose(data, p, false, &mut c),
+                };
+                self.put(q, p.weight, p.train);
+                self.part[p.v] = q as u32;
             }
         }
         progress("fennel", n, n);
@@ -361,28 +448,24 @@ impl State {
         self.is_train[v / 64] >> (v % 64) & 1 == 1
     }
 
-    fn clear_counts(&mut self) {
-        for &q in &self.touched {
-            self.counts[q as usize] = 0;
-        }
-    }
-
-    /// Adds the placed ones of `neighbours` to the counts by part.
-    fn count_more(&mut self, neighbours: &[NodeId]) {
-        for &u in neighbours {
-            let q = self.part[u as usize];
-            if q == UNPLACED {
-                continue;
-            }
-            if self.counts[q as usize] == 0 {
-                self.touched.push(q);
-            }
-            self.counts[q as usize] += 1;
-        }
-    }
-
+    /// Whether part `q` has room for a node of `weight` (a training node if `train`).
     fn fits(&self, q: usize, weight: u64, train: bool) -> bool {
         self.load[q] + weight <= self.cap && (!train || self.train[q] < self.train_cap)
+    }
+
+    /// Part `q`'s load and training nodes without node `p` (while it is placed again).
+    fn without(&self, q: usize, p: Placing) -> (u64, u64) {
+        if p.was == Some(q) {
+            (self.load[q] - p.weight, self.train[q] - u64::from(p.train))
+        } else {
+            (self.load[q], self.train[q])
+        }
+    }
+
+    /// Whether part `q` has room for node `p`, its own load left out of its part.
+    fn room(&self, q: usize, p: Placing) -> bool {
+        let (load, train) = self.without(q, p);
+        load + p.weight <= self.cap && (!p.train || train < self.train_cap)
     }
 
     /// A fixed pseudo-random order of the parts for node `v`, to break ties.
@@ -392,24 +475,25 @@ impl State {
 
     /// Fennel's choice: most neighbours less the marginal cost of the part's load, among the
     /// parts with room; the parts without neighbours are only as good as the lightest.
-    fn fennel(&self, v: usize, weight: u64, train: bool) -> usize {
-        let score = |q: usize| self.counts[q] as f64 - self.penalty * (self.load[q] as f64).sqrt();
+    fn fennel(&self, c: &Counts, p: Placing) -> usize {
+        let load = |q: usize| self.without(q, p).0;
+        let score = |q: usize| c.of(q) as f64 - self.penalty * (load(q) as f64).sqrt();
         let better = |a: usize, b: usize| {
             let (sa, sb) = (score(a), score(b));
-            sa > sb || (sa == sb && (self.load[a], self.tie(v, a)) < (self.load[b], self.tie(v, b)))
+            sa > sb || (sa == sb && (load(a), self.tie(p.v, a)) < (load(b), self.tie(p.v, b)))
         };
-        let candidates = self
+        let candidates = c
             .touched
             .iter()
             .map(|&q| q as usize)
             .chain(std::iter::once(self.lightest));
         let best = candidates
-            .filter(|&q| self.fits(q, weight, train))
+            .filter(|&q| self.room(q, p))
             .reduce(|a, b| if better(b, a) { b } else { a });
         // The lightest part can be full of training nodes: then any part with room will do.
         best.or_else(|| {
             (0..self.load.len())
-                .filter(|&q| self.fits(q, weight, train))
+                .filter(|&q| self.room(q, p))
                 .reduce(|a, b| if better(b, a) { b } else { a })
         })
         .unwrap_or(self.lightest)
@@ -417,15 +501,13 @@ impl State {
 
     /// Label propagation's choice: the part with the most neighbours if it has more than the
     /// node's own part and room for it, else the node's own part.
-    fn gainful(&self, v: usize, own: usize, weight: u64, train: bool) -> usize {
+    fn gainful(&self, c: &Counts, p: Placing, own: usize) -> usize {
         let mut best = own;
-        for &q in &self.touched {
+        for &q in &c.touched {
             let q = q as usize;
-            let more = self.counts[q] > self.counts[best]
-                || (self.counts[q] == self.counts[best]
-                    && best != own
-                    && self.tie(v, q) < self.tie(v, best));
-            if q != own && more && self.fits(q, weight, train) {
+            let more = c.of(q) > c.of(best)
+                || (c.of(q) == c.of(best) && best != own && self.tie(p.v, q) < self.tie(p.v, best));
+            if q != own && more && self.room(q, p) {
                 best = q;
             }
         }
@@ -449,6 +531,14 @@ impl State {
                 .expect("at least one part");
         }
     }
+}
+
+/// `n` copies of `value` in memory advised to be backed by huge pages: the arrays of the
+/// partitioner are read at random, a TLB miss per access on 4 KiB pages.
+pub(crate) fn filled<T: Copy + Send + 'static>(n: usize, value: T) -> Vec<T> {
+    let mut v = graphloom_tensor::alloc::with_capacity(n);
+    v.resize(n, value);
+    v
 }
 
 /// The load of node `v`: 1, or its in-degree (at least 1) when the balance is on edges.
