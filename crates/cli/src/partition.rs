@@ -50,8 +50,12 @@ pub(crate) struct PartitionArgs {
     #[arg(long)]
     parts: usize,
     /// Output directory: partition.json and one part_{p} folder per part.
-    #[arg(long)]
-    out: PathBuf,
+    #[arg(long, required_unless_present = "dry_run")]
+    out: Option<PathBuf>,
+    /// Split and report the cut, halos and balance, writing nothing: what a split costs
+    /// before its parts take the disk.
+    #[arg(long, conflicts_with = "out")]
+    dry_run: bool,
     /// How to split.
     #[arg(long, value_enum, default_value_t = Method::Auto)]
     method: Method,
@@ -117,11 +121,13 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
         Some(gib) => graphloom_plan::gib_bytes("memory_gib", gib).map_err(output::plan_error)?,
         None => usable_memory_bytes(MemoryMeasure::Available).unwrap_or(u64::MAX),
     };
-    graphloom_graph::check_output_dir(
-        &args.out,
-        graphloom_graph::OutputKind::Partitioned,
-        &[&args.dataset],
-    )?;
+    if let Some(out) = &args.out {
+        graphloom_graph::check_output_dir(
+            out,
+            graphloom_graph::OutputKind::Partitioned,
+            &[&args.dataset],
+        )?;
+    }
     let ds = MappedDataset::open(&args.dataset)?;
     let data = ds.data();
     let (n, entries) = (data.num_nodes(), data.num_edges());
@@ -171,22 +177,33 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
     let split_seconds = start.elapsed().as_secs_f64();
     let split_peak = RssPeaks::finish(peaks).0;
     let peaks = RssPeaks::start();
-    let features = MappedFeatures::open(&ds)?;
-    let inputs = PartInputs {
-        data,
-        edge_weight: ds.edge_weight(),
-        features: features.rows(ds.meta.feat_dim),
+    let report = match &args.out {
+        Some(out) => {
+            let features = MappedFeatures::open(&ds)?;
+            let inputs = PartInputs {
+                data,
+                edge_weight: ds.edge_weight(),
+                features: features.rows(ds.meta.feat_dim),
+            };
+            let progress = output::PhaseProgress::new();
+            let report = write_parts(
+                &inputs,
+                &partition,
+                Some(record.clone()),
+                out,
+                &|done, total| progress.update("writing the parts", done, total),
+            )
+            .with_context(|| format!("writing {}", out.display()))?;
+            progress.finish();
+            report
+        }
+        None => {
+            let spinner = output::spinner("measuring the cut");
+            let report = partition.report(&data);
+            spinner.finish_and_clear();
+            report
+        }
     };
-    let progress = output::PhaseProgress::new();
-    let report = write_parts(
-        &inputs,
-        &partition,
-        Some(record.clone()),
-        &args.out,
-        &|done, total| progress.update("writing the parts", done, total),
-    )
-    .with_context(|| format!("writing {}", args.out.display()))?;
-    progress.finish();
     let peak = RssPeaks::finish(peaks).0.max(split_peak);
     let cut_fraction = report.edge_cut as f64 / entries.max(1) as f64;
     let mean = n as f64 / args.parts as f64;
@@ -195,6 +212,7 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
         output::print_json(&json!({
             "method": record.name,
             "parts": args.parts,
+            "written": args.out.is_some(),
             "nodes": report.nodes,
             "train_nodes": report.train_nodes,
             "edge_cut": report.edge_cut,

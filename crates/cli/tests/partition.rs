@@ -59,6 +59,22 @@ fn each_method_reports_its_split_and_sar_trains_on_the_streamed_parts() {
     assert_eq!(method.balance, Some(1.03));
     assert!(!method.passes.is_empty());
     assert_eq!(meta.edge_cut as f64, stream_cut);
+    // A dry run splits alike and writes nothing.
+    let dry = graphloom_ok(&[
+        "partition",
+        "--dataset",
+        s(&ds),
+        "--parts",
+        "4",
+        "--method",
+        "stream",
+        "--dry-run",
+        "--json",
+    ]);
+    let dry: serde_json::Value = serde_json::from_slice(&dry.stdout).unwrap();
+    assert_eq!(dry["edge_cut"], streamed["edge_cut"]);
+    assert_eq!(dry["halo"], streamed["halo"]);
+    assert_eq!(dry["written"], false);
     // SAR over the streamed parts: 4 workers train the losses of 1 worker's whole graph
     // (within f32's rounding of a different summation order).
     let parts = root.join("stream");
