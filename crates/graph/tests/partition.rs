@@ -318,6 +318,13 @@ fn parts_written_from_a_mapped_dataset_equal_those_written_from_memory() {
     assert_eq!(got, partition.report(&ds.data()));
     assert_eq!(files(&from_map), files(&from_memory));
     assert_eq!(written.into_inner().unwrap().last(), Some(&(3, 3)));
+    // The disk the partition was checked for before writing is what it took, within 10%.
+    let taken: usize = files(&from_map).iter().map(|(_, bytes)| bytes.len()).sum();
+    let estimate = graphloom_graph::parts::disk_bytes(&inputs, &partition) as f64;
+    assert!(
+        (estimate / taken as f64 - 1.0).abs() < 0.1,
+        "estimated {estimate} bytes, took {taken}"
+    );
     let loaded = Part::load(&from_map, 1).unwrap();
     assert!(loaded.shards.iter().any(|s| !s.weight.is_empty()));
     std::fs::remove_dir_all(&root).unwrap();

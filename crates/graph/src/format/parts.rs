@@ -222,6 +222,7 @@ pub fn write_parts(
     for &t in data.train_idx {
         report.train_nodes[partition.part[t] as usize] += 1;
     }
+    crate::disk::check_free_space(out, disk_bytes(inputs, partition), "the partition")?;
     write_dir_atomic(out, OutputKind::Partitioned, &[], |root| {
         for p in 0..parts {
             let dir = part_dir(root, p);
@@ -259,6 +260,42 @@ pub fn write_parts(
         std::fs::write(&meta_path, text + "\n").map_err(|e| Error::io(&meta_path, e))
     })?;
     Ok(report)
+}
+
+/// The bytes the partitioned directory takes on disk: the node files, the sources (and weights)
+/// of every edge, and for every pair of a destination and a part its in-edges come from, a
+/// shard's destination and offset entries and (for a graph stored both ways, where these
+/// pairs are also the rows parts send each other) a send list's entry. Counting those pairs
+/// is one pass over the graph.
+pub fn disk_bytes(inputs: &PartInputs<'_>, partition: &Partition) -> u64 {
+    use rayon::prelude::*;
+    let data = &inputs.data;
+    let parts = partition.parts;
+    let pairs: u64 = (0..data.num_nodes())
+        .into_par_iter()
+        .with_min_len(1 << 12)
+        .map_init(
+            || vec![u32::MAX; parts],
+            |seen, v| {
+                let mut distinct = 0u64;
+                for &u in data.in_neighbors(v as NodeId) {
+                    let q = partition.part[u as usize] as usize;
+                    if seen[q] != v as u32 {
+                        seen[q] = v as u32;
+                        distinct += 1;
+                    }
+                }
+                distinct
+            },
+        )
+        .sum();
+    let (n, edges) = (data.num_nodes() as u64, data.num_edges() as u64);
+    let row = (inputs.features.width * inputs.features.dtype.size()) as u64;
+    let splits = (data.train_idx.len() + data.valid_idx.len() + data.test_idx.len()) as u64;
+    let weight = if inputs.edge_weight.is_some() { 4 } else { 0 };
+    // Original ids, labels and in-degrees are int64; each file's header is at most 128 bytes.
+    let headers = 128 * (8 + 4 * parts as u64) * parts as u64;
+    n * (3 * 8 + row) + 8 * splits + edges * (4 + weight) + pairs * (4 + 8 + 4) + headers
 }
 
 /// Writes, for every part `q`, the rows it sends part `p` (the sources of `p`'s in-edges that
