@@ -257,15 +257,6 @@ fn partitioned(args: InfoArgs) -> Result<()> {
         meta.dataset.num_edges,
         100.0 * meta.edge_cut as f64 / edges
     );
-    println!(
-        "{:>5} {:>10} {:>12} {:>12}",
-        "part", "nodes", "train nodes", "halo rows"
-    );
-    for p in 0..meta.parts {
-        println!(
-            "{p:>5} {:>10} {:>12} {:>12}",
-            meta.nodes[p], meta.train_nodes[p], meta.halo[p]
-        );
-    }
+    crate::partition::print_parts(&meta.nodes, &meta.train_nodes, &meta.halo);
     Ok(())
 }

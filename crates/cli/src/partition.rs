@@ -241,17 +241,19 @@ pub(crate) fn run(args: PartitionArgs) -> Result<()> {
         split_seconds,
         graphloom_graph::format_bytes(peak),
     );
+    print_parts(&report.nodes, &report.train_nodes, &report.halo);
+    Ok(())
+}
+
+/// The table of a partition's parts: nodes, training nodes and halo rows of each.
+pub(crate) fn print_parts(nodes: &[usize], train_nodes: &[usize], halo: &[usize]) {
     println!(
         "{:>5} {:>10} {:>12} {:>12}",
         "part", "nodes", "train nodes", "halo rows"
     );
-    for p in 0..args.parts {
-        println!(
-            "{p:>5} {:>10} {:>12} {:>12}",
-            report.nodes[p], report.train_nodes[p], report.halo[p]
-        );
+    for (p, ((nodes, train), halo)) in nodes.iter().zip(train_nodes).zip(halo).enumerate() {
+        println!("{p:>5} {nodes:>10} {train:>12} {halo:>12}");
     }
-    Ok(())
 }
 
 /// Splits the graph by `method`; returns the partition and what made it.
