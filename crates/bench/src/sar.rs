@@ -42,7 +42,7 @@ pub(crate) struct SarArgs {
     /// Partitioners of the SAR runs, comma-separated: `metis` (parts in `{dataset}-parts{N}`)
     /// and `stream` (`graphloom partition --method stream`'s split, in `{dataset}-stream{N}`),
     /// for their traffic side by side.
-    #[arg(long, default_value = "metis", value_delimiter = ',')]
+    #[arg(long, default_value = "metis", value_delimiter = ',', value_parser = ["metis", "stream"])]
     partitioners: Vec<String>,
     /// Models, comma-separated.
     #[arg(long, default_value = "sage,gat", value_delimiter = ',', value_parser = choice::<Architecture>())]
@@ -218,13 +218,6 @@ fn figures(model: &str, mode: &str, workers: usize, summary: &Value) -> Result<S
 pub(crate) fn run(args: SarArgs) -> Result<()> {
     if args.workers.contains(&0) {
         bail!("--workers counts must be positive");
-    }
-    if let Some(bad) = args
-        .partitioners
-        .iter()
-        .find(|p| *p != "metis" && *p != "stream")
-    {
-        bail!("--partitioners takes metis and stream, not '{bad}'");
     }
     peers::ensure_synthetic(
         &args.dataset,

@@ -31,15 +31,6 @@ enum Method {
     Stream,
 }
 
-/// What a part's load counts for `--balance`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-enum Balance {
-    /// Nodes.
-    Nodes,
-    /// In-edges (a node weighs its in-degree): the work of a full-batch layer.
-    Edges,
-}
-
 /// Arguments of `graphloom partition`.
 #[derive(Args)]
 pub(crate) struct PartitionArgs {
@@ -66,9 +57,10 @@ pub(crate) struct PartitionArgs {
     /// are balanced by the same factor. METIS keeps its own (1.03 on nodes).
     #[arg(long, default_value_t = 1.03)]
     balance: f64,
-    /// Streaming: what the load counts.
-    #[arg(long, value_enum, default_value_t = Balance::Nodes)]
-    balance_on: Balance,
+    /// Streaming: what the load counts: nodes, or in-edges (a node weighs its in-degree, the
+    /// work of a full-batch layer) [default: nodes].
+    #[arg(long, value_parser = output::choice::<BalanceOn>())]
+    balance_on: Option<BalanceOn>,
     /// Streaming: label-propagation passes that group linked nodes before they are placed
     /// (0: every node is a group; at most 100, as the other passes).
     #[arg(long, default_value_t = 5)]
@@ -282,10 +274,7 @@ fn split(
     let settings = StreamSettings {
         parts: args.parts,
         balance: args.balance,
-        balance_on: match args.balance_on {
-            Balance::Nodes => BalanceOn::Nodes,
-            Balance::Edges => BalanceOn::Edges,
-        },
+        balance_on: args.balance_on.unwrap_or(BalanceOn::Nodes),
         seed: args.seed,
         grouping_passes: args.grouping_passes,
         restreams: args.restreams,
@@ -302,7 +291,7 @@ fn split(
     progress.finish();
     record.name = "stream".into();
     record.balance = Some(args.balance);
-    record.balance_on = Some(format!("{:?}", args.balance_on).to_lowercase());
+    record.balance_on = Some(settings.balance_on.name().to_string());
     record.passes = passes
         .into_iter()
         .map(|p| (p.kind.to_string(), p.moved))

@@ -73,6 +73,14 @@ impl Choice for ModelName {
     }
 }
 
+/// What `partition --balance` holds each part's load to.
+impl Choice for graphloom_graph::partition::BalanceOn {
+    const ALL: &'static [Self] = graphloom_graph::partition::BalanceOn::ALL;
+    fn name(self) -> &'static str {
+        graphloom_graph::partition::BalanceOn::name(self)
+    }
+}
+
 /// Where the store keeps a sampled run's node features.
 impl Choice for FeaturesLocation {
     const ALL: &'static [Self] = FeaturesLocation::ALL;

@@ -213,15 +213,7 @@ pub fn write_parts(
     let data = &inputs.data;
     let parts = partition.parts;
     let layout = partition.layout();
-    let mut report = PartitionReport {
-        nodes: (0..parts).map(|p| layout.members(p).len()).collect(),
-        train_nodes: vec![0; parts],
-        edge_cut: 0,
-        halo: vec![0; parts],
-    };
-    for &t in data.train_idx {
-        report.train_nodes[partition.part[t] as usize] += 1;
-    }
+    let mut report = PartitionReport::sizes(partition, &layout, data.train_idx);
     crate::disk::check_free_space(out, disk_bytes(inputs, partition), "the partition")?;
     write_dir_atomic(out, OutputKind::Partitioned, &[], |root| {
         for p in 0..parts {
@@ -234,9 +226,7 @@ pub fn write_parts(
         for p in 0..parts {
             progress(p as u64, parts as u64);
             let members = layout.members(p);
-            let (cut, halo) = marks.mark(data, partition, p, members);
-            report.edge_cut += cut;
-            report.halo[p] = halo;
+            report.add_part(p, marks.mark(data, partition, p, members));
             write_send_lists(root, partition, &layout, &marks, &mut position, p)?;
             let dir = part_dir(root, p);
             write_nodes(&dir, inputs, partition, &layout, p)?;

@@ -115,22 +115,36 @@ impl Partition {
     pub fn report(&self, data: &GraphData<'_>) -> PartitionReport {
         let layout = self.layout();
         let mut marks = SourceMarks::new(data.num_nodes());
-        let mut report = PartitionReport {
-            nodes: vec![0; self.parts],
-            train_nodes: vec![0; self.parts],
-            edge_cut: 0,
-            halo: vec![0; self.parts],
-        };
+        let mut report = PartitionReport::sizes(self, &layout, data.train_idx);
         for p in 0..self.parts {
-            report.nodes[p] = layout.members(p).len();
-            let (cut, halo) = marks.mark(data, self, p, layout.members(p));
-            report.edge_cut += cut;
-            report.halo[p] = halo;
-        }
-        for &t in data.train_idx {
-            report.train_nodes[self.part[t] as usize] += 1;
+            report.add_part(p, marks.mark(data, self, p, layout.members(p)));
         }
         report
+    }
+}
+
+impl PartitionReport {
+    /// The nodes and training nodes of each part of `partition` (laid out as `layout`); the
+    /// cut and halos are added a part at a time ([`PartitionReport::add_part`]).
+    pub(crate) fn sizes(partition: &Partition, layout: &Layout, train: &[usize]) -> Self {
+        let mut train_nodes = vec![0; partition.parts];
+        for &t in train {
+            train_nodes[partition.part[t] as usize] += 1;
+        }
+        PartitionReport {
+            nodes: (0..partition.parts)
+                .map(|p| layout.members(p).len())
+                .collect(),
+            train_nodes,
+            edge_cut: 0,
+            halo: vec![0; partition.parts],
+        }
+    }
+
+    /// Adds part `p`'s cut in-edges and halo rows, as [`SourceMarks::mark`] counts them.
+    pub(crate) fn add_part(&mut self, p: usize, (cut, halo): (usize, usize)) {
+        self.edge_cut += cut;
+        self.halo[p] = halo;
     }
 }
 

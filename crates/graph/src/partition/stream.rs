@@ -41,6 +41,19 @@ pub enum BalanceOn {
     Edges,
 }
 
+impl BalanceOn {
+    /// Every value, in the order front ends list them.
+    pub const ALL: &'static [BalanceOn] = &[BalanceOn::Nodes, BalanceOn::Edges];
+
+    /// The value's name, as front ends spell it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BalanceOn::Nodes => "nodes",
+            BalanceOn::Edges => "edges",
+        }
+    }
+}
+
 /// Settings of [`stream`].
 #[derive(Clone, Debug)]
 pub struct StreamSettings {
@@ -331,7 +344,7 @@ impl State {
                 let was = p.was.expect("placed by the first pass");
                 self.take(was, p.weight, p.train);
                 // A move chosen from the block's state that no longer fits is not made.
-                let to = if to == was || self.fits(to, p.weight, p.train) {
+                let to = if to == was || self.fits(to, p.weight, u64::from(p.train)) {
                     to
                 } else {
                     was
@@ -407,17 +420,13 @@ impl State {
                 let load = self.load[q] as f64;
                 self.penalty * (load + weight as f64 / 2.0).sqrt() * members.len() as f64
             };
-            let fits = |q: usize| {
-                self.load[q] + weight <= self.cap
-                    && (train == 0 || self.train[q] + train <= self.train_cap)
-            };
             let first = members[0] as usize;
             let best = c
                 .touched
                 .iter()
                 .map(|&q| q as usize)
                 .chain(std::iter::once(self.lightest))
-                .filter(|&q| fits(q))
+                .filter(|&q| self.fits(q, weight, train))
                 .map(|q| (c.of(q) as f64 - cost(q), q))
                 .reduce(|a, b| {
                     let better = b.0 > a.0
@@ -448,9 +457,9 @@ impl State {
         self.is_train[v / 64] >> (v % 64) & 1 == 1
     }
 
-    /// Whether part `q` has room for a node of `weight` (a training node if `train`).
-    fn fits(&self, q: usize, weight: u64, train: bool) -> bool {
-        self.load[q] + weight <= self.cap && (!train || self.train[q] < self.train_cap)
+    /// Whether part `q` has room for `weight` more load and `train` more training nodes.
+    fn fits(&self, q: usize, weight: u64, train: u64) -> bool {
+        self.load[q] + weight <= self.cap && (train == 0 || self.train[q] + train <= self.train_cap)
     }
 
     /// Part `q`'s load and training nodes without node `p` (while it is placed again).
@@ -465,7 +474,8 @@ impl State {
     /// Whether part `q` has room for node `p`, its own load left out of its part.
     fn room(&self, q: usize, p: Placing) -> bool {
         let (load, train) = self.without(q, p);
-        load + p.weight <= self.cap && (!p.train || train < self.train_cap)
+        let more = u64::from(p.train);
+        load + p.weight <= self.cap && (more == 0 || train + more <= self.train_cap)
     }
 
     /// A fixed pseudo-random order of the parts for node `v`, to break ties.
