@@ -34,6 +34,10 @@ pub(crate) fn add_run_settings(summary: &mut Value, common: &Common) {
         h["out_heads"] = json!(model.out_heads);
         h["attention_dropout"] = json!(model.attention_dropout.get());
     }
+    if model.arch == graphloom_nn::Architecture::Appnp {
+        h["hops"] = json!(model.hops);
+        h["teleport"] = json!(model.teleport);
+    }
     if let Some(f) = &s.fanouts {
         h["fanouts"] = json!(f.as_slice());
     }

@@ -370,7 +370,7 @@ fn bad_options_are_clear_errors() {
     for (args, expect) in [
         (
             vec!["train", "--model", "mlp"],
-            "[possible values: gcn, sage, gat, rgcn, rsage]",
+            "[possible values: gcn, sage, gat, gin, sgc, appnp, rgcn, rsage]",
         ),
         (
             vec!["train", "--dtype", "i32"],
@@ -416,6 +416,15 @@ fn bad_options_are_clear_errors() {
             "--out-heads must be at least 1",
         ),
         (vec!["--heads", "4"], "--heads does not apply to"),
+        (vec!["--hops", "4"], "--hops does not apply to"),
+        (
+            vec!["--model", "appnp", "--teleport", "1.5"],
+            "--teleport must be within 0 and 1, not 1.5",
+        ),
+        (
+            vec!["--model", "appnp", "--fanouts", "5,5"],
+            "--model does not apply to mini-batch training (--fanouts): APPNP propagates",
+        ),
         (
             vec!["--workers", "2"],
             "--workers does not apply to full-batch training",

@@ -120,7 +120,10 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
     small_dataset(&homogeneous);
     refused(
         &graphloom(&["train", "--dataset", s(&homogeneous), "--model", "rsage"]),
-        &["rsage trains a heterogeneous dataset", "gcn, sage or gat"],
+        &[
+            "rsage trains a heterogeneous dataset",
+            "gcn, sage, gat, gin, sgc or appnp",
+        ],
     );
     refused(
         &graphloom(&["train", "--dataset", s(&homogeneous), "--num-bases", "2"]),

@@ -1,6 +1,7 @@
 //! Using a trained model: `predict` reproduces the test accuracy of the run that saved it,
-//! `embed` gives the layers' outputs, `--init-model` starts where the saved model was, and a
-//! model trained on a learnt input embedding carries it.
+//! `embed` gives the layers' outputs, `--init-model` starts where the saved model was, a
+//! model trained on a learnt input embedding carries it, and GIN, SGC and APPNP train over
+//! workers as on one.
 
 mod common;
 use common::{
@@ -434,4 +435,69 @@ fn resume_is_bit_identical_in_every_mode() {
         );
     }
     std::fs::remove_dir_all(&root).unwrap();
+}
+
+#[test]
+fn gin_sgc_and_appnp_train_on_workers_as_on_one_and_predict_what_they_scored() {
+    let root = scratch("model-families");
+    let ds = root.join("ds");
+    small_dataset(&ds);
+    let parts = root.join("parts");
+    partition(&ds, 2, &parts);
+    for (model, extra) in [
+        ("gin", vec![]),
+        ("sgc", vec!["--layers", "3"]),
+        ("appnp", vec!["--hops", "4", "--teleport", "0.2"]),
+    ] {
+        let run = |dataset: &std::path::Path, workers: Option<&str>, name: &str| {
+            let json = root.join(format!("{model}-{name}.json"));
+            let saved = root.join(format!("{model}-{name}.safetensors"));
+            let mut args = vec![
+                "train",
+                "--dataset",
+                dataset.to_str().unwrap(),
+                "--model",
+                model,
+                "--dtype",
+                "f64",
+                "--epochs",
+                "4",
+                "--quiet",
+                "--summary-json",
+                json.to_str().unwrap(),
+                "--save-model",
+                saved.to_str().unwrap(),
+            ];
+            args.extend(&extra);
+            if let Some(w) = workers {
+                args.extend(["--workers", w]);
+            }
+            graphloom_ok(&args);
+            (summary(&json), saved)
+        };
+        let (one, saved) = run(&ds, None, "one");
+        let (two, _) = run(&parts, Some("2"), "sar");
+        for (a, b) in losses(&one).iter().zip(losses(&two)) {
+            assert!((a - b).abs() <= 1e-9 * a.abs(), "{model}: {a} vs {b}");
+        }
+        let pred = root.join(format!("{model}-pred.npy"));
+        graphloom_ok(&[
+            "predict",
+            "--model",
+            saved.to_str().unwrap(),
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--out",
+            pred.to_str().unwrap(),
+            "--labels",
+        ]);
+        let pred = npy::read_ints(&pred).unwrap().data;
+        let labels = npy::read_ints(&ds.join("node_label.npy")).unwrap().data;
+        let test = npy::read_ints(&ds.join("test_idx.npy")).unwrap().data;
+        assert_eq!(
+            accuracy(&pred, &labels, &test),
+            one["test_acc"].as_f64().unwrap(),
+            "{model}"
+        );
+    }
 }

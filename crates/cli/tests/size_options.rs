@@ -44,6 +44,7 @@ const BASES: &[(&str, &str)] = &[
     ("train", "train --dataset {ds} --epochs 1 --quiet"),
     ("sage", "train --dataset {ds} --epochs 1 --quiet --model sage"),
     ("gat", "train --dataset {ds} --epochs 1 --quiet --model gat"),
+    ("appnp", "train --dataset {ds} --epochs 1 --quiet --model appnp"),
     // A validation accuracy that never improves stops the run after two evaluations.
     ("patient", "train --dataset {ds} --quiet --patience 1 --lr 1e-30"),
     ("snapshots", "train --dataset {ds} --epochs 1 --quiet --snapshot-dir {out}"),
@@ -83,6 +84,8 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
     ("--hidden", MAX, "gat", Refused),
     ("--heads", MAX, "gat", Refused),
     ("--out-heads", MAX, "gat", Refused),
+    ("--hops", "65537", "appnp", Refused), // 65536 steps train, for 13 s
+    ("--hops", MAX, "appnp", Refused),
     ("--epochs", MAX, "patient", Runs),
     ("--patience", MAX, "train", Runs),
     ("--eval-every", MAX, "train", Runs),
@@ -171,6 +174,7 @@ const NOT_SIZES: &[&str] = &[
     "--seed",
     "--balance",
     "--lr",
+    "--teleport",
     "--weight-decay",
     "--embedding-lr",
     "--dropout",

@@ -21,7 +21,8 @@ use graphloom_store::RowSource;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
 use crate::kernels::aggregate::GcnNorm;
-use crate::model::{Architecture, GraphInput, LayerGraph, Mode, Model};
+use crate::layers::Aggregation;
+use crate::model::{GraphInput, LayerGraph, Mode, Model};
 use crate::{Error, Result};
 
 /// What inference computes for every node.
@@ -281,8 +282,9 @@ pub fn infer_layerwise(
     let n = data.num_nodes();
     let layers = output.layers(model.num_layers())?;
     let cfg_model = &model.cfg;
-    let gat = cfg_model.arch == Architecture::Gat;
-    let norm = (cfg_model.arch == Architecture::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
+    let aggregation = cfg_model.arch.aggregation();
+    let gat = aggregation == Aggregation::Attention;
+    let norm = (aggregation == Aggregation::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
     let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
     let mut sampler = Sampler::new(n);
     let source = data.source();

@@ -55,6 +55,6 @@ pub use error::{Error, Result};
 pub use graph::{balanced_chunks, split_rows, GraphView};
 pub use model::{
     ArchDefaults, Architecture, Decoder, GraphInput, Head, LayerGraph, Mode, Model, ModelConfig,
-    NodeGraph, Param, BATCH_NORM_EPS, MAX_PARAMETERS,
+    NodeGraph, Param, APPNP_HOPS, APPNP_TELEPORT, BATCH_NORM_EPS, MAX_HOPS, MAX_PARAMETERS,
 };
 pub use optim::{Optimizer, OptimizerKind};

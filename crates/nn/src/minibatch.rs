@@ -33,10 +33,9 @@ use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
 };
 pub use crate::inputs::Inputs;
+use crate::layers::Aggregation;
 use crate::link::exclude_pairs;
-use crate::model::{
-    Architecture, GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param,
-};
+use crate::model::{GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param};
 use crate::task::{EvaluationSource, Targets, Task, TaskBatch};
 use crate::train::{
     correct_predictions, fit, EpochLoss, EpochRecord, Evaluation, SplitCounts, StepInput, Steps,
@@ -159,7 +158,7 @@ fn prepare(
         exclude_pairs(&mut sampled.blocks, hidden);
     }
     let targets = work.targets_of_rows(&seeds, data.labels);
-    let gat = cfg.arch == Architecture::Gat;
+    let gat = cfg.arch.aggregation() == Aggregation::Attention;
     let graphs = sampled
         .blocks
         .iter()

@@ -4,10 +4,12 @@
 //! # Format (version 1)
 //!
 //! Metadata (`__metadata__`, strings): `format` = `graphloom-model`, `format_version` = `1`,
-//! `arch` (`gcn`, `sage`, `gat`), `in_dim`, `hidden`, `out_dim`, `layers`, `heads`,
-//! `out_heads`, `batch_norm` (`true`/`false`), `activation` (of the hidden layers: `relu`, or
-//! `elu` for GAT), `dtype` (the compute dtype the model was trained in), and the dropout rates
-//! it was trained with (`dropout`, `input_dropout`, `attention_dropout`).
+//! `arch` (`gcn`, `sage`, `gat`, `gin`, `sgc`, `appnp`), `in_dim`, `hidden`, `out_dim`,
+//! `layers`, `heads`, `out_heads`, `hops` and `teleport` (APPNP's; files written before APPNP
+//! have none and read as its defaults), `batch_norm` (`true`/`false`), `activation` (of the
+//! hidden layers: `relu`, `elu` for GAT, `identity` for SGC), `dtype` (the compute dtype the
+//! model was trained in), and the dropout rates it was trained with (`dropout`,
+//! `input_dropout`, `attention_dropout`).
 //!
 //! Tensors, little-endian f32 (f64 for an f64 model), row-major, named `layers.{l}.{name}`
 //! for layer `l` from 0. Dense weights are `[in, out]`: a layer computes `x @ weight`
@@ -18,6 +20,9 @@
 //! | gcn | `weight [in, out]`, `bias [out]` |
 //! | sage | `lin_l.weight [in, out]` (neighbour mean), `lin_l.bias [out]`, `lin_r.weight [in, out]` (root) |
 //! | gat | `lin.weight [in, heads * out]`, `att_src [heads * out]`, `att_dst [heads * out]` (head-major), `bias [heads * out]` (concatenated hidden layers) or `[out]` (the averaged output layer) |
+//! | gin | `eps [1]`, `mlp.0.weight [in, out]`, `mlp.0.bias [out]`, `mlp.1.weight [out, out]`, `mlp.1.bias [out]` |
+//! | sgc | none for the hops before the last layer; the last as gcn's |
+//! | appnp | `lin.weight [in, out]`, `lin.bias [out]` (the last layer's followed by the propagation) |
 //!
 //! With batch normalisation, every hidden layer also has `norm.weight [width]` and
 //! `norm.bias [width]`. A link predictor's metadata has `task` = `link` and `decoder` (`dot`
@@ -29,10 +34,12 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use graphloom_tensor::autodiff::ops::Probability;
+use graphloom_tensor::autodiff::ops::{Activation, Probability};
 use graphloom_tensor::{DType, Tensor};
 
-use crate::model::{Architecture, Head, Model, ModelConfig, Param};
+use crate::model::{
+    Architecture, Head, Model, ModelConfig, Param, APPNP_HOPS, APPNP_TELEPORT, MAX_HOPS,
+};
 use crate::task::TaskKind;
 use crate::tensor_file::{self, TensorFile};
 use crate::Result;
@@ -69,6 +76,8 @@ impl ModelFile {
             ("layers", c.layers.to_string()),
             ("heads", c.heads.to_string()),
             ("out_heads", c.out_heads.to_string()),
+            ("hops", c.hops.to_string()),
+            ("teleport", c.teleport.to_string()),
             ("batch_norm", c.batch_norm.to_string()),
             ("activation", activation.to_string()),
             ("dtype", c.dtype.name().to_string()),
@@ -124,8 +133,9 @@ impl ModelFile {
                     "holds a relational model (rgcn or rsage): give it a heterogeneous dataset",
                 ))
             }
-            name => Architecture::parse(name)
-                .ok_or_else(|| file.error("metadata 'arch' is not gcn, sage or gat"))?,
+            name => Architecture::parse(name).ok_or_else(|| {
+                file.error("metadata 'arch' is not gcn, sage, gat, gin, sgc or appnp")
+            })?,
         };
         // The hidden activation is fixed by the architecture: a file that asks for another
         // would be computed with the wrong one.
@@ -148,6 +158,16 @@ impl ModelFile {
             layers: number("layers")?,
             heads: number("heads")?,
             out_heads: number("out_heads")?,
+            hops: match file.metadata.get("hops") {
+                Some(_) => number("hops")?,
+                None => APPNP_HOPS,
+            },
+            teleport: match file.metadata.get("teleport") {
+                Some(t) => t
+                    .parse()
+                    .map_err(|_| file.error("metadata 'teleport' is not a number"))?,
+                None => APPNP_TELEPORT,
+            },
             batch_norm: match file.meta("batch_norm")? {
                 "true" => true,
                 "false" => false,
@@ -166,9 +186,9 @@ impl ModelFile {
         };
         // Widths a damaged file names could ask for more memory than there is: the model is
         // built (to learn its parameters' shapes) only once the file can hold its weights.
-        // (Every layer has a tensor: the count of layers is checked first, so that counting
-        // the values is quick.)
-        let fits = config.layers <= file.tensor_count()
+        // (Every layer has a tensor but SGC's hops, at most `MAX_HOPS` of them: the count of
+        // layers is checked first, so that counting the values is quick.)
+        let fits = config.layers <= file.tensor_count().saturating_add(MAX_HOPS)
             && least_values(&config).is_some_and(|v| v <= file.size() / size_of::<f32>());
         if !fits {
             return Err(file.error(format!(
@@ -212,26 +232,17 @@ impl ModelFile {
     }
 }
 
-/// The fewest parameter values a model of `c` has, counting only the weight matrix of each
-/// layer (`[input width, output width × heads]`), or `None` when the count overflows. A file
-/// holding fewer values cannot hold the model.
+/// The fewest parameter values a model of `c` has, counting only the first tensor of each
+/// layer that has parameters (its weight matrix, or GIN's `eps`), or `None` when the count
+/// overflows. A file holding fewer values cannot hold the model.
 fn least_values(c: &ModelConfig) -> Option<usize> {
-    let gat = c.arch == Architecture::Gat;
-    let (mut width, mut total) = (c.in_dim, 0usize);
-    for l in 0..c.layers {
-        let last = l + 1 == c.layers;
-        let out = if last { c.out_dim } else { c.hidden };
-        let heads = match (gat, last) {
-            (false, _) => 1,
-            (true, false) => c.heads.max(1),
-            (true, true) => c.out_heads.max(1),
-        };
-        let columns = out.checked_mul(heads)?;
-        total = total.checked_add(width.checked_mul(columns)?)?;
-        // GAT's hidden layers concatenate their heads; its output layer averages them.
-        width = if gat && !last { columns } else { out };
-    }
-    Some(total)
+    c.conv_layers().iter().try_fold(0usize, |total, layer| {
+        let shapes = layer.param_shapes()?;
+        let first = shapes.first().map_or(Some(0), |(_, s)| {
+            s.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
+        })?;
+        total.checked_add(first)
+    })
 }
 
 /// The stored copy of a parameter: f64 stays f64, every other float becomes f32.
@@ -252,10 +263,11 @@ fn head(file: &TensorFile) -> Result<Head> {
 
 /// The activation of an architecture's hidden layers, as the file names it.
 fn hidden_activation(arch: Architecture) -> &'static str {
-    if arch == Architecture::Gat {
-        "elu"
-    } else {
-        "relu"
+    match arch.hidden_activation() {
+        Activation::Identity => "identity",
+        Activation::Relu => "relu",
+        Activation::Elu(_) => "elu",
+        Activation::LeakyRelu(_) => "leaky_relu",
     }
 }
 

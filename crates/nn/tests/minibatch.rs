@@ -9,6 +9,8 @@ use graphloom_convert::synthetic::{generate, SyntheticConfig};
 use graphloom_graph::sample::{CsrSource, Fanouts, Sampler, SamplerKind};
 use graphloom_graph::Dataset;
 use graphloom_nn::batches::epoch_batches;
+use graphloom_nn::kernels::aggregate::GcnNorm;
+use graphloom_nn::layers::Aggregation;
 use graphloom_nn::minibatch::{train_mini_batch, Inputs, MiniBatchConfig};
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{
@@ -87,7 +89,26 @@ fn loss_and_grads(
             )
             .unwrap();
         let gat = model.cfg.arch == Architecture::Gat;
-        let graphs: Vec<LayerGraph> = b.iter().map(|b| LayerGraph::new(b, gat)).collect();
+        // GCN's families normalise by the whole graph's degrees, as layer-wise inference does.
+        let norm: Option<GcnNorm> = (model.cfg.arch.aggregation() == Aggregation::Gcn).then(|| {
+            (0..ds.graph.num_nodes())
+                .map(|v| {
+                    let row = ds.graph.in_neighbors(v);
+                    GcnNorm::of(row.len() as f64, row.contains(&(v as u32)))
+                })
+                .collect()
+        });
+        let graphs: Vec<LayerGraph> = b
+            .iter()
+            .map(|b| {
+                let mut g = LayerGraph::new(b, gat);
+                if let Some(norm) = &norm {
+                    let rows: Vec<usize> = b.src_nodes.iter().map(|&v| v as usize).collect();
+                    g.gcn_norm = Some(Arc::new(norm.select(&rows)));
+                }
+                g
+            })
+            .collect();
         let ids: Vec<usize> = b[0].src_nodes.iter().map(|&v| v as usize).collect();
         let width = features.shape()[1];
         let all = features.as_slice::<f64>().unwrap();
@@ -141,10 +162,16 @@ fn loss_and_grads(
 fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
     let ds = dataset();
     let seeds: Vec<u32> = (0..40).map(|i| i * 11 + 3).collect();
-    // GCN is left out: on a block, a source that is not a destination has no in-edges, so its
-    // degree in the block differs from its degree in the graph, and sampled GCN normalises by
-    // block degrees (as DGL's GraphConv on blocks does).
-    for arch in [Architecture::Sage, Architecture::Gat] {
+    // GCN and SGC take the whole graph's degrees here: on a block, a source that is not a
+    // destination has no in-edges, and sampled training normalises by the block's degrees (as
+    // DGL's GraphConv on blocks does).
+    for arch in [
+        Architecture::Gcn,
+        Architecture::Sage,
+        Architecture::Gat,
+        Architecture::Gin,
+        Architecture::Sgc,
+    ] {
         let model = Model::new(config(arch, DType::F64), 5).unwrap();
         let (whole_rows, whole_loss, whole_grads) = loss_and_grads(&ds, &model, &seeds, false);
         let (block_rows, block_loss, block_grads) = loss_and_grads(&ds, &model, &seeds, true);
@@ -167,6 +194,43 @@ fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
             );
         }
     }
+}
+
+#[test]
+fn appnp_refuses_sampled_blocks() {
+    let ds = dataset();
+    let model = Model::new(config(Architecture::Appnp, DType::F64), 5).unwrap();
+    let mut sampler = Sampler::new(ds.graph.num_nodes());
+    let seeds = [1, 2, 3];
+    let blocks = sampler
+        .sample(
+            &CsrSource::new(&ds.graph),
+            &seeds,
+            &[-1, -1, -1],
+            SamplerKind::Uniform,
+            0,
+            0,
+        )
+        .unwrap();
+    let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, false)).collect();
+    let rows = blocks[0].src_nodes.len();
+    let x = Var::constant(Tensor::zeros(&[rows, 12], DType::F64));
+    let mut tape = Tape::new();
+    let vars: Vec<Var> = model
+        .params
+        .iter()
+        .map(|p| tape.leaf(p.value.clone(), true))
+        .collect();
+    let err = model
+        .forward(
+            &mut tape,
+            &x,
+            &vars,
+            GraphInput::Blocks(&graphs),
+            Mode::inference(),
+        )
+        .expect_err("APPNP over blocks");
+    assert!(err.to_string().contains("several hops"), "{err}");
 }
 
 fn features_in_store(ds: &Dataset, comm: Arc<dyn graphloom_comm::Communicator>) -> StoreTensor {

@@ -577,6 +577,8 @@ fn check_applicable(s: &TrainSettings) -> Result<()> {
     not_here(s.metric.is_some(), "metric")?;
     not_here(s.heads.is_some(), "heads")?;
     not_here(s.out_heads.is_some(), "out_heads")?;
+    not_here(s.hops.is_some(), "hops")?;
+    not_here(s.teleport.is_some(), "teleport")?;
     not_here(s.input_dropout.is_some(), "input_dropout")?;
     not_here(s.attention_dropout.is_some(), "attention_dropout")?;
     not_here(s.checkpoint, "checkpoint")?;

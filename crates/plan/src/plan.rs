@@ -154,7 +154,7 @@ impl Plan {
                 return Err(PlanError::invalid(
                     "model",
                     format!(
-                        "{} trains a heterogeneous dataset (\"format\": \"hetero\" in                          meta.json: node and edge types); this one has one node type and one                          edge type: use gcn, sage or gat",
+                        "{} trains a heterogeneous dataset (\"format\": \"hetero\" in                          meta.json: node and edge types); this one has one node type and one                          edge type: use gcn, sage, gat, gin, sgc or appnp",
                         kind.name()
                     ),
                 ))
@@ -325,6 +325,11 @@ impl PlannedModel {
                 .out_heads
                 .or(saved.map(|c| c.out_heads))
                 .unwrap_or(base.out_heads),
+            hops: s.hops.or(saved.map(|c| c.hops)).unwrap_or(base.hops),
+            teleport: s
+                .teleport
+                .or(saved.map(|c| c.teleport))
+                .unwrap_or(base.teleport),
             dropout,
             input_dropout: s
                 .input_dropout
@@ -382,7 +387,7 @@ fn train_config(s: &TrainSettings, arch: Architecture) -> Result<TrainConfig> {
         lr: s.lr.unwrap_or(arch.defaults().lr),
         weight_decay: s.weight_decay.unwrap_or(match s.task {
             Some(TaskKind::Link) => graphloom_nn::link::WEIGHT_DECAY,
-            _ => TrainConfig::default().weight_decay,
+            _ => arch.defaults().weight_decay,
         }),
         optimizer: s.optimizer.kind(),
         patience: s.patience,

@@ -35,7 +35,14 @@ pub trait Choice: Copy + Send + Sync + 'static {
 
 /// The model: [`Architecture`] under its command-line names.
 impl Choice for Architecture {
-    const ALL: &'static [Self] = &[Architecture::Gcn, Architecture::Sage, Architecture::Gat];
+    const ALL: &'static [Self] = &[
+        Architecture::Gcn,
+        Architecture::Sage,
+        Architecture::Gat,
+        Architecture::Gin,
+        Architecture::Sgc,
+        Architecture::Appnp,
+    ];
     fn name(self) -> &'static str {
         Architecture::name(self)
     }
@@ -45,7 +52,7 @@ impl Choice for Architecture {
 /// relational one, which trains heterogeneous datasets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelName {
-    /// GCN, GraphSAGE or GAT.
+    /// GCN, GraphSAGE, GAT, GIN, SGC or APPNP.
     Homogeneous(Architecture),
     /// R-GCN or R-SAGE.
     Relational(RelationalKind),
@@ -62,6 +69,9 @@ impl Choice for ModelName {
         ModelName::Homogeneous(Architecture::Gcn),
         ModelName::Homogeneous(Architecture::Sage),
         ModelName::Homogeneous(Architecture::Gat),
+        ModelName::Homogeneous(Architecture::Gin),
+        ModelName::Homogeneous(Architecture::Sgc),
+        ModelName::Homogeneous(Architecture::Appnp),
         ModelName::Relational(RelationalKind::Rgcn),
         ModelName::Relational(RelationalKind::Rsage),
     ];
@@ -285,14 +295,27 @@ display_by_name!(OptimizerName, ComputeDType, StorageDType, Backend);
 pub fn help_defaults() -> Vec<(&'static str, String)> {
     use crate::hetero;
     let arch = |a: Architecture| a.defaults();
-    let [gcn, sage, gat] = [Architecture::Gcn, Architecture::Sage, Architecture::Gat].map(arch);
+    let [gcn, sage, gat, gin, sgc, appnp] = [
+        Architecture::Gcn,
+        Architecture::Sage,
+        Architecture::Gat,
+        Architecture::Gin,
+        Architecture::Sgc,
+        Architecture::Appnp,
+    ]
+    .map(arch);
     let model = ModelConfig::of(Architecture::Gat);
     vec![
         (
             "layers",
-            format!("{}, or that of --init-model", model.layers),
+            format!(
+                "{}, or that of --init-model; for sgc the hops (K), for appnp its MLP's layers",
+                model.layers
+            ),
         ),
         ("out_heads", model.out_heads.to_string()),
+        ("hops", model.hops.to_string()),
+        ("teleport", model.teleport.to_string()),
         (
             "embedding_lr",
             format!(
@@ -306,11 +329,13 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "hidden",
             format!(
-                "gcn {}, sage {}, gat {}, rgcn and rsage {}, or that of --init-model; the same \
-                 holds for every model option below",
+                "gcn {}, sage {}, gat {}, gin {}, appnp {} (sgc has no hidden layer), rgcn and \
+                 rsage {}, or that of --init-model; the same holds for every model option below",
                 gcn.hidden,
                 sage.hidden,
                 gat.hidden,
+                gin.hidden,
+                appnp.hidden,
                 hetero::HIDDEN
             ),
         ),
@@ -318,10 +343,14 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "dropout",
             format!(
-                "gcn {}, sage {}, gat {}, rgcn and rsage {}; link prediction {}",
+                "gcn {}, sage {}, gat {}, gin {}, sgc {}, appnp {}, rgcn and rsage {}; link \
+                 prediction {}",
                 gcn.dropout.get(),
                 sage.dropout.get(),
                 gat.dropout.get(),
+                gin.dropout.get(),
+                sgc.dropout.get(),
+                appnp.dropout.get(),
                 hetero::DROPOUT,
                 graphloom_nn::link::DROPOUT
             ),
@@ -329,10 +358,13 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "lr",
             format!(
-                "gcn {}, sage {}, gat {}, rgcn {}, rsage {}",
+                "gcn {}, sage {}, gat {}, gin {}, sgc {}, appnp {}, rgcn {}, rsage {}",
                 gcn.lr,
                 sage.lr,
                 gat.lr,
+                gin.lr,
+                sgc.lr,
+                appnp.lr,
                 hetero::RGCN_LR,
                 hetero::RSAGE_LR
             ),
@@ -340,9 +372,10 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "weight_decay",
             format!(
-                "{}; link prediction {}, as PyG's and OGB's link examples train; rgcn and rsage \
-                 0, as DGL's ogbn-mag example",
+                "{}; sgc {}; link prediction {}, as PyG's and OGB's link examples train; rgcn \
+                 and rsage 0, as DGL's ogbn-mag example",
                 TrainConfig::default().weight_decay,
+                sgc.weight_decay,
                 graphloom_nn::link::WEIGHT_DECAY
             ),
         ),
@@ -410,8 +443,8 @@ pub struct TrainSettings {
     /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
-    /// Model: gcn, sage and gat train a dataset of one node type and one edge type, rgcn and
-    /// rsage a heterogeneous one [default: gcn, or that of --init-model; rgcn on a
+    /// Model: gcn, sage, gat, gin, sgc and appnp train a dataset of one node type and one edge
+    /// type, rgcn and rsage a heterogeneous one [default: gcn, or that of --init-model; rgcn on a
     /// heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
     pub model: Option<ModelName>,
@@ -432,6 +465,13 @@ pub struct TrainSettings {
     /// GAT: heads of the output layer (averaged).
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
+    /// APPNP: propagation steps after its MLP (K).
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub hops: Option<usize>,
+    /// APPNP: the teleport probability back to the MLP's output at each step (alpha), in
+    /// [0, 1].
+    #[cfg_attr(feature = "cli", arg(long))]
+    pub teleport: Option<f64>,
     /// Dropout before each layer, in [0, 1).
     #[cfg_attr(feature = "cli", arg(long))]
     pub dropout: Option<Probability>,
@@ -618,6 +658,8 @@ impl Default for TrainSettings {
             hidden: None,
             heads: None,
             out_heads: None,
+            hops: None,
+            teleport: None,
             dropout: None,
             input_dropout: None,
             attention_dropout: None,

@@ -41,6 +41,8 @@ pub(crate) fn read_model_file<'py>(
     config.set_item("layers", c.layers)?;
     config.set_item("heads", c.heads)?;
     config.set_item("out_heads", c.out_heads)?;
+    config.set_item("hops", c.hops)?;
+    config.set_item("teleport", c.teleport)?;
     config.set_item("batch_norm", c.batch_norm)?;
     config.set_item("dtype", c.dtype.name())?;
     config.set_item("dropout", c.dropout.get())?;
@@ -82,7 +84,7 @@ pub(crate) fn write_model_file(
     let config = ModelConfig {
         arch: Architecture::parse(&arch).ok_or_else(|| {
             invalid(format!(
-                "model configuration: arch '{arch}' is not gcn, sage or gat"
+                "model configuration: arch '{arch}' is not gcn, sage, gat, gin, sgc or appnp"
             ))
         })?,
         in_dim: item(config, "in_dim")?.extract()?,
@@ -91,6 +93,15 @@ pub(crate) fn write_model_file(
         layers: item(config, "layers")?.extract()?,
         heads: item(config, "heads")?.extract()?,
         out_heads: item(config, "out_heads")?.extract()?,
+        // Configurations written before APPNP have no propagation settings.
+        hops: match config.get_item("hops")? {
+            Some(v) => v.extract()?,
+            None => graphloom_nn::APPNP_HOPS,
+        },
+        teleport: match config.get_item("teleport")? {
+            Some(v) => v.extract()?,
+            None => graphloom_nn::APPNP_TELEPORT,
+        },
         dropout: rate(config, "dropout")?,
         input_dropout: rate(config, "input_dropout")?,
         attention_dropout: rate(config, "attention_dropout")?,

@@ -1,5 +1,5 @@
 """Models across the boundary: GraphLoom's model files as PyG modules (log-probabilities
-within 1e-5) and PyG models as GraphLoom model files (predict reproduces PyG)."""
+within 1e-5 of the largest) and PyG models as GraphLoom model files (predict reproduces PyG)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ def cora_inputs(cora):
     return ds, ds.features.gather(torch.arange(ds.num_nodes)), ds.edge_index()
 
 
-@pytest.mark.parametrize("arch", ["gcn", "sage", "gat"])
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gat", "gin", "sgc", "appnp"])
 def test_load_pyg_reproduces_graphloom(cora, cora_models, cora_inputs, arch, tmp_path):
     ds, x, edge_index = cora_inputs
     model = glt.load_pyg(cora_models[arch])
@@ -31,7 +31,9 @@ def test_load_pyg_reproduces_graphloom(cora, cora_models, cora_inputs, arch, tmp
         ours = model(x, edge_index)
     reference = gl.predict(cora_models[arch], cora)
     assert ours.shape == (ds.num_nodes, ds.num_classes)
-    assert (ours - reference).abs().max().item() < 1e-5
+    # Relative to the largest value: GIN's sums make log-probabilities in the hundreds.
+    scale = max(1.0, reference.abs().max().item())
+    assert (ours - reference).abs().max().item() < 1e-5 * scale
     accuracy = (ours.argmax(1)[ds.test_idx] == ds.labels[ds.test_idx]).float().mean()
     assert accuracy > 0.7
     # And back: the same file contents give the same predictions.

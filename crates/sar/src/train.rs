@@ -7,6 +7,7 @@ use std::sync::Arc;
 use graphloom_comm::{Communicator, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
+use graphloom_nn::layers::Aggregation;
 use graphloom_nn::task::Targets;
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
@@ -39,9 +40,11 @@ pub fn sar_graph(
     let ids: Arc<[i64]> = part.orig_ids.clone().into();
     let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);
     let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode)?);
-    let norm = match arch {
-        Architecture::Gcn => Normalisation::Gcn,
-        _ => Normalisation::Mean,
+    let norm = match arch.aggregation() {
+        Aggregation::Gcn => Normalisation::Gcn,
+        Aggregation::Sum => Normalisation::Sum,
+        // GAT reads the attention only.
+        Aggregation::Mean | Aggregation::Attention => Normalisation::Mean,
     };
     let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
     let attention = Arc::new(RingAttention::new(exchange, heads.max(1)));

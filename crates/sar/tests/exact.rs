@@ -1,5 +1,5 @@
 //! SAR is exact: for N = 1, 2, 4 and 8 workers, the loss and every parameter gradient of one
-//! GCN, GraphSAGE or GAT step with dropout (attention dropout included) equal those of one
+//! step of every model family (GCN, GraphSAGE, GAT, GIN, SGC, APPNP) with dropout (attention dropout included) equal those of one
 //! worker on the whole graph: 1e-9 in f64, 1e-4 norm-wise in f32. The three modes agree.
 
 use std::path::{Path, PathBuf};
@@ -16,7 +16,14 @@ use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::{DType, Tape, Var};
 
-const ARCHS: [Architecture; 3] = [Architecture::Sage, Architecture::Gcn, Architecture::Gat];
+const ARCHS: [Architecture; 6] = [
+    Architecture::Sage,
+    Architecture::Gcn,
+    Architecture::Gat,
+    Architecture::Gin,
+    Architecture::Sgc,
+    Architecture::Appnp,
+];
 
 fn dataset() -> Dataset {
     generate(&SyntheticConfig {
@@ -277,7 +284,7 @@ fn edge_weights_match_one_worker() {
         ..base
     };
     let dirs: Vec<(usize, PathBuf)> = [1, 3].map(|n| (n, partitioned(&ds, n))).into();
-    for arch in [Architecture::Gcn, Architecture::Sage] {
+    for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gin] {
         for dtype in [DType::F64, DType::F32] {
             let cfg = config(arch, dtype);
             let want = whole_graph(&ds, cfg.clone());

@@ -1,4 +1,4 @@
-//! The three convolutions, following PyTorch Geometric's definitions and initialisation.
+//! The convolutions, following PyTorch Geometric's definitions and initialisation.
 //!
 //! - GCNConv (Kipf & Welling, <https://arxiv.org/abs/1609.02907>):
 //!   `X' = D^-1/2 (A + I) D^-1/2 X W + b`. Weight Glorot, bias 0.
@@ -8,6 +8,15 @@
 //!   `x'_v = ||_k sum_u alpha^k_uv h^k_u` (or the mean over heads), `alpha` the softmax over
 //!   `v`'s in-edges and a self-loop of `LeakyReLU_0.2(a_src^k . h^k_u + a_dst^k . h^k_v)`, with
 //!   dropout on `alpha`. `W`, `a_src`, `a_dst` Glorot, bias 0.
+//! - GINConv (Xu et al., <https://arxiv.org/abs/1810.00826>), `train_eps`:
+//!   `x'_v = MLP((1 + eps) x_v + sum_{u in N(v)} x_u)`, the MLP
+//!   `Linear -> ReLU -> Linear`. `eps` 0, the linears as PyTorch's `Linear`.
+//! - SGC (Wu et al., <https://arxiv.org/abs/1902.07153>), PyG's `SGConv`: `K - 1` layers
+//!   that only propagate (`D^-1/2 (A + I) D^-1/2 X`) before a GCNConv, which is
+//!   `S^K X W + b` in all.
+//! - APPNP (Gasteiger et al., <https://arxiv.org/abs/1810.05997>): linear layers (the MLP),
+//!   the last followed by `K` steps `h <- (1 - alpha) S h + alpha z` from its output `z`,
+//!   `S` GCN's normalised adjacency. The linears as PyTorch's `Linear`.
 //!
 //! Shapes: `[N, F_in] -> [N, F_out]` (GAT with concatenation: `[N, heads * F_out]`).
 
@@ -24,8 +33,21 @@ use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
 use crate::{Error, GraphView, Result};
 
-/// Which convolution a layer is.
+/// What a layer reads of the graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Aggregation {
+    /// GCN's normalised adjacency with self-loops, `D^-1/2 (A + I) D^-1/2`.
+    Gcn,
+    /// The mean over in-neighbours.
+    Mean,
+    /// The sum over in-neighbours.
+    Sum,
+    /// GAT's attention over the graph with self-loops.
+    Attention,
+}
+
+/// Which convolution a layer is.
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum ConvKind {
     /// GCNConv.
     Gcn,
@@ -38,12 +60,44 @@ pub enum ConvKind {
         /// Concatenate the heads (true) or average them (false).
         concat: bool,
     },
+    /// GINConv with a learnt `eps` and a two-layer MLP.
+    Gin,
+    /// A hop of GCN's normalised adjacency, with no parameters (SGC's hops before its last).
+    Propagate,
+    /// A linear layer, reading no graph (APPNP's MLP).
+    Linear,
+    /// A linear layer followed by APPNP's propagation.
+    Appnp {
+        /// Propagation steps (K).
+        hops: usize,
+        /// The teleport probability (alpha).
+        teleport: f64,
+    },
+}
+
+impl ConvKind {
+    /// What a layer of this kind reads of the graph (`None`: nothing).
+    pub fn aggregation(self) -> Option<Aggregation> {
+        Some(match self {
+            ConvKind::Gcn | ConvKind::Propagate | ConvKind::Appnp { .. } => Aggregation::Gcn,
+            ConvKind::Sage => Aggregation::Mean,
+            ConvKind::Gin => Aggregation::Sum,
+            ConvKind::Gat { .. } => Aggregation::Attention,
+            ConvKind::Linear => return None,
+        })
+    }
+
+    /// Whether a layer of this kind reads more than one hop of the graph (APPNP's), which a
+    /// sampled block, one hop a layer, cannot give.
+    pub fn is_multi_hop(self) -> bool {
+        matches!(self, ConvKind::Appnp { hops, .. } if hops > 1)
+    }
 }
 
 /// One convolution: its kind and widths. The graph it runs over comes with each forward pass
 /// as [`LayerOperators`], so one layer serves the whole graph, a sampled block or a worker's
 /// part alike.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct ConvLayer {
     /// The kind.
     pub kind: ConvKind,
@@ -68,13 +122,14 @@ pub struct LayerOperators {
 }
 
 impl LayerOperators {
-    /// The operators a layer of `kind` needs over a graph in memory: `graph` for GCN and
-    /// GraphSAGE, `graph_with_loops` (one self-loop per node) for GAT. With `block`, the graph
-    /// is a sampled block as a square graph over its sources whose first `block` rows are the
-    /// outputs; GCN then normalises by the block's degrees, as DGL's `GraphConv` on blocks
-    /// does, unless `gcn_norm` gives each source's normalisation in the whole graph.
+    /// The operators of `aggregation` over a graph in memory (none for `None`): `graph` for
+    /// the linear aggregations, `graph_with_loops` (one self-loop per node) for GAT's
+    /// attention. With `block`, the graph is a sampled block as a square graph over its
+    /// sources whose first `block` rows are the outputs; GCN then normalises by the block's
+    /// degrees, as DGL's `GraphConv` on blocks does, unless `gcn_norm` gives each source's
+    /// normalisation in the whole graph.
     pub fn in_memory(
-        kind: ConvKind,
+        aggregation: Option<Aggregation>,
         graph: Option<&Arc<GraphView>>,
         graph_with_loops: Option<&Arc<GraphView>>,
         block: Option<usize>,
@@ -82,32 +137,33 @@ impl LayerOperators {
     ) -> Result<LayerOperators> {
         let missing = |what: &str| Error::Mismatch {
             what: "the graph and the layer",
-            detail: format!("a {kind:?} layer needs {what}"),
+            detail: format!("{aggregation:?} aggregation needs {what}"),
         };
         let mut ops = LayerOperators {
             keep_rows: block,
             ..LayerOperators::default()
         };
-        match kind {
-            ConvKind::Gcn | ConvKind::Sage => {
-                let graph = graph.ok_or_else(|| missing("the graph without added self-loops"))?;
-                let sum = match (kind, gcn_norm) {
-                    (ConvKind::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
-                    (ConvKind::Gcn, None) => WeightedSum::gcn(graph.clone()),
-                    _ => WeightedSum::mean(graph.clone()),
-                };
-                // Aggregations compute only the kept rows themselves.
-                let sum = match block {
-                    Some(n) => sum.with_output_rows(n),
-                    None => sum,
-                };
-                ops.aggregation = Some(Arc::new(sum));
-            }
-            ConvKind::Gat { .. } => {
-                let graph = graph_with_loops.ok_or_else(|| missing("the graph with self-loops"))?;
-                ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
-            }
+        let Some(aggregation) = aggregation else {
+            return Ok(ops);
+        };
+        if aggregation == Aggregation::Attention {
+            let graph = graph_with_loops.ok_or_else(|| missing("the graph with self-loops"))?;
+            ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
+            return Ok(ops);
         }
+        let graph = graph.ok_or_else(|| missing("the graph without added self-loops"))?;
+        let sum = match (aggregation, gcn_norm) {
+            (Aggregation::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
+            (Aggregation::Gcn, None) => WeightedSum::gcn(graph.clone()),
+            (Aggregation::Mean, _) => WeightedSum::mean(graph.clone()),
+            _ => WeightedSum::sum(graph.clone()),
+        };
+        // Aggregations compute only the kept rows themselves.
+        let sum = match block {
+            Some(n) => sum.with_output_rows(n),
+            None => sum,
+        };
+        ops.aggregation = Some(Arc::new(sum));
         Ok(ops)
     }
 }
@@ -171,6 +227,17 @@ impl ConvLayer {
                     ("bias", vec![if concat { wide } else { o }]),
                 ]
             }
+            ConvKind::Gin => vec![
+                ("eps", vec![1]),
+                ("mlp.0.weight", vec![i, o]),
+                ("mlp.0.bias", vec![o]),
+                ("mlp.1.weight", vec![o, o]),
+                ("mlp.1.bias", vec![o]),
+            ],
+            ConvKind::Propagate => Vec::new(),
+            ConvKind::Linear | ConvKind::Appnp { .. } => {
+                vec![("lin.weight", vec![i, o]), ("lin.bias", vec![o])]
+            }
         };
         shapes
             .iter()
@@ -200,9 +267,20 @@ impl ConvLayer {
             .map(|(k, (name, shape))| {
                 let key = key.derive(k as u64);
                 let value = match (self.kind, name) {
-                    (_, "bias") => Tensor::zeros(&shape, dtype),
+                    (_, "bias" | "eps") => Tensor::zeros(&shape, dtype),
                     (ConvKind::Gcn, _) => glorot(&shape, i, o, key, dtype)?,
-                    (ConvKind::Sage, _) => kaiming_uniform(&shape, i, key, dtype)?,
+                    // PyTorch's `Linear`: weight and bias by the weight's fan-in.
+                    (ConvKind::Gin, "mlp.1.weight" | "mlp.1.bias") => {
+                        kaiming_uniform(&shape, o, key, dtype)?
+                    }
+                    (
+                        ConvKind::Sage
+                        | ConvKind::Gin
+                        | ConvKind::Linear
+                        | ConvKind::Appnp { .. }
+                        | ConvKind::Propagate,
+                        _,
+                    ) => kaiming_uniform(&shape, i, key, dtype)?,
                     (ConvKind::Gat { .. }, "lin.weight") => {
                         glorot(&shape, i, shape[1], key, dtype)?
                     }
@@ -228,23 +306,69 @@ impl ConvLayer {
             what: "the graph and the layer",
             detail: format!("a {:?} layer needs {what}", self.kind),
         };
+        if graph.keep_rows.is_some() && self.kind.is_multi_hop() {
+            return Err(Error::InvalidSetting {
+                setting: "model",
+                reason: "APPNP's last layer propagates over several hops, and a sampled block \
+                         gives a layer one: train APPNP over the whole graph (full batch, or \
+                         SAR over workers)"
+                    .into(),
+            });
+        }
+        let aggregation = || {
+            graph
+                .aggregation
+                .as_ref()
+                .ok_or_else(|| missing("an aggregation"))
+        };
         // The sum before the bias, and the bias.
         let (h, bias) = match self.kind {
+            ConvKind::Gin => {
+                let agg = aggregation()?;
+                // `MLP((1 + eps) x + A x)`, whose first product distributes over the sum: the
+                // narrower side is aggregated.
+                let z = if self.projects_first() {
+                    let xw = self.project(tape, x, &p[1], &input)?;
+                    let neighbours = agg.apply(tape, &xw)?;
+                    let own = ConvLayer::kept(graph, tape, &xw)?;
+                    ops::add_scaled_by(tape, &neighbours, &own, &p[0])?
+                } else {
+                    let neighbours = agg.apply(tape, x)?;
+                    let own = ConvLayer::kept(graph, tape, x)?;
+                    let sum = ops::add_scaled_by(tape, &neighbours, &own, &p[0])?;
+                    ops::matmul(tape, &sum, &p[1])?
+                };
+                let z = ops::bias_activation(tape, &z, &p[2], Activation::Relu)?;
+                (ops::matmul(tape, &z, &p[3])?, &p[4])
+            }
+            ConvKind::Propagate => {
+                let h = aggregation()?.apply(tape, x)?;
+                return ConvLayer::activate_without_bias(tape, h, input);
+            }
+            ConvKind::Linear => {
+                let h = self.project(tape, x, &p[0], &input)?;
+                (ConvLayer::kept(graph, tape, &h)?, &p[1])
+            }
+            ConvKind::Appnp { hops, teleport } => {
+                let agg = aggregation()?;
+                let z = self.project(tape, x, &p[0], &input)?;
+                let z = ops::add_bias(tape, &z, &p[1])?;
+                let mut h = z.clone();
+                for _ in 0..hops {
+                    let spread = agg.apply(tape, &h)?;
+                    h = ops::combine(tape, &spread, 1.0 - teleport, &z, teleport)?;
+                }
+                return ConvLayer::activate_without_bias(tape, h, input);
+            }
             ConvKind::Gcn => {
-                let agg = graph
-                    .aggregation
-                    .as_ref()
-                    .ok_or_else(|| missing("an aggregation"))?;
+                let agg = aggregation()?;
                 let h = self
                     .aggregate_linear(tape, agg, x, &p[0], &input)?
                     .product(tape, &p[0])?;
                 (h, &p[1])
             }
             ConvKind::Sage => {
-                let agg = graph
-                    .aggregation
-                    .as_ref()
-                    .ok_or_else(|| missing("an aggregation"))?;
+                let agg = aggregation()?;
                 let h = match self.aggregate_linear(tape, agg, x, &p[0], &input)? {
                     // Both products in one buffer: `(A X) W_l + X_dst W_r`.
                     Linear::Aggregated(ax) if input.sparse.is_none() => {
@@ -292,9 +416,24 @@ impl ConvLayer {
     }
 
     /// Whether the layer multiplies its input by a weight before anything else, so that a
-    /// sparse input can be used: GAT always, GCN and SAGE when they narrow.
+    /// sparse input can be used: GAT and the linear layers always, GCN, SAGE and GIN when they
+    /// narrow, a propagation never.
     pub fn projects_first(&self) -> bool {
-        matches!(self.kind, ConvKind::Gat { .. }) || self.out_dim < self.in_dim
+        match self.kind {
+            ConvKind::Gat { .. } | ConvKind::Linear | ConvKind::Appnp { .. } => true,
+            ConvKind::Propagate => false,
+            ConvKind::Gcn | ConvKind::Sage | ConvKind::Gin => self.out_dim < self.in_dim,
+        }
+    }
+
+    /// `h` activated and with the output dropout applied, for a layer whose last step added
+    /// its bias already or has none.
+    fn activate_without_bias(tape: &mut Tape, h: Var, input: LayerInput) -> Result<Var> {
+        let h = ops::activate(tape, &h, input.activation)?;
+        Ok(match input.output_dropout {
+            Some(d) => ops::dropout(tape, &h, d.rule, d.row_ids)?,
+            None => h,
+        })
     }
 
     /// `X W`, from the sparse input when there is one.

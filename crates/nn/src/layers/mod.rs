@@ -1,6 +1,7 @@
-//! GNN layers: parameters, initialisation and forward passes of GCNConv, SAGEConv and GATConv.
+//! GNN layers: parameters, initialisation and forward passes of GCNConv, SAGEConv, GATConv,
+//! GINConv, SGC's hops and APPNP's propagation.
 
 mod conv;
 pub mod init;
 
-pub use conv::{ConvKind, ConvLayer, LayerInput, LayerOperators, GAT_NEGATIVE_SLOPE};
+pub use conv::{Aggregation, ConvKind, ConvLayer, LayerInput, LayerOperators, GAT_NEGATIVE_SLOPE};

@@ -34,6 +34,7 @@ use graphloom_tensor::Tensor;
 use super::MiniBatch;
 use crate::batches::{rank_slice, BatchStream};
 use crate::kernels::aggregate::GcnNorm;
+use crate::layers::Aggregation;
 use crate::model::{Architecture, GraphInput, LayerGraph};
 use crate::task::Targets;
 use crate::train::{EpochLoss, Steps};
@@ -71,7 +72,7 @@ pub fn batch_blocks(
     let source = CsrSource::new(&sub.csr);
     let blocks = sampler.sample(&source, &seeds, &all, SamplerKind::Uniform, 0, 0)?;
     let weights = edge_weights(sub, norm);
-    let gcn_norm: Option<GcnNorm> = (arch == Architecture::Gcn).then(|| {
+    let gcn_norm: Option<GcnNorm> = (arch.aggregation() == Aggregation::Gcn).then(|| {
         (0..sub.nodes.len())
             .map(|p| {
                 let (lo, hi) = (sub.csr.row_ptr[p] as usize, sub.csr.row_ptr[p + 1] as usize);
@@ -83,7 +84,7 @@ pub fn batch_blocks(
             })
             .collect()
     });
-    let gat = arch == Architecture::Gat;
+    let gat = arch.aggregation() == Aggregation::Attention;
     let mut graphs = Vec::with_capacity(blocks.len());
     for block in &blocks {
         let csr = block.to_csr();

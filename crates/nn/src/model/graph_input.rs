@@ -14,7 +14,7 @@ use super::config::Architecture;
 use crate::kernels::aggregate::{GcnNorm, LinearAggregation};
 use crate::kernels::gat::Attention;
 use crate::kernels::sparse::SparseFeatures;
-use crate::layers::{ConvKind, LayerOperators};
+use crate::layers::{Aggregation, LayerOperators};
 use crate::{GraphView, Result};
 
 /// The graph value of one forward pass.
@@ -42,9 +42,10 @@ pub struct NodeGraph {
 }
 
 impl NodeGraph {
-    /// The operators a model of `arch` needs over `graph` (row `i` is node `i`): GCN's
-    /// normalisation or GraphSAGE's mean, weighted by `edge_weight` (one per edge, in
-    /// `col_idx` order) when given, or GAT's attention over the graph with one self-loop per
+    /// The operators a model of `arch` needs over `graph` (row `i` is node `i`): its linear
+    /// aggregation (GCN's normalisation, the mean or the sum: [`Architecture::aggregation`]),
+    /// weighted by `edge_weight` (one per edge, in `col_idx` order) when given, or GAT's
+    /// attention over the graph with one self-loop per
     /// node (which ignores edge weights, as PyG's `GATConv` does). Charged to
     /// [`Category::Graph`].
     pub fn in_memory(
@@ -53,24 +54,16 @@ impl NodeGraph {
         edge_weight: Option<Arc<[f32]>>,
     ) -> Result<NodeGraph> {
         let _g = category_scope(Category::Graph);
-        let ops = match arch {
-            Architecture::Gat => {
-                let looped = Arc::new(GraphView::new(graph, true));
-                LayerOperators::in_memory(family_kind(arch), None, Some(&looped), None, None)?
+        let aggregation = arch.aggregation();
+        let ops = if aggregation == Aggregation::Attention {
+            let looped = Arc::new(GraphView::new(graph, true));
+            LayerOperators::in_memory(Some(aggregation), None, Some(&looped), None, None)?
+        } else {
+            let mut view = GraphView::new(graph, false);
+            if let Some(w) = edge_weight {
+                view = view.with_edge_weight(w)?;
             }
-            _ => {
-                let mut view = GraphView::new(graph, false);
-                if let Some(w) = edge_weight {
-                    view = view.with_edge_weight(w)?;
-                }
-                LayerOperators::in_memory(
-                    family_kind(arch),
-                    Some(&Arc::new(view)),
-                    None,
-                    None,
-                    None,
-                )?
-            }
+            LayerOperators::in_memory(Some(aggregation), Some(&Arc::new(view)), None, None, None)?
         };
         Ok(NodeGraph {
             aggregation: ops.aggregation,
@@ -79,8 +72,8 @@ impl NodeGraph {
         })
     }
 
-    /// A graph whose operators are given: `aggregation` for GCN and GraphSAGE (GCN's
-    /// normalisation or the mean, to match the architecture), `attention` for GAT.
+    /// A graph whose operators are given: `aggregation` for the families that aggregate
+    /// linearly (the one [`Architecture::aggregation`] names), `attention` for GAT.
     pub fn with_operators(
         aggregation: Arc<dyn LinearAggregation>,
         attention: Arc<dyn Attention>,
@@ -166,19 +159,14 @@ impl LayerGraph {
         }
     }
 
-    /// The operators of a layer of `kind` over this block.
-    pub(crate) fn operators(&self, kind: ConvKind) -> Result<LayerOperators> {
+    /// The operators of a layer reading `aggregation` of this block.
+    pub(crate) fn operators(&self, aggregation: Option<Aggregation>) -> Result<LayerOperators> {
         LayerOperators::in_memory(
-            kind,
+            aggregation,
             Some(&self.view),
             self.looped.as_ref(),
             Some(self.num_dst),
             self.gcn_norm.as_deref(),
         )
     }
-}
-
-/// The convolution kind that decides which operators a model of `arch` needs (heads do not).
-fn family_kind(arch: Architecture) -> ConvKind {
-    arch.conv_kind(0, 1, 1, 1)
 }

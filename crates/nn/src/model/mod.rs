@@ -20,7 +20,7 @@ use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
-pub use config::{ArchDefaults, Architecture, ModelConfig};
+pub use config::{ArchDefaults, Architecture, ModelConfig, APPNP_HOPS, APPNP_TELEPORT};
 pub use graph_input::{GraphInput, LayerGraph, NodeGraph};
 pub use head::{Decoder, Head};
 
@@ -80,6 +80,10 @@ pub struct Model {
 
 /// Inputs with at most this share of non-zeros take the sparse first layer.
 const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
+
+/// The most propagation steps an APPNP layer may take: far beyond any use (its paper takes
+/// 10), and a bound on a forward pass's length.
+pub const MAX_HOPS: usize = 1 << 16;
 
 /// The most scalar parameters a model may have (2^40, 4 TiB of f32): far beyond any GNN, and
 /// low enough that no size computed from it overflows.
@@ -164,6 +168,20 @@ impl Model {
                 setting: "compute dtype",
                 reason: format!("{} is not a float type", cfg.dtype),
             });
+        }
+        if cfg.arch == Architecture::Appnp {
+            if !(0.0..=1.0).contains(&cfg.teleport) {
+                return Err(Error::InvalidSetting {
+                    setting: "teleport",
+                    reason: format!("must be within 0 and 1, not {}", cfg.teleport),
+                });
+            }
+            if cfg.hops > MAX_HOPS {
+                return Err(Error::InvalidSetting {
+                    setting: "hops",
+                    reason: format!("must be at most {MAX_HOPS}, not {}", cfg.hops),
+                });
+            }
         }
         // A GAT layer's output is heads x width wide, and its weight at least that many
         // parameters: bounding the products by the parameters' bound keeps every width
@@ -374,7 +392,7 @@ impl Model {
                 GraphInput::Blocks(blocks) => {
                     let block = &blocks[l - first];
                     LayerPass {
-                        operators: block.operators(layer.kind)?,
+                        operators: block.operators(layer.kind.aggregation())?,
                         row_ids: Some(block.src_ids.clone()),
                         // The ids of the next layer's input rows, which this layer's output
                         // rows are.
@@ -483,10 +501,10 @@ impl Model {
                 .iter()
                 .map(|p| ops::cast(tape, p, cfg.dtype))
                 .collect::<graphloom_tensor::Result<Vec<_>>>()?;
-            let activation = match (last, cfg.arch) {
-                (true, _) => Activation::Identity,
-                (false, Architecture::Gat) => Activation::Elu(1.0),
-                (false, _) => Activation::Relu,
+            let activation = if last {
+                Activation::Identity
+            } else {
+                cfg.arch.hidden_activation()
             };
             let input = LayerInput {
                 sparse,

@@ -245,6 +245,8 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
         layers,
         heads,
         out_heads,
+        hops,
+        teleport,
         dropout,
         input_dropout,
         attention_dropout,
@@ -253,10 +255,17 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
         batch_norm,
         head,
     } = cfg;
+    // Only APPNP reads its propagation's settings; other fingerprints stay those of builds
+    // before it, so their snapshots still resume.
+    let propagation = if *arch == crate::Architecture::Appnp {
+        format!(", hops {hops}, teleport {teleport}")
+    } else {
+        String::new()
+    };
     format!(
         "{} of {layers} layers, {in_dim} -> {hidden} -> {out_dim}, heads {heads}/{out_heads}, \
          dropout {dropout}, input dropout {input_dropout}, attention dropout \
-         {attention_dropout}, {dtype}, batch norm {batch_norm}, head {head:?}",
+         {attention_dropout}, {dtype}, batch norm {batch_norm}, head {head:?}{propagation}",
         arch.name()
     )
 }

@@ -527,7 +527,7 @@ fn ring_attention_bytes(m: &ModelConfig, nodes: u64, edges: u64) -> u64 {
     let (mut outputs, mut scores) = (0, 0);
     for l in 0..m.layers {
         let last = l + 1 == m.layers;
-        if let ConvKind::Gat { heads, .. } = m.arch.conv_kind(l, m.layers, m.heads, m.out_heads) {
+        if let ConvKind::Gat { heads, .. } = m.conv_kind(l) {
             let per_head = if last { m.out_dim } else { m.hidden };
             outputs += nodes * (heads * per_head) as u64 * dtype;
             scores = scores.max(edges * heads as u64 * accumulator);

@@ -121,13 +121,21 @@ def _pyg() -> Any:
 
 class GraphLoomGNN(torch.nn.Module):
     """GraphLoom's model as PyG layers: ``dropout -> conv -> activation`` per hidden layer
-    (ReLU, ELU for GAT), ``dropout -> conv -> log_softmax`` last; ``forward(x, edge_index)``
-    returns log-probabilities. ``config`` is the model file's configuration."""
+    (ReLU, ELU for GAT), ``dropout -> conv`` last, then APPNP's ``propagation`` where there
+    is one, and ``log_softmax``; ``forward(x, edge_index)`` returns log-probabilities.
+    ``config`` is the model file's configuration. APPNP's layers are ``torch.nn.Linear``,
+    which read no graph."""
 
-    def __init__(self, config: dict[str, Any], convs: Sequence[torch.nn.Module]) -> None:
+    def __init__(
+        self,
+        config: dict[str, Any],
+        convs: Sequence[torch.nn.Module],
+        propagation: torch.nn.Module | None = None,
+    ) -> None:
         super().__init__()
         self.config = dict(config)
         self.convs = torch.nn.ModuleList(convs)
+        self.propagation = propagation
         self.act = torch.nn.ELU() if config["arch"] == "gat" else torch.nn.ReLU()
         self.input_embedding: torch.Tensor | None = None
 
@@ -136,9 +144,11 @@ class GraphLoomGNN(torch.nn.Module):
         for i, conv in enumerate(self.convs):
             p = self.config["input_dropout"] if i == 0 else self.config["dropout"]
             x = F.dropout(x, p=p, training=self.training)
-            x = conv(x, edge_index)
+            x = conv(x) if isinstance(conv, torch.nn.Linear) else conv(x, edge_index)
             if i < last:
                 x = self.act(x)
+        if self.propagation is not None:
+            x = self.propagation(x, edge_index)
         return F.log_softmax(x, dim=-1)
 
 
@@ -161,9 +171,19 @@ def _widths(config: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
     return out
 
 
+def _linear(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Linear:
+    """A ``torch.nn.Linear`` computing ``x @ weight + bias`` (GraphLoom's ``[in, out]``)."""
+    lin = torch.nn.Linear(weight.shape[0], weight.shape[1])
+    lin.weight.data.copy_(weight.T)
+    lin.bias.data.copy_(bias)
+    return lin
+
+
 def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
     """A GraphLoom model file as a :class:`GraphLoomGNN` of ``torch_geometric.nn`` layers
-    (GCNConv, SAGEConv with mean aggregation, GATConv), in evaluation mode, float32.
+    (GCNConv, SAGEConv with mean aggregation, GATConv, GINConv with ``train_eps`` over
+    ``Linear -> ReLU -> Linear``, one SGConv of K = the SGC's layers, APPNP's linears followed
+    by ``APPNP(K, alpha)``), in evaluation mode, float32.
     ``model(x, edge_index)`` gives GraphLoom's log-probabilities. A model trained on a learnt
     input embedding carries it as ``model.input_embedding`` (its ``x``). Models with batch
     normalisation do not map (PyG's BatchNorm keeps running statistics GraphLoom does not)."""
@@ -175,6 +195,12 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             "(GraphLoom normalises with batch statistics, PyG's BatchNorm with running ones)"
         )
     values = {name: torch.from_dlpack(view).float() for name, view in params}
+    if config["arch"] == "sgc":
+        # The hops before the last layer carry no parameters: one SGConv does them all.
+        last = config["layers"] - 1
+        conv = pyg_nn.SGConv(config["in_dim"], config["out_dim"], K=config["layers"])
+        conv.lin = _linear(values[f"layers.{last}.weight"], values[f"layers.{last}.bias"])
+        return _with_embedding(GraphLoomGNN(config, [conv]), embedding).eval()
     convs = []
     for layer, (fan_in, channels, heads, concat) in enumerate(_widths(config)):
         p = lambda name: values[f"layers.{layer}.{name}"]  # noqa: E731
@@ -182,6 +208,18 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             conv = pyg_nn.GCNConv(fan_in, channels)
             conv.lin.weight.data.copy_(p("weight").T)
             conv.bias.data.copy_(p("bias"))
+        elif config["arch"] == "gin":
+            mlp = torch.nn.Sequential(
+                torch.nn.Linear(fan_in, channels), torch.nn.ReLU(), torch.nn.Linear(channels, channels)
+            )
+            # GINConv resets its MLP when made: the values go in after.
+            conv = pyg_nn.GINConv(mlp, train_eps=True)
+            for i, lin in enumerate((conv.nn[0], conv.nn[2])):
+                lin.weight.data.copy_(p(f"mlp.{i}.weight").T)
+                lin.bias.data.copy_(p(f"mlp.{i}.bias"))
+            conv.eps.data.copy_(p("eps"))
+        elif config["arch"] == "appnp":
+            conv = _linear(p("lin.weight"), p("lin.bias"))
         elif config["arch"] == "sage":
             conv = pyg_nn.SAGEConv(fan_in, channels, aggr="mean")
             conv.lin_l.weight.data.copy_(p("lin_l.weight").T)
@@ -197,10 +235,17 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             conv.att_dst.data.copy_(p("att_dst").reshape(1, heads, channels))
             conv.bias.data.copy_(p("bias"))
         convs.append(conv)
-    model = GraphLoomGNN(config, convs)
+    propagation = None
+    if config["arch"] == "appnp":
+        propagation = pyg_nn.APPNP(K=config["hops"], alpha=config["teleport"])
+    return _with_embedding(GraphLoomGNN(config, convs, propagation), embedding).eval()
+
+
+def _with_embedding(model: GraphLoomGNN, embedding: Any) -> GraphLoomGNN:
+    """``model`` carrying the model file's learnt input embedding, when it has one."""
     if embedding is not None:
         model.input_embedding = torch.from_dlpack(embedding).float()
-    return model.eval()
+    return model
 
 
 def _fail(message: str) -> None:
@@ -286,6 +331,9 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
     pyg_nn = _pyg()
     if getattr(model, "input_embedding", None) is not None:
         _fail("the model carries a learnt input embedding, which this writer does not save")
+    if isinstance(model, GraphLoomGNN) and model.config["arch"] in ("gin", "sgc", "appnp"):
+        _save_loaded(model, path, dropout)
+        return
     convs = list(getattr(model, "convs", []))
     if not convs:
         _fail(f"{type(model).__name__} has no `convs` list of GCNConv, SAGEConv or GATConv layers")
@@ -327,12 +375,8 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
         "input_dropout": float(base["input_dropout"]),
         "attention_dropout": float(getattr(convs[0], "dropout", 0.0)) if arch == "gat" else 0.0,
     }
-    params = []
-
-    def add(name: str, value: torch.Tensor) -> None:
-        array = np.ascontiguousarray(value.detach().to("cpu", torch.float32).numpy())
-        params.append((name, array.reshape(-1), list(array.shape)))
-
+    params: list = []
+    add = _adder(params)
     for layer, conv in enumerate(convs):
         pre = f"layers.{layer}."
         if arch == "gcn":
@@ -347,4 +391,41 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
             add(pre + "att_src", conv.att_src.reshape(-1))
             add(pre + "att_dst", conv.att_dst.reshape(-1))
             add(pre + "bias", conv.bias)
+    _graphloom.write_model_file(os.fspath(path), config, params)
+
+
+def _adder(params: list) -> Any:
+    """A function appending a named parameter to ``params`` as ``write_model_file`` takes it
+    (GraphLoom's ``[in, out]`` weights are the transposes of ``torch.nn.Linear``'s)."""
+
+    def add(name: str, value: torch.Tensor) -> None:
+        array = np.ascontiguousarray(value.detach().to("cpu", torch.float32).numpy())
+        params.append((name, array.reshape(-1), list(array.shape)))
+
+    return add
+
+
+def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | None) -> None:
+    """Writes a GIN, SGC or APPNP :class:`GraphLoomGNN` (from :func:`load_pyg`) back as its
+    model file."""
+    config = dict(model.config)
+    if dropout is not None:
+        config["dropout"] = float(dropout)
+    params: list = []
+    add = _adder(params)
+    if config["arch"] == "sgc":
+        lin = model.convs[0].lin
+        last = f"layers.{config['layers'] - 1}."
+        add(last + "weight", lin.weight.T)
+        add(last + "bias", lin.bias)
+    for layer, conv in enumerate(model.convs if config["arch"] != "sgc" else []):
+        pre = f"layers.{layer}."
+        if config["arch"] == "gin":
+            add(pre + "eps", conv.eps.reshape(1))
+            for i, lin in enumerate((conv.nn[0], conv.nn[2])):
+                add(pre + f"mlp.{i}.weight", lin.weight.T)
+                add(pre + f"mlp.{i}.bias", lin.bias)
+        else:
+            add(pre + "lin.weight", conv.weight.T)
+            add(pre + "lin.bias", conv.bias)
     _graphloom.write_model_file(os.fspath(path), config, params)

@@ -32,6 +32,28 @@ pub fn sum<T: Float>(x: &[T]) -> T::Acc {
     total
 }
 
+/// The sum of the element-wise products of `a` and `b` (of one length), accumulated in
+/// `T::Acc`.
+pub fn dot<T: Float>(a: &[T], b: &[T]) -> T::Acc {
+    assert_eq!(a.len(), b.len(), "dot: lengths differ");
+    let partials: Vec<T::Acc> = a
+        .par_chunks(CHUNK)
+        .zip(b.par_chunks(CHUNK))
+        .map(|(x, y)| {
+            let mut s = T::Acc::ZERO;
+            for (&u, &v) in x.iter().zip(y) {
+                s += u.to_acc() * v.to_acc();
+            }
+            s
+        })
+        .collect();
+    let mut total = T::Acc::ZERO;
+    for p in partials {
+        total += p;
+    }
+    total
+}
+
 /// The sum over rows of an `[n, cols]` matrix: a vector of `cols` sums, in `T::Acc`.
 pub fn column_sums<T: Float>(x: &[T], cols: usize) -> Vec<T::Acc> {
     if cols == 0 {
