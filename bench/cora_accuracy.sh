@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE
-# (full batch), GraphSAGE in sampled mini-batches (fanouts 25,10, batch size 32), and GIN, SGC
-# and APPNP with their defaults (bench/pyg_models_reference.py trains PyG's on the same split).
+# (full batch), GraphSAGE in sampled mini-batches (fanouts 25,10, batch size 32), and GATv2,
+# GIN, SGC and APPNP with their defaults (bench/pyg_models_reference.py trains PyG's on the same split).
 # Usage: bench/cora_accuracy.sh [SEEDS]   (run from the repository root)
 # GRAPHLOOM=path/to/graphloom runs that binary instead of building this checkout's (to compare
 # two builds on the same data).
@@ -34,6 +34,7 @@ run gat  --model gat  --layers 2 --hidden 8 --heads 8 --out-heads 1 --dropout 0.
 run sage --model sage --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200
 run gcn-bf16 --model gcn --layers 2 --hidden 16 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 200 --dtype bf16
 run sage-minibatch --model sage --layers 2 --hidden 64 --dropout 0.5 --lr 0.01 --weight-decay 5e-4 --epochs 50 --fanouts 25,10 --batch-size 32
+run gatv2 --model gatv2 --layers 2 --hidden 8 --heads 8 --out-heads 1 --dropout 0.6 --attention-dropout 0.6 --lr 0.005 --weight-decay 5e-4 --epochs 1000 --patience 100
 run gin   --model gin   --layers 2 --hidden 64 --dropout 0.8 --lr 0.01 --weight-decay 5e-4 --epochs 200
 run sgc   --model sgc   --layers 2 --dropout 0 --lr 0.2 --weight-decay 5e-5 --epochs 200
 run appnp --model appnp --layers 2 --hidden 64 --dropout 0.5 --hops 10 --teleport 0.1 --lr 0.01 --weight-decay 5e-4 --epochs 200

@@ -1,8 +1,10 @@
-"""The PyG reference of GIN, SGC and APPNP node classification on a GraphLoom dataset directory,
+"""The PyG reference of GATv2, GIN, SGC and APPNP node classification on a GraphLoom dataset directory,
 with GraphLoom's defaults for each (its `--help` table), so the two can be compared on the same
 split: full batch, Adam with L2 weight decay, evaluation every epoch, and the test accuracy of
 the epoch of the best validation accuracy (the first of equals), as `graphloom train` reports.
 
+- gatv2: `dropout -> GATv2Conv(8 heads of 8, attention dropout 0.6, concatenated) -> ELU`,
+  `dropout -> GATv2Conv(1 head)`; dropout 0.6, lr 0.005, weight decay 5e-4 (GAT's settings).
 - gin: `dropout -> GINConv(Linear -> ReLU -> Linear, train_eps) -> ReLU` per hidden layer,
   `dropout -> GINConv` last; hidden 64, dropout 0.8, lr 0.01, weight decay 5e-4.
 - sgc: one SGConv with K = --layers (2); no dropout, lr 0.2, weight decay 5e-5.
@@ -11,8 +13,8 @@ the epoch of the best validation accuracy (the first of equals), as `graphloom t
 
 Prints one JSON line per seed and one with the mean and standard deviation.
 
-Usage: pyg_models_reference.py DATASET --model gin|sgc|appnp [--seeds 10 --epochs 200
-       --layers 2 --threads N]
+Usage: pyg_models_reference.py DATASET --model gatv2|gin|sgc|appnp [--seeds 10 --epochs 200
+       --patience P --layers 2 --threads N]
 """
 import argparse
 import json
@@ -22,9 +24,10 @@ import statistics
 import numpy as np
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import APPNP, GINConv, SGConv
+from torch_geometric.nn import APPNP, GATv2Conv, GINConv, SGConv
 
 DEFAULTS = {
+    "gatv2": {"hidden": 8, "dropout": 0.6, "lr": 0.005, "weight_decay": 5e-4},
     "gin": {"hidden": 64, "dropout": 0.8, "lr": 0.01, "weight_decay": 5e-4},
     "sgc": {"hidden": 0, "dropout": 0.0, "lr": 0.2, "weight_decay": 5e-5},
     "appnp": {"hidden": 64, "dropout": 0.5, "lr": 0.01, "weight_decay": 5e-4},
@@ -66,6 +69,18 @@ class Gin(torch.nn.Module):
         return x
 
 
+class GatV2(torch.nn.Module):
+    def __init__(self, fan_in, hidden, classes, dropout):
+        super().__init__()
+        self.conv1 = GATv2Conv(fan_in, hidden, heads=8, dropout=dropout)
+        self.conv2 = GATv2Conv(hidden * 8, classes, heads=1, concat=False, dropout=dropout)
+        self.dropout = dropout
+
+    def forward(self, x, edge_index):
+        x = F.elu(self.conv1(F.dropout(x, self.dropout, self.training), edge_index))
+        return self.conv2(F.dropout(x, self.dropout, self.training), edge_index)
+
+
 class Appnp(torch.nn.Module):
     def __init__(self, fan_in, hidden, classes, dropout):
         super().__init__()
@@ -94,15 +109,19 @@ def run(args, data, seed):
     torch.manual_seed(seed)
     d = DEFAULTS[args.model]
     classes = int(meta["num_classes"])
-    if args.model == "gin":
+    if args.model == "gatv2":
+        model = GatV2(x.shape[1], d["hidden"], classes, d["dropout"])
+    elif args.model == "gin":
         model = Gin(x.shape[1], d["hidden"], classes, args.layers, d["dropout"])
     elif args.model == "sgc":
         model = Sgc(x.shape[1], classes, args.layers)
     else:
         model = Appnp(x.shape[1], d["hidden"], classes, d["dropout"])
     opt = torch.optim.Adam(model.parameters(), lr=d["lr"], weight_decay=d["weight_decay"])
-    best_val, test_at_best = -1.0, 0.0
+    best_val, test_at_best, since_best = -1.0, 0.0, 0
     for _ in range(args.epochs):
+        if args.patience is not None and since_best >= args.patience:
+            break
         model.train()
         opt.zero_grad()
         out = model(x, edge_index)
@@ -113,7 +132,9 @@ def run(args, data, seed):
             pred = model(x, edge_index).argmax(1)
         acc = {s: (pred[i] == y[i]).float().mean().item() for s, i in split.items()}
         if acc["valid"] > best_val:
-            best_val, test_at_best = acc["valid"], acc["test"]
+            best_val, test_at_best, since_best = acc["valid"], acc["test"], 0
+        else:
+            since_best += 1
     return best_val, test_at_best
 
 
@@ -123,6 +144,8 @@ def main():
     p.add_argument("--model", choices=sorted(DEFAULTS), required=True)
     p.add_argument("--seeds", type=int, default=10)
     p.add_argument("--epochs", type=int, default=200)
+    p.add_argument("--patience", type=int, default=None,
+                   help="stop after this many epochs without a better validation accuracy")
     p.add_argument("--layers", type=int, default=2)
     p.add_argument("--threads", type=int, default=None)
     args = p.parse_args()

@@ -29,7 +29,7 @@ pub(crate) fn add_run_settings(summary: &mut Value, common: &Common) {
         "seed": train.seed,
         "dtype": s.dtype.name(),
     });
-    if model.arch == graphloom_nn::Architecture::Gat {
+    if model.arch.has_heads() {
         h["heads"] = json!(model.heads);
         h["out_heads"] = json!(model.out_heads);
         h["attention_dropout"] = json!(model.attention_dropout.get());

@@ -283,7 +283,7 @@ pub fn infer_layerwise(
     let layers = output.layers(model.num_layers())?;
     let cfg_model = &model.cfg;
     let aggregation = cfg_model.arch.aggregation();
-    let gat = aggregation == Aggregation::Attention;
+    let gat = aggregation.needs_self_loops();
     let norm = (aggregation == Aggregation::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
     let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
     let mut sampler = Sampler::new(n);

@@ -33,7 +33,6 @@ use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
 };
 pub use crate::inputs::Inputs;
-use crate::layers::Aggregation;
 use crate::link::exclude_pairs;
 use crate::model::{GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param};
 use crate::task::{EvaluationSource, Targets, Task, TaskBatch};
@@ -158,7 +157,7 @@ fn prepare(
         exclude_pairs(&mut sampled.blocks, hidden);
     }
     let targets = work.targets_of_rows(&seeds, data.labels);
-    let gat = cfg.arch.aggregation() == Aggregation::Attention;
+    let gat = cfg.arch.aggregation().needs_self_loops();
     let graphs = sampled
         .blocks
         .iter()

@@ -88,7 +88,7 @@ fn loss_and_grads(
                 0,
             )
             .unwrap();
-        let gat = model.cfg.arch == Architecture::Gat;
+        let gat = model.cfg.arch.aggregation().needs_self_loops();
         // GCN's families normalise by the whole graph's degrees, as layer-wise inference does.
         let norm: Option<GcnNorm> = (model.cfg.arch.aggregation() == Aggregation::Gcn).then(|| {
             (0..ds.graph.num_nodes())
@@ -169,6 +169,7 @@ fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
         Architecture::Gcn,
         Architecture::Sage,
         Architecture::Gat,
+        Architecture::GatV2,
         Architecture::Gin,
         Architecture::Sgc,
     ] {
@@ -332,7 +333,7 @@ fn workers_split_every_global_batch_and_together_hold_its_seeds() {
 
 /// One epoch of data-parallel training in f64, with dropout: the parameters of every worker
 /// after the epoch, and the epoch's loss.
-fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
+fn train_on(arch: Architecture, workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
     let tc = TrainConfig {
         epochs: 1,
         lr: 0.01,
@@ -347,7 +348,7 @@ fn train_on(workers: usize, batch_size: usize) -> Vec<(Vec<Vec<f64>>, f64)> {
     ds.features = ds.features.cast(DType::F64).unwrap();
     Local::run(workers, |comm| {
         let features = features_in_store(&ds, comm.clone());
-        let mut cfg = config(Architecture::Sage, DType::F64);
+        let mut cfg = config(arch, DType::F64);
         cfg.layers = 2;
         cfg.dropout = p(0.5);
         cfg.input_dropout = p(0.2);
@@ -379,20 +380,22 @@ fn two_workers_take_the_steps_of_one_to_1e_9_in_f64() {
     // 300 training nodes in batches of 299: the last global batch has one seed, so one
     // worker's slice is empty at that step.
     assert_eq!(dataset().train_idx.len(), 300);
-    let one = train_on(1, 299);
-    let two = train_on(2, 299);
-    let (want, want_loss) = &one[0];
-    for (rank, (got, loss)) in two.iter().enumerate() {
-        assert!(
-            (loss - want_loss).abs() <= 1e-9 * want_loss.abs(),
-            "rank {rank}: loss {loss} vs {want_loss}"
-        );
-        for (g, w) in got.iter().zip(want) {
-            for (a, b) in g.iter().zip(w) {
-                assert!(
-                    (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
-                    "rank {rank}: {a} vs {b}"
-                );
+    for arch in [Architecture::Sage, Architecture::GatV2, Architecture::Gin] {
+        let one = train_on(arch, 1, 299);
+        let two = train_on(arch, 2, 299);
+        let (want, want_loss) = &one[0];
+        for (rank, (got, loss)) in two.iter().enumerate() {
+            assert!(
+                (loss - want_loss).abs() <= 1e-9 * want_loss.abs(),
+                "{arch:?} rank {rank}: loss {loss} vs {want_loss}"
+            );
+            for (g, w) in got.iter().zip(want) {
+                for (a, b) in g.iter().zip(w) {
+                    assert!(
+                        (a - b).abs() <= 1e-9 * (1.0 + b.abs()),
+                        "{arch:?} rank {rank}: {a} vs {b}"
+                    );
+                }
             }
         }
     }

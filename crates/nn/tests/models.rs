@@ -14,10 +14,11 @@ use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, Mem
 use graphloom_tensor::{DType, Tape, Var};
 
 /// Every model family.
-const ALL: [Architecture; 6] = [
+const ALL: [Architecture; 7] = [
     Architecture::Gcn,
     Architecture::Sage,
     Architecture::Gat,
+    Architecture::GatV2,
     Architecture::Gin,
     Architecture::Sgc,
     Architecture::Appnp,

@@ -150,8 +150,17 @@ pub(crate) fn check_applicable(
              layer-wise inference gives a layer one hop: train APPNP full-batch or with SAR",
         ));
     }
-    if arch != Architecture::Gat {
-        let gat = "it is a setting of GAT (`model` gat)";
+    if arch == Architecture::GatV2 && mode == TrainMode::Sar {
+        return Err(PlanError::not_applicable(
+            "model",
+            mode,
+            "GATv2's scores need a source's and a destination's projected rows together, which \
+             SAR's ring attention does not exchange: train GATv2 full-batch or in mini-batches, \
+             or GAT with SAR",
+        ));
+    }
+    if !arch.has_heads() {
+        let gat = "it is a setting of GAT and GATv2 (`model` gat or gatv2)";
         given(s.heads.is_some(), "heads", gat)?;
         given(s.out_heads.is_some(), "out_heads", gat)?;
         given(s.attention_dropout.is_some(), "attention_dropout", gat)?;

@@ -335,7 +335,7 @@ impl PlannedModel {
                 .input_dropout
                 .or(saved.map(|c| c.input_dropout))
                 .unwrap_or(dropout),
-            attention_dropout: if self.arch == Architecture::Gat {
+            attention_dropout: if self.arch.has_heads() {
                 s.attention_dropout
                     .or(saved.map(|c| c.attention_dropout))
                     .unwrap_or(dropout)
@@ -454,7 +454,7 @@ fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
         _ => {}
     }
     let shape = |c: &ModelConfig| {
-        let heads = if c.arch == Architecture::Gat {
+        let heads = if c.arch.has_heads() {
             format!(", {} heads, {} output heads", c.heads, c.out_heads)
         } else {
             String::new()
@@ -515,7 +515,7 @@ pub(crate) fn available_memory_bytes() -> u64 {
 /// Refuses a run whose parameters and activations over `rows` nodes cannot fit in the memory
 /// this process may use, before anything large is allocated.
 pub(crate) fn check_sizes(m: &ModelConfig, rows: usize) -> Result<()> {
-    let heads = if m.arch == Architecture::Gat {
+    let heads = if m.arch.has_heads() {
         m.heads.max(m.out_heads)
     } else {
         1

@@ -39,6 +39,7 @@ impl Choice for Architecture {
         Architecture::Gcn,
         Architecture::Sage,
         Architecture::Gat,
+        Architecture::GatV2,
         Architecture::Gin,
         Architecture::Sgc,
         Architecture::Appnp,
@@ -52,7 +53,7 @@ impl Choice for Architecture {
 /// relational one, which trains heterogeneous datasets.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelName {
-    /// GCN, GraphSAGE, GAT, GIN, SGC or APPNP.
+    /// GCN, GraphSAGE, GAT, GATv2, GIN, SGC or APPNP.
     Homogeneous(Architecture),
     /// R-GCN or R-SAGE.
     Relational(RelationalKind),
@@ -69,6 +70,7 @@ impl Choice for ModelName {
         ModelName::Homogeneous(Architecture::Gcn),
         ModelName::Homogeneous(Architecture::Sage),
         ModelName::Homogeneous(Architecture::Gat),
+        ModelName::Homogeneous(Architecture::GatV2),
         ModelName::Homogeneous(Architecture::Gin),
         ModelName::Homogeneous(Architecture::Sgc),
         ModelName::Homogeneous(Architecture::Appnp),
@@ -329,8 +331,9 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "hidden",
             format!(
-                "gcn {}, sage {}, gat {}, gin {}, appnp {} (sgc has no hidden layer), rgcn and \
-                 rsage {}, or that of --init-model; the same holds for every model option below",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, appnp {} (sgc has no hidden layer), \
+                 rgcn and rsage {}, or that of --init-model; the same holds for every model \
+                 option below",
                 gcn.hidden,
                 sage.hidden,
                 gat.hidden,
@@ -343,8 +346,8 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "dropout",
             format!(
-                "gcn {}, sage {}, gat {}, gin {}, sgc {}, appnp {}, rgcn and rsage {}; link \
-                 prediction {}",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, rgcn and rsage {}; \
+                 link prediction {}",
                 gcn.dropout.get(),
                 sage.dropout.get(),
                 gat.dropout.get(),
@@ -358,7 +361,7 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "lr",
             format!(
-                "gcn {}, sage {}, gat {}, gin {}, sgc {}, appnp {}, rgcn {}, rsage {}",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, rgcn {}, rsage {}",
                 gcn.lr,
                 sage.lr,
                 gat.lr,
@@ -443,7 +446,7 @@ pub struct TrainSettings {
     /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
-    /// Model: gcn, sage, gat, gin, sgc and appnp train a dataset of one node type and one edge
+    /// Model: gcn, sage, gat, gatv2, gin, sgc and appnp train a dataset of one node type and one edge
     /// type, rgcn and rsage a heterogeneous one [default: gcn, or that of --init-model; rgcn on a
     /// heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
@@ -459,10 +462,10 @@ pub struct TrainSettings {
     /// heads at most 2^40 too).
     #[cfg_attr(feature = "cli", arg(long))]
     pub hidden: Option<usize>,
-    /// GAT: heads of the hidden layers.
+    /// GAT and GATv2: heads of the hidden layers.
     #[cfg_attr(feature = "cli", arg(long))]
     pub heads: Option<usize>,
-    /// GAT: heads of the output layer (averaged).
+    /// GAT and GATv2: heads of the output layer (averaged).
     #[cfg_attr(feature = "cli", arg(long))]
     pub out_heads: Option<usize>,
     /// APPNP: propagation steps after its MLP (K).
@@ -478,7 +481,7 @@ pub struct TrainSettings {
     /// Dropout on the input features [default: the --dropout value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub input_dropout: Option<Probability>,
-    /// GAT: dropout on attention coefficients [default: the --dropout value].
+    /// GAT and GATv2: dropout on attention coefficients [default: the --dropout value].
     #[cfg_attr(feature = "cli", arg(long))]
     pub attention_dropout: Option<Probability>,
     /// Learning rate.

@@ -44,7 +44,7 @@ def cora_models(tmp_path_factory: pytest.TempPathFactory, graphloom_cli: Path, c
     parameterless layers are more than one)."""
     folder = tmp_path_factory.mktemp("models")
     models = {}
-    for arch in ("gcn", "sage", "gat", "gin", "sgc", "appnp"):
+    for arch in ("gcn", "sage", "gat", "gatv2", "gin", "sgc", "appnp"):
         path = folder / f"{arch}.safetensors"
         layers = ["--layers", "3"] if arch == "sgc" else []
         subprocess.run(

@@ -23,7 +23,7 @@ def cora_inputs(cora):
     return ds, ds.features.gather(torch.arange(ds.num_nodes)), ds.edge_index()
 
 
-@pytest.mark.parametrize("arch", ["gcn", "sage", "gat", "gin", "sgc", "appnp"])
+@pytest.mark.parametrize("arch", ["gcn", "sage", "gat", "gatv2", "gin", "sgc", "appnp"])
 def test_load_pyg_reproduces_graphloom(cora, cora_models, cora_inputs, arch, tmp_path):
     ds, x, edge_index = cora_inputs
     model = glt.load_pyg(cora_models[arch])

@@ -44,7 +44,9 @@ pub fn sar_graph(
         Aggregation::Gcn => Normalisation::Gcn,
         Aggregation::Sum => Normalisation::Sum,
         // GAT reads the attention only.
-        Aggregation::Mean | Aggregation::Attention => Normalisation::Mean,
+        Aggregation::Mean | Aggregation::Attention | Aggregation::DynamicAttention => {
+            Normalisation::Mean
+        }
     };
     let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
     let attention = Arc::new(RingAttention::new(exchange, heads.max(1)));

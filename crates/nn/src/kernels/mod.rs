@@ -7,5 +7,6 @@ pub mod aggregate;
 #[cfg(test)]
 pub(crate) mod edge;
 pub mod gat;
+pub mod gatv2;
 pub mod heads;
 pub mod sparse;

@@ -8,6 +8,10 @@
 //!   `x'_v = ||_k sum_u alpha^k_uv h^k_u` (or the mean over heads), `alpha` the softmax over
 //!   `v`'s in-edges and a self-loop of `LeakyReLU_0.2(a_src^k . h^k_u + a_dst^k . h^k_v)`, with
 //!   dropout on `alpha`. `W`, `a_src`, `a_dst` Glorot, bias 0.
+//! - GATv2Conv (Brody et al., <https://arxiv.org/abs/2105.14491>): `xl = X W_l + b_l`,
+//!   `xr = X W_r + b_r` split in heads, `x'_v = ||_k sum_u alpha^k_uv xl^k_u` (or the mean
+//!   over heads), `alpha` the softmax over `v`'s in-edges and a self-loop of
+//!   `att^k . LeakyReLU_0.2(xl^k_u + xr^k_v)`. `W_l`, `W_r`, `att` Glorot, biases 0.
 //! - GINConv (Xu et al., <https://arxiv.org/abs/1810.00826>), `train_eps`:
 //!   `x'_v = MLP((1 + eps) x_v + sum_{u in N(v)} x_u)`, the MLP
 //!   `Linear -> ReLU -> Linear`. `eps` 0, the linears as PyTorch's `Linear`.
@@ -29,6 +33,7 @@ use graphloom_tensor::{DType, Tape, Tensor, Var};
 use super::init::{glorot, kaiming_uniform};
 use crate::kernels::aggregate::{GcnNorm, LinearAggregation, WeightedSum};
 use crate::kernels::gat::{Attention, FusedGat};
+use crate::kernels::gatv2::FusedGatV2;
 use crate::kernels::heads::{head_scores, mean_heads};
 use crate::kernels::sparse::SparseFeatures;
 use crate::{Error, GraphView, Result};
@@ -44,6 +49,15 @@ pub enum Aggregation {
     Sum,
     /// GAT's attention over the graph with self-loops.
     Attention,
+    /// GATv2's dynamic attention over the graph with self-loops.
+    DynamicAttention,
+}
+
+impl Aggregation {
+    /// Whether the aggregation runs over the graph with one self-loop per node (attention's).
+    pub fn needs_self_loops(self) -> bool {
+        matches!(self, Aggregation::Attention | Aggregation::DynamicAttention)
+    }
 }
 
 /// Which convolution a layer is.
@@ -55,6 +69,13 @@ pub enum ConvKind {
     Sage,
     /// GATConv with `heads` heads, concatenated or averaged.
     Gat {
+        /// Number of attention heads.
+        heads: usize,
+        /// Concatenate the heads (true) or average them (false).
+        concat: bool,
+    },
+    /// GATv2Conv with `heads` heads, concatenated or averaged.
+    GatV2 {
         /// Number of attention heads.
         heads: usize,
         /// Concatenate the heads (true) or average them (false).
@@ -83,6 +104,7 @@ impl ConvKind {
             ConvKind::Sage => Aggregation::Mean,
             ConvKind::Gin => Aggregation::Sum,
             ConvKind::Gat { .. } => Aggregation::Attention,
+            ConvKind::GatV2 { .. } => Aggregation::DynamicAttention,
             ConvKind::Linear => return None,
         })
     }
@@ -116,6 +138,8 @@ pub struct LayerOperators {
     pub aggregation: Option<Arc<dyn LinearAggregation>>,
     /// GAT's attention (graph with self-loops).
     pub attention: Option<Arc<dyn Attention>>,
+    /// GATv2's attention (graph with self-loops).
+    pub dynamic_attention: Option<Arc<FusedGatV2>>,
     /// For a sampled block: only the first rows (the block's destinations) are outputs, so
     /// the layer drops the others right after aggregating, before any dense product.
     pub keep_rows: Option<usize>,
@@ -146,9 +170,14 @@ impl LayerOperators {
         let Some(aggregation) = aggregation else {
             return Ok(ops);
         };
-        if aggregation == Aggregation::Attention {
+        if aggregation.needs_self_loops() {
             let graph = graph_with_loops.ok_or_else(|| missing("the graph with self-loops"))?;
-            ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
+            match aggregation {
+                Aggregation::Attention => {
+                    ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
+                }
+                _ => ops.dynamic_attention = Some(Arc::new(FusedGatV2::new(graph.clone()))),
+            }
             return Ok(ops);
         }
         let graph = graph.ok_or_else(|| missing("the graph without added self-loops"))?;
@@ -202,6 +231,10 @@ impl ConvLayer {
             ConvKind::Gat {
                 heads,
                 concat: true,
+            }
+            | ConvKind::GatV2 {
+                heads,
+                concat: true,
             } => heads * self.out_dim,
             _ => self.out_dim,
         }
@@ -224,6 +257,17 @@ impl ConvLayer {
                     ("lin.weight", vec![i, wide]),
                     ("att_src", vec![wide]),
                     ("att_dst", vec![wide]),
+                    ("bias", vec![if concat { wide } else { o }]),
+                ]
+            }
+            ConvKind::GatV2 { heads, concat } => {
+                let wide = heads.checked_mul(o)?;
+                vec![
+                    ("lin_l.weight", vec![i, wide]),
+                    ("lin_l.bias", vec![wide]),
+                    ("lin_r.weight", vec![i, wide]),
+                    ("lin_r.bias", vec![wide]),
+                    ("att", vec![wide]),
                     ("bias", vec![if concat { wide } else { o }]),
                 ]
             }
@@ -258,7 +302,7 @@ impl ConvLayer {
             reason: format!("a layer of {i} -> {o} has more parameters than memory can address"),
         })?;
         let heads = match self.kind {
-            ConvKind::Gat { heads, .. } => heads,
+            ConvKind::Gat { heads, .. } | ConvKind::GatV2 { heads, .. } => heads,
             _ => 1,
         };
         shapes
@@ -285,6 +329,11 @@ impl ConvLayer {
                         glorot(&shape, i, shape[1], key, dtype)?
                     }
                     (ConvKind::Gat { .. }, _) => glorot(&shape, heads, o, key, dtype)?,
+                    (ConvKind::GatV2 { .. }, "lin_l.bias" | "lin_r.bias") => {
+                        Tensor::zeros(&shape, dtype)
+                    }
+                    (ConvKind::GatV2 { .. }, "att") => glorot(&shape, heads, o, key, dtype)?,
+                    (ConvKind::GatV2 { .. }, _) => glorot(&shape, i, shape[1], key, dtype)?,
                 };
                 Ok((name.to_string(), value))
             })
@@ -323,6 +372,24 @@ impl ConvLayer {
         };
         // The sum before the bias, and the bias.
         let (h, bias) = match self.kind {
+            ConvKind::GatV2 { heads, concat } => {
+                let gat = graph
+                    .dynamic_attention
+                    .as_ref()
+                    .ok_or_else(|| missing("a GATv2 attention kernel"))?;
+                let xl = self.project(tape, x, &p[0], &input)?;
+                let xl = ops::add_bias(tape, &xl, &p[1])?;
+                let xr = self.project(tape, x, &p[2], &input)?;
+                let xr = ops::add_bias(tape, &xr, &p[3])?;
+                let out = gat.apply(tape, &xl, &xr, &p[4], heads, input.attention_dropout)?;
+                let out = ConvLayer::kept(graph, tape, &out)?;
+                let out = if concat {
+                    out
+                } else {
+                    mean_heads(tape, &out, heads)?
+                };
+                (out, &p[5])
+            }
             ConvKind::Gin => {
                 let agg = aggregation()?;
                 // `MLP((1 + eps) x + A x)`, whose first product distributes over the sum: the
@@ -416,11 +483,14 @@ impl ConvLayer {
     }
 
     /// Whether the layer multiplies its input by a weight before anything else, so that a
-    /// sparse input can be used: GAT and the linear layers always, GCN, SAGE and GIN when they
+    /// sparse input can be used: GAT, GATv2 and the linear layers always, GCN, SAGE and GIN when they
     /// narrow, a propagation never.
     pub fn projects_first(&self) -> bool {
         match self.kind {
-            ConvKind::Gat { .. } | ConvKind::Linear | ConvKind::Appnp { .. } => true,
+            ConvKind::Gat { .. }
+            | ConvKind::GatV2 { .. }
+            | ConvKind::Linear
+            | ConvKind::Appnp { .. } => true,
             ConvKind::Propagate => false,
             ConvKind::Gcn | ConvKind::Sage | ConvKind::Gin => self.out_dim < self.in_dim,
         }

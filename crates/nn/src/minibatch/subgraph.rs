@@ -84,7 +84,7 @@ pub fn batch_blocks(
             })
             .collect()
     });
-    let gat = arch.aggregation() == Aggregation::Attention;
+    let gat = arch.aggregation().needs_self_loops();
     let mut graphs = Vec::with_capacity(blocks.len());
     for block in &blocks {
         let csr = block.to_csr();

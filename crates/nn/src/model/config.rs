@@ -16,6 +16,8 @@ pub enum Architecture {
     Sage,
     /// Graph attention network.
     Gat,
+    /// GATv2: dynamic attention, the score `att . LeakyReLU(W_l x_u + W_r x_v)`.
+    GatV2,
     /// Graph isomorphism network: the sum of the neighbours and `(1 + eps)` times the node,
     /// through a two-layer MLP, with `eps` learnt.
     Gin,
@@ -33,12 +35,13 @@ pub const APPNP_HOPS: usize = 10;
 pub const APPNP_TELEPORT: f64 = 0.1;
 
 impl Architecture {
-    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gin`, `sgc` or `appnp`.
+    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `sgc` or `appnp`.
     pub fn parse(name: &str) -> Option<Architecture> {
         Some(match name {
             "gcn" => Architecture::Gcn,
             "sage" | "graphsage" => Architecture::Sage,
             "gat" => Architecture::Gat,
+            "gatv2" => Architecture::GatV2,
             "gin" => Architecture::Gin,
             "sgc" => Architecture::Sgc,
             "appnp" => Architecture::Appnp,
@@ -53,14 +56,20 @@ impl Architecture {
             Architecture::Sage => Aggregation::Mean,
             Architecture::Gin => Aggregation::Sum,
             Architecture::Gat => Aggregation::Attention,
+            Architecture::GatV2 => Aggregation::DynamicAttention,
         }
     }
 
-    /// The activation after each hidden layer: ELU for GAT (as its paper), none between
-    /// SGC's hops, ReLU otherwise.
+    /// Whether the family's layers have attention heads (GAT and GATv2).
+    pub fn has_heads(self) -> bool {
+        matches!(self, Architecture::Gat | Architecture::GatV2)
+    }
+
+    /// The activation after each hidden layer: ELU for GAT and GATv2 (as their papers), none
+    /// between SGC's hops, ReLU otherwise.
     pub fn hidden_activation(self) -> Activation {
         match self {
-            Architecture::Gat => Activation::Elu(1.0),
+            Architecture::Gat | Architecture::GatV2 => Activation::Elu(1.0),
             Architecture::Sgc => Activation::Identity,
             _ => Activation::Relu,
         }
@@ -68,7 +77,8 @@ impl Architecture {
 
     /// The family's defaults: GCN 16 wide with dropout 0.5 at learning rate 0.01 (Kipf and
     /// Welling), GraphSAGE 64 wide (PyG's example), GAT 8 wide per head with 8 heads, dropout
-    /// 0.6 and learning rate 0.005 (Velickovic et al.), GIN 64 wide with dropout 0.8 (its
+    /// 0.6 and learning rate 0.005 (Velickovic et al.; GATv2 as GAT, as Brody et al. and PyG's
+    /// example train it), GIN 64 wide with dropout 0.8 (its
     /// sums grow with the degree: on Cora, dropout 0.5 gave 74.9% and 0.8 77.4% over 10
     /// seeds), SGC without dropout at learning rate 0.2 and weight decay 5e-5 (Wu et al.'s
     /// tuned scale for row-normalised features; PyG's example's 0.005 gave 77-79% on Cora; its
@@ -78,7 +88,7 @@ impl Architecture {
         let (hidden, heads, dropout, lr, weight_decay) = match self {
             Architecture::Gcn => (16, 1, 0.5, 0.01, 5e-4),
             Architecture::Sage => (64, 1, 0.5, 0.01, 5e-4),
-            Architecture::Gat => (8, 8, 0.6, 0.005, 5e-4),
+            Architecture::Gat | Architecture::GatV2 => (8, 8, 0.6, 0.005, 5e-4),
             Architecture::Gin => (64, 1, 0.8, 0.01, 5e-4),
             Architecture::Sgc => (16, 1, 0.0, 0.2, 5e-5),
             Architecture::Appnp => (64, 1, 0.5, 0.01, 5e-4),
@@ -98,6 +108,7 @@ impl Architecture {
             Architecture::Gcn => "gcn",
             Architecture::Sage => "sage",
             Architecture::Gat => "gat",
+            Architecture::GatV2 => "gatv2",
             Architecture::Gin => "gin",
             Architecture::Sgc => "sgc",
             Architecture::Appnp => "appnp",
@@ -145,8 +156,8 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
-    /// The convolution of layer `l`: GAT concatenates a hidden layer's heads and averages the
-    /// output layer's; SGC's layers before the last only propagate; APPNP's layers before the
+    /// The convolution of layer `l`: GAT and GATv2 concatenate a hidden layer's heads and
+    /// average the output layer's; SGC's layers before the last only propagate; APPNP's layers before the
     /// last are its MLP's.
     pub fn conv_kind(&self, l: usize) -> ConvKind {
         let last = l + 1 == self.layers;
@@ -161,6 +172,10 @@ impl ModelConfig {
             Architecture::Gat => ConvKind::Gat {
                 heads: self.heads.max(1),
                 concat: true,
+            },
+            Architecture::GatV2 => ConvKind::GatV2 {
+                heads: if last { self.out_heads } else { self.heads }.max(1),
+                concat: !last,
             },
             Architecture::Sgc if last => ConvKind::Gcn,
             Architecture::Sgc => ConvKind::Propagate,
@@ -211,7 +226,7 @@ impl ModelConfig {
             teleport: APPNP_TELEPORT,
             dropout: d.dropout,
             input_dropout: d.dropout,
-            attention_dropout: if arch == Architecture::Gat {
+            attention_dropout: if arch.has_heads() {
                 d.dropout
             } else {
                 Probability::ZERO

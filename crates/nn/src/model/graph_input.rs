@@ -13,6 +13,7 @@ use graphloom_tensor::memory::{category_scope, Category};
 use super::config::Architecture;
 use crate::kernels::aggregate::{GcnNorm, LinearAggregation};
 use crate::kernels::gat::Attention;
+use crate::kernels::gatv2::FusedGatV2;
 use crate::kernels::sparse::SparseFeatures;
 use crate::layers::{Aggregation, LayerOperators};
 use crate::{GraphView, Result};
@@ -36,6 +37,7 @@ pub enum GraphInput<'a> {
 pub struct NodeGraph {
     aggregation: Option<Arc<dyn LinearAggregation>>,
     attention: Option<Arc<dyn Attention>>,
+    dynamic_attention: Option<Arc<FusedGatV2>>,
     row_ids: Option<Arc<[i64]>>,
     stats_sum: Option<StatsSum>,
     sparse_input: Option<Arc<SparseFeatures>>,
@@ -55,7 +57,7 @@ impl NodeGraph {
     ) -> Result<NodeGraph> {
         let _g = category_scope(Category::Graph);
         let aggregation = arch.aggregation();
-        let ops = if aggregation == Aggregation::Attention {
+        let ops = if aggregation.needs_self_loops() {
             let looped = Arc::new(GraphView::new(graph, true));
             LayerOperators::in_memory(Some(aggregation), None, Some(&looped), None, None)?
         } else {
@@ -68,6 +70,7 @@ impl NodeGraph {
         Ok(NodeGraph {
             aggregation: ops.aggregation,
             attention: ops.attention,
+            dynamic_attention: ops.dynamic_attention,
             ..NodeGraph::default()
         })
     }
@@ -115,6 +118,7 @@ impl NodeGraph {
         LayerOperators {
             aggregation: self.aggregation.clone(),
             attention: self.attention.clone(),
+            dynamic_attention: self.dynamic_attention.clone(),
             keep_rows: None,
         }
     }
@@ -129,12 +133,12 @@ impl NodeGraph {
 }
 
 /// The graph of one layer of a sampled batch: a block as a square graph over its sources
-/// (only the first `num_dst` rows have in-edges), and with self-loops for GAT.
+/// (only the first `num_dst` rows have in-edges), and with self-loops for GAT and GATv2.
 #[derive(Clone)]
 pub struct LayerGraph {
     /// The block.
     pub view: Arc<GraphView>,
-    /// The block with one self-loop per node (GAT only).
+    /// The block with one self-loop per node (GAT and GATv2 only).
     pub looped: Option<Arc<GraphView>>,
     /// How many rows of the layer's output are the block's destinations.
     pub num_dst: usize,

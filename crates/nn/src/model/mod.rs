@@ -191,8 +191,7 @@ impl Model {
             ("out_heads", cfg.out_heads, "output", cfg.out_dim),
         ];
         for (count, n, width, w) in wide {
-            if cfg.arch == Architecture::Gat && n.checked_mul(w).is_none_or(|p| p > MAX_PARAMETERS)
-            {
+            if cfg.arch.has_heads() && n.checked_mul(w).is_none_or(|p| p > MAX_PARAMETERS) {
                 return Err(Error::InvalidSetting {
                     setting: "model widths",
                     reason: format!(

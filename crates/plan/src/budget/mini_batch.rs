@@ -2,7 +2,6 @@
 //! features live, their cache, evaluation in one pass or layer by layer, the queue.
 
 use graphloom_graph::Meta;
-use graphloom_nn::Architecture;
 
 use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
@@ -189,7 +188,7 @@ pub(crate) fn mini_batch(
     // the layer graphs made of them; the computed one its activations too.
     let batch_rows = mb.batch_rows().min(z.nodes);
     let input_row = (m.in_dim * m.dtype.size_in_bytes()) as u64;
-    let edge = BATCH_EDGE_BYTES + u64::from(m.arch == Architecture::Gat) * GAT_EDGE_BYTES;
+    let edge = BATCH_EDGE_BYTES + u64::from(m.arch.has_heads()) * GAT_EDGE_BYTES;
     let graph = mb.sampled.block_rows * BATCH_BLOCK_ROW_BYTES + mb.sampled.edges * edge;
     // A link batch keeps its pairs' ids and labels; the computed one its scores too.
     let (pairs, scored) = match &mb.link {

@@ -282,7 +282,7 @@ fn csr_bytes(nodes: u64, edges: u64) -> u64 {
 /// node): the CSR by destination, its transpose and the edge map, and GCN's normalisation.
 fn view_bytes(arch: Architecture, nodes: u64, edges: u64) -> u64 {
     let edges = match arch {
-        Architecture::Gat => edges + nodes,
+        Architecture::Gat | Architecture::GatV2 => edges + nodes,
         _ => edges,
     };
     2 * csr_bytes(nodes, edges) + 8 * edges + 12 * nodes
@@ -469,7 +469,7 @@ pub(crate) fn sar(
         // edges), and a linear aggregation keeps each row's factor (f64).
         let by_source = 8 * (n + 1) + 8 * e;
         let factors = match m.arch {
-            Architecture::Gat => 0,
+            Architecture::Gat | Architecture::GatV2 => 0,
             _ => 8 * n,
         };
         [

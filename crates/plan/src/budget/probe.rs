@@ -10,7 +10,7 @@ use graphloom_graph::Meta;
 use graphloom_nn::inference::Output;
 use graphloom_nn::task::Targets;
 use graphloom_nn::train::{fit, FullBatch, TrainConfig, Workload};
-use graphloom_nn::{Architecture, GraphInput, Head, LayerGraph, Mode, Model, ModelConfig};
+use graphloom_nn::{GraphInput, Head, LayerGraph, Mode, Model, ModelConfig};
 use graphloom_store::{Layout, Location, StoreSpec, StoreTensor};
 use graphloom_tensor::autodiff::ops;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
@@ -121,7 +121,7 @@ pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
         let tracker = MemoryTracker::new();
         set_thread_tracker(tracker.clone());
         let m = Model::new(cfg.clone(), 0)?;
-        let gat = cfg.arch == Architecture::Gat;
+        let gat = cfg.arch.has_heads();
         let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
         let x = Tensor::full(&[first.src_nodes.len(), cfg.in_dim], cfg.dtype, 0.5)
             .map_err(graphloom_nn::Error::from)?;

@@ -121,7 +121,7 @@ def _pyg() -> Any:
 
 class GraphLoomGNN(torch.nn.Module):
     """GraphLoom's model as PyG layers: ``dropout -> conv -> activation`` per hidden layer
-    (ReLU, ELU for GAT), ``dropout -> conv`` last, then APPNP's ``propagation`` where there
+    (ReLU, ELU for GAT and GATv2), ``dropout -> conv`` last, then APPNP's ``propagation`` where there
     is one, and ``log_softmax``; ``forward(x, edge_index)`` returns log-probabilities.
     ``config`` is the model file's configuration. APPNP's layers are ``torch.nn.Linear``,
     which read no graph."""
@@ -136,7 +136,7 @@ class GraphLoomGNN(torch.nn.Module):
         self.config = dict(config)
         self.convs = torch.nn.ModuleList(convs)
         self.propagation = propagation
-        self.act = torch.nn.ELU() if config["arch"] == "gat" else torch.nn.ReLU()
+        self.act = torch.nn.ELU() if config["arch"] in ("gat", "gatv2") else torch.nn.ReLU()
         self.input_embedding: torch.Tensor | None = None
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
@@ -159,7 +159,7 @@ def _widths(config: dict[str, Any]) -> list[tuple[int, int, int, bool]]:
     width = config["in_dim"]
     for layer in range(layers):
         last = layer == layers - 1
-        if arch == "gat":
+        if arch in ("gat", "gatv2"):
             heads = config["out_heads"] if last else config["heads"]
             channels = config["out_dim"] if last else config["hidden"]
             out.append((width, channels, heads, not last))
@@ -181,7 +181,7 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Linear:
 
 def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
     """A GraphLoom model file as a :class:`GraphLoomGNN` of ``torch_geometric.nn`` layers
-    (GCNConv, SAGEConv with mean aggregation, GATConv, GINConv with ``train_eps`` over
+    (GCNConv, SAGEConv with mean aggregation, GATConv, GATv2Conv, GINConv with ``train_eps`` over
     ``Linear -> ReLU -> Linear``, one SGConv of K = the SGC's layers, APPNP's linears followed
     by ``APPNP(K, alpha)``), in evaluation mode, float32.
     ``model(x, edge_index)`` gives GraphLoom's log-probabilities. A model trained on a learnt
@@ -220,6 +220,17 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             conv.eps.data.copy_(p("eps"))
         elif config["arch"] == "appnp":
             conv = _linear(p("lin.weight"), p("lin.bias"))
+        elif config["arch"] == "gatv2":
+            conv = pyg_nn.GATv2Conv(
+                fan_in, channels, heads=heads, concat=concat,
+                dropout=config["attention_dropout"],
+            )
+            for side in ("lin_l", "lin_r"):
+                lin = getattr(conv, side)
+                lin.weight.data.copy_(p(f"{side}.weight").T)
+                lin.bias.data.copy_(p(f"{side}.bias"))
+            conv.att.data.copy_(p("att").reshape(1, heads, channels))
+            conv.bias.data.copy_(p("bias"))
         elif config["arch"] == "sage":
             conv = pyg_nn.SAGEConv(fan_in, channels, aggr="mean")
             conv.lin_l.weight.data.copy_(p("lin_l.weight").T)
@@ -331,7 +342,7 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
     pyg_nn = _pyg()
     if getattr(model, "input_embedding", None) is not None:
         _fail("the model carries a learnt input embedding, which this writer does not save")
-    if isinstance(model, GraphLoomGNN) and model.config["arch"] in ("gin", "sgc", "appnp"):
+    if isinstance(model, GraphLoomGNN) and model.config["arch"] in ("gatv2", "gin", "sgc", "appnp"):
         _save_loaded(model, path, dropout)
         return
     convs = list(getattr(model, "convs", []))
@@ -406,8 +417,8 @@ def _adder(params: list) -> Any:
 
 
 def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | None) -> None:
-    """Writes a GIN, SGC or APPNP :class:`GraphLoomGNN` (from :func:`load_pyg`) back as its
-    model file."""
+    """Writes a GATv2, GIN, SGC or APPNP :class:`GraphLoomGNN` (from :func:`load_pyg`) back as
+    its model file."""
     config = dict(model.config)
     if dropout is not None:
         config["dropout"] = float(dropout)
@@ -420,7 +431,13 @@ def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | 
         add(last + "bias", lin.bias)
     for layer, conv in enumerate(model.convs if config["arch"] != "sgc" else []):
         pre = f"layers.{layer}."
-        if config["arch"] == "gin":
+        if config["arch"] == "gatv2":
+            for side in ("lin_l", "lin_r"):
+                add(pre + f"{side}.weight", getattr(conv, side).weight.T)
+                add(pre + f"{side}.bias", getattr(conv, side).bias)
+            add(pre + "att", conv.att.reshape(-1))
+            add(pre + "bias", conv.bias)
+        elif config["arch"] == "gin":
             add(pre + "eps", conv.eps.reshape(1))
             for i, lin in enumerate((conv.nn[0], conv.nn[2])):
                 add(pre + f"mlp.{i}.weight", lin.weight.T)
