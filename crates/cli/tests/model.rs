@@ -500,4 +500,17 @@ fn gin_sgc_and_appnp_train_on_workers_as_on_one_and_predict_what_they_scored() {
             "{model}"
         );
     }
+    // GATv2's scores need both ends' projected rows, which SAR does not exchange: refused.
+    let out = graphloom(&[
+        "train",
+        "--dataset",
+        parts.to_str().unwrap(),
+        "--model",
+        "gatv2",
+        "--workers",
+        "2",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("GATv2's scores need"), "{stderr}");
 }
