@@ -483,8 +483,8 @@ impl ConvLayer {
     }
 
     /// Whether the layer multiplies its input by a weight before anything else, so that a
-    /// sparse input can be used: GAT, GATv2 and the linear layers always, GCN, SAGE and GIN when they
-    /// narrow, a propagation never.
+    /// sparse input can be used: GAT, GATv2 and the linear layers always, GCN, SAGE and GIN
+    /// when they narrow, a propagation never.
     pub fn projects_first(&self) -> bool {
         match self.kind {
             ConvKind::Gat { .. }
