@@ -4,10 +4,10 @@
 //! # Format (version 1)
 //!
 //! Metadata (`__metadata__`, strings): `format` = `graphloom-model`, `format_version` = `1`,
-//! `arch` (`gcn`, `sage`, `gat`, `gin`, `sgc`, `appnp`), `in_dim`, `hidden`, `out_dim`,
+//! `arch` (`gcn`, `sage`, `gat`, `gatv2`, `gin`, `sgc`, `appnp`), `in_dim`, `hidden`, `out_dim`,
 //! `layers`, `heads`, `out_heads`, `hops` and `teleport` (APPNP's; files written before APPNP
 //! have none and read as its defaults), `batch_norm` (`true`/`false`), `activation` (of the
-//! hidden layers: `relu`, `elu` for GAT, `identity` for SGC), `dtype` (the compute dtype the
+//! hidden layers: `relu`, `elu` for GAT and GATv2, `identity` for SGC), `dtype` (the compute dtype the
 //! model was trained in), and the dropout rates it was trained with (`dropout`,
 //! `input_dropout`, `attention_dropout`).
 //!
@@ -20,6 +20,7 @@
 //! | gcn | `weight [in, out]`, `bias [out]` |
 //! | sage | `lin_l.weight [in, out]` (neighbour mean), `lin_l.bias [out]`, `lin_r.weight [in, out]` (root) |
 //! | gat | `lin.weight [in, heads * out]`, `att_src [heads * out]`, `att_dst [heads * out]` (head-major), `bias [heads * out]` (concatenated hidden layers) or `[out]` (the averaged output layer) |
+//! | gatv2 | `lin_l.weight [in, heads * out]` (sources), `lin_l.bias [heads * out]`, `lin_r.weight [in, heads * out]` (destinations), `lin_r.bias [heads * out]`, `att [heads * out]` (head-major), `bias` as gat's |
 //! | gin | `eps [1]`, `mlp.0.weight [in, out]`, `mlp.0.bias [out]`, `mlp.1.weight [out, out]`, `mlp.1.bias [out]` |
 //! | sgc | none for the hops before the last layer; the last as gcn's |
 //! | appnp | `lin.weight [in, out]`, `lin.bias [out]` (the last layer's followed by the propagation) |
@@ -134,7 +135,7 @@ impl ModelFile {
                 ))
             }
             name => Architecture::parse(name).ok_or_else(|| {
-                file.error("metadata 'arch' is not gcn, sage, gat, gin, sgc or appnp")
+                file.error("metadata 'arch' is not gcn, sage, gat, gatv2, gin, sgc or appnp")
             })?,
         };
         // The hidden activation is fixed by the architecture: a file that asks for another

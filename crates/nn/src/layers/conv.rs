@@ -225,7 +225,8 @@ impl ConvLayer {
         }
     }
 
-    /// Width of the output.
+    /// Width of the output. Saturating: a model file's damaged widths are refused by the
+    /// parameter count that follows (see [`ConvLayer::param_shapes`]), not by an overflow.
     pub fn output_width(&self) -> usize {
         match self.kind {
             ConvKind::Gat {
@@ -235,7 +236,7 @@ impl ConvLayer {
             | ConvKind::GatV2 {
                 heads,
                 concat: true,
-            } => heads * self.out_dim,
+            } => heads.saturating_mul(self.out_dim),
             _ => self.out_dim,
         }
     }
