@@ -440,8 +440,15 @@ pub(crate) fn full_batch(
         Some(pairs) => link_parts(&mut plan, m, z.nodes, pairs)?,
         None => 0,
     };
-    // From the second epoch on, the step runs beside what evaluation keeps.
-    let per_node = probe.per_node + probe.held_per_node;
+    // From the second epoch on, the step runs beside what evaluation keeps (the aggregation
+    // of the features), when it aggregates dropped-out features of its own. Without input
+    // dropout it reads evaluation's, which its own peak counts already: SGC, whose first hop
+    // aggregates the features, was predicted at half as much again as it took.
+    let held = match m.input_dropout.get() > 0.0 {
+        true => probe.held_per_node,
+        false => 0.0,
+    };
+    let per_node = probe.per_node + held;
     plan.add_phase(
         "training step",
         rounded((per_node * z.nodes as f64) as u64 + pairs),
