@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
-from torch_geometric.nn import GATConv, SAGEConv
+from torch_geometric.nn import GATConv, GATv2Conv, GINConv, SAGEConv
 from torch_geometric.nn.models import GAT, GCN, GraphSAGE
 
 import graphloom as gl
@@ -69,6 +69,52 @@ def test_pyg_models_predict_in_graphloom(cora, cora_inputs, make, tmp_path, grap
                    check=True, capture_output=True)
 
 
+class Convs(torch.nn.Module):
+    """A user's model as PyG's examples write one: ``conv -> act -> dropout`` per hidden
+    layer over a ``convs`` list."""
+
+    def __init__(self, convs, act):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+        self.act = act
+
+    def forward(self, x, edge_index):
+        for i, conv in enumerate(self.convs):
+            x = conv(x, edge_index)
+            if i + 1 < len(self.convs):
+                x = self.act(x)
+        return x
+
+
+def _gin_mlp(a, b):
+    return torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, b))
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda d, c: Convs([GATv2Conv(d, 8, heads=4), GATv2Conv(32, c, heads=2, concat=False)],
+                           torch.nn.ELU()),
+        lambda d, c: Convs([GINConv(_gin_mlp(d, 16), train_eps=True), GINConv(_gin_mlp(16, c))],
+                           torch.nn.ReLU()),
+    ],
+    ids=["gatv2", "gin"],
+)
+def test_pyg_gatv2_and_gin_layers_predict_in_graphloom(cora, cora_inputs, make, tmp_path):
+    ds, x, edge_index = cora_inputs
+    torch.manual_seed(0)
+    model = make(ds.feat_dim, ds.num_classes).eval()
+    for p in model.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    with torch.no_grad():
+        theirs = F.log_softmax(model(x, edge_index), dim=-1)
+    path = tmp_path / "pyg.safetensors"
+    glt.save_for_graphloom(model, path)
+    ours = gl.predict(path, cora)
+    scale = max(1.0, theirs.abs().max().item())
+    assert (ours - theirs).abs().max().item() < 1e-5 * scale
+
+
 def test_unmappable_models_are_refused(tmp_path):
     with pytest.raises(ValueError, match="jk"):
         glt.save_for_graphloom(GraphSAGE(8, 16, 2, 3, jk="cat"), tmp_path / "m")
@@ -86,6 +132,12 @@ def test_unmappable_models_are_refused(tmp_path):
 
     with pytest.raises(ValueError, match="all be"):
         glt.save_for_graphloom(Mixed(), tmp_path / "m")
+    with pytest.raises(ValueError, match="share_weights=False"):
+        glt.save_for_graphloom(Convs([GATv2Conv(8, 3, share_weights=True)], torch.nn.ELU()),
+                               tmp_path / "m")
+    with pytest.raises(ValueError, match="Sequential"):
+        glt.save_for_graphloom(Convs([GINConv(torch.nn.Linear(8, 3))], torch.nn.ReLU()),
+                               tmp_path / "m")
     with pytest.raises(ValueError, match="no `convs`"):
         glt.save_for_graphloom(torch.nn.Linear(3, 3), tmp_path / "m")
     assert not (tmp_path / "m").exists()

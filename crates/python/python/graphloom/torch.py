@@ -275,6 +275,22 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
             _fail(f"{name}: GraphLoom's SAGE is aggr='mean', root_weight=True, normalize=False, project=False")
         if conv.lin_l.bias is None or conv.lin_r.bias is not None:
             _fail(f"{name}: GraphLoom's SAGE has one bias, on lin_l")
+    elif arch == "gin":
+        mlp = list(conv.nn) if isinstance(conv.nn, torch.nn.Sequential) else []
+        kinds = [type(m) for m in mlp]
+        if kinds != [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear] or any(m.bias is None for m in mlp[::2]):
+            _fail(f"{name}: GraphLoom's GIN has nn = Sequential(Linear, ReLU, Linear), with biases")
+    elif arch == "gatv2":
+        if conv.share_weights or conv.edge_dim is not None or not conv.add_self_loops \
+                or abs(conv.negative_slope - 0.2) > 1e-12:
+            _fail(f"{name}: GraphLoom's GATv2 has share_weights=False, no edge features, adds "
+                  "self-loops, negative_slope 0.2")
+        if getattr(conv, "res", None) is not None:
+            _fail(f"{name}: residual connections do not map")
+        if conv.bias is None or conv.lin_l.bias is None or conv.lin_r.bias is None:
+            _fail(f"{name}: GraphLoom's GATv2 has biases on lin_l, lin_r and its output")
+        if conv.concat == last:
+            _fail(f"{name}: GraphLoom's GATv2 concatenates the heads of hidden layers and averages the last layer's")
     else:
         if getattr(conv, "lin", None) is None:
             _fail(f"{name}: separate source and destination weights (lin_src/lin_dst) do not map")
@@ -289,9 +305,9 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
 
 
 def _check_activation(model: torch.nn.Module, arch: str) -> None:
-    """Refuses a model whose activation is not GraphLoom's (ReLU, ELU with alpha 1 for GAT)
-    or cannot be seen (a module without an ``act`` attribute)."""
-    expected = torch.nn.ELU if arch == "gat" else torch.nn.ReLU
+    """Refuses a model whose activation is not GraphLoom's (ReLU, ELU with alpha 1 for GAT and
+    GATv2) or cannot be seen (a module without an ``act`` attribute)."""
+    expected = torch.nn.ELU if arch in ("gat", "gatv2") else torch.nn.ReLU
     if isinstance(model, GraphLoomGNN):
         return
     act = getattr(model, "act", None)
@@ -309,18 +325,26 @@ def _check_activation(model: torch.nn.Module, arch: str) -> None:
         _fail(f"GraphLoom's ELU has alpha 1, the model's {act.alpha}")
 
 
+def _conv_shape(conv: Any, arch: str) -> tuple[int, int, int]:
+    """A PyG layer's (input width, output width per head, heads); GINConv's are its MLP's."""
+    if arch == "gin":
+        return conv.nn[0].in_features, conv.nn[2].out_features, 1
+    heads = conv.heads if arch in ("gat", "gatv2") else 1
+    return conv.in_channels, conv.out_channels, heads
+
+
 def _shape_of(convs: list, arch: str) -> dict[str, Any]:
     """The model file's sizes read off a list of PyG layers (first and last layer)."""
-    first, last = convs[0], convs[-1]
-    gat = arch == "gat"
+    first, last = _conv_shape(convs[0], arch), _conv_shape(convs[-1], arch)
+    hidden = first if len(convs) > 1 else last
     return {
         "arch": arch,
-        "in_dim": first.in_channels,
-        "hidden": first.out_channels if len(convs) > 1 else last.out_channels,
-        "out_dim": last.out_channels,
+        "in_dim": first[0],
+        "hidden": hidden[1],
+        "out_dim": last[1],
         "layers": len(convs),
-        "heads": (first.heads if len(convs) > 1 else last.heads) if gat else 1,
-        "out_heads": last.heads if gat else 1,
+        "heads": hidden[2],
+        "out_heads": last[2],
     }
 
 
@@ -333,32 +357,36 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
       no jumping knowledge, ``out_channels`` given), and ``GAT`` with ``act="elu"`` (PyG's
       default is ReLU; GraphLoom's GAT uses ELU): its hidden layers concatenate their heads,
       its last averages them;
-    - any module whose ``convs`` is a list of one kind of those layers with the same options
-      and whose ``act`` attribute is that activation, computing ``conv -> act -> dropout``
-      per hidden layer (its ``forward`` cannot be checked: that order is the caller's word).
+    - any module whose ``convs`` is a list of one kind of those layers with the same options,
+      or of GATv2Conv (ELU; ``share_weights=False``) or GINConv (``nn`` a
+      ``Sequential(Linear, ReLU, Linear)``; ReLU), and whose ``act`` attribute is that
+      activation, computing ``conv -> act -> dropout`` per hidden layer (its ``forward``
+      cannot be checked: that order is the caller's word).
 
     Anything else raises ValueError saying what does not map. ``dropout`` (default: the
     model's) is recorded for training the model further."""
     pyg_nn = _pyg()
     if getattr(model, "input_embedding", None) is not None:
         _fail("the model carries a learnt input embedding, which this writer does not save")
-    if isinstance(model, GraphLoomGNN) and model.config["arch"] in ("gatv2", "gin", "sgc", "appnp"):
+    if isinstance(model, GraphLoomGNN) and model.config["arch"] in ("sgc", "appnp"):
         _save_loaded(model, path, dropout)
         return
     convs = list(getattr(model, "convs", []))
+    kinds = {pyg_nn.GCNConv: "gcn", pyg_nn.SAGEConv: "sage", pyg_nn.GATConv: "gat",
+             pyg_nn.GATv2Conv: "gatv2", pyg_nn.GINConv: "gin"}
+    names = "GCNConv, SAGEConv, GATConv, GATv2Conv or GINConv"
     if not convs:
-        _fail(f"{type(model).__name__} has no `convs` list of GCNConv, SAGEConv or GATConv layers")
-    kinds = {pyg_nn.GCNConv: "gcn", pyg_nn.SAGEConv: "sage", pyg_nn.GATConv: "gat"}
+        _fail(f"{type(model).__name__} has no `convs` list of {names} layers")
     arch = kinds.get(type(convs[0]))
     if arch is None or any(type(c) is not type(convs[0]) for c in convs):
-        _fail("the layers must all be GCNConv, all SAGEConv or all GATConv: "
+        _fail(f"the layers must all be of one kind of {names}: "
               f"got {[type(c).__name__ for c in convs]}")
     for i, conv in enumerate(convs):
         _check_conv(conv, arch, i == len(convs) - 1)
         if getattr(conv, "flow", "source_to_target") != "source_to_target":
             _fail(f"layer {i}: flow {conv.flow!r}; GraphLoom's messages go source to target")
     for i, (conv, (fan_in, channels, heads, _)) in enumerate(zip(convs, _widths(_shape_of(convs, arch)))):
-        got = (conv.in_channels, conv.out_channels, getattr(conv, "heads", 1) if arch == "gat" else 1)
+        got = _conv_shape(conv, arch)
         if got != (fan_in, channels, heads):
             _fail(
                 f"layer {i} is (in {got[0]}, out {got[1]}, heads {got[2]}); GraphLoom's layer "
@@ -384,7 +412,7 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
         "batch_norm": False,
         "dropout": float(dropout if dropout is not None else base["dropout"]),
         "input_dropout": float(base["input_dropout"]),
-        "attention_dropout": float(getattr(convs[0], "dropout", 0.0)) if arch == "gat" else 0.0,
+        "attention_dropout": float(convs[0].dropout) if arch in ("gat", "gatv2") else 0.0,
     }
     params: list = []
     add = _adder(params)
@@ -397,6 +425,18 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
             add(pre + "lin_l.weight", conv.lin_l.weight.T)
             add(pre + "lin_l.bias", conv.lin_l.bias)
             add(pre + "lin_r.weight", conv.lin_r.weight.T)
+        elif arch == "gatv2":
+            for side in ("lin_l", "lin_r"):
+                add(pre + f"{side}.weight", getattr(conv, side).weight.T)
+                add(pre + f"{side}.bias", getattr(conv, side).bias)
+            add(pre + "att", conv.att.reshape(-1))
+            add(pre + "bias", conv.bias)
+        elif arch == "gin":
+            # GraphLoom's eps is learnt; a fixed one (train_eps=False, a buffer) is its start.
+            add(pre + "eps", torch.as_tensor(conv.eps).reshape(1))
+            for i, lin in enumerate((conv.nn[0], conv.nn[2])):
+                add(pre + f"mlp.{i}.weight", lin.weight.T)
+                add(pre + f"mlp.{i}.bias", lin.bias)
         else:
             add(pre + "lin.weight", conv.lin.weight.T)
             add(pre + "att_src", conv.att_src.reshape(-1))
@@ -417,8 +457,9 @@ def _adder(params: list) -> Any:
 
 
 def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | None) -> None:
-    """Writes a GATv2, GIN, SGC or APPNP :class:`GraphLoomGNN` (from :func:`load_pyg`) back as
-    its model file."""
+    """Writes an SGC or APPNP :class:`GraphLoomGNN` (from :func:`load_pyg`: one SGConv, or
+    linear layers before APPNP's propagation, neither a list of one kind of layer) back as its
+    model file."""
     config = dict(model.config)
     if dropout is not None:
         config["dropout"] = float(dropout)
@@ -429,20 +470,8 @@ def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | 
         last = f"layers.{config['layers'] - 1}."
         add(last + "weight", lin.weight.T)
         add(last + "bias", lin.bias)
-    for layer, conv in enumerate(model.convs if config["arch"] != "sgc" else []):
-        pre = f"layers.{layer}."
-        if config["arch"] == "gatv2":
-            for side in ("lin_l", "lin_r"):
-                add(pre + f"{side}.weight", getattr(conv, side).weight.T)
-                add(pre + f"{side}.bias", getattr(conv, side).bias)
-            add(pre + "att", conv.att.reshape(-1))
-            add(pre + "bias", conv.bias)
-        elif config["arch"] == "gin":
-            add(pre + "eps", conv.eps.reshape(1))
-            for i, lin in enumerate((conv.nn[0], conv.nn[2])):
-                add(pre + f"mlp.{i}.weight", lin.weight.T)
-                add(pre + f"mlp.{i}.bias", lin.bias)
-        else:
-            add(pre + "lin.weight", conv.weight.T)
-            add(pre + "lin.bias", conv.bias)
+    else:
+        for layer, lin in enumerate(model.convs):
+            add(f"layers.{layer}.lin.weight", lin.weight.T)
+            add(f"layers.{layer}.lin.bias", lin.bias)
     _graphloom.write_model_file(os.fspath(path), config, params)
