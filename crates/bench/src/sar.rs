@@ -44,7 +44,7 @@ pub(crate) struct SarArgs {
     /// for their traffic side by side.
     #[arg(long, default_value = "metis", value_delimiter = ',', value_parser = ["metis", "stream"])]
     partitioners: Vec<String>,
-    /// Models, comma-separated.
+    /// Models, comma-separated (any family SAR trains: all but gatv2).
     #[arg(long, default_value = "sage,gat", value_delimiter = ',', value_parser = choice::<Architecture>())]
     models: Vec<Architecture>,
     /// Timed epochs per run (after one warm-up epoch); their mean is the run's epoch time.
@@ -218,6 +218,9 @@ fn figures(model: &str, mode: &str, workers: usize, summary: &Value) -> Result<S
 pub(crate) fn run(args: SarArgs) -> Result<()> {
     if args.workers.contains(&0) {
         bail!("--workers counts must be positive");
+    }
+    if args.models.contains(&Architecture::GatV2) {
+        bail!("--models: SAR does not train gatv2 (its scores need both ends' projected rows)");
     }
     peers::ensure_synthetic(
         &args.dataset,

@@ -500,6 +500,21 @@ fn gin_sgc_and_appnp_train_on_workers_as_on_one_and_predict_what_they_scored() {
             "{model}"
         );
     }
+    // Layer-wise inference gives a layer one hop: APPNP's last layer takes all of its own.
+    let out = graphloom(&[
+        "predict",
+        "--model",
+        root.join("appnp-one.safetensors").to_str().unwrap(),
+        "--dataset",
+        ds.to_str().unwrap(),
+        "--out",
+        root.join("layerwise.npy").to_str().unwrap(),
+        "--inference-memory-gib",
+        "1",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("APPNP's last layer takes all its hops"), "{stderr}");
     // GATv2's scores need both ends' projected rows, which SAR does not exchange: refused.
     let out = graphloom(&[
         "train",

@@ -5,9 +5,9 @@
 //!
 //! - [`GraphView`]: a graph prepared for message passing (with its transpose and work split
 //!   by edge count).
-//! - [`kernels`]: aggregation (sum, mean, GCN-normalised, edge-weighted) and the fused GAT attention,
-//!   each a differentiable op with its backward beside its forward.
-//! - [`Model`]: GCN, GraphSAGE or GAT, from a [`ModelConfig`]: parameters and layer kinds,
+//! - [`kernels`]: aggregation (sum, mean, GCN-normalised, edge-weighted) and the fused GAT and
+//!   GATv2 attentions, each a differentiable op with its backward beside its forward.
+//! - [`Model`]: GCN, GraphSAGE, GAT, GATv2, GIN, SGC or APPNP, from a [`ModelConfig`]: parameters and layer kinds,
 //!   run over a [`GraphInput`] given with each forward pass (the whole graph or a worker's
 //!   part as a [`NodeGraph`], or sampled blocks as [`LayerGraph`]s).
 //! - [`hetero`]: R-GCN and R-SAGE over node and edge types, trained full batch or sampled.
@@ -55,6 +55,7 @@ pub use error::{Error, Result};
 pub use graph::{balanced_chunks, split_rows, GraphView};
 pub use model::{
     ArchDefaults, Architecture, Decoder, GraphInput, Head, LayerGraph, Mode, Model, ModelConfig,
-    NodeGraph, Param, APPNP_HOPS, APPNP_TELEPORT, BATCH_NORM_EPS, MAX_HOPS, MAX_PARAMETERS,
+    NodeGraph, Param, APPNP_HOPS, APPNP_TELEPORT, BATCH_NORM_EPS, MAX_HOPS, MAX_LAYERS,
+    MAX_PARAMETERS,
 };
 pub use optim::{Optimizer, OptimizerKind};

@@ -39,7 +39,7 @@ use graphloom_tensor::autodiff::ops::{Activation, Probability};
 use graphloom_tensor::{DType, Tensor};
 
 use crate::model::{
-    Architecture, Head, Model, ModelConfig, Param, APPNP_HOPS, APPNP_TELEPORT, MAX_HOPS,
+    Architecture, Head, Model, ModelConfig, Param, APPNP_HOPS, APPNP_TELEPORT, MAX_LAYERS,
 };
 use crate::task::TaskKind;
 use crate::tensor_file::{self, TensorFile};
@@ -187,9 +187,8 @@ impl ModelFile {
         };
         // Widths a damaged file names could ask for more memory than there is: the model is
         // built (to learn its parameters' shapes) only once the file can hold its weights.
-        // (Every layer has a tensor but SGC's hops, at most `MAX_HOPS` of them: the count of
-        // layers is checked first, so that counting the values is quick.)
-        let fits = config.layers <= file.tensor_count().saturating_add(MAX_HOPS)
+        // (The count of layers is checked first, so that listing the layers is quick.)
+        let fits = config.layers <= MAX_LAYERS
             && least_values(&config).is_some_and(|v| v <= file.size() / size_of::<f32>());
         if !fits {
             return Err(file.error(format!(
@@ -233,16 +232,18 @@ impl ModelFile {
     }
 }
 
-/// The fewest parameter values a model of `c` has, counting only the first tensor of each
-/// layer that has parameters (its weight matrix, or GIN's `eps`), or `None` when the count
-/// overflows. A file holding fewer values cannot hold the model.
+/// The fewest parameter values a model of `c` has, counting only the largest tensor of each
+/// layer (its weight matrix), or `None` when the count overflows. A file holding fewer values
+/// cannot hold the model.
 fn least_values(c: &ModelConfig) -> Option<usize> {
     c.conv_layers().iter().try_fold(0usize, |total, layer| {
-        let shapes = layer.param_shapes()?;
-        let first = shapes.first().map_or(Some(0), |(_, s)| {
-            s.iter().try_fold(1usize, |n, &d| n.checked_mul(d))
-        })?;
-        total.checked_add(first)
+        let largest = layer
+            .param_shapes()?
+            .iter()
+            .try_fold(0usize, |most, (_, s)| {
+                Some(most.max(s.iter().try_fold(1usize, |n, &d| n.checked_mul(d))?))
+            })?;
+        total.checked_add(largest)
     })
 }
 

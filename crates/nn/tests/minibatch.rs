@@ -88,7 +88,7 @@ fn loss_and_grads(
                 0,
             )
             .unwrap();
-        let gat = model.cfg.arch.aggregation().needs_self_loops();
+        let looped = model.cfg.arch.aggregation().needs_self_loops();
         // GCN's families normalise by the whole graph's degrees, as layer-wise inference does.
         let norm: Option<GcnNorm> = (model.cfg.arch.aggregation() == Aggregation::Gcn).then(|| {
             (0..ds.graph.num_nodes())
@@ -101,7 +101,7 @@ fn loss_and_grads(
         let graphs: Vec<LayerGraph> = b
             .iter()
             .map(|b| {
-                let mut g = LayerGraph::new(b, gat);
+                let mut g = LayerGraph::new(b, looped);
                 if let Some(norm) = &norm {
                     let rows: Vec<usize> = b.src_nodes.iter().map(|&v| v as usize).collect();
                     g.gcn_norm = Some(Arc::new(norm.select(&rows)));
@@ -231,7 +231,7 @@ fn appnp_refuses_sampled_blocks() {
             Mode::inference(),
         )
         .expect_err("APPNP over blocks");
-    assert!(err.to_string().contains("several hops"), "{err}");
+    assert!(err.to_string().contains("propagates over all its hops"), "{err}");
 }
 
 fn features_in_store(ds: &Dataset, comm: Arc<dyn graphloom_comm::Communicator>) -> StoreTensor {

@@ -138,6 +138,13 @@ pub(crate) fn check_applicable(
             "it reads rows of features kept on disk (`features_location` mmap)",
         )?;
     }
+    if arch == Architecture::Sgc {
+        given(
+            s.hidden.is_some(),
+            "hidden",
+            "SGC has no hidden layer: its hops keep the input's width",
+        )?;
+    }
     if arch != Architecture::Appnp {
         let appnp = "it is a setting of APPNP (`model` appnp)";
         given(s.hops.is_some(), "hops", appnp)?;
@@ -234,19 +241,6 @@ pub(crate) fn check_values(s: &TrainSettings, layers: usize) -> Result<()> {
     positive(s.hidden, "hidden")?;
     positive(s.heads, "heads")?;
     positive(s.out_heads, "out_heads")?;
-    positive(s.hops, "hops")?;
-    if let Some(h) = s.hops.filter(|&h| h > graphloom_nn::MAX_HOPS) {
-        return Err(PlanError::invalid(
-            "hops",
-            format!("{h} is more than {} steps", graphloom_nn::MAX_HOPS),
-        ));
-    }
-    if let Some(t) = s.teleport.filter(|t| !(0.0..=1.0).contains(t)) {
-        return Err(PlanError::invalid(
-            "teleport",
-            format!("must be within 0 and 1, not {t}"),
-        ));
-    }
     positive(s.batch_size, "batch_size")?;
     positive(s.batches_per_epoch, "batches_per_epoch")?;
     positive(s.eval_nodes, "eval_nodes")?;

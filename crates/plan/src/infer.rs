@@ -193,6 +193,13 @@ fn infer_mapped(
     saved: &ModelFile,
     layerwise: &LayerwiseConfig,
 ) -> Result<Tensor> {
+    if saved.config.arch == graphloom_nn::Architecture::Appnp {
+        return Err(PlanError::invalid(
+            "inference_memory_gib",
+            "infers layer by layer, one hop a layer, and APPNP's last layer takes all its hops: \
+             leave it out to infer over the whole graph",
+        ));
+    }
     let ds = MappedDataset::open(&settings.dataset)?;
     if ds.edge_weight().is_some() {
         return Err(PlanError::invalid(

@@ -150,20 +150,20 @@ impl Plan {
         };
         let saved_cfg = saved.as_ref().map(|m| &m.config);
         let arch = match settings.model {
-            Some(ModelName::Relational(kind)) => {
-                return Err(PlanError::invalid(
-                    "model",
-                    format!(
-                        "{} trains a heterogeneous dataset (\"format\": \"hetero\" in                          meta.json: node and edge types); this one has one node type and one                          edge type: use gcn, sage, gat, gin, sgc or appnp",
-                        kind.name()
-                    ),
-                ))
-            }
+            Some(ModelName::Relational(kind)) => return Err(PlanError::invalid(
+                "model",
+                format!(
+                    "{} trains a heterogeneous dataset (\"format\": \"hetero\" in meta.json: node \
+                         and edge types); this one has one node type and one edge type: use \
+                         gcn, sage, gat, gatv2, gin, sgc or appnp",
+                    kind.name()
+                ),
+            )),
             Some(ModelName::Homogeneous(arch)) => Some(arch),
             None => None,
         }
         .or(saved_cfg.map(|c| c.arch))
-            .unwrap_or(ModelConfig::default().arch);
+        .unwrap_or(ModelConfig::default().arch);
         let layers = settings
             .layers
             .or(saved_cfg.map(|c| c.layers))
@@ -365,6 +365,11 @@ impl PlannedModel {
 /// A model config the training crate refused, as a plan error naming the setting.
 fn model_error(e: graphloom_nn::Error, meta: &Meta) -> PlanError {
     match e {
+        // The model's own bounds on settings given as they are (APPNP's propagation).
+        graphloom_nn::Error::InvalidSetting {
+            setting: setting @ ("hops" | "teleport"),
+            reason,
+        } => PlanError::invalid(setting, reason),
         graphloom_nn::Error::InvalidSetting { reason, .. } if meta.num_classes == 0 => {
             PlanError::invalid(
                 "dataset",

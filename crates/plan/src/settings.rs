@@ -35,15 +35,7 @@ pub trait Choice: Copy + Send + Sync + 'static {
 
 /// The model: [`Architecture`] under its command-line names.
 impl Choice for Architecture {
-    const ALL: &'static [Self] = &[
-        Architecture::Gcn,
-        Architecture::Sage,
-        Architecture::Gat,
-        Architecture::GatV2,
-        Architecture::Gin,
-        Architecture::Sgc,
-        Architecture::Appnp,
-    ];
+    const ALL: &'static [Self] = Architecture::ALL;
     fn name(self) -> &'static str {
         Architecture::name(self)
     }
@@ -446,9 +438,9 @@ pub struct TrainSettings {
     /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
-    /// Model: gcn, sage, gat, gatv2, gin, sgc and appnp train a dataset of one node type and one edge
-    /// type, rgcn and rsage a heterogeneous one [default: gcn, or that of --init-model; rgcn on a
-    /// heterogeneous dataset].
+    /// Model: gcn, sage, gat, gatv2, gin, sgc and appnp train a dataset of one node type and
+    /// one edge type, rgcn and rsage a heterogeneous one [default: gcn, or that of
+    /// --init-model; rgcn on a heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
     pub model: Option<ModelName>,
     /// Heterogeneous R-GCN: each relation's weight a combination of this many bases shared by

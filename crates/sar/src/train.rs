@@ -21,7 +21,8 @@ use crate::{
 
 /// The graph of this worker's part as a model of `arch` runs over it: its rows are the part's
 /// nodes (keyed by their ids), and its operators aggregate over the parts of the job in
-/// `mode` (batch normalisation's statistics summed over the workers). Collective.
+/// `mode` (batch normalisation's statistics summed over the workers). Collective. GATv2 is
+/// refused: its dynamic attention has no ring operator.
 pub fn sar_graph(
     comm: Arc<dyn Communicator>,
     part: &mut Part,
@@ -37,17 +38,24 @@ pub fn sar_graph(
             parts: part.meta.parts,
         });
     }
-    let ids: Arc<[i64]> = part.orig_ids.clone().into();
-    let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);
-    let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode)?);
     let norm = match arch.aggregation() {
         Aggregation::Gcn => Normalisation::Gcn,
         Aggregation::Sum => Normalisation::Sum,
         // GAT reads the attention only.
-        Aggregation::Mean | Aggregation::Attention | Aggregation::DynamicAttention => {
-            Normalisation::Mean
+        Aggregation::Mean | Aggregation::Attention => Normalisation::Mean,
+        Aggregation::DynamicAttention => {
+            return Err(graphloom_nn::Error::InvalidSetting {
+                setting: "model",
+                reason: "GATv2's scores need a source's and a destination's projected rows \
+                         together, which SAR's ring attention does not exchange"
+                    .into(),
+            }
+            .into())
         }
     };
+    let ids: Arc<[i64]> = part.orig_ids.clone().into();
+    let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);
+    let exchange = Arc::new(Exchange::new(comm.clone(), graph, mode)?);
     let aggregation = Arc::new(RingAggregation::new(exchange.clone(), norm));
     let attention = Arc::new(RingAttention::new(exchange, heads.max(1)));
     let stats_sum = Arc::new(move |values: &mut [f64]| {
@@ -189,7 +197,7 @@ impl Sar<'_> {
     }
 }
 
-/// Trains GCN, GraphSAGE or GAT full-batch on the part of this worker ([`Sar`] under
+/// Trains a model (any family but GATv2) full-batch on the part of this worker ([`Sar`] under
 /// [`fit`]), calling `on_epoch` on every worker after every epoch with the job's loss and
 /// accuracies. Collective.
 pub fn train_sar(

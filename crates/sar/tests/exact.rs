@@ -1,6 +1,7 @@
 //! SAR is exact: for N = 1, 2, 4 and 8 workers, the loss and every parameter gradient of one
-//! step of every model family (GCN, GraphSAGE, GAT, GIN, SGC, APPNP) with dropout (attention dropout included) equal those of one
-//! worker on the whole graph: 1e-9 in f64, 1e-4 norm-wise in f32. The three modes agree.
+//! step of every model family SAR trains (GCN, GraphSAGE, GAT, GIN, SGC, APPNP) with dropout
+//! (attention dropout included) equal those of one worker on the whole graph: 1e-9 in f64,
+//! 1e-4 norm-wise in f32. The three modes agree.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

@@ -27,37 +27,41 @@ use graphloom_tensor::autodiff::ops::Dropout;
 use graphloom_tensor::kernels::simd::with_simd;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 
-use super::gat::{dot, leaky};
-use crate::graph::{par_row_ranges, split_rows, GraphView};
+use super::gat::{dleaky, dot, leaky, DOT_LANES};
+use crate::graph::{balanced_chunks, par_row_ranges, split_rows, GraphView};
 use crate::{Error, Result};
 
-/// The fused attention-and-aggregation step of a GATv2 layer.
+/// The fused attention-and-aggregation step of GATv2 layers over one graph; each call gives
+/// its layer's heads and attention dropout.
 #[derive(Clone)]
 pub struct FusedGatV2 {
     /// The graph, with one self-loop per node.
     pub graph: Arc<GraphView>,
-    /// Number of heads.
-    pub heads: usize,
     /// LeakyReLU's negative slope (0.2, as in the paper and PyG).
     pub negative_slope: f64,
-    /// Dropout on the attention coefficients; element `(v, u * heads + k)`.
-    pub attention_dropout: Option<Dropout>,
 }
 
+/// The row ranges of backward's first pass, of about equal edge counts: enough for any thread
+/// count to balance, and fixed, so att's gradient adds its partials in one order.
+const ATT_GRAD_RANGES: usize = 256;
+
+/// One call of the kernel: its graph, heads and dropout, and what forward keeps for backward.
 struct GatV2Op {
-    cfg: FusedGatV2,
+    graph: Arc<GraphView>,
+    negative_slope: f64,
+    heads: usize,
+    /// Dropout on the attention coefficients; element `(v, u * heads + k)`.
+    attention_dropout: Option<Dropout>,
     /// `[nodes, heads, 2]`: the max score and the softmax denominator of each (node, head).
     stats: Option<Tensor>,
 }
 
 impl FusedGatV2 {
-    /// The kernel over `graph` (which must have one self-loop per node), one head, no dropout.
+    /// The kernel over `graph` (which must have one self-loop per node).
     pub fn new(graph: Arc<GraphView>) -> FusedGatV2 {
         FusedGatV2 {
             graph,
-            heads: 1,
             negative_slope: crate::layers::GAT_NEGATIVE_SLOPE,
-            attention_dropout: None,
         }
     }
 
@@ -72,14 +76,18 @@ impl FusedGatV2 {
         heads: usize,
         dropout: Option<Dropout>,
     ) -> Result<Var> {
-        let cfg = FusedGatV2 {
+        let op = GatV2Op {
+            graph: self.graph.clone(),
+            negative_slope: self.negative_slope,
             heads,
             attention_dropout: dropout,
-            ..self.clone()
+            stats: None,
         };
-        Ok(tape.apply(GatV2Op { cfg, stats: None }, &[xl, xr, att])?)
+        Ok(tape.apply(op, &[xl, xr, att])?)
     }
+}
 
+impl GatV2Op {
     #[inline(always)]
     fn factor(&self, v: usize, u: usize, k: usize) -> f64 {
         self.attention_dropout
@@ -113,22 +121,18 @@ impl FusedGatV2 {
     }
 }
 
-/// Lanes of the score's partial sums, as [`dot`]'s: independent sums the compiler can keep in
-/// a vector register (one running sum made the score a chain of dependent additions, and the
-/// kernel three times slower).
-const SCORE_LANES: usize = 8;
-
-/// `att . LeakyReLU(xl + xr)` over one head's `c` columns, summed lane-wise then the lanes in
-/// order, so the result does not depend on the machine.
+/// `att . LeakyReLU(xl + xr)` over one head's `c` columns, summed as [`dot`] sums: in lanes
+/// the compiler keeps in a vector register (one running sum made the score a chain of
+/// dependent additions, three times slower), then the lanes in order.
 #[inline(always)]
 fn score<T: Float>(xl: &[T], xr: &[T], att: &[T], slope: T::Acc) -> T::Acc {
-    let mut lanes = [<T::Acc as Real>::ZERO; SCORE_LANES];
+    let mut lanes = [<T::Acc as Real>::ZERO; DOT_LANES];
     let chunks = xl
-        .chunks_exact(SCORE_LANES)
-        .zip(xr.chunks_exact(SCORE_LANES))
-        .zip(att.chunks_exact(SCORE_LANES));
+        .chunks_exact(DOT_LANES)
+        .zip(xr.chunks_exact(DOT_LANES))
+        .zip(att.chunks_exact(DOT_LANES));
     for ((l, r), a) in chunks {
-        for i in 0..SCORE_LANES {
+        for i in 0..DOT_LANES {
             lanes[i] += a[i].to_acc() * leaky(l[i].to_acc() + r[i].to_acc(), slope);
         }
     }
@@ -136,21 +140,11 @@ fn score<T: Float>(xl: &[T], xr: &[T], att: &[T], slope: T::Acc) -> T::Acc {
     for x in lanes {
         s += x;
     }
-    let done = xl.len() - xl.len() % SCORE_LANES;
+    let done = xl.len() - xl.len() % DOT_LANES;
     for ((&l, &r), &a) in xl[done..].iter().zip(&xr[done..]).zip(&att[done..]) {
         s += a.to_acc() * leaky(l.to_acc() + r.to_acc(), slope);
     }
     s
-}
-
-/// LeakyReLU's derivative at `pre`.
-#[inline(always)]
-fn dleaky<R: Real>(pre: R, slope: R) -> R {
-    if pre > R::ZERO {
-        R::ONE
-    } else {
-        slope
-    }
 }
 
 /// What the backward pass recomputes each edge's coefficient from.
@@ -160,7 +154,7 @@ struct Scores<'a, T: Float> {
     att: &'a [T],
     /// `[nodes, heads, 2]`: each (node, head)'s max score and softmax denominator.
     stats: &'a [f64],
-    cfg: &'a FusedGatV2,
+    cfg: &'a GatV2Op,
     /// The width of a head.
     c: usize,
     slope: T::Acc,
@@ -198,7 +192,7 @@ impl Op for GatV2Op {
 
     fn forward(&mut self, inputs: &[&Tensor]) -> graphloom_tensor::Result<Tensor> {
         let (xl, xr, att) = (inputs[0], inputs[1], inputs[2]);
-        let cfg = &self.cfg;
+        let cfg = &*self;
         let (n, c) = cfg
             .check(xl, xr, att)
             .map_err(super::aggregate::to_tensor_error)?;
@@ -272,7 +266,7 @@ impl Op for GatV2Op {
 
     fn backward(&self, ctx: &BackwardCtx<'_>) -> graphloom_tensor::Result<Vec<Option<Tensor>>> {
         let (xl, xr, att, g) = (ctx.inputs[0], ctx.inputs[1], ctx.inputs[2], ctx.grad);
-        let cfg = &self.cfg;
+        let cfg = self;
         let heads = cfg.heads;
         let (n, c) = cfg
             .check(xl, xr, att)
@@ -291,11 +285,13 @@ impl Op for GatV2Op {
 
             // Pass 1, by destination: the gradient of xr, a partial gradient of att per row
             // range, and each edge's (alpha d, ds) in the scratch, whose rows are `by_dst`'s
-            // edges, so a range of destinations writes a range of it.
+            // edges, so a range of destinations writes a range of it. The ranges are fixed by
+            // the graph, not by the thread count (as `dst_chunks` are), because the partials
+            // of att are added in range order.
             let csr = &gv.by_dst;
             let mut dxr = graphloom_tensor::alloc::zeros::<T>(n * width);
             let mut coef = graphloom_tensor::alloc::zeros::<A>(csr.num_edges() * heads * 2);
-            let bounds = &gv.dst_chunks;
+            let bounds = &balanced_chunks(&csr.row_ptr, ATT_GRAD_RANGES);
             let edge_bounds: Vec<usize> = bounds.iter().map(|&v| csr.row_ptr[v] as usize).collect();
             let pieces: Vec<_> = split_rows(&mut dxr, width, bounds)
                 .into_iter()
@@ -336,12 +332,15 @@ impl Op for GatV2Op {
                             let ds = e[2 * k + 1] * (da[k] - cv[k]);
                             e[2 * k + 1] = ds;
                             let head = k * c..(k + 1) * c;
-                            let lanes = acc[head.clone()].iter_mut().zip(&mut datt[head.clone()]);
-                            let inputs = xl_u[head.clone()].iter().zip(&xr_v[head.clone()]).zip(&ats[head]);
-                            for ((dr, dt), ((&l, &r), &at)) in lanes.zip(inputs) {
-                                let pre = l.to_acc() + r.to_acc();
-                                *dr += ds * at.to_acc() * dleaky(pre, slope);
-                                *dt += ds * leaky(pre, slope);
+                            let (xl_k, xr_k) = (&xl_u[head.clone()], &xr_v[head.clone()]);
+                            // Two loops of one output each: as one loop the compiler kept it
+                            // scalar, and it took three quarters of the backward pass.
+                            let inputs = xl_k.iter().zip(xr_k).zip(&ats[head.clone()]);
+                            for (dr, ((&l, &r), &at)) in acc[head.clone()].iter_mut().zip(inputs) {
+                                *dr += ds * at.to_acc() * dleaky(l.to_acc() + r.to_acc(), slope);
+                            }
+                            for (dt, (&l, &r)) in datt[head].iter_mut().zip(xl_k.iter().zip(xr_k)) {
+                                *dt += ds * leaky(l.to_acc() + r.to_acc(), slope);
                             }
                         }
                     }
@@ -412,9 +411,16 @@ mod tests {
     use graphloom_tensor::DType;
 
     /// Naive GATv2 attention: per destination and head, an explicit list of coefficients.
-    fn naive(gat: &FusedGatV2, xl: &[f64], xr: &[f64], att: &[f64], c: usize) -> Vec<f64> {
+    fn naive(
+        gat: &FusedGatV2,
+        (heads, dropout): (usize, Option<Dropout>),
+        [xl, xr, att]: [&[f64]; 3],
+        c: usize,
+    ) -> Vec<f64> {
         let g = &gat.graph.by_dst;
-        let heads = gat.heads;
+        let factor = |v: usize, u: usize, k: usize| {
+            dropout.map_or(1.0, |d| d.factor(v as u64, (u * heads + k) as u64))
+        };
         let width = heads * c;
         let mut out = vec![0.0; g.num_nodes() * width];
         for v in 0..g.num_nodes() {
@@ -435,7 +441,7 @@ mod tests {
                 let m = s.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
                 let z: f64 = s.iter().map(|x| (x - m).exp()).sum();
                 for (&u, &sc) in nb.iter().zip(&s) {
-                    let a = (sc - m).exp() / z * gat.factor(v, u as usize, k);
+                    let a = (sc - m).exp() / z * factor(v, u as usize, k);
                     for j in 0..c {
                         out[v * width + k * c + j] += a * xl[u as usize * width + k * c + j];
                     }
@@ -445,19 +451,20 @@ mod tests {
         out
     }
 
-    fn setup(dropout: bool) -> (FusedGatV2, [Tensor; 3]) {
+    /// The attention dropout of the tests that draw one.
+    fn dropout(on: bool) -> Option<Dropout> {
+        on.then(|| Dropout {
+            p: 0.3,
+            key: RngKey::new(5, 1, 2),
+        })
+    }
+
+    /// The kernel over an awkward graph of 25 nodes (built on the calling thread's pool, so
+    /// its row ranges are that pool's) and inputs for 3 heads of 4.
+    fn setup() -> (FusedGatV2, [Tensor; 3]) {
         let g = awkward_graph(25, 50, 11);
-        let gat = FusedGatV2 {
-            graph: Arc::new(GraphView::new(&g, true)),
-            heads: 3,
-            negative_slope: 0.2,
-            attention_dropout: dropout.then(|| Dropout {
-                p: 0.3,
-                key: RngKey::new(5, 1, 2),
-            }),
-        };
         (
-            gat,
+            FusedGatV2::new(Arc::new(GraphView::new(&g, true))),
             [
                 rand_tensor(&[25, 3 * 4], 1),
                 rand_tensor(&[25, 3 * 4], 2),
@@ -468,8 +475,8 @@ mod tests {
 
     #[test]
     fn fused_gatv2_matches_naive_attention() {
-        for dropout in [false, true] {
-            let (gat, [xl, xr, att]) = setup(dropout);
+        for on in [false, true] {
+            let (gat, [xl, xr, att]) = setup();
             let mut tape = Tape::no_grad();
             let out = gat
                 .apply(
@@ -478,16 +485,11 @@ mod tests {
                     &Var::constant(xr.clone()),
                     &Var::constant(att.clone()),
                     3,
-                    gat.attention_dropout,
+                    dropout(on),
                 )
                 .unwrap();
-            let want = naive(
-                &gat,
-                &xl.to_vec_f64(),
-                &xr.to_vec_f64(),
-                &att.to_vec_f64(),
-                4,
-            );
+            let (l, r, a) = (xl.to_vec_f64(), xr.to_vec_f64(), att.to_vec_f64());
+            let want = naive(&gat, (3, dropout(on)), [&l, &r, &a], 4);
             assert_close(
                 &out.value().to_vec_f64(),
                 &want,
@@ -499,40 +501,35 @@ mod tests {
 
     #[test]
     fn fused_gatv2_gradients_match_finite_differences() {
-        for dropout in [false, true] {
-            let (gat, inputs) = setup(dropout);
+        for on in [false, true] {
+            let (gat, inputs) = setup();
             let f = |t: &mut Tape, v: &[Var]| {
-                gat.apply(t, &v[0], &v[1], &v[2], 3, gat.attention_dropout)
+                gat.apply(t, &v[0], &v[1], &v[2], 3, dropout(on))
                     .map_err(|e| graphloom_tensor::Error::Autodiff(e.to_string()))
             };
             let err = max_gradient_error(&f, &inputs, &[true; 3], 1e-6).unwrap();
-            assert!(err < 1e-6, "dropout {dropout}: {err}");
+            assert!(err < 1e-6, "dropout {on}: {err}");
         }
     }
 
     #[test]
     fn fused_gatv2_results_do_not_depend_on_the_thread_count() {
-        let (gat, [xl, xr, att]) = setup(true);
+        // The graph is built inside each pool, as a run builds it, so its row ranges are
+        // that pool's.
         let run = |threads| {
             let pool = rayon::ThreadPoolBuilder::new()
                 .num_threads(threads)
                 .build()
                 .unwrap();
             pool.install(|| {
+                let (gat, inputs) = setup();
                 let mut tape = Tape::new();
-                let vars: Vec<Var> = [&xl, &xr, &att]
+                let vars: Vec<Var> = inputs
                     .iter()
                     .map(|t| tape.leaf(t.cast(DType::F32).unwrap(), true))
                     .collect();
                 let out = gat
-                    .apply(
-                        &mut tape,
-                        &vars[0],
-                        &vars[1],
-                        &vars[2],
-                        3,
-                        gat.attention_dropout,
-                    )
+                    .apply(&mut tape, &vars[0], &vars[1], &vars[2], 3, dropout(true))
                     .unwrap();
                 let ones = Tensor::full(out.value().shape(), DType::F32, 1.0).unwrap();
                 let grads = tape.backward_with(&out, ones).unwrap();
@@ -546,7 +543,7 @@ mod tests {
 
     #[test]
     fn mismatched_inputs_are_refused() {
-        let (gat, [xl, _, att]) = setup(false);
+        let (gat, [xl, _, att]) = setup();
         let xr = rand_tensor(&[25, 6], 4);
         let mut tape = Tape::no_grad();
         let err = gat

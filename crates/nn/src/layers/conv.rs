@@ -22,7 +22,9 @@
 //!   the last followed by `K` steps `h <- (1 - alpha) S h + alpha z` from its output `z`,
 //!   `S` GCN's normalised adjacency. The linears as PyTorch's `Linear`.
 //!
-//! Shapes: `[N, F_in] -> [N, F_out]` (GAT with concatenation: `[N, heads * F_out]`).
+//! Shapes: `[N, F_in] -> [N, F_out]` (GAT and GATv2 with concatenation: `[N, heads * F_out]`).
+//! SGC's last layer is a GCNConv, initialised as GCNConv's (Glorot weight, zero bias) where
+//! PyG's `SGConv` initialises a `Linear`.
 
 use std::sync::Arc;
 
@@ -109,10 +111,10 @@ impl ConvKind {
         })
     }
 
-    /// Whether a layer of this kind reads more than one hop of the graph (APPNP's), which a
-    /// sampled block, one hop a layer, cannot give.
-    pub fn is_multi_hop(self) -> bool {
-        matches!(self, ConvKind::Appnp { hops, .. } if hops > 1)
+    /// Whether a layer of this kind propagates over its own hops (APPNP's), which a sampled
+    /// block, one hop a layer, cannot give.
+    pub fn propagates_hops(self) -> bool {
+        matches!(self, ConvKind::Appnp { .. })
     }
 }
 
@@ -129,12 +131,12 @@ pub struct ConvLayer {
     pub out_dim: usize,
 }
 
-/// The graph operators of one layer's forward pass: GCN's normalised adjacency or SAGE's mean
-/// (`aggregation`), GAT's attention over the graph with self-loops (`attention`), and, for a
-/// sampled block, how many leading rows are outputs.
+/// The graph operators of one layer's forward pass: a linear aggregation (GCN's normalised
+/// adjacency, SAGE's mean or GIN's sum), GAT's or GATv2's attention over the graph with
+/// self-loops, and, for a sampled block, how many leading rows are outputs.
 #[derive(Clone, Default)]
 pub struct LayerOperators {
-    /// GCN's normalised adjacency, or SAGE's mean.
+    /// GCN's normalised adjacency (also SGC's and APPNP's), SAGE's mean or GIN's sum.
     pub aggregation: Option<Arc<dyn LinearAggregation>>,
     /// GAT's attention (graph with self-loops).
     pub attention: Option<Arc<dyn Attention>>,
@@ -147,8 +149,8 @@ pub struct LayerOperators {
 
 impl LayerOperators {
     /// The operators of `aggregation` over a graph in memory (none for `None`): `graph` for
-    /// the linear aggregations, `graph_with_loops` (one self-loop per node) for GAT's
-    /// attention. With `block`, the graph is a sampled block as a square graph over its
+    /// the linear aggregations, `graph_with_loops` (one self-loop per node) for GAT's and
+    /// GATv2's attention. With `block`, the graph is a sampled block as a square graph over its
     /// sources whose first `block` rows are the outputs; GCN then normalises by the block's
     /// degrees, as DGL's `GraphConv` on blocks does, unless `gcn_norm` gives each source's
     /// normalisation in the whole graph.
@@ -167,25 +169,24 @@ impl LayerOperators {
             keep_rows: block,
             ..LayerOperators::default()
         };
-        let Some(aggregation) = aggregation else {
-            return Ok(ops);
-        };
-        if aggregation.needs_self_loops() {
-            let graph = graph_with_loops.ok_or_else(|| missing("the graph with self-loops"))?;
-            match aggregation {
-                Aggregation::Attention => {
-                    ops.attention = Some(Arc::new(FusedGat::new(graph.clone())));
-                }
-                _ => ops.dynamic_attention = Some(Arc::new(FusedGatV2::new(graph.clone()))),
+        let looped = || graph_with_loops.ok_or_else(|| missing("the graph with self-loops"));
+        let plain = || graph.ok_or_else(|| missing("the graph without added self-loops"));
+        let sum = match aggregation {
+            None => return Ok(ops),
+            Some(Aggregation::Attention) => {
+                ops.attention = Some(Arc::new(FusedGat::new(looped()?.clone())));
+                return Ok(ops);
             }
-            return Ok(ops);
-        }
-        let graph = graph.ok_or_else(|| missing("the graph without added self-loops"))?;
-        let sum = match (aggregation, gcn_norm) {
-            (Aggregation::Gcn, Some(norm)) => WeightedSum::gcn_with(graph.clone(), norm),
-            (Aggregation::Gcn, None) => WeightedSum::gcn(graph.clone()),
-            (Aggregation::Mean, _) => WeightedSum::mean(graph.clone()),
-            _ => WeightedSum::sum(graph.clone()),
+            Some(Aggregation::DynamicAttention) => {
+                ops.dynamic_attention = Some(Arc::new(FusedGatV2::new(looped()?.clone())));
+                return Ok(ops);
+            }
+            Some(Aggregation::Gcn) => match gcn_norm {
+                Some(norm) => WeightedSum::gcn_with(plain()?.clone(), norm),
+                None => WeightedSum::gcn(plain()?.clone()),
+            },
+            Some(Aggregation::Mean) => WeightedSum::mean(plain()?.clone()),
+            Some(Aggregation::Sum) => WeightedSum::sum(plain()?.clone()),
         };
         // Aggregations compute only the kept rows themselves.
         let sum = match block {
@@ -356,12 +357,12 @@ impl ConvLayer {
             what: "the graph and the layer",
             detail: format!("a {:?} layer needs {what}", self.kind),
         };
-        if graph.keep_rows.is_some() && self.kind.is_multi_hop() {
+        if graph.keep_rows.is_some() && self.kind.propagates_hops() {
             return Err(Error::InvalidSetting {
                 setting: "model",
-                reason: "APPNP's last layer propagates over several hops, and a sampled block \
-                         gives a layer one: train APPNP over the whole graph (full batch, or \
-                         SAR over workers)"
+                reason: "APPNP's last layer propagates over all its hops, and a sampled block \
+                         (or layer-wise inference) gives a layer one: run APPNP over the whole \
+                         graph (full batch, or SAR over workers)"
                     .into(),
             });
         }

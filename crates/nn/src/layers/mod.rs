@@ -1,5 +1,5 @@
 //! GNN layers: parameters, initialisation and forward passes of GCNConv, SAGEConv, GATConv,
-//! GINConv, SGC's hops and APPNP's propagation.
+//! GATv2Conv, GINConv, SGC's hops and APPNP's propagation.
 
 mod conv;
 pub mod init;

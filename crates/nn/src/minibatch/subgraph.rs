@@ -84,7 +84,7 @@ pub fn batch_blocks(
             })
             .collect()
     });
-    let gat = arch.aggregation().needs_self_loops();
+    let self_loops = arch.aggregation().needs_self_loops();
     let mut graphs = Vec::with_capacity(blocks.len());
     for block in &blocks {
         let csr = block.to_csr();
@@ -96,7 +96,7 @@ pub fn batch_blocks(
         let positions: Vec<usize> = block.src_nodes.iter().map(|&p| p as usize).collect();
         graphs.push(LayerGraph {
             view: Arc::new(view),
-            looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
+            looped: self_loops.then(|| Arc::new(GraphView::new(&csr, true))),
             num_dst: block.num_dst,
             src_ids: positions.iter().map(|&p| i64::from(sub.nodes[p])).collect(),
             gcn_norm: gcn_norm.as_ref().map(|n| Arc::new(n.select(&positions))),

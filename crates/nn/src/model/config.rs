@@ -35,6 +35,17 @@ pub const APPNP_HOPS: usize = 10;
 pub const APPNP_TELEPORT: f64 = 0.1;
 
 impl Architecture {
+    /// Every family, in the order front ends list them.
+    pub const ALL: &'static [Architecture] = &[
+        Architecture::Gcn,
+        Architecture::Sage,
+        Architecture::Gat,
+        Architecture::GatV2,
+        Architecture::Gin,
+        Architecture::Sgc,
+        Architecture::Appnp,
+    ];
+
     /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `sgc` or `appnp`.
     pub fn parse(name: &str) -> Option<Architecture> {
         Some(match name {
@@ -49,7 +60,8 @@ impl Architecture {
         })
     }
     /// What the family's graph layers read of the graph: the one aggregation every layer
-    /// of a model of this family that reads the graph uses.
+    /// of a model of this family that reads the graph uses (each layer's kind says it too,
+    /// [`ConvKind::aggregation`]; a test keeps the two in agreement).
     pub fn aggregation(self) -> Aggregation {
         match self {
             Architecture::Gcn | Architecture::Sgc | Architecture::Appnp => Aggregation::Gcn,
@@ -123,15 +135,15 @@ pub struct ModelConfig {
     pub arch: Architecture,
     /// Input feature width.
     pub in_dim: usize,
-    /// Hidden width (per head for GAT).
+    /// Hidden width (per head for GAT and GATv2; unused by SGC, whose hops keep the input's).
     pub hidden: usize,
     /// Number of classes.
     pub out_dim: usize,
-    /// Number of convolutions (at least 1).
+    /// Number of convolutions (at least 1; SGC's hops, APPNP's linear layers).
     pub layers: usize,
-    /// GAT: heads of the hidden layers (concatenated).
+    /// GAT and GATv2: heads of the hidden layers (concatenated).
     pub heads: usize,
-    /// GAT: heads of the output layer (averaged).
+    /// GAT and GATv2: heads of the output layer (averaged).
     pub out_heads: usize,
     /// APPNP: propagation steps of its last layer (K).
     pub hops: usize,
@@ -141,7 +153,7 @@ pub struct ModelConfig {
     pub dropout: Probability,
     /// Dropout on the input features, before the first convolution.
     pub input_dropout: Probability,
-    /// GAT: dropout on the attention coefficients.
+    /// GAT and GATv2: dropout on the attention coefficients.
     pub attention_dropout: Probability,
     /// The dtype activations are computed and stored in (parameters stay f32, or f64 for f64).
     pub dtype: DType,
@@ -157,8 +169,8 @@ pub struct ModelConfig {
 
 impl ModelConfig {
     /// The convolution of layer `l`: GAT and GATv2 concatenate a hidden layer's heads and
-    /// average the output layer's; SGC's layers before the last only propagate; APPNP's layers before the
-    /// last are its MLP's.
+    /// average the output layer's; SGC's layers before the last only propagate; APPNP's
+    /// layers before the last are its MLP's.
     pub fn conv_kind(&self, l: usize) -> ConvKind {
         let last = l + 1 == self.layers;
         match self.arch {
@@ -270,4 +282,32 @@ pub struct ArchDefaults {
     pub lr: f64,
     /// The weight decay of a node classifier.
     pub weight_decay: f64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_layer_of_a_family_reads_the_family_s_aggregation() {
+        for &arch in Architecture::ALL {
+            for layers in 1..4 {
+                let cfg = ModelConfig {
+                    layers,
+                    ..ModelConfig::of(arch)
+                };
+                let read: Vec<_> = (0..layers)
+                    .filter_map(|l| cfg.conv_kind(l).aggregation())
+                    .collect();
+                assert!(
+                    !read.is_empty(),
+                    "{arch:?} of {layers} layers reads no graph"
+                );
+                assert!(
+                    read.iter().all(|&a| a == arch.aggregation()),
+                    "{arch:?}: {read:?}"
+                );
+            }
+        }
+    }
 }

@@ -151,12 +151,12 @@ pub struct LayerGraph {
 }
 
 impl LayerGraph {
-    /// The layer graph of `block`, with the self-looped copy when `gat`.
-    pub fn new(block: &Block, gat: bool) -> LayerGraph {
+    /// The layer graph of `block`, with the self-looped copy when `looped` (for attention).
+    pub fn new(block: &Block, looped: bool) -> LayerGraph {
         let csr = block.to_csr();
         LayerGraph {
             view: Arc::new(GraphView::new(&csr, false)),
-            looped: gat.then(|| Arc::new(GraphView::new(&csr, true))),
+            looped: looped.then(|| Arc::new(GraphView::new(&csr, true))),
             num_dst: block.num_dst,
             src_ids: block.src_nodes.iter().map(|&v| i64::from(v)).collect(),
             gcn_norm: None,

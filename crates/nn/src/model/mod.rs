@@ -81,6 +81,10 @@ pub struct Model {
 /// Inputs with at most this share of non-zeros take the sparse first layer.
 const SPARSE_INPUT_MAX_DENSITY: f64 = 0.1;
 
+/// The most layers a model may have (2^16): far beyond any GNN, and a bound on a forward
+/// pass's length and on a model file's count of layers before any is built.
+pub const MAX_LAYERS: usize = 1 << 16;
+
 /// The most propagation steps an APPNP layer may take: far beyond any use (its paper takes
 /// 10), and a bound on a forward pass's length.
 pub const MAX_HOPS: usize = 1 << 16;
@@ -176,10 +180,10 @@ impl Model {
                     reason: format!("must be within 0 and 1, not {}", cfg.teleport),
                 });
             }
-            if cfg.hops > MAX_HOPS {
+            if !(1..=MAX_HOPS).contains(&cfg.hops) {
                 return Err(Error::InvalidSetting {
                     setting: "hops",
-                    reason: format!("must be at most {MAX_HOPS}, not {}", cfg.hops),
+                    reason: format!("must be within 1 and {MAX_HOPS}, not {}", cfg.hops),
                 });
             }
         }
@@ -217,7 +221,7 @@ impl Model {
                 cfg.layers, cfg.in_dim, cfg.hidden, cfg.out_dim, cfg.heads
             ),
         };
-        if cfg.layers > 1 << 16 {
+        if cfg.layers > MAX_LAYERS {
             return Err(too_large());
         }
         // `total` plus the parameters of `shape`, within the bound; the product is checked

@@ -19,7 +19,7 @@
 
 use graphloom_graph::parts::PartitionMeta;
 use graphloom_graph::Meta;
-use graphloom_nn::layers::ConvKind;
+use graphloom_nn::layers::{Aggregation, ConvKind};
 use graphloom_nn::{Architecture, Model, ModelConfig, OptimizerKind};
 use graphloom_tensor::{DType, Tensor};
 
@@ -278,12 +278,12 @@ fn csr_bytes(nodes: u64, edges: u64) -> u64 {
     8 * (nodes + 1) + 4 * edges
 }
 
-/// The graph view of a whole-graph pass over `nodes` and `edges` (GAT adds a self-loop per
-/// node): the CSR by destination, its transpose and the edge map, and GCN's normalisation.
+/// The graph view of a whole-graph pass over `nodes` and `edges` (attention adds a self-loop
+/// per node): the CSR by destination, its transpose and the edge map, and GCN's normalisation.
 fn view_bytes(arch: Architecture, nodes: u64, edges: u64) -> u64 {
-    let edges = match arch {
-        Architecture::Gat | Architecture::GatV2 => edges + nodes,
-        _ => edges,
+    let edges = match arch.aggregation().needs_self_loops() {
+        true => edges + nodes,
+        false => edges,
     };
     2 * csr_bytes(nodes, edges) + 8 * edges + 12 * nodes
 }
@@ -473,11 +473,12 @@ pub(crate) fn sar(
         let halo = partition.halo.get(p).copied().unwrap_or(0) as u64;
         // The backward pass groups the own shard's edges by source (an offset per row, a
         // destination and an edge index per edge, u32 each: at most all of the part's
-        // edges), and a linear aggregation keeps each row's factor (f64).
+        // edges), and a normalised linear aggregation (GCN's, the mean; not GIN's sum) keeps
+        // each row's factor (f64).
         let by_source = 8 * (n + 1) + 8 * e;
-        let factors = match m.arch {
-            Architecture::Gat | Architecture::GatV2 => 0,
-            _ => 8 * n,
+        let factors = match m.arch.aggregation() {
+            Aggregation::Gcn | Aggregation::Mean => 8 * n,
+            Aggregation::Sum | Aggregation::Attention | Aggregation::DynamicAttention => 0,
         };
         [
             // The part's CSR and its shards' local sources.

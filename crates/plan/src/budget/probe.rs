@@ -121,8 +121,8 @@ pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
         let tracker = MemoryTracker::new();
         set_thread_tracker(tracker.clone());
         let m = Model::new(cfg.clone(), 0)?;
-        let gat = cfg.arch.has_heads();
-        let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, gat)).collect();
+        let looped = cfg.arch.aggregation().needs_self_loops();
+        let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, looped)).collect();
         let x = Tensor::full(&[first.src_nodes.len(), cfg.in_dim], cfg.dtype, 0.5)
             .map_err(graphloom_nn::Error::from)?;
         let seeds = blocks.last().map_or(0, |b| b.num_dst);

@@ -280,6 +280,11 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
         kinds = [type(m) for m in mlp]
         if kinds != [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear] or any(m.bias is None for m in mlp[::2]):
             _fail(f"{name}: GraphLoom's GIN has nn = Sequential(Linear, ReLU, Linear), with biases")
+        if not mlp[0].out_features == mlp[2].in_features == mlp[2].out_features:
+            _fail(f"{name}: GraphLoom's GIN MLP is in -> out -> out wide, this one "
+                  f"{mlp[0].in_features} -> {mlp[0].out_features} -> {mlp[2].out_features}")
+        if getattr(conv, "aggr", None) != "add":
+            _fail(f"{name}: GraphLoom's GIN sums its neighbours (aggr='add'), this one {conv.aggr!r}")
     elif arch == "gatv2":
         if conv.share_weights or conv.edge_dim is not None or not conv.add_self_loops \
                 or abs(conv.negative_slope - 0.2) > 1e-12:
@@ -352,7 +357,7 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
     """Writes a PyG model as a GraphLoom model file, for ``graphloom train --init-model`` and
     ``graphloom predict``. What maps:
 
-    - a :class:`GraphLoomGNN` (from :func:`load_pyg`);
+    - a :class:`GraphLoomGNN` (from :func:`load_pyg`, SGC's and APPNP's included);
     - ``torch_geometric.nn.models.GCN`` and ``GraphSAGE`` with their defaults (ReLU, no norm,
       no jumping knowledge, ``out_channels`` given), and ``GAT`` with ``act="elu"`` (PyG's
       default is ReLU; GraphLoom's GAT uses ELU): its hidden layers concatenate their heads,
@@ -463,6 +468,11 @@ def _save_loaded(model: GraphLoomGNN, path: str | os.PathLike, dropout: float | 
     config = dict(model.config)
     if dropout is not None:
         config["dropout"] = float(dropout)
+    # The propagation's settings are the modules', which a caller may have changed.
+    if config["arch"] == "sgc":
+        config["layers"] = model.convs[0].K
+    else:
+        config["hops"], config["teleport"] = model.propagation.K, float(model.propagation.alpha)
     params: list = []
     add = _adder(params)
     if config["arch"] == "sgc":

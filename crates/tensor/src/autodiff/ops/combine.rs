@@ -1,5 +1,9 @@
 //! Sums of two tensors with scalar coefficients: fixed ones (APPNP's teleport) and a learnt
 //! one (GIN's `1 + eps`).
+//!
+//! Backward: a fixed coefficient scales the output gradient `g` for its operand; the learnt
+//! `eps` of `a + (1 + eps) b` gets `sum(b * g)`, summed in chunks fixed by the size (as every
+//! reduction), so it does not depend on the thread count.
 
 use crate::autodiff::{BackwardCtx, Op, Tape, Var};
 use crate::kernels::elementwise::{map_vec, zip_map_vec};
@@ -71,11 +75,18 @@ impl Op for AddScaledBy {
     }
     fn forward(&mut self, inputs: &[&Tensor]) -> Result<Tensor> {
         let (a, b, eps) = (inputs[0], inputs[1], inputs[2]);
-        if eps.numel() != 1 || eps.dtype() != a.dtype() {
+        if eps.numel() != 1 {
             return Err(Error::ShapeMismatch {
                 op: "add_scaled_by",
                 lhs: a.shape().to_vec(),
                 rhs: eps.shape().to_vec(),
+            });
+        }
+        if eps.dtype() != a.dtype() {
+            return Err(Error::DTypeMismatch {
+                op: "add_scaled_by",
+                lhs: a.dtype(),
+                rhs: eps.dtype(),
             });
         }
         combine_tensors(a, 1.0, b, 1.0 + eps.scalar_f64()?)
@@ -95,7 +106,7 @@ impl Op for AddScaledBy {
         } else {
             None
         };
-        Ok(vec![Some(g.clone()), db, deps])
+        Ok(vec![ctx.needs_grad[0].then(|| g.clone()), db, deps])
     }
     fn reads_input(&self, index: usize, needs_grad: &[bool]) -> bool {
         // b for eps's gradient; eps for b's gradient and its own shape.
