@@ -514,7 +514,10 @@ fn gin_sgc_and_appnp_train_on_workers_as_on_one_and_predict_what_they_scored() {
     ]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("APPNP's last layer takes all its hops"), "{stderr}");
+    assert!(
+        stderr.contains("APPNP's last layer takes all its hops"),
+        "{stderr}"
+    );
     // GATv2's scores need both ends' projected rows, which SAR does not exchange: refused.
     let out = graphloom(&[
         "train",

@@ -231,7 +231,10 @@ fn appnp_refuses_sampled_blocks() {
             Mode::inference(),
         )
         .expect_err("APPNP over blocks");
-    assert!(err.to_string().contains("propagates over all its hops"), "{err}");
+    assert!(
+        err.to_string().contains("propagates over all its hops"),
+        "{err}"
+    );
 }
 
 fn features_in_store(ds: &Dataset, comm: Arc<dyn graphloom_comm::Communicator>) -> StoreTensor {

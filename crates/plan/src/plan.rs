@@ -150,15 +150,17 @@ impl Plan {
         };
         let saved_cfg = saved.as_ref().map(|m| &m.config);
         let arch = match settings.model {
-            Some(ModelName::Relational(kind)) => return Err(PlanError::invalid(
-                "model",
-                format!(
+            Some(ModelName::Relational(kind)) => {
+                return Err(PlanError::invalid(
+                    "model",
+                    format!(
                     "{} trains a heterogeneous dataset (\"format\": \"hetero\" in meta.json: node \
                          and edge types); this one has one node type and one edge type: use \
                          gcn, sage, gat, gatv2, gin, sgc or appnp",
                     kind.name()
                 ),
-            )),
+                ))
+            }
             Some(ModelName::Homogeneous(arch)) => Some(arch),
             None => None,
         }
