@@ -1,5 +1,5 @@
 //! The fused GATv2 kernel (Brody, Alon and Yahav, <https://arxiv.org/abs/2105.14491>): dynamic
-//! attention computed on the fly, never stored as an edges x heads matrix.
+//! attention computed on the fly, no per-edge tensor kept from forward to backward.
 //!
 //! For destination `v`, head `k` and in-edge `u -> v` (the graph carries one self-loop per node),
 //! with `xl = x W_l + b_l` and `xr = x W_r + b_r` split in heads of `c` columns:
