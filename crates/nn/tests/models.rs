@@ -13,17 +13,6 @@ use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, Tape, Var};
 
-/// Every model family.
-const ALL: [Architecture; 7] = [
-    Architecture::Gcn,
-    Architecture::Sage,
-    Architecture::Gat,
-    Architecture::GatV2,
-    Architecture::Gin,
-    Architecture::Sgc,
-    Architecture::Appnp,
-];
-
 fn dataset(dtype: DType) -> Dataset {
     let mut ds = generate(&SyntheticConfig {
         nodes: 600,
@@ -119,7 +108,7 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
 #[test]
 fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes() {
     let ds = dataset(DType::F64);
-    for arch in ALL {
+    for &arch in Architecture::ALL {
         let (l1, g1, peak1, _) = std::thread::scope(|s| {
             s.spawn(|| step(&ds, config(arch, DType::F64, false)))
                 .join()
@@ -159,7 +148,7 @@ fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes()
 
 #[test]
 fn f32_follows_f64_and_bf16_halves_feature_and_activation_bytes() {
-    for arch in ALL {
+    for &arch in Architecture::ALL {
         let ds64 = dataset(DType::F64);
         let (l64, _, _, _) = std::thread::scope(|s| {
             s.spawn(|| step(&ds64, config(arch, DType::F64, false)))
@@ -237,7 +226,10 @@ fn sparse_input_gives_the_dense_loss_and_gradients() {
         .collect();
     ds.features = graphloom_tensor::Tensor::from_f64(&v, ds.features.shape(), DType::F64).unwrap();
     // SGC's first layer propagates, and reads no weight.
-    for arch in ALL.into_iter().filter(|&a| a != Architecture::Sgc) {
+    for &arch in Architecture::ALL
+        .iter()
+        .filter(|&&a| a != Architecture::Sgc)
+    {
         // A first layer that narrows, so that it projects before aggregating.
         let cfg = ModelConfig {
             hidden: 8,
@@ -282,7 +274,7 @@ fn every_family_s_gradients_match_finite_differences() {
     let x = Var::constant(ds.features.cast(DType::F64).unwrap());
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
-    for arch in ALL {
+    for &arch in Architecture::ALL {
         // Narrow then wide layers, so both orders of GIN's and GCN's products run.
         let cfg = ModelConfig {
             arch,

@@ -31,6 +31,7 @@ mod checks;
 mod data;
 mod error;
 mod full_batch;
+mod help;
 mod hetero;
 mod hetero_infer;
 mod infer;
@@ -48,6 +49,7 @@ pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, M
 pub use error::{render_settings, PlanError, Result};
 pub use full_batch::FullBatchPlan;
 pub use graphloom_nn::task::TaskKind;
+pub use help::help_defaults;
 pub use hetero::HeteroPlan;
 pub use hetero_infer::{hetero_embeddings, hetero_log_probabilities};
 pub use infer::{infer, labels_of, layerwise_config, score_links, InferSettings};
@@ -59,8 +61,8 @@ pub use sar::{SarOutcome, SarPlan};
 #[cfg(feature = "cli")]
 pub use settings::choice_parser;
 pub use settings::{
-    flag_of, help_defaults, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation,
-    ModelName, OptimizerName, StorageDType, TrainSettings,
+    flag_of, Backend, Choice, ComputeDType, FeatureReads, FeaturesLocation, ModelName,
+    OptimizerName, StorageDType, TrainSettings,
 };
 pub use subgraph::{Batching, SubgraphSettings};
 #[cfg(feature = "cli")]
