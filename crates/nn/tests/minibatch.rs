@@ -164,15 +164,11 @@ fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
     let seeds: Vec<u32> = (0..40).map(|i| i * 11 + 3).collect();
     // GCN and SGC take the whole graph's degrees here: on a block, a source that is not a
     // destination has no in-edges, and sampled training normalises by the block's degrees (as
-    // DGL's GraphConv on blocks does).
-    for arch in [
-        Architecture::Gcn,
-        Architecture::Sage,
-        Architecture::Gat,
-        Architecture::GatV2,
-        Architecture::Gin,
-        Architecture::Sgc,
-    ] {
+    // DGL's GraphConv on blocks does). APPNP refuses blocks (`appnp_refuses_sampled_blocks`).
+    for &arch in Architecture::ALL
+        .iter()
+        .filter(|&&a| a != Architecture::Appnp)
+    {
         let model = Model::new(config(arch, DType::F64), 5).unwrap();
         let (whole_rows, whole_loss, whole_grads) = loss_and_grads(&ds, &model, &seeds, false);
         let (block_rows, block_loss, block_grads) = loss_and_grads(&ds, &model, &seeds, true);
