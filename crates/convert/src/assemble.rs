@@ -134,6 +134,7 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
         graph,
         features,
         labels,
+        targets: None,
         train_idx,
         valid_idx,
         test_idx,

@@ -254,6 +254,7 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
         graph,
         features,
         labels,
+        targets: None,
         train_idx: (0..num_train).collect(),
         valid_idx: (num_train..num_train + VALID).collect(),
         test_idx: test_index,

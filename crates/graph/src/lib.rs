@@ -50,5 +50,6 @@ pub use format::mapped::{GraphData, MappedDataset};
 pub use format::meta::Meta;
 pub use format::output_dir::{check_output_dir, check_output_file, OutputKind};
 pub use format::summary::{split_sizes, DatasetSummary, DegreeStats};
+pub use format::targets::{NodeTargets, TargetKind};
 pub use graphloom_io::{format_bytes, npy, write_atomic, MappedNpy};
 pub use store_graph::StoreGraph;

@@ -296,6 +296,7 @@ fn edge_weights_match_one_worker() {
                     graph: ds.graph.clone(),
                     features: ds.features.clone(),
                     labels: ds.labels.clone(),
+                    targets: None,
                     train_idx: ds.train_idx.clone(),
                     valid_idx: ds.valid_idx.clone(),
                     test_idx: ds.test_idx.clone(),

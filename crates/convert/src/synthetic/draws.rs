@@ -547,6 +547,7 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
         graph,
         features,
         labels,
+        targets: None,
         train_idx,
         valid_idx,
         test_idx,

@@ -6,7 +6,7 @@
 //! | `csr_row_ptr.npy` | i64, `num_nodes + 1` offsets (CSR by destination) |
 //! | `csr_col_idx.npy` | i32 or i64 source ids, `num_edges` |
 //! | `node_feat.npy` | `[num_nodes, feat_dim]`, f32, or bf16 stored as uint16 |
-//! | `node_label.npy` | i64 class per node; -1 for a node without a label (never in a split) |
+//! | `node_label.npy` | i64 class per node, -1 for none (never in a split); or [`NodeTargets`] |
 //! | `train_idx.npy`, `valid_idx.npy`, `test_idx.npy` | i64 node ids |
 //! | `edge_weight.npy` | optional f32 per edge |
 
@@ -17,6 +17,7 @@ use graphloom_tensor::{bf16, DType, Tensor};
 
 use super::meta::{Meta, MAX_CLASS, SPLIT_FILES};
 use super::output_dir::{write_dir_atomic, OutputKind};
+use super::targets::NodeTargets;
 use crate::{npy, Csr, Error, NodeId, Result};
 
 /// Writes the train, validation and test ids into the dataset directory `dir`.
@@ -36,8 +37,12 @@ pub struct Dataset {
     pub graph: Csr,
     /// `[num_nodes, feat_dim]` features, f32 or bf16, charged to [`Category::Features`].
     pub features: Tensor,
-    /// Class of every node.
+    /// Class of every node (-1: none); with [`Dataset::targets`], 0 for a node with a target
+    /// and -1 for one without ([`NodeTargets::markers`]).
     pub labels: Vec<i64>,
+    /// The targets of multi-label classification or regression, when `node_label.npy` holds
+    /// them ([`NodeTargets`]) rather than one class per node.
+    pub targets: Option<NodeTargets>,
     /// Training node ids.
     pub train_idx: Vec<usize>,
     /// Validation node ids.
@@ -148,27 +153,7 @@ impl Dataset {
             })?;
             Tensor::zeros(&[0, meta.feat_dim], DType::F32)
         };
-        let label_path = file(dir, "node_label.npy");
-        let labels = npy::read_ints(&label_path)?.data;
-        if labels.len() != meta.num_nodes {
-            return Err(Error::invalid(
-                &label_path,
-                format!("has {} labels for {} nodes", labels.len(), meta.num_nodes),
-            ));
-        }
-        if let Some(i) = labels
-            .iter()
-            .position(|&l| l < UNLABELLED || l >= meta.num_classes as i64)
-        {
-            return Err(Error::invalid(
-                &label_path,
-                format!(
-                    "label of node {i} is {}, outside 0..{} (num_classes; -1 marks a node \
-                     without a label)",
-                    labels[i], meta.num_classes
-                ),
-            ));
-        }
+        let (labels, targets) = read_labels(dir, &meta)?;
         let split = |name: &str| read_split(dir, name, meta.num_nodes);
         let weight_path = file(dir, "edge_weight.npy");
         let edge_weight = if weight_path.exists() {
@@ -191,6 +176,7 @@ impl Dataset {
             graph,
             features,
             labels,
+            targets,
             edge_weight,
         })
     }
@@ -220,17 +206,51 @@ impl Dataset {
         if self.meta.feat_dim > 0 {
             write_features(&file(dir, "node_feat.npy"), &self.features)?;
         }
-        npy::write(
-            &file(dir, "node_label.npy"),
-            &self.labels,
-            &[self.labels.len()],
-        )?;
+        match &self.targets {
+            Some(targets) => targets.write(&file(dir, "node_label.npy"))?,
+            None => npy::write(
+                &file(dir, "node_label.npy"),
+                &self.labels,
+                &[self.labels.len()],
+            )?,
+        }
         write_splits(dir, [&self.train_idx, &self.valid_idx, &self.test_idx])?;
         if let Some(w) = &self.edge_weight {
             npy::write(&file(dir, "edge_weight.npy"), w, &[w.len()])?;
         }
         Ok(())
     }
+}
+
+/// The labels of the dataset directory `dir` of `meta`: its classes, or its targets with
+/// their markers in the place of classes.
+pub(crate) fn read_labels(dir: &Path, meta: &Meta) -> Result<(Vec<i64>, Option<NodeTargets>)> {
+    let label_path = file(dir, "node_label.npy");
+    if NodeTargets::held_by(&npy::read_header(&label_path)?) {
+        let targets = NodeTargets::read(&label_path, meta.num_nodes, meta.num_classes)?;
+        return Ok((targets.markers(), Some(targets)));
+    }
+    let labels = npy::read_ints(&label_path)?.data;
+    if labels.len() != meta.num_nodes {
+        return Err(Error::invalid(
+            &label_path,
+            format!("has {} labels for {} nodes", labels.len(), meta.num_nodes),
+        ));
+    }
+    if let Some(i) = labels
+        .iter()
+        .position(|&l| l < UNLABELLED || l >= meta.num_classes as i64)
+    {
+        return Err(Error::invalid(
+            &label_path,
+            format!(
+                "label of node {i} is {}, outside 0..{} (num_classes; -1 marks a node without \
+                 a label)",
+                labels[i], meta.num_classes
+            ),
+        ));
+    }
+    Ok((labels, None))
 }
 
 /// Reads `count` edge weights from `path`, refusing NaN, infinite and negative ones.

@@ -8,10 +8,11 @@ use graphloom_io::MappedNpy;
 use rayon::prelude::*;
 
 use super::dataset::{
-    check_feature_header, check_feature_values, check_once, check_splits, read_split, Dataset,
-    UNLABELLED,
+    check_feature_header, check_feature_values, check_once, check_splits, read_labels, read_split,
+    Dataset, UNLABELLED,
 };
 use super::meta::{Meta, SPLIT_FILES};
+use super::targets::NodeTargets;
 use crate::sample::CsrSource;
 use crate::{npy, Csr, Error, NodeId, Result};
 
@@ -31,6 +32,7 @@ pub struct MappedDataset {
     row_ptr: MappedNpy<i64>,
     col_idx: Column,
     labels: Labels,
+    targets: Option<NodeTargets>,
     edge_weight: Option<MappedNpy<f32>>,
     /// Training node ids.
     pub train_idx: Vec<usize>,
@@ -94,8 +96,10 @@ pub struct GraphData<'a> {
     pub row_ptr: &'a [i64],
     /// Source node of each edge.
     pub col_idx: &'a [NodeId],
-    /// Class of every node (-1: none).
+    /// Class of every node (-1: none); with targets, their markers ([`NodeTargets::markers`]).
     pub labels: &'a [i64],
+    /// The targets of multi-label classification or regression, when the dataset has them.
+    pub targets: Option<&'a NodeTargets>,
     /// Training node ids.
     pub train_idx: &'a [usize],
     /// Validation node ids.
@@ -185,6 +189,7 @@ impl Dataset {
             row_ptr: &self.graph.row_ptr,
             col_idx: &self.graph.col_idx,
             labels: &self.labels,
+            targets: self.targets.as_ref(),
             train_idx: &self.train_idx,
             valid_idx: &self.valid_idx,
             test_idx: &self.test_idx,
@@ -218,9 +223,14 @@ impl MappedDataset {
         let col_path = file(dir, "csr_col_idx.npy");
         let col_idx = Column::open(&col_path, n)?;
         let label_path = file(dir, "node_label.npy");
-        let labels = match npy::read_header(&label_path)?.dtype {
-            npy::NpyDType::I64 => Labels::Mapped(MappedNpy::open(&label_path)?),
-            _ => Labels::Owned(npy::read_ints(&label_path)?.data),
+        let label_header = npy::read_header(&label_path)?;
+        let (labels, targets) = match label_header.dtype {
+            _ if NodeTargets::held_by(&label_header) => {
+                let (markers, targets) = read_labels(dir, &meta)?;
+                (Labels::Owned(markers), targets)
+            }
+            npy::NpyDType::I64 => (Labels::Mapped(MappedNpy::open(&label_path)?), None),
+            _ => (Labels::Owned(npy::read_ints(&label_path)?.data), None),
         };
         let weight_path = file(dir, "edge_weight.npy");
         let edge_weight = if weight_path.exists() {
@@ -241,6 +251,7 @@ impl MappedDataset {
             row_ptr,
             col_idx,
             labels,
+            targets,
             edge_weight,
             train_idx: train_idx?,
             valid_idx: valid_idx?,
@@ -371,6 +382,7 @@ impl MappedDataset {
                 Labels::Mapped(m) => m,
                 Labels::Owned(v) => v,
             },
+            targets: self.targets.as_ref(),
             train_idx: &self.train_idx,
             valid_idx: &self.valid_idx,
             test_idx: &self.test_idx,

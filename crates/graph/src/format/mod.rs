@@ -39,3 +39,4 @@ pub mod output_dir;
 pub mod parts;
 pub mod summary;
 pub mod swap;
+pub mod targets;

@@ -113,6 +113,7 @@ fn data_of<'a>(g: &'a crate::Csr, meta: &'a crate::Meta) -> GraphData<'a> {
         row_ptr: &g.row_ptr,
         col_idx: &g.col_idx,
         labels: &[],
+        targets: None,
         train_idx: &[],
         valid_idx: &[],
         test_idx: &[],

@@ -8,6 +8,7 @@ mod linear;
 mod loss;
 mod norm;
 mod pairs;
+mod row_targets;
 mod shape;
 
 pub use activation::{
@@ -20,4 +21,5 @@ pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, mat
 pub use loss::{log_softmax, nll_loss, weighted_nll_loss};
 pub use norm::{batch_norm, StatsSum};
 pub use pairs::{bce_with_logits, pair_product, row_sums, sigmoid};
+pub use row_targets::{row_target_loss, RowLoss};
 pub use shape::{cast, leading_rows, reshape};
