@@ -203,12 +203,53 @@ pub(crate) struct SyntheticArgs {
     /// 100, past MAG240M's 244M nodes) [default: 0.1]
     #[arg(long, requires = "hetero")]
     pub(crate) scale: Option<f64>,
+    /// Targets instead of classes, planted so that a 2-layer GCN learns them (S^2 X W with
+    /// GCN's propagation S and a random projection W, standardised, plus --target-noise):
+    /// multilabel (0/1 labels, for `train --task multilabel`) or regression (floats, for
+    /// `train --task regression`). The dataset is read back into memory to plant them.
+    #[arg(long, value_parser = ["multilabel", "regression"], conflicts_with = "hetero")]
+    pub(crate) targets: Option<String>,
+    /// With --targets: targets per node.
+    #[arg(long, default_value_t = 4, requires = "targets")]
+    pub(crate) num_targets: usize,
+    /// With --targets: standard deviation of the noise on the standardised signal (the best
+    /// R² is about 1 / (1 + noise^2)).
+    #[arg(long, default_value_t = 0.3, requires = "targets")]
+    pub(crate) target_noise: f64,
+    /// With --targets: share of each node's targets past the first left missing (-1 or NaN).
+    #[arg(long, default_value_t = 0.0, requires = "targets")]
+    pub(crate) missing_targets: f64,
     /// Output dataset directory.
     #[arg(long)]
     pub(crate) out: PathBuf,
 }
 
 impl SyntheticArgs {
+    /// The targets to plant, when --targets asks for them.
+    pub(crate) fn planted(&self) -> Result<Option<synthetic::PlantedTargets>> {
+        let Some(kind) = &self.targets else {
+            return Ok(None);
+        };
+        if !(1..=4096).contains(&self.num_targets) {
+            bail!("--num-targets must be 1 to 4096");
+        }
+        if !(self.target_noise.is_finite() && self.target_noise >= 0.0) {
+            bail!("--target-noise must be finite and not negative");
+        }
+        if !(0.0..1.0).contains(&self.missing_targets) {
+            bail!("--missing-targets is a share: at least 0, below 1");
+        }
+        Ok(Some(synthetic::PlantedTargets {
+            kind: match kind.as_str() {
+                "multilabel" => graphloom_graph::TargetKind::Binary,
+                _ => graphloom_graph::TargetKind::Real,
+            },
+            width: self.num_targets,
+            noise: self.target_noise,
+            missing: self.missing_targets,
+        }))
+    }
+
     pub(crate) fn config(&self) -> Result<synthetic::SyntheticConfig> {
         if self.nodes < 2 || self.classes < 2 || self.feat_dim == Some(0) {
             bail!("--nodes and --classes must be at least 2, --feat-dim positive");
@@ -294,8 +335,9 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
         }
         Source::Synthetic(s) => {
             let cfg = s.config()?;
+            let planted = s.planted()?;
             return streamed(&s.out, json, start, |buffer, progress| {
-                synthetic::write(&cfg, &s.out, buffer, progress)
+                synthetic::write_with_targets(&cfg, planted.as_ref(), &s.out, buffer, progress)
             });
         }
         Source::Edgelist {

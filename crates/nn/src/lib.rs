@@ -50,6 +50,7 @@ mod tensor_file;
 #[cfg(test)]
 mod testutil;
 pub mod train;
+pub mod values;
 
 pub use error::{Error, Result};
 pub use graph::{balanced_chunks, split_rows, GraphView};

@@ -139,7 +139,7 @@ fn prepare(
     data: GraphData<'_>,
     features: Option<&dyn RowSource>,
     sampler: &mut Sampler,
-    work: TaskBatch,
+    work: TaskBatch<'_>,
     fanouts: &[i64],
     cfg: &ModelConfig,
     seed: u64,
@@ -321,11 +321,11 @@ impl<'a> MiniBatch<'a> {
                 reason: "subgraph batches train node classification".into(),
             });
         }
-        if matches!(task, Task::Link(_)) && self.mb.sampled_eval.is_some() {
+        if !matches!(task, Task::Node) && self.mb.sampled_eval.is_some() {
             return Err(Error::InvalidSetting {
                 setting: "eval_fanouts",
-                reason: "link prediction evaluates every pair exactly: leave out sampled \
-                         evaluation"
+                reason: "link prediction, multi-label classification and regression evaluate \
+                         every node exactly: leave out sampled evaluation"
                     .into(),
             });
         }

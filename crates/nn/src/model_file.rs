@@ -90,7 +90,7 @@ impl ModelFile {
         .into_iter()
         .chain(match c.head {
             Head::Link(d) => Some(("decoder", d.name().to_string())),
-            Head::NodeClasses => None,
+            _ => None,
         })
         .map(|(k, v)| (k.to_string(), v))
         .collect();

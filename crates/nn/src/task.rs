@@ -14,6 +14,8 @@ use crate::batches::epoch_batches;
 use crate::link::{self, pair_batches, supervision_pairs, LinkTask, PairBatch};
 use crate::model::{Decoder, Head, Model, ModelConfig};
 use crate::train::{Evaluation, SplitCounts};
+use crate::values::ValueTask;
+use graphloom_tensor::autodiff::ops::RowLoss;
 use crate::{Error, Result};
 
 /// A task's name: the one type that names it, from the command line and the settings to a
@@ -24,17 +26,28 @@ pub enum TaskKind {
     Node,
     /// Link prediction (the dataset's link split, `graphloom prepare link-split`).
     Link,
+    /// Multi-label classification (the dataset's binary labels, [`NodeTargets`]).
+    Multilabel,
+    /// Regression (the dataset's real targets, [`NodeTargets`]).
+    Regression,
 }
 
 impl TaskKind {
     /// Every task, as front ends list them.
-    pub const ALL: &'static [TaskKind] = &[TaskKind::Node, TaskKind::Link];
+    pub const ALL: &'static [TaskKind] = &[
+        TaskKind::Node,
+        TaskKind::Link,
+        TaskKind::Multilabel,
+        TaskKind::Regression,
+    ];
 
     /// The task's name.
     pub fn name(self) -> &'static str {
         match self {
             TaskKind::Node => "node",
             TaskKind::Link => "link",
+            TaskKind::Multilabel => "multilabel",
+            TaskKind::Regression => "regression",
         }
     }
 
@@ -48,6 +61,8 @@ impl TaskKind {
         match head {
             Head::NodeClasses => TaskKind::Node,
             Head::Link(_) => TaskKind::Link,
+            Head::NodeLabels => TaskKind::Multilabel,
+            Head::NodeValues => TaskKind::Regression,
         }
     }
 
@@ -63,7 +78,11 @@ impl TaskKind {
                     .ok_or_else(|| format!("decoder '{name}' is not dot or mlp")),
                 None => Err("task 'link' names no decoder".into()),
             },
-            Some((other, None)) => Err(format!("task '{other}' is not node or link")),
+            Some((_, Some(TaskKind::Multilabel))) => Ok(Head::NodeLabels),
+            Some((_, Some(TaskKind::Regression))) => Ok(Head::NodeValues),
+            Some((other, None)) => Err(format!(
+                "task '{other}' is not node, link, multilabel or regression"
+            )),
         }
     }
 }
@@ -89,6 +108,20 @@ pub enum Targets {
         dst: Arc<[usize]>,
         /// 1 for a positive pair, 0 for a negative one.
         labels: Arc<[f64]>,
+    },
+    /// Multi-label classification or regression: the loss of rows of the model's output
+    /// against rows of targets, missing ones (NaN) left out.
+    Values {
+        /// Rows of the model's output.
+        rows: Arc<[usize]>,
+        /// `[rows, T]` targets, row-major.
+        targets: Arc<[f32]>,
+        /// A weight per row (GraphSAINT's loss normalisation), or `None` for all ones.
+        weights: Option<Arc<[f64]>>,
+        /// The loss of one output against one target.
+        loss: RowLoss,
+        /// The present targets: the terms of the loss.
+        terms: usize,
     },
 }
 
@@ -130,6 +163,13 @@ impl Targets {
                 let scores = model.link_scores(tape, out, vars, src, dst)?;
                 ops::bce_with_logits(tape, &scores, labels, normaliser)?
             }
+            Targets::Values {
+                rows,
+                targets,
+                weights,
+                loss,
+                ..
+            } => ops::row_target_loss(tape, out, rows, targets, weights, loss, normaliser)?,
         })
     }
 
@@ -138,6 +178,7 @@ impl Targets {
         match self {
             Targets::Nodes { labels, .. } => labels.len(),
             Targets::Pairs { labels, .. } => labels.len(),
+            Targets::Values { terms, .. } => *terms,
         }
     }
 
@@ -154,9 +195,11 @@ pub enum Task<'a> {
     Node,
     /// Link prediction: the decoder's scores of pairs of nodes.
     Link(LinkTask<'a>),
+    /// Multi-label classification or regression over rows of targets.
+    Values(ValueTask<'a>),
 }
 
-impl Task<'_> {
+impl<'a> Task<'a> {
     /// Fails unless a model of `cfg` has the head this task needs, and link prediction has
     /// supervision pairs to train on.
     pub fn check(&self, cfg: &ModelConfig) -> Result<()> {
@@ -166,14 +209,16 @@ impl Task<'_> {
             {
                 Err(Error::NoSupervisionPairs)
             }
+            (Task::Values(t), _) => t.check(cfg),
             (Task::Node, Head::NodeClasses) | (Task::Link(_), Head::Link(_)) => Ok(()),
-            (Task::Node, Head::Link(_)) => Err(Error::Mismatch {
+            (Task::Node, _) => Err(Error::Mismatch {
                 what: "the task and the model's head",
-                detail: "node classification needs a model that outputs classes, not a link \
-                         decoder"
-                    .into(),
+                detail: format!(
+                    "node classification needs a model that outputs classes, not {:?}",
+                    cfg.head
+                ),
             }),
-            (Task::Link(_), Head::NodeClasses) => Err(Error::Mismatch {
+            (Task::Link(_), _) => Err(Error::Mismatch {
                 what: "the task and the model's head",
                 detail: "link prediction needs a model with a link decoder".into(),
             }),
@@ -194,12 +239,18 @@ impl Task<'_> {
         rank: usize,
         ranks: usize,
     ) -> EpochBatches {
+        // A node's terms: 1 for its class, or its present targets.
+        let terms = |nodes: &[NodeId]| match self {
+            Task::Values(t) => t.present(nodes.iter().map(|&v| v as usize)),
+            _ => nodes.len(),
+        };
         match self {
-            Task::Node => {
+            Task::Node | Task::Values(_) => {
                 let Some(size) = batch_size else {
+                    let all: Vec<NodeId> = train.iter().map(|&v| v as NodeId).collect();
                     return EpochBatches {
                         mine: vec![train.to_vec()],
-                        weights: vec![train.len()],
+                        weights: vec![terms(&all)],
                         global: Vec::new(),
                     };
                 };
@@ -208,7 +259,7 @@ impl Task<'_> {
                 let all = epoch_batches(train, seed, epoch, size, 0, 1);
                 EpochBatches {
                     mine: mine.into_iter().map(to_usize).collect(),
-                    weights: all.iter().map(Vec::len).collect(),
+                    weights: all.iter().map(|b| terms(b)).collect(),
                     global: Vec::new(),
                 }
             }
@@ -242,10 +293,15 @@ impl Task<'_> {
         num_nodes: usize,
         seed: u64,
         epoch: u64,
-    ) -> TaskBatch {
+    ) -> TaskBatch<'a> {
         let items = &batches.mine[step];
+        let nodes = || items.iter().map(|&v| v as NodeId).collect();
         match self {
-            Task::Node => TaskBatch::Nodes(items.iter().map(|&v| v as NodeId).collect()),
+            Task::Node => TaskBatch::Nodes(nodes()),
+            Task::Values(task) => TaskBatch::Values {
+                nodes: nodes(),
+                task: *task,
+            },
             Task::Link(task) => TaskBatch::Pairs {
                 batch: PairBatch::new(task, items, num_nodes, seed, epoch),
                 hidden: batches
@@ -270,6 +326,7 @@ impl Task<'_> {
                 let h = source.embeddings(params)?;
                 Evaluation::Link(link::evaluate(source.model(), &h, params, task)?)
             }
+            Task::Values(task) => Evaluation::Values(task.evaluate(&source.embeddings(params)?)?),
         })
     }
 
@@ -293,6 +350,7 @@ impl Task<'_> {
                 },
                 t.metric.name()
             ),
+            Task::Values(t) => t.describe(),
         }
     }
 }
@@ -329,9 +387,16 @@ impl EpochBatches {
 }
 
 /// What one step trains on, as [`Task::batch`] makes it.
-pub enum TaskBatch {
+pub enum TaskBatch<'a> {
     /// Training nodes.
     Nodes(Vec<NodeId>),
+    /// Training nodes of a multi-label or regression task.
+    Values {
+        /// The nodes.
+        nodes: Vec<NodeId>,
+        /// Their task, which holds their targets.
+        task: ValueTask<'a>,
+    },
     /// Supervision pairs and their negatives.
     Pairs {
         /// The pairs and their labels.
@@ -342,12 +407,12 @@ pub enum TaskBatch {
     },
 }
 
-impl TaskBatch {
+impl TaskBatch<'_> {
     /// The nodes whose output rows the step needs: the training nodes, or every end of the
     /// pairs (sorted, once each). A sampled batch's seeds.
     pub fn nodes(&self) -> Vec<NodeId> {
         match self {
-            TaskBatch::Nodes(nodes) => nodes.clone(),
+            TaskBatch::Nodes(nodes) | TaskBatch::Values { nodes, .. } => nodes.clone(),
             TaskBatch::Pairs { batch, .. } => batch.nodes(),
         }
     }
@@ -370,6 +435,11 @@ impl TaskBatch {
             TaskBatch::Nodes(_) => {
                 Targets::first_rows(rows.iter().map(|&v| labels[v as usize]).collect())
             }
+            TaskBatch::Values { nodes, task } => {
+                // A node batch's seeds are its nodes, in order.
+                let nodes: Vec<usize> = nodes.iter().map(|&v| v as usize).collect();
+                task.targets_of(&nodes, (0..nodes.len()).collect(), None)
+            }
             TaskBatch::Pairs { batch, .. } => {
                 let (src, dst) = batch.rows_of(rows);
                 Targets::Pairs {
@@ -389,6 +459,10 @@ impl TaskBatch {
                 labels: nodes.iter().map(|&v| labels[v as usize]).collect(),
                 weights: None,
             },
+            TaskBatch::Values { nodes, task } => {
+                let nodes: Vec<usize> = nodes.iter().map(|&v| v as usize).collect();
+                task.targets_of(&nodes, nodes.clone().into(), None)
+            }
             TaskBatch::Pairs { batch, .. } => Targets::Pairs {
                 src: batch.src.iter().map(|&v| v as usize).collect(),
                 dst: batch.dst.iter().map(|&v| v as usize).collect(),
@@ -406,19 +480,25 @@ mod tests {
     fn a_head_is_named_by_its_task_and_decoder_and_read_back() {
         for head in [
             Head::NodeClasses,
+            Head::NodeLabels,
+            Head::NodeValues,
             Head::Link(Decoder::Dot),
             Head::Link(Decoder::Mlp),
         ] {
             let decoder = match head {
                 Head::Link(d) => Some(d.name()),
-                Head::NodeClasses => None,
+                _ => None,
             };
             let task = TaskKind::of(head).name();
             assert_eq!(TaskKind::head(Some(task), decoder), Ok(head));
         }
         assert_eq!(TaskKind::head(None, None), Ok(Head::NodeClasses));
         for (task, decoder, error) in [
-            ("edge", None, "task 'edge' is not node or link"),
+            (
+                "edge",
+                None,
+                "task 'edge' is not node, link, multilabel or regression",
+            ),
             ("link", None, "task 'link' names no decoder"),
             ("link", Some("cosine"), "decoder 'cosine' is not dot or mlp"),
         ] {

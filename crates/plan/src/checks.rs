@@ -208,6 +208,33 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
         }
         return Ok(());
     }
+    let context = match s.task {
+        Some(TaskKind::Multilabel) => "multi-label classification",
+        Some(TaskKind::Regression) => "regression",
+        _ => "node classification",
+    };
+    let values = matches!(
+        s.task,
+        Some(TaskKind::Multilabel | TaskKind::Regression)
+    );
+    if values && (s.eval_fanouts.is_some() || s.eval_nodes.is_some()) {
+        return Err(PlanError::invalid(
+            if s.eval_fanouts.is_some() {
+                "eval_fanouts"
+            } else {
+                "eval_nodes"
+            },
+            "samples the evaluation of node classification; multi-label classification and \
+             regression evaluate every node exactly (`inference_memory_gib` bounds its memory)",
+        ));
+    }
+    if s.loss.is_some() && s.task != Some(TaskKind::Regression) {
+        return Err(PlanError::NotApplicable {
+            setting: "loss",
+            context,
+            hint: "it is a setting of regression (`task` regression)",
+        });
+    }
     let link = "it is a setting of link prediction (`task` link)";
     for (given, setting) in [
         (s.decoder.is_some(), "decoder"),
@@ -220,7 +247,7 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
         if given {
             return Err(PlanError::NotApplicable {
                 setting,
-                context: "node classification",
+                context,
                 hint: link,
             });
         }

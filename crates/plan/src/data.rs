@@ -6,13 +6,13 @@ use std::sync::Arc;
 
 use graphloom_comm::Communicator;
 use graphloom_convert::synthetic;
-use graphloom_graph::{format_bytes, Dataset, Meta};
+use graphloom_graph::{format_bytes, Dataset, Meta, TargetKind};
 use graphloom_store::{Embedding, Layout, Location, SparseOptimizer, StoreSpec, StoreTensor};
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tensor};
 
 use crate::plan::available_memory_bytes;
-use crate::{PlanError, Result, TrainMode, TrainSettings};
+use crate::{PlanError, Result, TaskKind, TrainMode, TrainSettings};
 
 /// The default learning rate of a learnt input embedding's LazyAdam.
 pub(crate) const EMBEDDING_LR: f32 = 0.01;
@@ -74,7 +74,19 @@ pub(crate) fn load(s: &TrainSettings, without_features: bool) -> Result<Dataset>
             check_features_fit(&Meta::read(dir)?, s.dtype.0, TrainMode::FullBatch)?;
             Dataset::load(dir)?
         }
-        None => synthetic::generate(&default_graph(s.seed))?,
+        None => {
+            let mut ds = synthetic::generate(&default_graph(s.seed))?;
+            if let Some(kind) = planted_kind(s) {
+                let planted = synthetic::PlantedTargets {
+                    kind,
+                    width: 4,
+                    noise: 0.3,
+                    missing: 0.0,
+                };
+                synthetic::plant(&mut ds, &planted, s.seed);
+            }
+            ds
+        }
     };
     let _g = category_scope(Category::Features);
     ds.features = ds
@@ -82,6 +94,16 @@ pub(crate) fn load(s: &TrainSettings, without_features: bool) -> Result<Dataset>
         .cast(s.dtype.0)
         .map_err(graphloom_nn::Error::from)?;
     Ok(ds)
+}
+
+/// The targets the default graph carries for a multi-label or regression run without a
+/// dataset (4 per node, planted as `prepare synthetic --targets` plants them), or `None`.
+fn planted_kind(s: &TrainSettings) -> Option<TargetKind> {
+    match s.task {
+        Some(TaskKind::Multilabel) => Some(TargetKind::Binary),
+        Some(TaskKind::Regression) => Some(TargetKind::Real),
+        _ => None,
+    }
 }
 
 /// The graph trained on when no dataset is given: 20,000 nodes of 8 classes with 64 features,

@@ -2,13 +2,20 @@
 
 use graphloom_comm::Local;
 use graphloom_graph::Dataset;
+use graphloom_nn::task::Task;
 use graphloom_nn::train::{fit, EpochRecord, FullBatch, TrainConfig, TrainReport};
 
 use crate::budget::{self, RunShape};
 use crate::data::{embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel};
+use crate::values::value_task;
 use crate::{MemoryPlan, Result, TaskKind, TrainSettings};
+
+/// The training, validation and test nodes of `ds`.
+fn splits_of(ds: &Dataset) -> [&[usize]; 3] {
+    [&ds.train_idx, &ds.valid_idx, &ds.test_idx]
+}
 
 /// A full-batch run: the dataset in memory, features cast to the compute dtype (or, for link
 /// prediction on a graph without features, a learnt input embedding).
@@ -39,6 +46,7 @@ impl FullBatchPlan {
             return Err(no_features(s.task == Some(TaskKind::Link)));
         }
         let link = LinkPlan::open(s, s.dataset.as_deref(), dataset.data())?;
+        value_task(s, dataset.targets.as_ref(), splits_of(&dataset))?;
         let common = model.common(settings, train, dataset.meta.clone())?;
         if let Some(link) = &link {
             link.check_step(&common.model, common.settings.batch_size)?;
@@ -87,9 +95,11 @@ impl FullBatchPlan {
             }
             None => FullBatch::new(ds, cfg, seed)?,
         };
-        let mut workload = match &self.link {
-            Some(link) => workload.with_task(link.task(), c.settings.batch_size)?,
-            None => workload,
+        let values = value_task(&c.settings, ds.targets.as_ref(), splits_of(ds))?;
+        let mut workload = match (&self.link, values) {
+            (Some(link), _) => workload.with_task(link.task(), c.settings.batch_size)?,
+            (None, Some(task)) => workload.with_task(Task::Values(task), None)?,
+            (None, None) => workload,
         };
         c.start_from_saved(&mut workload)?;
         Ok(fit(&mut workload, &c.train, on_epoch)?)

@@ -568,7 +568,8 @@ fn check_applicable(s: &TrainSettings) -> Result<()> {
         }
         Ok(())
     };
-    not_here(s.task == Some(TaskKind::Link), "task")?;
+    not_here(s.task.is_some_and(|t| t != TaskKind::Node), "task")?;
+    not_here(s.loss.is_some(), "loss")?;
     not_here(s.decoder.is_some(), "decoder")?;
     not_here(s.out_dim.is_some(), "out_dim")?;
     not_here(s.neg_ratio.is_some(), "neg_ratio")?;

@@ -43,6 +43,7 @@ mod sar;
 mod settings;
 mod subgraph;
 mod suggest;
+mod values;
 
 pub use budget::{gib_bytes, MemoryPart, MemoryPlan};
 pub use checks::{threads_beyond_address_space, MAX_NEG_RATIO, MAX_QUEUE_DEPTH, MAX_WORKERS};

@@ -11,6 +11,7 @@ use graphloom_graph::subgraph::NodeSet;
 use graphloom_graph::{Dataset, GraphData, MappedDataset, Meta, NodeId};
 use graphloom_nn::batches::rank_slice;
 use graphloom_nn::minibatch::{Inputs, MiniBatch, MiniBatchConfig, SampledEval, StageSeconds};
+use graphloom_nn::task::Task;
 use graphloom_nn::train::{fit, EpochRecord, TrainConfig, TrainReport};
 use graphloom_nn::ModelConfig;
 use graphloom_store::{
@@ -22,6 +23,7 @@ use crate::budget::{self, probe_max_edges, MiniBatchShape, RunShape, SampledBatc
 use crate::checks::check_local_workers;
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
+use crate::values::value_task;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
 use crate::{
     layerwise_config, run_job, Backend, FeatureReads, FeaturesLocation, MemoryPlan, PlanError,
@@ -255,6 +257,8 @@ impl MiniBatchPlan {
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
         let data = open(s, embedding.is_some())?;
         let link = LinkPlan::open(s, s.dataset.as_deref(), data.graph_data())?;
+        let d = data.graph_data();
+        value_task(s, d.targets, [d.train_idx, d.valid_idx, d.test_idx])?;
         let meta: &Meta = match &data {
             MiniBatchData::Loaded(ds) => &ds.meta,
             MiniBatchData::Mapped(ds) => &ds.meta,
@@ -485,9 +489,12 @@ impl MiniBatchPlan {
             c.train.seed,
             &self.batches,
         )?;
-        let mut workload = match &self.link {
-            Some(link) => workload.with_task(link.task())?,
-            None => workload,
+        let d = self.data.graph_data();
+        let values = value_task(&c.settings, d.targets, [d.train_idx, d.valid_idx, d.test_idx])?;
+        let mut workload = match (&self.link, values) {
+            (Some(link), _) => workload.with_task(link.task())?,
+            (None, Some(task)) => workload.with_task(Task::Values(task))?,
+            (None, None) => workload,
         };
         workload.on_batch(on_batch);
         c.start_from_saved(&mut workload)?;

@@ -11,6 +11,7 @@ use graphloom_sar::{Sar, SarMode};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::RssReport;
 
+use crate::values::{value_loss, value_task};
 use crate::budget::{self, RunShape};
 use crate::checks::check_local_workers;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
@@ -114,13 +115,20 @@ impl SarPlan {
             Part::load(&self.dir, rank)?
         };
         let counting = Arc::new(Counting::new(comm.clone()));
-        let mut workload = Sar::new(
+        let splits = [&part.train_idx[..], &part.valid_idx, &part.test_idx];
+        // Every part holds the same kind of labels: every worker decides alike.
+        value_task(&c.settings, part.targets.as_ref(), splits)?;
+        let workload = Sar::new(
             counting.clone(),
             &mut part,
             c.model.clone(),
             c.train.seed,
             self.sar_mode,
         )?;
+        let mut workload = match value_loss(&c.settings) {
+            Some(loss) => workload.with_values(loss)?,
+            None => workload,
+        };
         c.start_from_saved(&mut workload)?;
         let report = fit(&mut workload, &c.train, on_epoch)?;
         drop(workload);

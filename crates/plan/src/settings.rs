@@ -15,6 +15,7 @@ use graphloom_nn::hetero::RelationalKind;
 use graphloom_nn::link::metrics::LinkMetric;
 use graphloom_nn::link::NegativeSampling;
 use graphloom_nn::task::TaskKind;
+use graphloom_nn::values::RegressionLoss;
 use graphloom_nn::train::TrainConfig;
 use graphloom_nn::{Architecture, Decoder, ModelConfig, OptimizerKind};
 use graphloom_sar::SarMode;
@@ -128,6 +129,14 @@ impl Choice for TaskKind {
     const ALL: &'static [Self] = TaskKind::ALL;
     fn name(self) -> &'static str {
         TaskKind::name(self)
+    }
+}
+
+/// Regression's loss.
+impl Choice for RegressionLoss {
+    const ALL: &'static [Self] = RegressionLoss::ALL;
+    fn name(self) -> &'static str {
+        RegressionLoss::name(self)
     }
 }
 
@@ -302,10 +311,15 @@ pub struct TrainSettings {
     /// without it, a small synthetic graph is generated in memory.
     #[cfg_attr(feature = "cli", arg(long))]
     pub dataset: Option<PathBuf>,
-    /// What to train for: node classification, or link prediction over the dataset's link
-    /// split (`graphloom prepare link-split`) [default: node].
+    /// What to train for: node classification, link prediction over the dataset's link split
+    /// (`graphloom prepare link-split`), multi-label classification ([N, T] labels of 0/1,
+    /// -1 missing; binary cross-entropy, ROC-AUC) or regression (float targets, NaN missing;
+    /// MAE, RMSE, R²) [default: node].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<TaskKind>()))]
     pub task: Option<TaskKind>,
+    /// Regression: the loss, squared or absolute error [default: mse].
+    #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<RegressionLoss>()))]
+    pub loss: Option<RegressionLoss>,
     /// Link prediction: how a pair of node embeddings is scored: their dot product, or a
     /// two-layer perceptron on their element-wise product [default: dot].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<Decoder>()))]
@@ -536,6 +550,7 @@ impl Default for TrainSettings {
         TrainSettings {
             dataset: None,
             task: None,
+            loss: None,
             decoder: None,
             out_dim: None,
             neg_ratio: None,

@@ -4,15 +4,17 @@
 
 use std::sync::Arc;
 
-use graphloom_comm::{Communicator, ReduceData, ReduceOp};
+use graphloom_comm::{Communicator, CommunicatorExt, ReduceData, ReduceOp};
 use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::layers::Aggregation;
 use graphloom_nn::task::Targets;
+use graphloom_nn::values::{split_metrics, ValueEvaluation, ValueMetrics, ValueTask};
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph, Param};
+use graphloom_tensor::autodiff::ops::RowLoss;
 use graphloom_tensor::{Tensor, Var};
 
 use crate::{
@@ -83,6 +85,9 @@ pub struct Sar<'a> {
     rows: Arc<[usize]>,
     labels: Arc<[i64]>,
     mode: SarMode,
+    /// Multi-label classification or regression over the part's targets (local splits), and
+    /// the job's count of present training targets; `None`: node classification.
+    values: Option<(ValueTask<'a>, usize)>,
 }
 
 impl<'a> Sar<'a> {
@@ -115,7 +120,30 @@ impl<'a> Sar<'a> {
             labels: part.train_idx.iter().map(|&v| part.labels[v]).collect(),
             part,
             mode,
+            values: None,
         })
+    }
+
+    /// The same workload training for multi-label classification or regression with `loss`
+    /// on the part's targets. Collective.
+    pub fn with_values(mut self, loss: RowLoss) -> Result<Sar<'a>> {
+        let part = self.part;
+        let Some(targets) = &part.targets else {
+            return Err(graphloom_nn::Error::Mismatch {
+                what: "the task and the dataset's labels",
+                detail: "multi-label classification and regression need [N, T] labels or real \
+                         targets in node_label.npy; the partition holds one class per node"
+                    .into(),
+            }
+            .into());
+        };
+        let splits = [&part.train_idx[..], &part.valid_idx, &part.test_idx];
+        let task = ValueTask::new(targets, loss, splits)?;
+        task.check(&self.model.cfg)?;
+        let mut terms = [task.present(part.train_idx.iter().copied()) as f64];
+        self.comm.all_reduce(ReduceData::F64(&mut terms), ReduceOp::Sum)?;
+        self.values = Some((task, terms[0] as usize));
+        Ok(self)
     }
 }
 
@@ -151,12 +179,20 @@ impl Workload for Sar<'_> {
     fn train_epoch(&mut self, _epoch: usize, steps: &mut Steps<'_>) -> graphloom_nn::Result<f64> {
         // One batch: this worker's part, its loss already over the job's training nodes (so
         // weighed as one: the epoch's loss is the sum of the workers').
-        let targets = Targets::Nodes {
-            rows: self.rows.clone(),
-            labels: self.labels.clone(),
-            weights: None,
+        let (targets, total) = match &self.values {
+            Some((task, terms)) => (
+                task.targets_of(&self.rows, self.rows.clone(), None),
+                *terms as f64,
+            ),
+            None => (
+                Targets::Nodes {
+                    rows: self.rows.clone(),
+                    labels: self.labels.clone(),
+                    weights: None,
+                },
+                self.part.meta.num_train as f64,
+            ),
         };
-        let total = self.part.meta.num_train as f64;
         let loss = steps.run_batches([Ok(targets)], |steps, targets, _| {
             let loss = steps.step(
                 &self.model,
@@ -171,11 +207,60 @@ impl Workload for Sar<'_> {
     }
 
     fn evaluate(&mut self, params: &[Tensor]) -> graphloom_nn::Result<Evaluation> {
-        Ok(Evaluation::Node(self.split_counts(params)?.accuracy()))
+        match self.values {
+            Some((task, _)) => self.value_metrics(params, task),
+            None => Ok(Evaluation::Node(self.split_counts(params)?.accuracy())),
+        }
     }
 }
 
 impl Sar<'_> {
+    /// The metrics of `task` with parameters `params` and dropout off: each split's outputs
+    /// and targets gathered from every worker, in the order of the nodes' original ids, so
+    /// every worker measures what one worker would. Collective.
+    fn value_metrics(
+        &mut self,
+        params: &[Tensor],
+        task: ValueTask<'_>,
+    ) -> graphloom_nn::Result<Evaluation> {
+        let out = infer(
+            &self.model,
+            &self.x,
+            GraphInput::Nodes(&self.graph),
+            params,
+            Output::Layer(self.model.num_layers()),
+        )?
+        .to_vec_f64();
+        let width = task.targets.width;
+        let comm = self.comm.as_ref();
+        let gathered = |local: &[usize]| -> graphloom_nn::Result<ValueMetrics> {
+            let ids: Vec<i64> = local.iter().map(|&v| self.part.orig_ids[v]).collect();
+            let rows: Vec<f32> = local
+                .iter()
+                .flat_map(|&v| out[v * width..(v + 1) * width].iter().map(|&x| x as f32))
+                .collect();
+            let targets = task.targets.rows_of(local.iter().copied());
+            let ids = comm.all_gather_typed(&ids)?.concat();
+            let rows = comm.all_gather_typed(&rows)?.concat();
+            let targets = comm.all_gather_typed(&targets)?.concat();
+            let mut order: Vec<usize> = (0..ids.len()).collect();
+            order.sort_by_key(|&i| ids[i]);
+            let pick = |v: &[f32]| -> Vec<f32> {
+                order
+                    .iter()
+                    .flat_map(|&i| v[i * width..(i + 1) * width].iter().copied())
+                    .collect()
+            };
+            Ok(split_metrics(task.loss, &pick(&rows), &pick(&targets), width))
+        };
+        let splits = [
+            gathered(task.splits[0])?,
+            gathered(task.splits[1])?,
+            gathered(task.splits[2])?,
+        ];
+        Ok(Evaluation::Values(ValueEvaluation { splits }))
+    }
+
     /// Correct predictions on the three splits with parameters `params` and dropout off,
     /// summed over the job's workers.
     fn split_counts(&mut self, params: &[Tensor]) -> graphloom_nn::Result<SplitCounts> {

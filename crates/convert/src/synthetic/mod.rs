@@ -8,9 +8,11 @@
 
 mod draws;
 mod hetero;
+mod targets;
 mod write;
 
 pub use crate::stream_csr::Phase;
 pub use draws::{generate, EdgeModel, SplitSizes, SyntheticConfig, MAX_ENTRIES};
 pub use hetero::{write_mag, MagConfig, MAX_SCALE};
-pub use write::write;
+pub use targets::{plant, PlantedTargets};
+pub use write::{write, write_with_targets};

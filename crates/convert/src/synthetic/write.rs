@@ -16,6 +16,9 @@ use super::draws::{
 use crate::stream_csr::{write_csr, CsrOptions, EdgeStream, EdgeVisitor, Phase, Progress};
 use graphloom_graph::format::dataset::write_splits;
 use graphloom_graph::format::output_dir::{write_dir_atomic, OutputKind};
+use graphloom_graph::Dataset;
+
+use super::targets::{plant, PlantedTargets};
 use graphloom_graph::{Meta, Result, UNLABELLED};
 
 /// Edges drawn per parallel task.
@@ -35,8 +38,20 @@ pub fn write(
     buffer_bytes: usize,
     progress: Progress<'_>,
 ) -> Result<Meta> {
+    write_with_targets(cfg, None, dir, buffer_bytes, progress)
+}
+
+/// [`write()`], with the classes replaced by `planted` targets when given ([`plant`]: the
+/// dataset is read back into memory for them before the directory is renamed into place).
+pub fn write_with_targets(
+    cfg: &SyntheticConfig,
+    planted: Option<&PlantedTargets>,
+    dir: &Path,
+    buffer_bytes: usize,
+    progress: Progress<'_>,
+) -> Result<Meta> {
     let draws = Draws::new(cfg)?;
-    let meta = meta(cfg, &draws);
+    let mut meta = meta(cfg, &draws);
     graphloom_graph::disk::check_free_space(dir, disk_bytes(cfg, &draws), "the synthetic dataset")?;
     write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| {
         let options = CsrOptions {
@@ -46,7 +61,17 @@ pub fn write(
         write_csr(tmp, draws.n, &draws, dir, &options, progress)?;
         write_labels_and_splits(cfg, &draws, tmp, progress)?;
         write_features(cfg, &draws, tmp, progress)?;
-        meta.write(tmp)
+        meta.write(tmp)?;
+        if let Some(planted) = planted {
+            let mut ds = Dataset::load(tmp)?;
+            plant(&mut ds, planted, cfg.seed);
+            if let Some(targets) = &ds.targets {
+                targets.write(&tmp.join("node_label.npy"))?;
+            }
+            ds.meta.write(tmp)?;
+            meta = ds.meta;
+        }
+        Ok(())
     })?;
     Ok(meta)
 }

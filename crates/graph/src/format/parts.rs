@@ -23,6 +23,7 @@ use graphloom_tensor::{DType, Tensor};
 use super::dataset::{load_features_file, read_edge_weights, Dataset, UNLABELLED};
 use super::mapped::{GraphData, MappedDataset};
 use super::output_dir::{write_dir_atomic, OutputKind};
+use super::targets::NodeTargets;
 use crate::npy;
 use crate::partition::{Layout, Partition, PartitionReport, SourceMarks};
 use crate::{Error, NodeId, Result};
@@ -70,8 +71,10 @@ pub struct Part {
     pub orig_ids: Vec<i64>,
     /// `[local nodes, feat_dim]` features.
     pub features: Tensor,
-    /// Labels of the local nodes.
+    /// Labels of the local nodes; with targets, their markers ([`NodeTargets::markers`]).
     pub labels: Vec<i64>,
+    /// The local nodes' targets, when the dataset has them.
+    pub targets: Option<NodeTargets>,
     /// Local training, validation and test nodes.
     pub train_idx: Vec<usize>,
     /// See `train_idx`.
@@ -345,8 +348,17 @@ fn write_nodes(
         copy_rows(&mut |row| Ok(out.write_bytes(row)?))?;
         out.finish()?;
     }
-    let labels: Vec<i64> = members.iter().map(|&v| data.labels[v as usize]).collect();
-    npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()])?;
+    match data.targets {
+        Some(targets) => NodeTargets {
+            values: targets.rows_of(members.iter().map(|&v| v as usize)),
+            ..*targets
+        }
+        .write(&dir.join("node_label.npy"))?,
+        None => {
+            let labels: Vec<i64> = members.iter().map(|&v| data.labels[v as usize]).collect();
+            npy::write(&dir.join("node_label.npy"), &labels, &[labels.len()])?;
+        }
+    }
     for (name, idx) in [
         ("train_idx", data.train_idx),
         ("valid_idx", data.valid_idx),
@@ -641,9 +653,17 @@ impl Part {
             Ok(v)
         };
         let classes = i64::try_from(meta.dataset.num_classes).unwrap_or(i64::MAX);
+        let label_path = dir.join("node_label.npy");
+        let (labels, targets) = if NodeTargets::held_by(&npy::read_header(&label_path)?) {
+            let targets = NodeTargets::read(&label_path, n, meta.dataset.num_classes)?;
+            (targets.markers(), Some(targets))
+        } else {
+            (per_node("node_label.npy", UNLABELLED, classes)?, None)
+        };
         Ok(Part {
             index,
-            labels: per_node("node_label.npy", UNLABELLED, classes)?,
+            labels,
+            targets,
             train_idx: local("train_idx.npy")?,
             valid_idx: local("valid_idx.npy")?,
             test_idx: local("test_idx.npy")?,

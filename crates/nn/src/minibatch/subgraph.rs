@@ -36,7 +36,7 @@ use crate::batches::{rank_slice, BatchStream};
 use crate::kernels::aggregate::GcnNorm;
 use crate::layers::Aggregation;
 use crate::model::{Architecture, GraphInput, LayerGraph};
-use crate::task::Targets;
+use crate::task::{Targets, Task};
 use crate::train::{EpochLoss, Steps};
 use crate::GraphView;
 use crate::Result;
@@ -114,10 +114,9 @@ pub(super) struct SubgraphBatch {
     graphs: Vec<LayerGraph>,
     /// The input rows, when gathered from a feature table.
     x: Option<Tensor>,
-    /// The rows of the batch's training nodes, with their labels and loss weights.
-    rows: Arc<[usize]>,
-    labels: Arc<[i64]>,
-    weights: Option<Arc<[f64]>>,
+    /// The loss's terms: the rows of the batch's training nodes, with their labels or targets
+    /// and loss weights.
+    targets: Targets,
     /// What the loss's sum is divided by.
     normaliser: f64,
     /// The training nodes of the batch over every worker.
@@ -133,6 +132,10 @@ struct Preparer<'d> {
     batching: &'d SubgraphBatching,
     /// Whether each node is a training node.
     train: &'d [bool],
+    /// What the model trains for.
+    task: Task<'d>,
+    /// The loss's terms over every training node (GraphSAINT's normaliser).
+    train_terms: usize,
     arch: Architecture,
     layers: usize,
     dtype: graphloom_tensor::DType,
@@ -184,14 +187,27 @@ impl Preparer<'_> {
             Some(f) => Some(f.gather(&ids)?.cast(self.dtype)?),
             None => None,
         };
-        let labels = mine
-            .iter()
-            .map(|&p| self.data.labels[nodes[p] as usize])
-            .collect();
         let weights = norm.map(|n| mine.iter().map(|&p| n.node_norm(nodes[p])).collect());
+        let node_of = |&p: &usize| nodes[p] as usize;
+        let (targets, global_terms) = match self.task {
+            Task::Values(task) => {
+                let mine: Vec<usize> = mine.iter().map(node_of).collect();
+                let targets = task.targets_of(&mine, rows, weights);
+                (targets, task.present(all_rows.iter().map(node_of)))
+            }
+            _ => {
+                let labels = mine.iter().map(|p| self.data.labels[node_of(p)]).collect();
+                let targets = Targets::Nodes {
+                    rows,
+                    labels,
+                    weights,
+                };
+                (targets, all_rows.len())
+            }
+        };
         let normaliser = match norm {
-            Some(_) => self.data.train_idx.len() as f64 / self.data.num_nodes() as f64,
-            None => all_rows.len() as f64,
+            Some(_) => self.train_terms as f64 / self.data.num_nodes() as f64,
+            None => global_terms as f64,
         };
         Ok(Some((
             all_rows.len(),
@@ -199,9 +215,7 @@ impl Preparer<'_> {
                 ids,
                 graphs,
                 x,
-                rows,
-                labels,
-                weights,
+                targets,
                 normaliser,
                 global_rows: all_rows.len(),
                 sample_seconds: (sampled - start).as_secs_f64(),
@@ -255,6 +269,11 @@ impl MiniBatch<'_> {
             features: self.inputs.features(),
             batching: &state.batching,
             train: &state.train,
+            task: self.task,
+            train_terms: match self.task {
+                Task::Values(task) => task.present(self.data.train_idx.iter().copied()),
+                _ => self.data.train_idx.len(),
+            },
             arch: self.model.cfg.arch,
             layers: self.model.cfg.layers,
             dtype: self.model.cfg.dtype,
@@ -294,19 +313,12 @@ impl MiniBatch<'_> {
             ids,
             graphs,
             x,
-            rows,
-            labels,
-            weights,
+            targets,
             normaliser,
             global_rows,
             ..
         } = batch;
         let input = GraphInput::Blocks(&graphs);
-        let targets = Targets::Nodes {
-            rows,
-            labels,
-            weights,
-        };
         let loss = self.run_step(x, &ids, input, steps, targets, normaliser)?;
         Ok(loss * global_rows as f64)
     }

@@ -1,5 +1,6 @@
-//! What a model's output is for (its [`Head`]): class scores of nodes, or node embeddings whose
-//! pairs a [`Decoder`] scores for link prediction.
+//! What a model's output is for (its [`Head`]): class scores of nodes, a logit per label or a
+//! value per target of nodes, or node embeddings whose pairs a [`Decoder`] scores for link
+//! prediction.
 //!
 //! Decoders score a pair `(u, v)` from the encoder's rows `h_u`, `h_v` (width `d`):
 //!
@@ -26,6 +27,10 @@ pub enum Head {
     /// gives log-probabilities.
     #[default]
     NodeClasses,
+    /// Multi-label classification: the last layer outputs one logit per label.
+    NodeLabels,
+    /// Regression: the last layer outputs one value per target.
+    NodeValues,
     /// Link prediction: the last layer outputs node embeddings, whose pairs the decoder
     /// scores.
     Link(Decoder),

@@ -4,6 +4,7 @@
 
 use crate::link::metrics::{LinkEvaluation, LinkMetric, LinkMetrics, HITS_AT};
 use crate::train::{Accuracy, EpochRecord};
+use crate::values::{ValueEvaluation, ValueMetrics};
 
 /// What an evaluation measured, by task.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -12,6 +13,8 @@ pub enum Evaluation {
     Node(Accuracy),
     /// Link prediction: the metrics of the validation and test splits.
     Link(LinkEvaluation),
+    /// Multi-label classification or regression: the metrics of the three splits.
+    Values(ValueEvaluation),
 }
 
 impl Evaluation {
@@ -21,6 +24,7 @@ impl Evaluation {
         match self {
             Evaluation::Node(a) => a.val,
             Evaluation::Link(l) => l.valid.get(l.metric),
+            Evaluation::Values(v) => v.splits[1].score(),
         }
     }
 
@@ -29,6 +33,7 @@ impl Evaluation {
         match self {
             Evaluation::Node(a) => a.test,
             Evaluation::Link(l) => l.test.get(l.metric),
+            Evaluation::Values(v) => v.splits[2].score(),
         }
     }
 
@@ -36,7 +41,7 @@ impl Evaluation {
     pub fn accuracy(&self) -> Option<Accuracy> {
         match self {
             Evaluation::Node(a) => Some(*a),
-            Evaluation::Link(_) => None,
+            Evaluation::Link(_) | Evaluation::Values(_) => None,
         }
     }
 
@@ -45,6 +50,10 @@ impl Evaluation {
         match self {
             Evaluation::Node(_) => "node",
             Evaluation::Link(_) => "link",
+            Evaluation::Values(v) => match v.splits[0] {
+                ValueMetrics::RocAuc(_) => "multilabel",
+                ValueMetrics::Regression { .. } => "regression",
+            },
         }
     }
 
@@ -57,6 +66,16 @@ impl Evaluation {
                 format!("train {train:>6}  val {val:>6}  test {test:>6}")
             }
             Evaluation::Link(l) => format!("val {}  test {}", brief(&l.valid), brief(&l.test)),
+            Evaluation::Values(v) => {
+                let [train, val, test] = std::array::from_fn(|s| {
+                    if present[s] {
+                        values_brief(&v.splits[s])
+                    } else {
+                        "n/a".into()
+                    }
+                });
+                format!("train {train}  val {val}  test {test}")
+            }
         }
     }
 
@@ -82,6 +101,13 @@ impl Evaluation {
                         .map_or(String::new(), |m| format!(", mrr {m:.4}"))
                 ),
                 format!("{val:.4}"),
+            ),
+            Evaluation::Values(v) => (
+                match present[2] {
+                    true => format!("test {}", values_brief(&v.splits[2])),
+                    false => format!("test {} n/a (no test nodes)", v.metric_name()),
+                },
+                shown(present[1].then_some(val)),
             ),
         }
     }
@@ -115,6 +141,23 @@ impl Evaluation {
                     m.insert(format!("{prefix}mrr"), json!(metrics.mrr));
                 }
             }
+            Evaluation::Values(v) => {
+                let prefixes = [(val == "val_").then_some("train_"), Some(val), Some(test)];
+                for ((prefix, metrics), present) in prefixes.iter().zip(&v.splits).zip(present) {
+                    let Some(prefix) = prefix else { continue };
+                    let figure = |x: f64| json!(present.then_some(x).filter(|x| x.is_finite()));
+                    match *metrics {
+                        ValueMetrics::RocAuc(auc) => {
+                            m.insert(format!("{prefix}rocauc"), figure(auc));
+                        }
+                        ValueMetrics::Regression { mae, rmse, r2 } => {
+                            m.insert(format!("{prefix}mae"), figure(mae));
+                            m.insert(format!("{prefix}rmse"), figure(rmse));
+                            m.insert(format!("{prefix}r2"), figure(r2));
+                        }
+                    }
+                }
+            }
         }
         m
     }
@@ -123,9 +166,16 @@ impl Evaluation {
     /// (a summary without them is node classification's, as before link prediction).
     pub fn task_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        if let Evaluation::Link(l) = self {
-            m.insert("task".into(), self.task_name().into());
-            m.insert("metric".into(), l.metric.name().into());
+        match self {
+            Evaluation::Link(l) => {
+                m.insert("task".into(), self.task_name().into());
+                m.insert("metric".into(), l.metric.name().into());
+            }
+            Evaluation::Values(v) => {
+                m.insert("task".into(), self.task_name().into());
+                m.insert("metric".into(), v.metric_name().into());
+            }
+            Evaluation::Node(_) => {}
         }
         m
     }
@@ -153,6 +203,14 @@ impl Evaluation {
                 }
                 ("validation metrics", figures)
             }
+            Evaluation::Values(v) => (
+                v.metric_name(),
+                vec![
+                    ("train", v.splits[0].score()),
+                    ("valid", v.splits[1].score()),
+                    ("test", v.splits[2].score()),
+                ],
+            ),
         }
     }
 
@@ -212,6 +270,14 @@ fn split_values(a: &Accuracy, present: [bool; 3]) -> [Option<f64>; 3] {
 /// An accuracy to four places, or n/a for an empty split.
 fn shown(accuracy: Option<f64>) -> String {
     accuracy.map_or("n/a".into(), |a| format!("{a:.4}"))
+}
+
+/// A multi-label split's ROC-AUC, or a regression split's R² and RMSE, in one short run of text.
+fn values_brief(m: &ValueMetrics) -> String {
+    match *m {
+        ValueMetrics::RocAuc(auc) => format!("rocauc {}", shown(auc.is_finite().then_some(auc))),
+        ValueMetrics::Regression { rmse, r2, .. } => format!("r2 {r2:.4} rmse {rmse:.4}"),
+    }
 }
 
 /// A link evaluation's AUC, Hits@50 and MRR (when the split ranks) in one short run of text.
