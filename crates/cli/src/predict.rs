@@ -45,11 +45,15 @@ pub(crate) struct PredictArgs {
     #[command(flatten)]
     input: ModelInput,
     /// Write each node's predicted class (int64) instead of its log-probabilities (float32,
-    /// one column per class).
+    /// one column per class); for a multi-label model, each label as 0 or 1 (int8 [N, T], 1
+    /// where the logit is positive) instead of the logits.
     #[arg(long)]
     labels: bool,
     /// What the model predicts: node classes, or (a model trained with --task link) the
-    /// scores of pairs of nodes given by --pairs [default: node].
+    /// scores of pairs of nodes given by --pairs. A model trained with --task multilabel
+    /// writes each label's logit (float32 [N, T]; its sigmoid is the probability), one
+    /// trained with --task regression its predicted targets (float32 [N, T]) [default: node,
+    /// or the model's own task].
     #[arg(long, value_parser = choice::<TaskKind>())]
     task: Option<TaskKind>,
     /// With --task link: the pairs to score, an `.npy` of integer node ids, `[2, P]` (sources
@@ -138,13 +142,38 @@ pub(crate) fn predict(args: PredictArgs) -> Result<()> {
         );
         return Ok(());
     }
-    let logp = if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
-        hetero_log_probabilities(&args.input)?
+    let (logp, head) = if graphloom_graph::format::meta::is_hetero(&args.input.dataset) {
+        (
+            hetero_log_probabilities(&args.input)?,
+            graphloom_nn::Head::NodeClasses,
+        )
     } else {
-        infer(&args.input.settings(Output::LogProbabilities)?).map_err(crate::output::plan_error)?
+        let settings = args.input.settings(Output::LogProbabilities)?;
+        let head = graphloom_nn::model_file::ModelFile::load(&settings.model)
+            .map_err(|e| anyhow::anyhow!(e))?
+            .config
+            .head;
+        (infer(&settings).map_err(crate::output::plan_error)?, head)
     };
     let out = &args.input.out;
-    if args.labels {
+    if let Some(task) = args.task.filter(|&t| t != TaskKind::of(head)) {
+        anyhow::bail!(
+            "--task {}: the model was trained with --task {}",
+            task.name(),
+            TaskKind::of(head).name()
+        );
+    }
+    if args.labels && head == graphloom_nn::Head::NodeValues {
+        anyhow::bail!("--labels writes classes or 0/1 labels: a regressor predicts values");
+    }
+    if args.labels && head == graphloom_nn::Head::NodeLabels {
+        let bits: Vec<i8> = logp
+            .to_vec_f64()
+            .iter()
+            .map(|&x| i8::from(x > 0.0))
+            .collect();
+        npy::write(out, &bits, logp.shape())
+    } else if args.labels {
         let labels = labels_of(&logp);
         npy::write(out, &labels, &[labels.len()])
     } else {

@@ -15,8 +15,8 @@ use crate::link::{self, pair_batches, supervision_pairs, LinkTask, PairBatch};
 use crate::model::{Decoder, Head, Model, ModelConfig};
 use crate::train::{Evaluation, SplitCounts};
 use crate::values::ValueTask;
-use graphloom_tensor::autodiff::ops::RowLoss;
 use crate::{Error, Result};
+use graphloom_tensor::autodiff::ops::RowLoss;
 
 /// A task's name: the one type that names it, from the command line and the settings to a
 /// model file's metadata and Python's model configuration.

@@ -213,10 +213,7 @@ fn check_task(s: &TrainSettings, mode: TrainMode) -> Result<()> {
         Some(TaskKind::Regression) => "regression",
         _ => "node classification",
     };
-    let values = matches!(
-        s.task,
-        Some(TaskKind::Multilabel | TaskKind::Regression)
-    );
+    let values = matches!(s.task, Some(TaskKind::Multilabel | TaskKind::Regression));
     if values && (s.eval_fanouts.is_some() || s.eval_nodes.is_some()) {
         return Err(PlanError::invalid(
             if s.eval_fanouts.is_some() {

@@ -9,7 +9,7 @@ use graphloom_graph::{Dataset, FeaturesLocation, MappedDataset, Meta};
 use graphloom_nn::inference::{infer_layerwise, InferenceInput, LayerwiseConfig, Output};
 use graphloom_nn::model_file::ModelFile;
 use graphloom_nn::train::predicted_class;
-use graphloom_nn::{GraphInput, Model, NodeGraph};
+use graphloom_nn::{GraphInput, Head, Model, NodeGraph};
 use graphloom_store::Layout;
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{DType, Tensor, Var};
@@ -56,6 +56,19 @@ pub fn layerwise_config(gib: f64, scratch_dir: Option<PathBuf>) -> Result<Layerw
 /// and returns one row per node of `settings.nodes`: f32 log-probabilities or embeddings.
 pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     let saved = ModelFile::load(&settings.model)?;
+    // A multi-label model's predictions are its logits, a regressor's its values: the last
+    // layer's output, with no softmax after it.
+    let predictions;
+    let settings = match (saved.config.head, settings.output) {
+        (Head::NodeLabels | Head::NodeValues, Output::LogProbabilities) => {
+            predictions = InferSettings {
+                output: Output::Layer(saved.config.layers),
+                ..settings.clone()
+            };
+            &predictions
+        }
+        _ => settings,
+    };
     if PartitionMeta::is_partitioned(&settings.dataset) {
         return Err(PlanError::invalid(
             "dataset",
@@ -168,9 +181,15 @@ fn check_nodes(settings: &InferSettings, n: usize) -> Result<()> {
 fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -> Result<()> {
     let n = meta.num_nodes;
     let invalid = |reason: String| Err(PlanError::invalid("dataset", reason));
-    if cfg.head == graphloom_nn::Head::NodeClasses && meta.num_classes != cfg.out_dim {
+    let what = match cfg.head {
+        Head::NodeClasses => "classes",
+        Head::NodeLabels => "labels per node",
+        Head::NodeValues => "targets per node",
+        Head::Link(_) => "",
+    };
+    if !what.is_empty() && meta.num_classes != cfg.out_dim {
         return invalid(format!(
-            "has {} classes, the model predicts {}",
+            "has {} {what}, the model predicts {}",
             meta.num_classes, cfg.out_dim
         ));
     }

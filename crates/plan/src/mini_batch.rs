@@ -23,8 +23,8 @@ use crate::budget::{self, probe_max_edges, MiniBatchShape, RunShape, SampledBatc
 use crate::checks::check_local_workers;
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
-use crate::values::value_task;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
+use crate::values::value_task;
 use crate::{
     layerwise_config, run_job, Backend, FeatureReads, FeaturesLocation, MemoryPlan, PlanError,
     Result, TrainMode, TrainSettings,
@@ -490,7 +490,11 @@ impl MiniBatchPlan {
             &self.batches,
         )?;
         let d = self.data.graph_data();
-        let values = value_task(&c.settings, d.targets, [d.train_idx, d.valid_idx, d.test_idx])?;
+        let values = value_task(
+            &c.settings,
+            d.targets,
+            [d.train_idx, d.valid_idx, d.test_idx],
+        )?;
         let mut workload = match (&self.link, values) {
             (Some(link), _) => workload.with_task(link.task())?,
             (None, Some(task)) => workload.with_task(Task::Values(task))?,

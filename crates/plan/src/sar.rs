@@ -11,10 +11,10 @@ use graphloom_sar::{Sar, SarMode};
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::RssReport;
 
-use crate::values::{value_loss, value_task};
 use crate::budget::{self, RunShape};
 use crate::checks::check_local_workers;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
+use crate::values::{value_loss, value_task};
 use crate::{run_job, Backend, MemoryPlan, PlanError, Result, TrainSettings, WorkerFigures};
 
 /// The threads of a SAR worker: its own, and the senders of two rounds of its ring exchange

@@ -9,10 +9,10 @@ use graphloom_graph::parts::Part;
 use graphloom_nn::inference::{infer, Output};
 use graphloom_nn::layers::Aggregation;
 use graphloom_nn::task::Targets;
-use graphloom_nn::values::{split_metrics, ValueEvaluation, ValueMetrics, ValueTask};
 use graphloom_nn::train::{
     fit, EpochRecord, Evaluation, SplitCounts, StepInput, Steps, TrainConfig, TrainReport, Workload,
 };
+use graphloom_nn::values::{split_metrics, ValueEvaluation, ValueMetrics, ValueTask};
 use graphloom_nn::{Architecture, GraphInput, Model, ModelConfig, NodeGraph, Param};
 use graphloom_tensor::autodiff::ops::RowLoss;
 use graphloom_tensor::{Tensor, Var};
@@ -141,7 +141,8 @@ impl<'a> Sar<'a> {
         let task = ValueTask::new(targets, loss, splits)?;
         task.check(&self.model.cfg)?;
         let mut terms = [task.present(part.train_idx.iter().copied()) as f64];
-        self.comm.all_reduce(ReduceData::F64(&mut terms), ReduceOp::Sum)?;
+        self.comm
+            .all_reduce(ReduceData::F64(&mut terms), ReduceOp::Sum)?;
         self.values = Some((task, terms[0] as usize));
         Ok(self)
     }
@@ -251,7 +252,12 @@ impl Sar<'_> {
                     .flat_map(|&i| v[i * width..(i + 1) * width].iter().copied())
                     .collect()
             };
-            Ok(split_metrics(task.loss, &pick(&rows), &pick(&targets), width))
+            Ok(split_metrics(
+                task.loss,
+                &pick(&rows),
+                &pick(&targets),
+                width,
+            ))
         };
         let splits = [
             gathered(task.splits[0])?,

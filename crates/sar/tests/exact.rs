@@ -422,3 +422,75 @@ mod mpi {
         }
     }
 }
+
+#[test]
+fn multilabel_and_regression_train_as_on_one_worker() {
+    use graphloom_convert::synthetic::{plant, PlantedTargets};
+    use graphloom_graph::TargetKind;
+    use graphloom_nn::task::Task;
+    use graphloom_nn::train::{fit, FullBatch, TrainConfig};
+    use graphloom_nn::values::ValueTask;
+    use graphloom_nn::{Head, OptimizerKind};
+    use graphloom_sar::Sar;
+    use graphloom_tensor::autodiff::ops::RowLoss;
+
+    let tc = TrainConfig {
+        epochs: 2,
+        lr: 0.01,
+        weight_decay: 5e-4,
+        optimizer: OptimizerKind::Adam,
+        patience: None,
+        seed: 5,
+        eval_every: 1,
+        snapshots: None,
+    };
+    for (kind, loss, head) in [
+        (TargetKind::Binary, RowLoss::Bce, Head::NodeLabels),
+        (TargetKind::Real, RowLoss::Mse, Head::NodeValues),
+    ] {
+        let mut ds = dataset();
+        let planted = PlantedTargets {
+            kind,
+            width: 3,
+            noise: 0.3,
+            missing: 0.2,
+        };
+        plant(&mut ds, &planted, 7);
+        // Parts hold f32 features, which each worker casts to f64.
+        let dir = partitioned(&ds, 3);
+        ds.features = ds.features.cast(DType::F64).unwrap();
+        let cfg = ModelConfig {
+            head,
+            ..config(Architecture::Sage, DType::F64)
+        };
+        let splits = [&ds.train_idx[..], &ds.valid_idx, &ds.test_idx];
+        let task = ValueTask::new(ds.targets.as_ref().unwrap(), loss, splits).unwrap();
+        let mut one = FullBatch::new(&ds, cfg.clone(), tc.seed)
+            .unwrap()
+            .with_task(Task::Values(task), None)
+            .unwrap();
+        let want = fit(&mut one, &tc, |_| {}).unwrap();
+        for got in Local::run(3, |comm| {
+            let mut part = Part::load(&dir, comm.rank()).unwrap();
+            let mut sar = Sar::new(comm, &mut part, cfg.clone(), tc.seed, SarMode::Sar)
+                .unwrap()
+                .with_values(loss)
+                .unwrap();
+            Ok::<_, graphloom_comm::CommError>(fit(&mut sar, &tc, |_| {}).unwrap())
+        }) {
+            let got = got.unwrap();
+            for (g, w) in got.epochs.iter().zip(&want.epochs) {
+                let (gv, wv) = (g.evaluation.unwrap(), w.evaluation.unwrap());
+                assert!(
+                    (g.loss - w.loss).abs() < 1e-9 * w.loss,
+                    "{loss:?}: {g:?} vs {w:?}"
+                );
+                assert!(
+                    (gv.validation() - wv.validation()).abs() < 1e-9,
+                    "{gv:?} vs {wv:?}"
+                );
+                assert!((gv.test() - wv.test()).abs() < 1e-9, "{gv:?} vs {wv:?}");
+            }
+        }
+    }
+}

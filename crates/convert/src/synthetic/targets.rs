@@ -13,7 +13,6 @@ use graphloom_graph::{Dataset, NodeTargets, TargetKind};
 use graphloom_tensor::rng::RngKey;
 use rayon::prelude::*;
 
-
 /// The purpose of the draws of planted targets.
 const TARGETS_PURPOSE: u64 = 0x5441_5247;
 

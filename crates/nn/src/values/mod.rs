@@ -183,7 +183,12 @@ impl<'a> ValueTask<'a> {
 
 /// The metrics of a task trained with `loss` on one split: the model's outputs `outputs` of its
 /// nodes against their `targets`, `width` per node.
-pub fn split_metrics(loss: RowLoss, outputs: &[f32], targets: &[f32], width: usize) -> ValueMetrics {
+pub fn split_metrics(
+    loss: RowLoss,
+    outputs: &[f32],
+    targets: &[f32],
+    width: usize,
+) -> ValueMetrics {
     match loss {
         RowLoss::Bce => ValueMetrics::RocAuc(metrics::mean_roc_auc(outputs, targets, width)),
         RowLoss::Mse | RowLoss::L1 => metrics::regression(outputs, targets, width),
