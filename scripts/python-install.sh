@@ -4,8 +4,8 @@
 #   bash scripts/python-install.sh [--mpi] [--test]
 # --mpi   builds the MPI backend too (installs OpenMPI from apt when missing), for jobs under
 #         mpirun;
-# --test  also installs what the Python tests need (pytest, torch, torch_geometric; torch
-#         brings about 5 GB of wheels, once).
+# --test  also installs what the Python tests need (pytest, torch, torch_geometric, and
+#         scikit-learn as the metrics' reference; torch brings about 5 GB of wheels, once).
 # The environment is $GRAPHLOOM_VENV (default ~/.cache/graphloom/venv), outside the
 # repository and reused between runs. The extension builds in cargo's target directory
 # ($CARGO_TARGET_DIR, default target/) with the tests' profile, so the crates it shares with
@@ -26,7 +26,7 @@ done
 
 VENV="${GRAPHLOOM_VENV:-$HOME/.cache/graphloom/venv}"
 # The versions the package is tested with.
-PYTHON_TEST_PACKAGES=(pytest==9.2.0 torch==2.15.0 torch_geometric==2.8.1)
+PYTHON_TEST_PACKAGES=(pytest==9.2.0 torch==2.15.0 torch_geometric==2.8.1 scikit-learn==1.9.1)
 
 if ! command -v cargo >/dev/null; then
   echo "cargo is required (https://rustup.rs)" >&2

@@ -115,13 +115,15 @@ impl Dataset {
         }))
     }
 
-    /// Every node's label (int64; -1 where a node has none), copied out of the file.
+    /// Every node's label (int64; -1 where a node has none), copied out of the file; for a
+    /// dataset of targets (multi-label or regression), every node's targets (float32 `[N, T]`,
+    /// NaN where missing).
     fn labels(&self) -> View {
-        let labels = self.inner.data().labels.to_vec();
-        let n = labels.len();
-        View::new(DlpackView::of_tensor(
-            Tensor::from_vec(labels, &[n]).expect("length matches"),
-        ))
+        let data = self.inner.data();
+        let all: Vec<i64> = (0..data.num_nodes() as i64).collect();
+        View::new(DlpackView::of_tensor(crate::neighbourhood::node_y(
+            data, &all,
+        )))
     }
 
     /// The whole graph as PyG's `edge_index`: int64 `[2, num_edges]`, sources in row 0 and

@@ -91,7 +91,7 @@ impl Source {
             let empty = || stacked(Vec::new(), Vec::new());
             return Ok(Sampled {
                 x: self.gather(&[])?,
-                y: i64_tensor(Vec::new(), &[0]),
+                y: node_y(data, &[]),
                 n_id: i64_tensor(Vec::new(), &[0]),
                 edge_index: empty(),
                 blocks: (0..hops).map(|_| (empty(), 0, 0)).collect(),
@@ -103,7 +103,7 @@ impl Source {
         edit(&mut sampled.blocks);
         let (blocks, n_id) = (sampled.blocks, sampled.input_ids);
         let x = self.gather(&n_id)?;
-        let y: Vec<i64> = n_id.iter().map(|&v| data.labels[v as usize]).collect();
+        let y = node_y(data, &n_id);
         let per_hop: Vec<(Vec<i64>, Vec<i64>)> = blocks.iter().map(block_edges).collect();
         // PyG's single edge_index: each node's in-edges are drawn once, at the hop that first
         // reached it. Hop h (blocks from the seeds outwards) redraws every earlier node too, so
@@ -130,7 +130,7 @@ impl Source {
         let (n, edges) = (n_id.len(), e_id.len());
         Ok(Sampled {
             x,
-            y: i64_tensor(y, &[n]),
+            y,
             n_id: i64_tensor(n_id, &[n]),
             edge_index: stacked(src, dst),
             blocks: per_block,
@@ -188,6 +188,22 @@ pub(crate) fn gather_rows(
 /// `values` as an int64 tensor of `shape`.
 pub(crate) fn i64_tensor(values: Vec<i64>, shape: &[usize]) -> Tensor {
     Tensor::from_vec(values, shape).expect("shape matches the values")
+}
+
+/// What PyG's `y` holds for the nodes `ids` of `data`: their classes (int64 `[n]`, -1 for
+/// none), or, for a dataset of targets, their rows (float32 `[n, T]`, NaN where missing: a
+/// multi-label batch's `y` as `BCEWithLogitsLoss` takes it, after masking).
+pub(crate) fn node_y(data: graphloom_graph::GraphData<'_>, ids: &[i64]) -> Tensor {
+    match data.targets {
+        Some(t) => {
+            let rows = t.rows_of(ids.iter().map(|&v| v as usize));
+            Tensor::from_vec(rows, &[ids.len(), t.width]).expect("shape matches the rows")
+        }
+        None => i64_tensor(
+            ids.iter().map(|&v| data.labels[v as usize]).collect(),
+            &[ids.len()],
+        ),
+    }
 }
 
 /// A block's edges over local ids: (sources, destinations), in row order.

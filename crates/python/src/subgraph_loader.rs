@@ -127,7 +127,7 @@ impl SubgraphSource {
         }
         let x = gather_rows(&self.table, self.x_dtype, &n_id, "the subgraph loader")?;
         let (n, e) = (n_id.len(), sub.edge_ids.len());
-        let y = n_id.iter().map(|&v| data.labels[v as usize]).collect();
+        let y = crate::neighbourhood::node_y(data, &n_id);
         let norms = self.batching.norm().map(|norm| {
             let node: Vec<f32> = nodes.iter().map(|&v| norm.node_norm(v) as f32).collect();
             let edge: Vec<f32> = sub
@@ -140,7 +140,7 @@ impl SubgraphSource {
         });
         Ok(SubgraphData {
             x,
-            y: i64_tensor(y, &[n]),
+            y,
             n_id: i64_tensor(n_id, &[n]),
             edge_index: stacked(src, dst),
             e_id: i64_tensor(sub.edge_ids, &[e]),
