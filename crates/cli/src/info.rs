@@ -44,6 +44,7 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
                 "matches_meta": info.features_match_meta(),
             },
             "num_classes": m.num_classes,
+            "labels": graphloom_graph::format::targets::describe_labels(&args.dataset, m.num_classes),
             "train": train,
             "valid": valid,
             "test": test,
@@ -93,7 +94,10 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         shape.join(" x "),
         info.feature_dtype
     );
-    println!("classes    {}", m.num_classes);
+    println!(
+        "labels     {}",
+        graphloom_graph::format::targets::describe_labels(&args.dataset, m.num_classes)
+    );
     println!("split      train {train}, valid {valid}, test {test}");
     match info.degrees {
         Some(d) => println!(

@@ -510,13 +510,13 @@ fn report(
         return;
     }
     println!(
-        "{}: {} nodes, {} edges, {} features ({}), {} classes, split {}/{}/{} -> {}",
+        "{}: {} nodes, {} edges, {} features ({}), {}, split {}/{}/{} -> {}",
         meta.name,
         meta.num_nodes,
         meta.num_edges,
         meta.feat_dim,
         meta.feat_dtype,
-        meta.num_classes,
+        graphloom_graph::format::targets::describe_labels(out, meta.num_classes),
         splits[0],
         splits[1],
         splits[2],

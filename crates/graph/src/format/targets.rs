@@ -42,6 +42,24 @@ pub struct NodeTargets {
     pub kind: TargetKind,
 }
 
+/// What the labels of the dataset directory `dir` (of `num_classes` in its `meta.json`) are,
+/// in words: "7 classes", "112 binary labels per node (multi-label)" or "1 real target per
+/// node (regression)"; from `node_label.npy`'s header, so any size is read at once.
+pub fn describe_labels(dir: &Path, num_classes: usize) -> String {
+    let header = npy::read_header(&dir.join("node_label.npy"));
+    match header.ok().filter(NodeTargets::held_by) {
+        None => format!("{num_classes} classes"),
+        Some(h) => {
+            let (what, task) = match h.dtype {
+                npy::NpyDType::F32 | npy::NpyDType::F64 => ("real target", "regression"),
+                _ => ("binary label", "multi-label"),
+            };
+            let plural = if num_classes == 1 { "" } else { "s" };
+            format!("{num_classes} {what}{plural} per node ({task})")
+        }
+    }
+}
+
 impl NodeTargets {
     /// Whether a `node_label.npy` of `header` holds targets rather than one class per node.
     pub fn held_by(header: &npy::NpyHeader) -> bool {
