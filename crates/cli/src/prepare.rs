@@ -97,6 +97,40 @@ enum Source {
     /// A dataset's edges split for link prediction: a copy without the held-out edges, and
     /// link_split/ (train_pos, valid/test_pos, valid/test_neg, valid/test_neg_dst).
     LinkSplit(crate::prepare_link::LinkSplitArgs),
+    /// A dataset whose features are [X | A X | ... | A^K X] for each operator, computed once
+    /// over the mapped graph and features in bounded memory, for SIGN (`train --model sign`):
+    /// a run killed part way continues when started again with the same options.
+    Propagate(PropagateArgs),
+}
+
+/// Options of `graphloom prepare propagate`.
+#[derive(Args, Clone)]
+pub(crate) struct PropagateArgs {
+    /// The dataset directory whose features are propagated.
+    #[arg(long)]
+    dataset: PathBuf,
+    /// Hops K per operator.
+    #[arg(long, default_value_t = 2)]
+    hops: usize,
+    /// Operators, comma-separated: sym (D^-1/2 A D^-1/2, PyG's SIGN), gcn (with self loops,
+    /// SGC's), ppr (personalised PageRank by power iteration over gcn, --teleport).
+    #[arg(long, value_delimiter = ',', default_value = "sym",
+          value_parser = choice::<graphloom_convert::propagate::Operator>())]
+    operators: Vec<graphloom_convert::propagate::Operator>,
+    /// ppr's teleport probability, in (0, 1).
+    #[arg(long, default_value_t = 0.1)]
+    teleport: f64,
+    /// Dtype of the written features: f32, or bf16 (half the disk; each hop computed in f32
+    /// from the previous one as stored).
+    #[arg(long, default_value = "f32", value_parser = choice::<StorageDType>())]
+    dtype: StorageDType,
+    /// Memory for the rows of output in flight, in GiB: the blocks of destination rows are
+    /// sized to it; the graph and features are mapped, their pages the kernel's cache.
+    #[arg(long, default_value_t = 0.25)]
+    memory_gib: f64,
+    /// Output dataset directory (the work in progress is kept in .NAME.propagate beside it).
+    #[arg(long)]
+    out: PathBuf,
 }
 
 /// Options shared by the converters of sources without a published split.
@@ -296,6 +330,7 @@ impl Source {
                 (out, inputs)
             }
             Source::Synthetic(s) => (&s.out, Vec::new()),
+            Source::Propagate(p) => (&p.out, vec![&p.dataset]),
             Source::LinkSplit(a) => a.out_and_inputs(),
         }
     }
@@ -311,6 +346,24 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     type Convert = Box<dyn FnOnce() -> graphloom_graph::Result<graphloom_graph::Dataset>>;
     let (convert, out): (Convert, PathBuf) = match args.source {
         Source::LinkSplit(a) => return crate::prepare_link::run(a, json, start),
+        Source::Propagate(p) => {
+            if !(p.memory_gib > 0.0 && p.memory_gib <= 1024.0) {
+                bail!("--memory-gib must be above 0 and at most 1024");
+            }
+            let out = p.out.clone();
+            return streamed(&out, json, start, |_, progress| {
+                graphloom_convert::propagate::propagate(
+                    &p.dataset,
+                    &p.out,
+                    p.hops,
+                    &p.operators,
+                    p.teleport,
+                    p.dtype.0 == graphloom_tensor::DType::BF16,
+                    (p.memory_gib * (1u64 << 30) as f64) as usize,
+                    progress,
+                )
+            });
+        }
         Source::Synthetic(s) if s.hetero.is_some() => {
             let defaults = synthetic::MagConfig::default();
             let cfg = synthetic::MagConfig {

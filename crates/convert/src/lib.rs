@@ -27,6 +27,7 @@ pub mod ogb;
 pub mod ogb_hetero;
 mod pickle;
 pub mod planetoid;
+pub mod propagate;
 pub mod split;
 mod stream_csr;
 pub mod synthetic;

@@ -22,7 +22,7 @@ pub use abandoned::remove_abandoned;
 pub use atomic::{temporary_path, write_atomic};
 pub use bytes::format_bytes;
 pub use error::{Error, Result};
-pub use lock::{lock_dir, DirLock};
+pub use lock::{lock_dir, DirLock, LOCK_FILE};
 pub use npy_stream::{MappedNpy, NpyWriter};
 pub use reserve::reserve;
 pub use sigbus::{FaultName, FAULT_EXIT_CODE};

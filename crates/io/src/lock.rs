@@ -9,7 +9,8 @@ use std::path::{Path, PathBuf};
 use crate::{Error, Result};
 
 /// The file in a locked folder that carries the lock.
-const LOCK_FILE: &str = ".graphloom.lock";
+/// The file in a locked folder that holds its lock.
+pub const LOCK_FILE: &str = ".graphloom.lock";
 
 /// A held lock on a folder, released when dropped (or when the process ends).
 #[derive(Debug)]

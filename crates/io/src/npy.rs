@@ -434,7 +434,7 @@ fn widen<S, T>(a: NpyArray<S>, f: impl Fn(S) -> T) -> Result<NpyArray<T>> {
 ///
 /// The header is at least `min_len` bytes long (padded with spaces), so a shorter header can
 /// overwrite a longer one in place.
-pub(crate) fn header_bytes(dtype: NpyDType, shape: &[usize], min_len: usize) -> Vec<u8> {
+pub fn header_bytes(dtype: NpyDType, shape: &[usize], min_len: usize) -> Vec<u8> {
     let shape_text = match shape {
         [n] => format!("({n},)"),
         dims => format!(

@@ -256,6 +256,14 @@ impl Choice for StorageDType {
     }
 }
 
+/// A propagation operator of `prepare propagate`.
+impl Choice for graphloom_convert::propagate::Operator {
+    const ALL: &'static [Self] = graphloom_convert::propagate::Operator::ALL;
+    fn name(self) -> &'static str {
+        graphloom_convert::propagate::Operator::name(self)
+    }
+}
+
 /// How the synthetic generator draws edges.
 impl Choice for EdgeModel {
     const ALL: &'static [Self] = &[

@@ -56,8 +56,9 @@ impl OutputKind {
 
 /// The entries of a dataset directory (`link_split` is the folder of a link-prediction split,
 /// `clusters` that of the METIS clusters subgraph batches keep; `nodes` and `edges` hold a
-/// heterogeneous dataset's node types and relations).
-const DATASET_FILES: [&str; 13] = [
+/// heterogeneous dataset's node types and relations; `propagation.json` records a propagated
+/// dataset's hops).
+const DATASET_FILES: [&str; 14] = [
     "meta.json",
     "csr_row_ptr.npy",
     "csr_col_idx.npy",
@@ -71,6 +72,7 @@ const DATASET_FILES: [&str; 13] = [
     CLUSTERS_DIR,
     "nodes",
     "edges",
+    "propagation.json",
 ];
 
 fn is_number(s: &str) -> bool {

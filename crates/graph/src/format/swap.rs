@@ -10,7 +10,7 @@ use crate::{Error, Result};
 /// is then at `new`, for the caller to remove), or `new` is renamed when `dir` does not exist.
 /// Where the file system cannot exchange, the previous directory is moved aside first, and a
 /// kill between the two renames leaves it at `new`'s name with `.old` appended.
-pub(crate) fn replace_dir(new: &Path, dir: &Path) -> Result<()> {
+pub fn replace_dir(new: &Path, dir: &Path) -> Result<()> {
     if !dir.exists() {
         return std::fs::rename(new, dir).map_err(|e| Error::io(dir, e));
     }

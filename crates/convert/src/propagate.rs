@@ -1,0 +1,535 @@
+//! Precomputed propagation (`graphloom prepare propagate`): a dataset whose features are
+//! `[X | A_1 X | ... | A_1^K X | A_2 X | ...]`, each operator's hops computed once over the
+//! mapped graph and the mapped features, so SGC- and SIGN-style models train on rows without a
+//! graph. The operators:
+//!
+//! - `sym`: `D^-1/2 A D^-1/2`, `D` the in-degrees (PyG's `SIGN` transform; a node without
+//!   in-edges gets zeros);
+//! - `gcn`: `D~^-1/2 (A + I) D~^-1/2`, `D~ = D + I` (GCN's and SGC's);
+//! - `ppr`: personalised PageRank by power iteration, `h_k = (1 - alpha) S h_{k-1} + alpha X`
+//!   with `S` the `gcn` operator (APPNP's propagation, `alpha` the teleport).
+//!
+//! Memory is bounded: the output feature file is made at its full size and mapped, each hop is
+//! computed by blocks of destination rows (reading the previous hop's columns of their
+//! sources from the same file), and each block is flushed to disk before the next starts. The
+//! work lives in a folder beside the output (`.NAME.propagate`) with a record of the blocks
+//! done, so a run killed at any moment continues where it stopped when started again with the
+//! same settings; the finished dataset is renamed into place.
+
+use std::path::{Path, PathBuf};
+
+use graphloom_graph::format::output_dir::{check_output_dir, OutputKind};
+use graphloom_graph::{Error, MappedDataset, Meta, Result};
+use graphloom_io::npy::{self, NpyDType};
+use graphloom_tensor::bf16;
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+
+use crate::{Phase, Progress};
+
+/// The file that records a propagated dataset's hops and operators.
+pub const PROPAGATION_FILE: &str = "propagation.json";
+/// The record of the work done, in the work folder.
+const STATE_FILE: &str = "progress.json";
+
+/// A propagation operator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Operator {
+    /// `D^-1/2 A D^-1/2` (PyG's `SIGN`).
+    Sym,
+    /// `D~^-1/2 (A + I) D~^-1/2` (GCN's, SGC's).
+    Gcn,
+    /// Personalised PageRank by power iteration over the `gcn` operator.
+    Ppr,
+}
+
+impl Operator {
+    /// Every operator, as front ends list them.
+    pub const ALL: &'static [Operator] = &[Operator::Sym, Operator::Gcn, Operator::Ppr];
+
+    /// The operator's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Operator::Sym => "sym",
+            Operator::Gcn => "gcn",
+            Operator::Ppr => "ppr",
+        }
+    }
+}
+
+/// What `prepare propagate` computes, as recorded in a propagated dataset's
+/// [`PROPAGATION_FILE`] (and in the work folder, to resume only the same work).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Propagation {
+    /// Hops per operator (K).
+    pub hops: usize,
+    /// The operators, in the order of their column blocks.
+    pub operators: Vec<Operator>,
+    /// `ppr`'s teleport probability.
+    pub teleport: f64,
+    /// The output's feature dtype: `f32` or `bf16`.
+    pub dtype: String,
+    /// The source dataset's `meta.json`.
+    pub source: Meta,
+}
+
+impl Propagation {
+    /// The column blocks of the output, each `source.feat_dim` wide: the features, then each
+    /// operator's hops 1..=K.
+    pub fn blocks(&self) -> usize {
+        1 + self.hops * self.operators.len()
+    }
+
+    /// The column block of hop `k` (0: the features) of operator `o` (an index).
+    fn block(&self, o: usize, k: usize) -> usize {
+        if k == 0 {
+            0
+        } else {
+            1 + o * self.hops + (k - 1)
+        }
+    }
+
+    /// Reads the record of the propagated dataset `dir`, or `None` for a dataset that is not
+    /// one.
+    pub fn read(dir: &Path) -> Result<Option<Propagation>> {
+        let path = dir.join(PROPAGATION_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| Error::invalid(&path, e.to_string()))
+    }
+}
+
+/// How far a propagation got: steps (one per operator and hop, the features' copy first) and
+/// rows of the step in progress.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct State {
+    work: Propagation,
+    /// The source dataset's directory.
+    source_dir: PathBuf,
+    /// Steps finished.
+    steps_done: usize,
+    /// Rows of the next step finished.
+    rows_done: usize,
+}
+
+/// Writes the propagated dataset of the dataset `src` into `out`: `propagation`'s hops of each
+/// of its operators, by blocks of destination rows of at most `block_bytes` of output each.
+/// Continues an earlier run of the same work that was stopped. Calls `progress(Features, done,
+/// total)` with rows over every step. Returns the new dataset's `meta.json`.
+pub fn propagate(
+    src: &Path,
+    out: &Path,
+    hops: usize,
+    operators: &[Operator],
+    teleport: f64,
+    bf16_output: bool,
+    block_bytes: usize,
+    progress: Progress<'_>,
+) -> Result<Meta> {
+    propagate_steps(
+        src,
+        out,
+        hops,
+        operators,
+        teleport,
+        bf16_output,
+        block_bytes,
+        progress,
+        None,
+    )
+}
+
+/// [`propagate`], stopping with an error after `stop_after` blocks when given (to check that
+/// a stopped run continues).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn propagate_steps(
+    src: &Path,
+    out: &Path,
+    hops: usize,
+    operators: &[Operator],
+    teleport: f64,
+    bf16_output: bool,
+    block_bytes: usize,
+    progress: Progress<'_>,
+    stop_after: Option<usize>,
+) -> Result<Meta> {
+    let invalid = |msg: &str| Err(Error::invalid(out, msg.to_string()));
+    if hops == 0 || operators.is_empty() {
+        return invalid("propagation needs at least one hop and one operator");
+    }
+    if !(teleport > 0.0 && teleport < 1.0) {
+        return invalid("the teleport probability is between 0 and 1, both left out");
+    }
+    check_output_dir(out, OutputKind::Dataset, &[src])?;
+    let ds = MappedDataset::open(src)?;
+    let meta = ds.meta.clone();
+    if meta.feat_dim == 0 {
+        return Err(Error::invalid(
+            src,
+            "has no features to propagate (feat_dim is 0)".to_string(),
+        ));
+    }
+    let work = Propagation {
+        hops,
+        operators: operators.to_vec(),
+        teleport,
+        dtype: if bf16_output { "bf16" } else { "f32" }.into(),
+        source: meta.clone(),
+    };
+    let dir = work_dir(out);
+    let source_dir = src.canonicalize().map_err(|e| Error::io(src, e))?;
+    std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+    let lock = graphloom_io::lock_dir(&dir, "the propagation's work folder")?;
+    let mut state = match read_state(&dir) {
+        Some(s) if s.work == work && s.source_dir == source_dir => s,
+        _ => start(&dir, &work, &source_dir)?,
+    };
+    let (n, f) = (meta.num_nodes, meta.feat_dim);
+    let width = f * work.blocks();
+    let elem = if bf16_output { 2 } else { 4 };
+    let rows_per_block = (block_bytes / (width * elem).max(1)).clamp(1, 1 << 20);
+    let features = Features::open(&ds.features_path(), &meta)?;
+    let feat_path = dir.join("node_feat.npy");
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(&feat_path)
+        .map_err(|e| Error::io(&feat_path, e))?;
+    // SAFETY: the work folder is this process's (its lock is held); nothing else changes the
+    // file while it is mapped.
+    let mut map =
+        unsafe { memmap2::MmapMut::map_mut(&file) }.map_err(|e| Error::io(&feat_path, e))?;
+    let offset = npy::read_header(&feat_path)?.data_offset;
+    let data = ds.data();
+    let graph = Graph::new(data.row_ptr, data.col_idx);
+    let steps = 1 + hops * operators.len();
+    let total = (steps * n) as u64;
+    let mut blocks_run = 0;
+    while state.steps_done < steps {
+        let step = state.steps_done;
+        let (o, k) = match step {
+            0 => (0, 0),
+            s => ((s - 1) / hops, (s - 1) % hops + 1),
+        };
+        while state.rows_done < n {
+            if stop_after == Some(blocks_run) {
+                return Err(Error::invalid(out, "stopped as asked".to_string()));
+            }
+            let rows = state.rows_done..(state.rows_done + rows_per_block).min(n);
+            let body = &mut map[offset..];
+            let out_block = work.block(o, k);
+            if k == 0 {
+                copy_features(body, &features, rows.clone(), (f, width), bf16_output);
+            } else {
+                let from = work.block(o, k - 1);
+                hop(
+                    body,
+                    &graph,
+                    &features,
+                    rows.clone(),
+                    (from, out_block),
+                    (f, width),
+                    operators[o],
+                    teleport,
+                    bf16_output,
+                );
+            }
+            let (start, end) = (
+                offset + rows.start * width * elem,
+                offset + rows.end * width * elem,
+            );
+            map.flush_range(start, end - start)
+                .map_err(|e| Error::io(&feat_path, e))?;
+            state.rows_done = rows.end;
+            write_state(&dir, &state)?;
+            blocks_run += 1;
+            progress(Phase::Features, (step * n + rows.end) as u64, total);
+        }
+        state.steps_done += 1;
+        state.rows_done = 0;
+        write_state(&dir, &state)?;
+    }
+    drop(map);
+    drop(lock);
+    let _ = std::fs::remove_file(dir.join(graphloom_io::LOCK_FILE));
+    finish(src, &dir, out, &work, width)
+}
+
+/// The work folder of the output `out`, beside it.
+fn work_dir(out: &Path) -> PathBuf {
+    let name = out
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parent = match out.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    parent.join(format!(".{name}.propagate"))
+}
+
+fn read_state(dir: &Path) -> Option<State> {
+    let text = std::fs::read_to_string(dir.join(STATE_FILE)).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+fn write_state(dir: &Path, state: &State) -> Result<()> {
+    let path = dir.join(STATE_FILE);
+    let text = serde_json::to_string(state).expect("a state serialises");
+    graphloom_io::write_atomic(&path, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    Ok(())
+}
+
+/// A fresh start of `work` in the (locked) work folder: the output feature file at its full
+/// size, nothing done.
+fn start(dir: &Path, work: &Propagation, source_dir: &Path) -> Result<State> {
+    let meta = &work.source;
+    let shape = [meta.num_nodes, meta.feat_dim * work.blocks()];
+    let dtype = if work.dtype == "bf16" {
+        NpyDType::U16
+    } else {
+        NpyDType::F32
+    };
+    let header = npy::header_bytes(dtype, &shape, 0);
+    let bytes = (shape[0] * shape[1] * dtype.size()) as u64;
+    graphloom_graph::disk::check_free_space(dir, bytes, "the propagated features")?;
+    let path = dir.join("node_feat.npy");
+    let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
+    std::io::Write::write_all(&mut file, &header).map_err(|e| Error::io(&path, e))?;
+    file.set_len(header.len() as u64 + bytes)
+        .map_err(|e| Error::io(&path, e))?;
+    let state = State {
+        work: work.clone(),
+        source_dir: source_dir.to_path_buf(),
+        steps_done: 0,
+        rows_done: 0,
+    };
+    write_state(dir, &state)?;
+    Ok(state)
+}
+
+/// Puts the source's graph, labels and splits beside the features, writes `meta.json` and the
+/// propagation's record, and renames the work folder into place.
+fn finish(src: &Path, dir: &Path, out: &Path, work: &Propagation, width: usize) -> Result<Meta> {
+    for name in [
+        "csr_row_ptr.npy",
+        "csr_col_idx.npy",
+        "node_label.npy",
+        "train_idx.npy",
+        "valid_idx.npy",
+        "test_idx.npy",
+        "edge_weight.npy",
+    ] {
+        let (from, to) = (src.join(name), dir.join(name));
+        if !from.exists() {
+            continue;
+        }
+        let _ = std::fs::remove_file(&to);
+        // A link shares the source's file; across file systems, a copy.
+        if std::fs::hard_link(&from, &to).is_err() {
+            std::fs::copy(&from, &to).map_err(|e| Error::io(&to, e))?;
+        }
+    }
+    let meta = Meta {
+        name: format!("{}-propagated", work.source.name),
+        feat_dim: width,
+        feat_dtype: work.dtype.clone(),
+        ..work.source.clone()
+    };
+    meta.write(dir)?;
+    let record = dir.join(PROPAGATION_FILE);
+    let text = serde_json::to_string_pretty(work).expect("a record serialises");
+    graphloom_io::write_atomic(&record, |w| std::io::Write::write_all(w, text.as_bytes()))?;
+    let _ = std::fs::remove_file(dir.join(STATE_FILE));
+    graphloom_graph::format::swap::replace_dir(dir, out)?;
+    let _ = std::fs::remove_dir_all(dir);
+    Ok(meta)
+}
+
+/// The source's feature rows, mapped.
+enum Features {
+    F32(graphloom_io::MappedNpy<f32>),
+    Bf16(graphloom_io::MappedNpy<u16>),
+}
+
+impl Features {
+    fn open(path: &Path, meta: &Meta) -> Result<Features> {
+        let features = match meta.feat_dtype.as_str() {
+            "bf16" => Features::Bf16(graphloom_io::MappedNpy::open(path)?),
+            _ => Features::F32(graphloom_io::MappedNpy::open(path)?),
+        };
+        Ok(features)
+    }
+
+    /// Element `i` as f32.
+    #[inline]
+    fn get(&self, i: usize) -> f32 {
+        match self {
+            Features::F32(m) => m[i],
+            Features::Bf16(m) => bf16::from_bits(m[i]).to_f32(),
+        }
+    }
+}
+
+/// The graph by destination, with each node's in-degree's inverse square roots for `sym`
+/// (0 for a node without in-edges) and `gcn` (self loop counted).
+struct Graph<'a> {
+    row_ptr: &'a [i64],
+    col_idx: &'a [u32],
+    sym: Vec<f32>,
+    gcn: Vec<f32>,
+}
+
+impl<'a> Graph<'a> {
+    fn new(row_ptr: &'a [i64], col_idx: &'a [u32]) -> Graph<'a> {
+        let n = row_ptr.len() - 1;
+        let degree = |v: usize| (row_ptr[v + 1] - row_ptr[v]) as f32;
+        let sym = (0..n)
+            .into_par_iter()
+            .map(|v| match degree(v) {
+                0.0 => 0.0,
+                d => 1.0 / d.sqrt(),
+            })
+            .collect();
+        let gcn = (0..n)
+            .into_par_iter()
+            .map(|v| 1.0 / (degree(v) + 1.0).sqrt())
+            .collect();
+        Graph {
+            row_ptr,
+            col_idx,
+            sym,
+            gcn,
+        }
+    }
+
+    fn sources(&self, v: usize) -> &[u32] {
+        &self.col_idx[self.row_ptr[v] as usize..self.row_ptr[v + 1] as usize]
+    }
+}
+
+/// The output's elements, written through a raw pointer: the rows of a block are written by
+/// several threads, each its own rows' columns of the current hop, while all read the
+/// previous hop's columns, which no thread writes.
+#[derive(Clone, Copy)]
+struct Body {
+    ptr: *mut u8,
+    bf16: bool,
+}
+
+// SAFETY: see `Body`: concurrent accesses are to disjoint elements, or reads only.
+unsafe impl Send for Body {}
+unsafe impl Sync for Body {}
+
+impl Body {
+    /// Element `i` as f32.
+    ///
+    /// # Safety
+    /// `i` is inside the mapped body, and no thread writes it meanwhile.
+    #[inline]
+    unsafe fn get(self, i: usize) -> f32 {
+        if self.bf16 {
+            let bits = unsafe { self.ptr.cast::<u16>().add(i).read_unaligned() };
+            bf16::from_bits(bits).to_f32()
+        } else {
+            unsafe { self.ptr.cast::<f32>().add(i).read_unaligned() }
+        }
+    }
+
+    /// Sets element `i`.
+    ///
+    /// # Safety
+    /// `i` is inside the mapped body, and only this thread touches it meanwhile.
+    #[inline]
+    unsafe fn set(self, i: usize, value: f32) {
+        if self.bf16 {
+            let bits = bf16::from_f32(value).to_bits();
+            unsafe { self.ptr.cast::<u16>().add(i).write_unaligned(bits) }
+        } else {
+            unsafe { self.ptr.cast::<f32>().add(i).write_unaligned(value) }
+        }
+    }
+}
+
+/// Copies the features of `rows` (`f` a row) into the output's first column block (`width`
+/// a row).
+fn copy_features(
+    body: &mut [u8],
+    x: &Features,
+    rows: std::ops::Range<usize>,
+    (f, width): (usize, usize),
+    bf16: bool,
+) {
+    let out = Body {
+        ptr: body.as_mut_ptr(),
+        bf16,
+    };
+    rows.into_par_iter().for_each(|v| {
+        for j in 0..f {
+            // SAFETY: row `v`'s first block, written by this thread only.
+            unsafe { out.set(v * width + j, x.get(v * f + j)) };
+        }
+    });
+}
+
+/// One hop of `op` for the destination rows `rows`: column block `blocks.1` from block
+/// `blocks.0` of their sources (`f` columns a block, `width` a row).
+#[allow(clippy::too_many_arguments)]
+fn hop(
+    body: &mut [u8],
+    g: &Graph<'_>,
+    x: &Features,
+    rows: std::ops::Range<usize>,
+    blocks: (usize, usize),
+    (f, width): (usize, usize),
+    op: Operator,
+    teleport: f64,
+    bf16: bool,
+) {
+    let out = Body {
+        ptr: body.as_mut_ptr(),
+        bf16,
+    };
+    let (from, to) = (blocks.0 * f, blocks.1 * f);
+    rows.into_par_iter().for_each_init(
+        || vec![0f32; f],
+        |acc, v| {
+            acc.fill(0.0);
+            let norm = match op {
+                Operator::Sym => &g.sym,
+                Operator::Gcn | Operator::Ppr => &g.gcn,
+            };
+            let mut add = |u: usize, c: f32| {
+                for (j, a) in acc.iter_mut().enumerate() {
+                    // SAFETY: the previous block's columns, which no thread writes.
+                    *a += c * unsafe { out.get(u * width + from + j) };
+                }
+            };
+            for &u in g.sources(v) {
+                add(u as usize, norm[u as usize] * norm[v]);
+            }
+            if op != Operator::Sym {
+                add(v, norm[v] * norm[v]);
+            }
+            for (j, &a) in acc.iter().enumerate() {
+                let value = match op {
+                    Operator::Ppr => {
+                        ((1.0 - teleport) * f64::from(a) + teleport * f64::from(x.get(v * f + j)))
+                            as f32
+                    }
+                    _ => a,
+                };
+                // SAFETY: row `v`'s block `to`, written by this thread only.
+                unsafe { out.set(v * width + to + j, value) };
+            }
+        },
+    );
+}
+
+#[cfg(test)]
+mod tests;
