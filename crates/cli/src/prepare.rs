@@ -109,7 +109,7 @@ pub(crate) struct PropagateArgs {
     /// The dataset directory whose features are propagated.
     #[arg(long)]
     dataset: PathBuf,
-    /// Hops K per operator.
+    /// Hops K per operator, at most 64.
     #[arg(long, default_value_t = 2)]
     hops: usize,
     /// Operators, comma-separated: sym (D^-1/2 A D^-1/2, PyG's SIGN), gcn (with self loops,
@@ -347,8 +347,8 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
     let (convert, out): (Convert, PathBuf) = match args.source {
         Source::LinkSplit(a) => return crate::prepare_link::run(a, json, start),
         Source::Propagate(p) => {
-            if !(p.memory_gib > 0.0 && p.memory_gib <= 1024.0) {
-                bail!("--memory-gib must be above 0 and at most 1024");
+            if !(p.memory_gib > 0.0 && p.memory_gib <= (1u64 << 30) as f64) {
+                bail!("--memory-gib must be above 0 and at most 1073741824 (1 EiB)");
             }
             let out = p.out.clone();
             return streamed(&out, json, start, |_, progress| {
@@ -359,7 +359,7 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
                     &p.operators,
                     p.teleport,
                     p.dtype.0 == graphloom_tensor::DType::BF16,
-                    (p.memory_gib * (1u64 << 30) as f64) as usize,
+                    (p.memory_gib * (1u64 << 30) as f64).min(usize::MAX as f64) as usize,
                     progress,
                 )
             });

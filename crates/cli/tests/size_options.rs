@@ -61,6 +61,8 @@ const BASES: &[(&str, &str)] = &[
     // Features no disk holds, so that the most nodes are refused before anything is written.
     ("synthetic-wide", "prepare synthetic --nodes 100 --feat-dim 1048576 --out {out}"),
     ("synthetic-hetero", "prepare synthetic --hetero mag --scale 0.001 --out {out}"),
+    ("targets", "prepare synthetic --nodes 100 --targets regression --out {out}"),
+    ("propagate", "prepare propagate --dataset {ds} --out {out}"),
     // Paper features no disk holds, so that the largest scale is refused before writing.
     ("synthetic-hetero-wide", "prepare synthetic --hetero mag --feat-dim 1048576 --out {out}"),
     ("edgelist", "prepare edgelist --edges {edges} --out {out}"),
@@ -144,6 +146,14 @@ const SIZES: &[(&str, &str, &str, Outcome)] = &[
     ("--split-counts", "100,0,0", "synthetic", Runs),
     ("--split-counts", "101,0,0", "synthetic", Refused),
     ("--split-counts", "18446744073709551615,1,1", "synthetic", Refused),
+    ("--num-targets", "4096", "targets", Runs),
+    ("--num-targets", "4097", "targets", Refused),
+    ("--num-targets", MAX, "targets", Refused),
+    ("--hops", "64", "propagate", Runs),
+    ("--hops", "65", "propagate", Refused),
+    ("--hops", MAX, "propagate", Refused),
+    ("--memory-gib", EIB, "propagate", Runs),
+    ("--memory-gib", PAST_EIB, "propagate", Refused),
     ("--num-nodes", "4294967295", "edgelist", Refused), // memory: 161 GiB to convert
     ("--num-nodes", MAX, "edgelist", Refused),
     ("--neg-dst", "299", "link-split", Runs),
@@ -182,6 +192,8 @@ const NOT_SIZES: &[&str] = &[
     "--attention-dropout",
     "--homophily",
     "--signal",
+    "--target-noise",
+    "--missing-targets",
     "--valid",
     "--test",
 ];

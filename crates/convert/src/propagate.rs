@@ -29,6 +29,8 @@ use crate::{Phase, Progress};
 
 /// The file that records a propagated dataset's hops and operators.
 pub const PROPAGATION_FILE: &str = "propagation.json";
+/// The most hops per operator.
+pub const MAX_HOPS: usize = 64;
 /// The record of the work done, in the work folder.
 const STATE_FILE: &str = "progress.json";
 
@@ -159,8 +161,8 @@ pub(crate) fn propagate_steps(
     stop_after: Option<usize>,
 ) -> Result<Meta> {
     let invalid = |msg: &str| Err(Error::invalid(out, msg.to_string()));
-    if hops == 0 || operators.is_empty() {
-        return invalid("propagation needs at least one hop and one operator");
+    if hops == 0 || hops > MAX_HOPS || operators.is_empty() {
+        return invalid("propagation takes 1 to 64 hops and at least one operator");
     }
     if !(teleport > 0.0 && teleport < 1.0) {
         return invalid("the teleport probability is between 0 and 1, both left out");
@@ -190,6 +192,7 @@ pub(crate) fn propagate_steps(
         _ => start(&dir, &work, &source_dir)?,
     };
     let (n, f) = (meta.num_nodes, meta.feat_dim);
+    // `start` checked that the output, and so its width, fits on the disk.
     let width = f * work.blocks();
     let elem = if bf16_output { 2 } else { 4 };
     let rows_per_block = (block_bytes / (width * elem).max(1)).clamp(1, 1 << 20);
@@ -289,15 +292,19 @@ fn write_state(dir: &Path, state: &State) -> Result<()> {
 /// size, nothing done.
 fn start(dir: &Path, work: &Propagation, source_dir: &Path) -> Result<State> {
     let meta = &work.source;
-    let shape = [meta.num_nodes, meta.feat_dim * work.blocks()];
     let dtype = if work.dtype == "bf16" {
         NpyDType::U16
     } else {
         NpyDType::F32
     };
-    let header = npy::header_bytes(dtype, &shape, 0);
-    let bytes = (shape[0] * shape[1] * dtype.size()) as u64;
+    let bytes = (meta.num_nodes as u128)
+        * (meta.feat_dim as u128)
+        * (work.blocks() as u128)
+        * dtype.size() as u128;
+    let bytes = u64::try_from(bytes).unwrap_or(u64::MAX);
     graphloom_graph::disk::check_free_space(dir, bytes, "the propagated features")?;
+    let shape = [meta.num_nodes, meta.feat_dim * work.blocks()];
+    let header = npy::header_bytes(dtype, &shape, 0);
     let path = dir.join("node_feat.npy");
     let mut file = std::fs::File::create(&path).map_err(|e| Error::io(&path, e))?;
     std::io::Write::write_all(&mut file, &header).map_err(|e| Error::io(&path, e))?;

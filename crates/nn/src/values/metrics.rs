@@ -183,7 +183,7 @@ mod tests {
         // Label 0: perfect; label 1: all positive where present (skipped); label 2: inverted.
         let nan = f32::NAN;
         let outputs = [0.9, 0.1, 0.2, 0.1, 0.5, 0.8, 0.4, 0.7, 0.1];
-        let targets = [1.0, 1.0, 0.0, 0.0, nan, 1.0, 0.0, 1.0, nan];
+        let targets = [1.0, 1.0, 1.0, 0.0, nan, 0.0, 0.0, 1.0, nan];
         let got = mean_roc_auc(&outputs, &targets, 3);
         assert!((got - 0.5).abs() < 1e-12, "{got}");
         assert!(mean_roc_auc(&[0.1], &[1.0], 1).is_nan());
