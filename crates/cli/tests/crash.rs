@@ -391,3 +391,46 @@ fn killed_snapshot_runs_resume_to_the_uninterrupted_bits() {
     );
     std::fs::remove_dir_all(&root).unwrap();
 }
+
+#[test]
+fn killed_propagation_continues_to_the_uninterrupted_bytes() {
+    let root = scratch("crash-propagate");
+    let ds = root.join("ds");
+    graphloom_ok(&strs(&synthetic(&ds, "3")));
+    let propagate = |out: &Path| -> Vec<String> {
+        [
+            "prepare",
+            "propagate",
+            "--dataset",
+            ds.to_str().unwrap(),
+            "--hops",
+            "3",
+            "--operators",
+            "sym,ppr",
+            // Blocks of a few rows: many records of progress to be killed between.
+            "--memory-gib",
+            "0.0001",
+            "--out",
+            out.to_str().unwrap(),
+        ]
+        .map(String::from)
+        .to_vec()
+    };
+    let whole = root.join("whole");
+    let took = time_of(&strs(&propagate(&whole)));
+    let out = root.join("out");
+    for f in kill_points(53, 8, 0.5) {
+        kill_after(&strs(&propagate(&out)), took.mul_f64(f));
+        // Never half of a dataset under the output's name: none, or a whole one.
+        if out.exists() {
+            assert!(
+                tree(&out) == tree(&whole),
+                "killed at {f:.2}: a changed output"
+            );
+        }
+    }
+    if !out.exists() {
+        graphloom_ok(&strs(&propagate(&out)));
+    }
+    assert_eq!(tree(&out), tree(&whole));
+}
