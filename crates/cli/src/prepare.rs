@@ -559,6 +559,10 @@ fn report(
             "valid": splits[1],
             "test": splits[2],
             "seconds": start.elapsed().as_secs_f64(),
+            // This process's peak resident set (mapped pages included) and its anonymous
+            // pages at the end.
+            "peak_rss_bytes": graphloom_tensor::memory::RssReport::read().peak_bytes,
+            "anon_bytes": graphloom_tensor::memory::RssReport::read().anon_bytes,
         }));
         return;
     }

@@ -373,12 +373,17 @@ impl Features {
         Ok(features)
     }
 
-    /// Element `i` as f32.
+    /// Row `v` (`out.len()` wide) as f32, into `out`.
     #[inline]
-    fn get(&self, i: usize) -> f32 {
+    fn row_into(&self, v: usize, out: &mut [f32]) {
+        let f = out.len();
         match self {
-            Features::F32(m) => m[i],
-            Features::Bf16(m) => bf16::from_bits(m[i]).to_f32(),
+            Features::F32(m) => out.copy_from_slice(&m[v * f..(v + 1) * f]),
+            Features::Bf16(m) => {
+                for (o, &b) in out.iter_mut().zip(&m[v * f..(v + 1) * f]) {
+                    *o = bf16::from_bits(b).to_f32();
+                }
+            }
         }
     }
 }
@@ -434,31 +439,45 @@ unsafe impl Send for Body {}
 unsafe impl Sync for Body {}
 
 impl Body {
-    /// Element `i` as f32.
+    /// Adds `c` times the `acc.len()` elements from `i` to `acc`: a slice's sum, which vectorises,
+    /// for f32.
     ///
     /// # Safety
-    /// `i` is inside the mapped body, and no thread writes it meanwhile.
+    /// The elements are inside the mapped body, and no thread writes them meanwhile.
     #[inline]
-    unsafe fn get(self, i: usize) -> f32 {
+    unsafe fn add_scaled(self, i: usize, c: f32, acc: &mut [f32]) {
         if self.bf16 {
-            let bits = unsafe { self.ptr.cast::<u16>().add(i).read_unaligned() };
-            bf16::from_bits(bits).to_f32()
+            let bits =
+                unsafe { std::slice::from_raw_parts(self.ptr.cast::<u16>().add(i), acc.len()) };
+            for (a, &b) in acc.iter_mut().zip(bits) {
+                *a += c * bf16::from_bits(b).to_f32();
+            }
         } else {
-            unsafe { self.ptr.cast::<f32>().add(i).read_unaligned() }
+            // The body starts on a 64-byte boundary (`header_bytes` pads to it): f32 aligned.
+            let row =
+                unsafe { std::slice::from_raw_parts(self.ptr.cast::<f32>().add(i), acc.len()) };
+            for (a, &x) in acc.iter_mut().zip(row) {
+                *a += c * x;
+            }
         }
     }
 
-    /// Sets element `i`.
+    /// Writes `values` from element `i` on.
     ///
     /// # Safety
-    /// `i` is inside the mapped body, and only this thread touches it meanwhile.
+    /// The elements are inside the mapped body, and only this thread touches them meanwhile.
     #[inline]
-    unsafe fn set(self, i: usize, value: f32) {
+    unsafe fn store(self, i: usize, values: &[f32]) {
+        let len = values.len();
         if self.bf16 {
-            let bits = bf16::from_f32(value).to_bits();
-            unsafe { self.ptr.cast::<u16>().add(i).write_unaligned(bits) }
+            let bits =
+                unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<u16>().add(i), len) };
+            for (b, &v) in bits.iter_mut().zip(values) {
+                *b = bf16::from_f32(v).to_bits();
+            }
         } else {
-            unsafe { self.ptr.cast::<f32>().add(i).write_unaligned(value) }
+            let row = unsafe { std::slice::from_raw_parts_mut(self.ptr.cast::<f32>().add(i), len) };
+            row.copy_from_slice(values);
         }
     }
 }
@@ -476,12 +495,14 @@ fn copy_features(
         ptr: body.as_mut_ptr(),
         bf16,
     };
-    rows.into_par_iter().for_each(|v| {
-        for j in 0..f {
+    rows.into_par_iter().for_each_init(
+        || vec![0f32; f],
+        |row, v| {
+            x.row_into(v, row);
             // SAFETY: row `v`'s first block, written by this thread only.
-            unsafe { out.set(v * width + j, x.get(v * f + j)) };
-        }
-    });
+            unsafe { out.store(v * width, row) };
+        },
+    );
 }
 
 /// One hop of `op` for the destination rows `rows`: column block `blocks.1` from block
@@ -504,18 +525,16 @@ fn hop(
     };
     let (from, to) = (blocks.0 * f, blocks.1 * f);
     rows.into_par_iter().for_each_init(
-        || vec![0f32; f],
-        |acc, v| {
+        || (vec![0f32; f], vec![0f32; f]),
+        |(acc, own), v| {
             acc.fill(0.0);
             let norm = match op {
                 Operator::Sym => &g.sym,
                 Operator::Gcn | Operator::Ppr => &g.gcn,
             };
             let mut add = |u: usize, c: f32| {
-                for (j, a) in acc.iter_mut().enumerate() {
-                    // SAFETY: the previous block's columns, which no thread writes.
-                    *a += c * unsafe { out.get(u * width + from + j) };
-                }
+                // SAFETY: the previous block's columns, which no thread writes.
+                unsafe { out.add_scaled(u * width + from, c, acc) };
             };
             for &u in g.sources(v) {
                 add(u as usize, norm[u as usize] * norm[v]);
@@ -523,17 +542,14 @@ fn hop(
             if op != Operator::Sym {
                 add(v, norm[v] * norm[v]);
             }
-            for (j, &a) in acc.iter().enumerate() {
-                let value = match op {
-                    Operator::Ppr => {
-                        ((1.0 - teleport) * f64::from(a) + teleport * f64::from(x.get(v * f + j)))
-                            as f32
-                    }
-                    _ => a,
-                };
-                // SAFETY: row `v`'s block `to`, written by this thread only.
-                unsafe { out.set(v * width + to + j, value) };
+            if op == Operator::Ppr {
+                x.row_into(v, own);
+                for (a, &z) in acc.iter_mut().zip(own.iter()) {
+                    *a = ((1.0 - teleport) * f64::from(*a) + teleport * f64::from(z)) as f32;
+                }
             }
+            // SAFETY: row `v`'s block `to`, written by this thread only.
+            unsafe { out.store(v * width + to, acc) };
         },
     );
 }

@@ -410,8 +410,25 @@ fn blocks_hold_graph_edges_without_repeats() {
         )
         .is_err());
     assert!(sampler
-        .sample(&CsrSource::new(&g), &[1], &[0], SamplerKind::Uniform, 1, 0)
+        .sample(&CsrSource::new(&g), &[1], &[-2], SamplerKind::Uniform, 1, 0)
         .is_err());
+    // A fanout of 0 (`Fanouts::rows`: a model that reads no graph) draws no neighbour.
+    let rows = sampler
+        .sample(
+            &CsrSource::new(&g),
+            &[1, 3],
+            &[0, 0],
+            SamplerKind::Uniform,
+            1,
+            0,
+        )
+        .unwrap();
+    for block in &rows {
+        assert_eq!(
+            (block.src_nodes.as_slice(), block.col_idx.len()),
+            (&[1, 3][..], 0)
+        );
+    }
     assert!(sampler
         .sample(&CsrSource::new(&g), &[1], &[5], SamplerKind::Weighted, 1, 0)
         .is_err());

@@ -135,7 +135,7 @@ impl ModelFile {
                 ))
             }
             name => Architecture::parse(name).ok_or_else(|| {
-                file.error("metadata 'arch' is not gcn, sage, gat, gatv2, gin, sgc or appnp")
+                file.error("metadata 'arch' is not gcn, sage, gat, gatv2, gin, sgc, appnp or sign")
             })?,
         };
         // The hidden activation is fixed by the architecture: a file that asks for another

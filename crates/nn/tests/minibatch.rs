@@ -49,6 +49,8 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         layers: 3,
         heads: 2,
         out_heads: 2,
+        // SIGN's input: the features and 2 propagated hops, 4 columns each.
+        hops: if arch == Architecture::Sign { 2 } else { 10 },
         dropout: Probability::ZERO,
         input_dropout: Probability::ZERO,
         dtype,

@@ -36,6 +36,8 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
         layers: 3,
         heads: 4,
         out_heads: 2,
+        // SIGN's input: the features and 2 propagated hops, 8 columns each.
+        hops: if arch == Architecture::Sign { 2 } else { 10 },
         dropout: Probability::new(0.3).unwrap(),
         input_dropout: Probability::new(0.3).unwrap(),
         attention_dropout: Probability::new(0.2).unwrap(),
@@ -134,9 +136,9 @@ fn checkpointing_gives_the_same_loss_and_gradients_with_fewer_activation_bytes()
         // The tape already drops what no backward reads; checkpointing saves the rest (what
         // each layer's backward reads) for all but the layer being recomputed. SGC's hops
         // propagate the constant input, and APPNP's steps are linear, so they keep almost
-        // nothing to save.
+        // nothing to save; SIGN's linears read only their inputs, which the next layer holds.
         let saved_enough = match arch {
-            Architecture::Sgc | Architecture::Appnp => peak2 <= peak1,
+            Architecture::Sgc | Architecture::Appnp | Architecture::Sign => peak2 <= peak1,
             _ => (peak2 as f64) < 0.8 * peak1 as f64,
         };
         assert!(
@@ -225,10 +227,11 @@ fn sparse_input_gives_the_dense_loss_and_gradients() {
         })
         .collect();
     ds.features = graphloom_tensor::Tensor::from_f64(&v, ds.features.shape(), DType::F64).unwrap();
-    // SGC's first layer propagates, and reads no weight.
+    // SGC's first layer propagates, and reads no weight; SIGN's blocks' product takes no
+    // sparse input.
     for &arch in Architecture::ALL
         .iter()
-        .filter(|&&a| a != Architecture::Sgc)
+        .filter(|&&a| a != Architecture::Sgc && a != Architecture::Sign)
     {
         // A first layer that narrows, so that it projects before aggregating.
         let cfg = ModelConfig {
@@ -284,7 +287,8 @@ fn every_family_s_gradients_match_finite_differences() {
             layers: 3,
             heads: 2,
             out_heads: 2,
-            hops: 3,
+            // SIGN's input: 5 blocks of 1 column.
+            hops: if arch == Architecture::Sign { 4 } else { 3 },
             teleport: 0.2,
             dropout: Probability::ZERO,
             input_dropout: Probability::ZERO,

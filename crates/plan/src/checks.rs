@@ -157,6 +157,14 @@ pub(crate) fn check_applicable(
              layer-wise inference gives a layer one hop: train APPNP full-batch or with SAR",
         ));
     }
+    if arch == Architecture::Sign {
+        let rows = "SIGN reads no graph: it trains full batch, or on mini-batches of rows \
+                    (`batch_size`), over a dataset from `prepare propagate`";
+        given(s.fanouts.is_some(), "fanouts", rows)?;
+        given(s.subgraph.batching.is_some(), "batching", rows)?;
+        given(mode == TrainMode::Sar, "model", rows)?;
+        given(s.task == Some(TaskKind::Link), "task", rows)?;
+    }
     if arch == Architecture::GatV2 && mode == TrainMode::Sar {
         return Err(PlanError::not_applicable(
             "model",

@@ -9,13 +9,14 @@ use graphloom_nn::{Architecture, ModelConfig};
 pub fn help_defaults() -> Vec<(&'static str, String)> {
     use crate::hetero;
     let arch = |a: Architecture| a.defaults();
-    let [gcn, sage, gat, gin, sgc, appnp] = [
+    let [gcn, sage, gat, gin, sgc, appnp, sign] = [
         Architecture::Gcn,
         Architecture::Sage,
         Architecture::Gat,
         Architecture::Gin,
         Architecture::Sgc,
         Architecture::Appnp,
+        Architecture::Sign,
     ]
     .map(arch);
     let model = ModelConfig::of(Architecture::Gat);
@@ -23,7 +24,8 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "layers",
             format!(
-                "{}, or that of --init-model; for sgc the hops (K), for appnp its MLP's layers",
+                "{}, or that of --init-model; for sgc the hops (K), for appnp its MLP's layers, \
+                 for sign its hops' linears and the linears after them",
                 model.layers
             ),
         ),
@@ -43,14 +45,15 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "hidden",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, appnp {} (sgc has no hidden layer), \
-                 rgcn and rsage {}, or that of --init-model; the same holds for every model \
-                 option below",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, appnp {}, sign {} per hop (sgc has \
+                 no hidden layer), rgcn and rsage {}, or that of --init-model; the same holds \
+                 for every model option below",
                 gcn.hidden,
                 sage.hidden,
                 gat.hidden,
                 gin.hidden,
                 appnp.hidden,
+                sign.hidden,
                 hetero::HIDDEN
             ),
         ),
@@ -58,14 +61,15 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "dropout",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, rgcn and rsage {}; \
-                 link prediction {}",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, sign {}, rgcn and \
+                 rsage {}; link prediction {}; regression 0",
                 gcn.dropout.get(),
                 sage.dropout.get(),
                 gat.dropout.get(),
                 gin.dropout.get(),
                 sgc.dropout.get(),
                 appnp.dropout.get(),
+                sign.dropout.get(),
                 hetero::DROPOUT,
                 graphloom_nn::link::DROPOUT
             ),
@@ -73,13 +77,15 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "lr",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, rgcn {}, rsage {}",
+                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, sign {}, rgcn {}, \
+                 rsage {}",
                 gcn.lr,
                 sage.lr,
                 gat.lr,
                 gin.lr,
                 sgc.lr,
                 appnp.lr,
+                sign.lr,
                 hetero::RGCN_LR,
                 hetero::RSAGE_LR
             ),

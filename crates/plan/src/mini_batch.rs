@@ -283,6 +283,10 @@ impl MiniBatchPlan {
         let fanouts = match (&s.fanouts, &subgraph) {
             (Some(f), _) => f.clone(),
             (None, Some(_)) => Fanouts::new(vec![-1; model.layers])?,
+            // SIGN's batches are rows: blocks of the seeds alone.
+            (None, None) if model.arch == graphloom_nn::Architecture::Sign => {
+                Fanouts::rows(model.layers)
+            }
             (None, None) => {
                 return Err(PlanError::invalid(
                     "fanouts",

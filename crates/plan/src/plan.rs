@@ -51,7 +51,10 @@ impl TrainMode {
                  the other",
             ));
         }
-        Ok(match (partitioned, settings.fanouts.is_some() || subgraphs) {
+        // SIGN reads no graph: a batch size alone asks for its mini-batches of rows.
+        let rows = settings.model == Some(ModelName::Homogeneous(Architecture::Sign))
+            && settings.batch_size.is_some();
+        Ok(match (partitioned, settings.fanouts.is_some() || subgraphs || rows) {
             (true, true) => {
                 return Err(PlanError::not_applicable(
                     if subgraphs { "batching" } else { "fanouts" },
@@ -156,7 +159,7 @@ impl Plan {
                     format!(
                     "{} trains a heterogeneous dataset (\"format\": \"hetero\" in meta.json: node \
                          and edge types); this one has one node type and one edge type: use \
-                         gcn, sage, gat, gatv2, gin, sgc or appnp",
+                         gcn, sage, gat, gatv2, gin, sgc, appnp or sign",
                     kind.name()
                 ),
                 ))
@@ -333,7 +336,11 @@ impl PlannedModel {
                 .out_heads
                 .or(saved.map(|c| c.out_heads))
                 .unwrap_or(base.out_heads),
-            hops: s.hops.or(saved.map(|c| c.hops)).unwrap_or(base.hops),
+            hops: match self.arch {
+                // SIGN's input blocks are the dataset's propagated hops.
+                Architecture::Sign => sign_hops(s, &meta)?,
+                _ => s.hops.or(saved.map(|c| c.hops)).unwrap_or(base.hops),
+            },
             teleport: s
                 .teleport
                 .or(saved.map(|c| c.teleport))
@@ -373,9 +380,10 @@ impl PlannedModel {
 /// A model config the training crate refused, as a plan error naming the setting.
 fn model_error(e: graphloom_nn::Error, meta: &Meta) -> PlanError {
     match e {
-        // The model's own bounds on settings given as they are (APPNP's propagation).
+        // The model's own bounds on settings given as they are (APPNP's propagation, SIGN's
+        // depth).
         graphloom_nn::Error::InvalidSetting {
-            setting: setting @ ("hops" | "teleport"),
+            setting: setting @ ("hops" | "teleport" | "layers"),
             reason,
         } => PlanError::invalid(setting, reason),
         graphloom_nn::Error::InvalidSetting { reason, .. } if meta.num_classes == 0 => {
@@ -447,6 +455,28 @@ pub(crate) fn snapshots(s: &TrainSettings) -> Result<Option<SnapshotConfig>> {
         every: s.snapshot_every.unwrap_or(1),
         resume: s.resume,
     }))
+}
+
+/// The hops of every operator of the propagated dataset SIGN trains on: its feature blocks
+/// past the first (`prepare propagate` records them).
+fn sign_hops(s: &TrainSettings, meta: &Meta) -> Result<usize> {
+    let propagation = match &s.dataset {
+        Some(dir) => graphloom_convert::propagate::Propagation::read(dir)?,
+        None => None,
+    };
+    match propagation {
+        Some(p) if p.source.feat_dim * p.blocks() == meta.feat_dim => Ok(p.blocks() - 1),
+        Some(_) => Err(PlanError::invalid(
+            "dataset",
+            "has features of another width than its propagation.json records: make it again \
+             with graphloom prepare propagate",
+        )),
+        None => Err(PlanError::invalid(
+            "model",
+            "sign trains on precomputed propagations: make a dataset with `graphloom prepare \
+             propagate --dataset D --hops K --out D2` and give D2",
+        )),
+    }
 }
 
 /// Refuses to start from a saved model whose parameters do not fit the model of this run.

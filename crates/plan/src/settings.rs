@@ -67,6 +67,7 @@ impl Choice for ModelName {
         ModelName::Homogeneous(Architecture::Gin),
         ModelName::Homogeneous(Architecture::Sgc),
         ModelName::Homogeneous(Architecture::Appnp),
+        ModelName::Homogeneous(Architecture::Sign),
         ModelName::Relational(RelationalKind::Rgcn),
         ModelName::Relational(RelationalKind::Rsage),
     ];
@@ -356,7 +357,8 @@ pub struct TrainSettings {
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
     /// Model: gcn, sage, gat, gatv2, gin, sgc and appnp train a dataset of one node type and
-    /// one edge type, rgcn and rsage a heterogeneous one [default: gcn, or that of
+    /// one edge type, sign one made by `prepare propagate` (full batch, or rows with
+    /// --batch-size), rgcn and rsage a heterogeneous one [default: gcn, or that of
     /// --init-model; rgcn on a heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]
     pub model: Option<ModelName>,

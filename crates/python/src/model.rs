@@ -84,7 +84,7 @@ pub(crate) fn write_model_file(
     let config = ModelConfig {
         arch: Architecture::parse(&arch).ok_or_else(|| {
             invalid(format!(
-                "model configuration: arch '{arch}' is not gcn, sage, gat, gatv2, gin, sgc or appnp"
+                "model configuration: arch '{arch}' is not gcn, sage, gat, gatv2, gin, sgc, appnp or sign"
             ))
         })?,
         in_dim: item(config, "in_dim")?.extract()?,

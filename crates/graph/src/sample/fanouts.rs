@@ -8,6 +8,8 @@ use crate::{Error, Result};
 
 /// The neighbours to draw at each hop, from the seeds outwards: a positive count, or `-1`
 /// for all of a node's neighbours. A count above a node's degree takes every neighbour.
+/// [`Fanouts::rows`] draws none at every hop: the batches of a model that reads no graph
+/// (SIGN's rows), which no user's fanouts give.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Fanouts(Vec<i64>);
 
@@ -33,6 +35,27 @@ impl Fanouts {
             ));
         }
         Ok(())
+    }
+
+    /// `hops` hops that draw no neighbour: each block holds its seeds alone.
+    pub fn rows(hops: usize) -> Fanouts {
+        Fanouts(vec![0; hops])
+    }
+
+    /// Fails unless `fanouts` has at least one entry and each is a count (0 for none, as
+    /// [`Fanouts::rows`] makes) or `-1`: what a sampler takes.
+    pub fn check_counts(fanouts: &[i64]) -> Result<()> {
+        match fanouts.iter().find(|&&f| f < -1) {
+            Some(&bad) => Err(Error::argument(
+                "fanouts",
+                format!("{bad} is not a fanout: use a count, or -1 for all neighbours"),
+            )),
+            None if fanouts.is_empty() => Err(Error::argument(
+                "fanouts",
+                "give one fanout per layer, e.g. 15,10",
+            )),
+            None => Ok(()),
+        }
     }
 
     /// One fanout per hop.

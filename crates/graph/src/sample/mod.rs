@@ -284,7 +284,7 @@ impl Sampler {
                 format!("seed node {bad} is not below {n}"),
             ));
         }
-        Fanouts::check(fanouts)?;
+        Fanouts::check_counts(fanouts)?;
         let mut blocks: Vec<Block> = Vec::with_capacity(fanouts.len());
         for (hop, &f) in fanouts.iter().enumerate() {
             // The seeds, then each block's sources (the destinations of the next block out).

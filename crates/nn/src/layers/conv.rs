@@ -89,6 +89,13 @@ pub enum ConvKind {
     Propagate,
     /// A linear layer, reading no graph (APPNP's MLP).
     Linear,
+    /// SIGN's first layer: the input's `blocks` column blocks (the features and their
+    /// propagated hops) each through a linear map of its own, the outputs side by side
+    /// (`blocks` times the layer's width); it reads no graph.
+    Sign {
+        /// Column blocks of the input.
+        blocks: usize,
+    },
     /// A linear layer followed by APPNP's propagation.
     Appnp {
         /// Propagation steps (K).
@@ -107,7 +114,7 @@ impl ConvKind {
             ConvKind::Gin => Aggregation::Sum,
             ConvKind::Gat { .. } => Aggregation::Attention,
             ConvKind::GatV2 { .. } => Aggregation::DynamicAttention,
-            ConvKind::Linear => return None,
+            ConvKind::Linear | ConvKind::Sign { .. } => return None,
         })
     }
 
@@ -238,6 +245,7 @@ impl ConvLayer {
                 heads,
                 concat: true,
             } => heads.saturating_mul(self.out_dim),
+            ConvKind::Sign { blocks } => blocks.saturating_mul(self.out_dim),
             _ => self.out_dim,
         }
     }
@@ -284,6 +292,11 @@ impl ConvLayer {
             ConvKind::Linear | ConvKind::Appnp { .. } => {
                 vec![("lin.weight", vec![i, o]), ("lin.bias", vec![o])]
             }
+            // One [F, H] map per block, stacked: block b's are rows b F..(b + 1) F.
+            ConvKind::Sign { blocks } => vec![
+                ("lins.weight", vec![i, o]),
+                ("lins.bias", vec![blocks.checked_mul(o)?]),
+            ],
         };
         shapes
             .iter()
@@ -327,6 +340,10 @@ impl ConvLayer {
                         | ConvKind::Propagate,
                         _,
                     ) => kaiming_uniform(&shape, i, key, dtype)?,
+                    // PyTorch's `Linear` per block: the fan-in is a block's width.
+                    (ConvKind::Sign { blocks }, _) => {
+                        kaiming_uniform(&shape, i / blocks.max(1), key, dtype)?
+                    }
                     (ConvKind::Gat { .. }, "lin.weight") => {
                         glorot(&shape, i, shape[1], key, dtype)?
                     }
@@ -418,6 +435,10 @@ impl ConvLayer {
                 let h = self.project(tape, x, &p[0], &input)?;
                 (ConvLayer::kept(graph, tape, &h)?, &p[1])
             }
+            ConvKind::Sign { blocks } => {
+                let h = ops::block_matmul(tape, x, &p[0], blocks)?;
+                (ConvLayer::kept(graph, tape, &h)?, &p[1])
+            }
             ConvKind::Appnp { hops, teleport } => {
                 let agg = aggregation()?;
                 let z = self.project(tape, x, &p[0], &input)?;
@@ -493,7 +514,8 @@ impl ConvLayer {
             | ConvKind::GatV2 { .. }
             | ConvKind::Linear
             | ConvKind::Appnp { .. } => true,
-            ConvKind::Propagate => false,
+            // SIGN's propagated rows are dense, and its blocks' product takes no sparse input.
+            ConvKind::Propagate | ConvKind::Sign { .. } => false,
             ConvKind::Gcn | ConvKind::Sage | ConvKind::Gin => self.out_dim < self.in_dim,
         }
     }

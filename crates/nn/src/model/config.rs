@@ -27,6 +27,10 @@ pub enum Architecture {
     /// APPNP: an MLP, then `hops` steps of personalised PageRank with teleport `teleport`
     /// over GCN's normalised adjacency.
     Appnp,
+    /// SIGN: an MLP over propagations computed once (`prepare propagate`), the features'
+    /// `hops + 1` column blocks `[X | A X | ... ]` each through a linear layer of its own,
+    /// side by side, then linear layers; it reads no graph.
+    Sign,
 }
 
 /// How many propagation steps APPNP takes by default (K, as in its paper and PyG's example).
@@ -44,9 +48,10 @@ impl Architecture {
         Architecture::Gin,
         Architecture::Sgc,
         Architecture::Appnp,
+        Architecture::Sign,
     ];
 
-    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `sgc` or `appnp`.
+    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `sgc`, `appnp` or `sign`.
     pub fn parse(name: &str) -> Option<Architecture> {
         Some(match name {
             "gcn" => Architecture::Gcn,
@@ -56,6 +61,7 @@ impl Architecture {
             "gin" => Architecture::Gin,
             "sgc" => Architecture::Sgc,
             "appnp" => Architecture::Appnp,
+            "sign" => Architecture::Sign,
             _ => return None,
         })
     }
@@ -64,7 +70,10 @@ impl Architecture {
     /// [`ConvKind::aggregation`]; a test keeps the two in agreement).
     pub fn aggregation(self) -> Aggregation {
         match self {
-            Architecture::Gcn | Architecture::Sgc | Architecture::Appnp => Aggregation::Gcn,
+            // SIGN's layers read no graph: GCN's stands for it where a graph is made anyway.
+            Architecture::Gcn | Architecture::Sgc | Architecture::Appnp | Architecture::Sign => {
+                Aggregation::Gcn
+            }
             Architecture::Sage => Aggregation::Mean,
             Architecture::Gin => Aggregation::Sum,
             Architecture::Gat => Aggregation::Attention,
@@ -104,6 +113,7 @@ impl Architecture {
             Architecture::Gin => (64, 1, 0.8, 0.01, 5e-4),
             Architecture::Sgc => (16, 1, 0.0, 0.2, 5e-5),
             Architecture::Appnp => (64, 1, 0.5, 0.01, 5e-4),
+            Architecture::Sign => (64, 1, 0.8, 0.01, 5e-4),
         };
         ArchDefaults {
             hidden,
@@ -124,6 +134,7 @@ impl Architecture {
             Architecture::Gin => "gin",
             Architecture::Sgc => "sgc",
             Architecture::Appnp => "appnp",
+            Architecture::Sign => "sign",
         }
     }
 }
@@ -196,6 +207,10 @@ impl ModelConfig {
                 teleport: self.teleport,
             },
             Architecture::Appnp => ConvKind::Linear,
+            Architecture::Sign if l == 0 => ConvKind::Sign {
+                blocks: self.hops + 1,
+            },
+            Architecture::Sign => ConvKind::Linear,
         }
     }
 
@@ -299,9 +314,11 @@ mod tests {
                 let read: Vec<_> = (0..layers)
                     .filter_map(|l| cfg.conv_kind(l).aggregation())
                     .collect();
-                assert!(
-                    !read.is_empty(),
-                    "{arch:?} of {layers} layers reads no graph"
+                // SIGN alone reads no graph: its propagations were computed before.
+                assert_eq!(
+                    read.is_empty(),
+                    arch == Architecture::Sign,
+                    "{arch:?} of {layers} layers"
                 );
                 assert!(
                     read.iter().all(|&a| a == arch.aggregation()),

@@ -173,6 +173,25 @@ impl Model {
                 reason: format!("{} is not a float type", cfg.dtype),
             });
         }
+        if cfg.arch == Architecture::Sign {
+            let blocks = cfg.hops.saturating_add(1);
+            if cfg.layers < 2 {
+                return Err(Error::InvalidSetting {
+                    setting: "layers",
+                    reason: "SIGN takes at least 2: its hops' linears, then the output's".into(),
+                });
+            }
+            if cfg.in_dim % blocks != 0 {
+                return Err(Error::InvalidSetting {
+                    setting: "sign",
+                    reason: format!(
+                        "reads {blocks} equal column blocks (the features and {} hops), and the \
+                         input is {} wide: train it on a dataset from `prepare propagate`",
+                        cfg.hops, cfg.in_dim
+                    ),
+                });
+            }
+        }
         if cfg.arch == Architecture::Appnp {
             if !(0.0..=1.0).contains(&cfg.teleport) {
                 return Err(Error::InvalidSetting {

@@ -194,6 +194,11 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             f"{path}: a model with batch normalisation has no PyG equivalent here "
             "(GraphLoom normalises with batch statistics, PyG's BatchNorm with running ones)"
         )
+    if config["arch"] == "sign":
+        raise ValueError(
+            f"{path}: SIGN reads precomputed propagations, and PyG has no SIGN layer to map it "
+            "to (its SIGN is a transform): `graphloom predict` runs it"
+        )
     values = {name: torch.from_dlpack(view).float() for name, view in params}
     if config["arch"] == "sgc":
         # The hops before the last layer carry no parameters: one SGConv does them all.

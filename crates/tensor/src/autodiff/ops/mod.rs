@@ -2,6 +2,7 @@
 //! functions that put them on a tape.
 
 mod activation;
+mod block_linear;
 mod combine;
 mod dropout;
 mod linear;
@@ -15,6 +16,7 @@ pub use activation::{
     activate, bias_activation, bias_activation_dropout, elu, leaky_relu, relu, Activation,
     OutputDropout,
 };
+pub use block_linear::block_matmul;
 pub use combine::{add_scaled_by, combine};
 pub use dropout::{dropout, Dropout, Probability, RowFactors};
 pub use linear::{add, add_assign_tensors, add_bias, add_matmul, add_tensors, matmul, matmul_pair};
