@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Mean Cora test accuracy over 10 seeds with the papers' settings, for GCN, GAT and GraphSAGE
 # (full batch), GraphSAGE in sampled mini-batches (fanouts 25,10, batch size 32), and GATv2,
-# GIN, SGC and APPNP with their defaults (bench/pyg_models_reference.py trains PyG's on the same split).
+# GIN, SGC and APPNP with their defaults (bench/pyg_models_reference.py trains PyG's on the same split),
+# and SIGN with its defaults on Cora propagated 4 hops by GCN's operator (data/cora-sign).
 # Usage: bench/cora_accuracy.sh [SEEDS]   (run from the repository root)
 # GRAPHLOOM=path/to/graphloom runs that binary instead of building this checkout's (to compare
 # two builds on the same data).
@@ -16,11 +17,14 @@ else
   bin=${CARGO_TARGET_DIR:-target}/release/graphloom
 fi
 [ -f data/cora/meta.json ] || $bin prepare planetoid --raw "${PLANETOID_RAW:-testdata/planetoid}" --name cora --out data/cora
+[ -f data/cora-sign/meta.json ] || $bin prepare propagate --dataset data/cora --hops 4 --operators gcn --out data/cora-sign
 run() {
   local name=$1; shift
+  local dataset=data/cora
+  if [ "$1" = --dataset ]; then dataset=$2; shift 2; fi
   local sum=0 accs=()
   for s in $(seq 0 $((seeds - 1))); do
-    $bin train --dataset data/cora --quiet --seed "$s" --summary-json "$summary" "$@" >/dev/null
+    $bin train --dataset "$dataset" --quiet --seed "$s" --summary-json "$summary" "$@" >/dev/null
     accs+=("$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["test_acc"])' "$summary")")
   done
   python3 - "$name" "${accs[@]}" <<'PY'
@@ -38,3 +42,4 @@ run gatv2 --model gatv2 --layers 2 --hidden 8 --heads 8 --out-heads 1 --dropout 
 run gin   --model gin   --layers 2 --hidden 64 --dropout 0.8 --lr 0.01 --weight-decay 5e-4 --epochs 200
 run sgc   --model sgc   --layers 2 --dropout 0 --lr 0.2 --weight-decay 5e-5 --epochs 200
 run appnp --model appnp --layers 2 --hidden 64 --dropout 0.5 --hops 10 --teleport 0.1 --lr 0.01 --weight-decay 5e-4 --epochs 200
+run sign  --dataset data/cora-sign --model sign --layers 2 --hidden 64 --dropout 0.8 --lr 0.01 --weight-decay 5e-4 --epochs 200
