@@ -285,6 +285,9 @@ impl Sampler {
             ));
         }
         Fanouts::check_counts(fanouts)?;
+        if fanouts.iter().all(|&f| f == 0) {
+            return rows_only(seeds, fanouts.len());
+        }
         let mut blocks: Vec<Block> = Vec::with_capacity(fanouts.len());
         for (hop, &f) in fanouts.iter().enumerate() {
             // The seeds, then each block's sources (the destinations of the next block out).
@@ -312,4 +315,24 @@ impl Sampler {
         blocks.reverse();
         Ok(blocks)
     }
+}
+
+/// The blocks of fanouts that draw no neighbour ([`Fanouts::rows`]): each the seeds alone,
+/// made without the relabel table, whose first touch faults in a page per seed of a large
+/// graph (on the papers100M shape's 111M nodes: 1.7 s of a 2.2 s epoch of 200 SIGN row
+/// batches, 0.003 s without it).
+fn rows_only(seeds: &[NodeId], hops: usize) -> Result<Vec<Block>> {
+    let mut sorted = seeds.to_vec();
+    sorted.sort_unstable();
+    if sorted.windows(2).any(|w| w[0] == w[1]) {
+        return Err(Error::argument("seeds", "seed nodes must be distinct"));
+    }
+    let block = Block {
+        num_dst: seeds.len(),
+        src_nodes: seeds.to_vec(),
+        row_ptr: vec![0; seeds.len() + 1],
+        col_idx: Vec::new(),
+        edge_ids: Vec::new(),
+    };
+    Ok(vec![block; hops])
 }
