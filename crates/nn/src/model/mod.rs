@@ -181,7 +181,7 @@ impl Model {
                     reason: "SIGN takes at least 2: its hops' linears, then the output's".into(),
                 });
             }
-            if cfg.in_dim % blocks != 0 {
+            if !cfg.in_dim.is_multiple_of(blocks) {
                 return Err(Error::InvalidSetting {
                     setting: "sign",
                     reason: format!(

@@ -66,7 +66,7 @@ struct BlockMatMul {
 impl BlockMatMul {
     fn widths(&self, x: &Tensor, w: &Tensor) -> Result<(usize, usize)> {
         let ((_, cols), (rows, h)) = (x.dims2(), w.dims2());
-        if self.blocks == 0 || cols != rows || cols % self.blocks != 0 {
+        if self.blocks == 0 || cols != rows || !cols.is_multiple_of(self.blocks) {
             return Err(Error::ShapeMismatch {
                 op: "block_matmul",
                 lhs: x.shape().to_vec(),
