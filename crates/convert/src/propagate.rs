@@ -5,7 +5,8 @@
 //!
 //! - `sym`: `D^-1/2 A D^-1/2`, `D` the in-degrees (PyG's `SIGN` transform; a node without
 //!   in-edges gets zeros);
-//! - `gcn`: `D~^-1/2 (A + I) D~^-1/2`, `D~ = D + I` (GCN's and SGC's);
+//! - `gcn`: `D~^-1/2 (A + I) D~^-1/2`, `D~ = D + I` (GCN's and SGC's; as GraphLoom's GCN, a
+//!   node's loop is added only where it has none);
 //! - `ppr`: personalised PageRank by power iteration, `h_k = (1 - alpha) S h_{k-1} + alpha X`
 //!   with `S` the `gcn` operator (APPNP's propagation, `alpha` the teleport).
 //!
@@ -14,7 +15,8 @@
 //! sources from the same file), and each block is flushed to disk before the next starts. The
 //! work lives in a folder beside the output (`.NAME.propagate`) with a record of the blocks
 //! done, so a run killed at any moment continues where it stopped when started again with the
-//! same settings; the finished dataset is renamed into place.
+//! same settings (a kill between the last block and the rename starts it over); the finished
+//! dataset is renamed into place. A weighted graph (`edge_weight.npy`) is refused.
 
 use std::path::{Path, PathBuf};
 
@@ -176,6 +178,14 @@ pub(crate) fn propagate_steps(
             "has no features to propagate (feat_dim is 0)".to_string(),
         ));
     }
+    if ds.edge_weight().is_some() {
+        return Err(Error::invalid(
+            src,
+            "has edge_weight.npy: the operators propagate over unweighted edges, so a weighted \
+             graph is refused rather than propagated as if unweighted"
+                .to_string(),
+        ));
+    }
     let work = Propagation {
         hops,
         operators: operators.to_vec(),
@@ -188,7 +198,7 @@ pub(crate) fn propagate_steps(
     std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
     let lock = graphloom_io::lock_dir(&dir, "the propagation's work folder")?;
     let mut state = match read_state(&dir) {
-        Some(s) if s.work == work && s.source_dir == source_dir => s,
+        Some(s) if s.work == work && s.source_dir == source_dir && sized(&dir, &work) => s,
         _ => start(&dir, &work, &source_dir)?,
     };
     let (n, f) = (meta.num_nodes, meta.feat_dim);
@@ -288,9 +298,44 @@ fn write_state(dir: &Path, state: &State) -> Result<()> {
     Ok(())
 }
 
-/// A fresh start of `work` in the (locked) work folder: the output feature file at its full
-/// size, nothing done.
+/// Whether the work folder's feature file is the one `work` writes: its header's dtype and
+/// shape, and the length they give (a run of other settings, stopped while starting, leaves
+/// another).
+fn sized(dir: &Path, work: &Propagation) -> bool {
+    let path = dir.join("node_feat.npy");
+    let (Ok(header), Ok(file)) = (npy::read_header(&path), std::fs::metadata(&path)) else {
+        return false;
+    };
+    let dtype = if work.dtype == "bf16" {
+        NpyDType::U16
+    } else {
+        NpyDType::F32
+    };
+    let shape = [work.source.num_nodes, work.source.feat_dim * work.blocks()];
+    header.dtype == dtype
+        && header.shape == shape
+        && file.len() == (header.data_offset + header.numel() * dtype.size()) as u64
+}
+
+/// A fresh start of `work` in the (locked) work folder: whatever an earlier run left there
+/// removed (its record first, so that no kill leaves a record over another's file), the output
+/// feature file made at its full size, nothing done.
 fn start(dir: &Path, work: &Propagation, source_dir: &Path) -> Result<State> {
+    let _ = std::fs::remove_file(dir.join(STATE_FILE));
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let path = entry.map_err(|e| Error::io(dir, e))?.path();
+        if path
+            .file_name()
+            .is_some_and(|n| n == graphloom_io::LOCK_FILE)
+        {
+            continue;
+        }
+        let removed = match path.is_dir() {
+            true => std::fs::remove_dir_all(&path),
+            false => std::fs::remove_file(&path),
+        };
+        removed.map_err(|e| Error::io(&path, e))?;
+    }
     let meta = &work.source;
     let dtype = if work.dtype == "bf16" {
         NpyDType::U16
@@ -389,12 +434,14 @@ impl Features {
 }
 
 /// The graph by destination, with each node's in-degree's inverse square roots for `sym`
-/// (0 for a node without in-edges) and `gcn` (self loop counted).
+/// (0 for a node without in-edges) and `gcn` (with its self loop: one added where the node has
+/// none, as GraphLoom's GCN adds them), and which nodes need the added loop.
 struct Graph<'a> {
     row_ptr: &'a [i64],
     col_idx: &'a [u32],
     sym: Vec<f32>,
     gcn: Vec<f32>,
+    add_loop: Vec<bool>,
 }
 
 impl<'a> Graph<'a> {
@@ -408,15 +455,23 @@ impl<'a> Graph<'a> {
                 d => 1.0 / d.sqrt(),
             })
             .collect();
+        let add_loop: Vec<bool> = (0..n)
+            .into_par_iter()
+            .map(|v| {
+                let sources = &col_idx[row_ptr[v] as usize..row_ptr[v + 1] as usize];
+                !sources.contains(&(v as u32))
+            })
+            .collect();
         let gcn = (0..n)
             .into_par_iter()
-            .map(|v| 1.0 / (degree(v) + 1.0).sqrt())
+            .map(|v| 1.0 / (degree(v) + f32::from(u8::from(add_loop[v]))).sqrt())
             .collect();
         Graph {
             row_ptr,
             col_idx,
             sym,
             gcn,
+            add_loop,
         }
     }
 
@@ -539,7 +594,7 @@ fn hop(
             for &u in g.sources(v) {
                 add(u as usize, norm[u as usize] * norm[v]);
             }
-            if op != Operator::Sym {
+            if op != Operator::Sym && g.add_loop[v] {
                 add(v, norm[v] * norm[v]);
             }
             if op == Operator::Ppr {

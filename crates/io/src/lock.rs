@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use crate::{Error, Result};
 
-/// The file in a locked folder that carries the lock.
 /// The file in a locked folder that holds its lock.
 pub const LOCK_FILE: &str = ".graphloom.lock";
 

@@ -53,7 +53,8 @@ pub fn layerwise_config(gib: f64, scratch_dir: Option<PathBuf>) -> Result<Layerw
 }
 
 /// Runs the saved model over the whole graph (exact full-neighbour inference, dropout off)
-/// and returns one row per node of `settings.nodes`: f32 log-probabilities or embeddings.
+/// and returns one row per node of `settings.nodes`, f32: a classifier's log-probabilities, a
+/// multi-label model's logits, a regressor's values, or a layer's output.
 pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     let saved = ModelFile::load(&settings.model)?;
     // A multi-label model's predictions are its logits, a regressor's its values: the last

@@ -34,6 +34,13 @@ fn naive(ds: &Dataset, op: Operator, hops: usize, teleport: f64) -> Vec<Vec<f64>
     let (n, f) = (ds.graph.num_nodes(), ds.meta.feat_dim);
     let x = ds.features.to_vec_f64();
     let degree = |v: usize| (ds.graph.row_ptr[v + 1] - ds.graph.row_ptr[v]) as f64;
+    let gcn_degree = |v: usize| {
+        let (lo, hi) = (
+            ds.graph.row_ptr[v] as usize,
+            ds.graph.row_ptr[v + 1] as usize,
+        );
+        degree(v) + f64::from(u8::from(!ds.graph.col_idx[lo..hi].contains(&(v as u32))))
+    };
     let mut h = x.clone();
     let mut out = vec![Vec::new(); n];
     for _ in 0..hops {
@@ -49,13 +56,15 @@ fn naive(ds: &Dataset, op: Operator, hops: usize, teleport: f64) -> Vec<Vec<f64>
                         // PyG's: a node without in-edges has D^-1/2 = 0.
                         Operator::Sym if degree(u) == 0.0 => 0.0,
                         Operator::Sym => 1.0 / (degree(u) * degree(v)).sqrt(),
-                        _ => 1.0 / ((degree(u) + 1.0) * (degree(v) + 1.0)).sqrt(),
+                        _ => 1.0 / (gcn_degree(u) * gcn_degree(v)).sqrt(),
                     };
                     (u, c)
                 })
                 .collect();
-            if op != Operator::Sym {
-                edges.push((v, 1.0 / (degree(v) + 1.0)));
+            // GraphLoom's GCN adds a loop where a node has none (R-MAT draws some loops).
+            let has_loop = ds.graph.col_idx[lo..hi].contains(&(v as u32));
+            if op != Operator::Sym && !has_loop {
+                edges.push((v, 1.0 / gcn_degree(v)));
             }
             for (u, c) in edges {
                 for j in 0..f {
@@ -130,6 +139,10 @@ fn a_stopped_run_continues_to_the_bytes_of_an_uninterrupted_one() {
             "nothing under the output's name before the end"
         );
     }
+    // A run of other settings stopped as it started leaves its own file and record: the
+    // next run of the first settings starts over rather than continue over that file.
+    let e = propagate_steps(&src, &out, 2, &ops, 0.2, false, 2048, &quiet(), Some(0));
+    assert!(e.is_err());
     propagate(&src, &out, 3, &ops, 0.2, true, 2048, &quiet()).unwrap();
     for name in ["node_feat.npy", "meta.json", PROPAGATION_FILE] {
         let (a, b) = (

@@ -226,7 +226,7 @@ impl Dataset {
 /// their markers in the place of classes.
 pub(crate) fn read_labels(dir: &Path, meta: &Meta) -> Result<(Vec<i64>, Option<NodeTargets>)> {
     let label_path = file(dir, "node_label.npy");
-    if NodeTargets::held_by(&npy::read_header(&label_path)?) {
+    if NodeTargets::held_by(&npy::read_header(&label_path)?, meta.num_classes) {
         let targets = NodeTargets::read(&label_path, meta.num_nodes, meta.num_classes)?;
         return Ok((targets.markers(), Some(targets)));
     }

@@ -225,7 +225,7 @@ impl MappedDataset {
         let label_path = file(dir, "node_label.npy");
         let label_header = npy::read_header(&label_path)?;
         let (labels, targets) = match label_header.dtype {
-            _ if NodeTargets::held_by(&label_header) => {
+            _ if NodeTargets::held_by(&label_header, meta.num_classes) => {
                 let (markers, targets) = read_labels(dir, &meta)?;
                 (Labels::Owned(markers), targets)
             }

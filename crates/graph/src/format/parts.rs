@@ -654,12 +654,13 @@ impl Part {
         };
         let classes = i64::try_from(meta.dataset.num_classes).unwrap_or(i64::MAX);
         let label_path = dir.join("node_label.npy");
-        let (labels, targets) = if NodeTargets::held_by(&npy::read_header(&label_path)?) {
-            let targets = NodeTargets::read(&label_path, n, meta.dataset.num_classes)?;
-            (targets.markers(), Some(targets))
-        } else {
-            (per_node("node_label.npy", UNLABELLED, classes)?, None)
-        };
+        let (labels, targets) =
+            if NodeTargets::held_by(&npy::read_header(&label_path)?, meta.dataset.num_classes) {
+                let targets = NodeTargets::read(&label_path, n, meta.dataset.num_classes)?;
+                (targets.markers(), Some(targets))
+            } else {
+                (per_node("node_label.npy", UNLABELLED, classes)?, None)
+            };
         Ok(Part {
             index,
             labels,

@@ -47,7 +47,7 @@ pub struct NodeTargets {
 /// node (regression)"; from `node_label.npy`'s header, so any size is read at once.
 pub fn describe_labels(dir: &Path, num_classes: usize) -> String {
     let header = npy::read_header(&dir.join("node_label.npy"));
-    match header.ok().filter(NodeTargets::held_by) {
+    match header.ok().filter(|h| NodeTargets::held_by(h, num_classes)) {
         None => format!("{num_classes} classes"),
         Some(h) => {
             let (what, task) = match h.dtype {
@@ -61,9 +61,17 @@ pub fn describe_labels(dir: &Path, num_classes: usize) -> String {
 }
 
 impl NodeTargets {
-    /// Whether a `node_label.npy` of `header` holds targets rather than one class per node.
-    pub fn held_by(header: &npy::NpyHeader) -> bool {
-        header.shape.len() != 1 || matches!(header.dtype, npy::NpyDType::F32 | npy::NpyDType::F64)
+    /// Whether a `node_label.npy` of `header`, in a dataset of `num_classes` (its
+    /// `meta.json`'s), holds targets rather than one class per node: floats, or integers of
+    /// more than one column. Integers `[N, 1]` are classes (OGB's raw labels have that shape)
+    /// unless `num_classes` is 1, one binary label.
+    pub fn held_by(header: &npy::NpyHeader, num_classes: usize) -> bool {
+        match (header.dtype, header.shape.as_slice()) {
+            (npy::NpyDType::F32 | npy::NpyDType::F64, _) => true,
+            (_, [_]) => false,
+            (_, [_, 1]) => num_classes == 1,
+            _ => true,
+        }
     }
 
     /// Reads the targets of `num_nodes` nodes from `path` (whose header [`NodeTargets::held_by`]
@@ -217,6 +225,22 @@ mod tests {
         let back = NodeTargets::read(&path, 3, 2).unwrap();
         assert_eq!(back.markers(), t.markers());
         assert_eq!(back.row(0), t.row(0));
+    }
+
+    #[test]
+    fn one_integer_column_is_classes_unless_there_is_one_label() {
+        let header = |dtype, shape: &[usize]| npy::NpyHeader {
+            dtype,
+            shape: shape.to_vec(),
+            data_offset: 128,
+        };
+        use npy::NpyDType::{F32, I64};
+        // OGB's raw labels are [N, 1] classes.
+        assert!(!NodeTargets::held_by(&header(I64, &[5, 1]), 7));
+        assert!(NodeTargets::held_by(&header(I64, &[5, 1]), 1));
+        assert!(NodeTargets::held_by(&header(I64, &[5, 3]), 3));
+        assert!(!NodeTargets::held_by(&header(I64, &[5]), 7));
+        assert!(NodeTargets::held_by(&header(F32, &[5]), 1));
     }
 
     #[test]

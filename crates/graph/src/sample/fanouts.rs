@@ -22,19 +22,13 @@ impl Fanouts {
 
     /// Fails unless `fanouts` has at least one entry and each is a positive count or `-1`.
     pub fn check(fanouts: &[i64]) -> Result<()> {
-        if fanouts.is_empty() {
-            return Err(Error::argument(
-                "fanouts",
-                "give one fanout per layer, e.g. 15,10",
-            ));
-        }
         if let Some(&bad) = fanouts.iter().find(|&&f| f < -1 || f == 0) {
             return Err(Error::argument(
                 "fanouts",
                 format!("{bad} is not a fanout: use a positive count, or -1 for all neighbours"),
             ));
         }
-        Ok(())
+        Fanouts::check_counts(fanouts)
     }
 
     /// `hops` hops that draw no neighbour: each block holds its seeds alone.

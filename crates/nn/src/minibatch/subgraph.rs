@@ -119,8 +119,9 @@ pub(super) struct SubgraphBatch {
     targets: Targets,
     /// What the loss's sum is divided by.
     normaliser: f64,
-    /// The training nodes of the batch over every worker.
-    global_rows: usize,
+    /// The loss's terms of the batch over every worker (its training nodes, or their present
+    /// targets): its weight in the epoch's loss.
+    global_terms: usize,
     sample_seconds: f64,
     gather_seconds: f64,
 }
@@ -147,9 +148,9 @@ struct Preparer<'d> {
 }
 
 impl Preparer<'_> {
-    /// Draws, induces and gathers batch `draw`, with the batch's training nodes over every
-    /// worker (`None`: it holds none, so there is nothing to learn from it; a batch of `None`:
-    /// this worker's slice of them is empty).
+    /// Draws, induces and gathers batch `draw`, with its loss terms over every worker (its
+    /// training nodes, or their present targets; `None`: it holds no training node, so there is
+    /// nothing to learn from it; a batch of `None`: this worker's slice of them is empty).
     fn prepare(
         &self,
         set: &mut NodeSet,
@@ -169,13 +170,19 @@ impl Preparer<'_> {
         if all_rows.is_empty() {
             return Ok(None);
         }
+        // The batch's terms over every worker: its training nodes, or their present targets.
+        let node_of = |&p: &usize| nodes[p] as usize;
+        let global_terms = match self.task {
+            Task::Values(task) => task.present(all_rows.iter().map(node_of)),
+            _ => all_rows.len(),
+        };
         let mine = rank_slice(&all_rows, self.rank, self.ranks);
         if mine.is_empty() {
             // A distributed table's gather is collective: take part with no rows.
             if let Some(f) = self.features.filter(|f| f.collective()) {
                 f.gather(&[])?;
             }
-            return Ok(Some((all_rows.len(), None)));
+            return Ok(Some((global_terms, None)));
         }
         let sub = set.members(&nodes).induced(self.data);
         let norm = self.batching.norm();
@@ -188,36 +195,30 @@ impl Preparer<'_> {
             None => None,
         };
         let weights = norm.map(|n| mine.iter().map(|&p| n.node_norm(nodes[p])).collect());
-        let node_of = |&p: &usize| nodes[p] as usize;
-        let (targets, global_terms) = match self.task {
+        let targets = match self.task {
             Task::Values(task) => {
                 let mine: Vec<usize> = mine.iter().map(node_of).collect();
-                let targets = task.targets_of(&mine, rows, weights);
-                (targets, task.present(all_rows.iter().map(node_of)))
+                task.targets_of(&mine, rows, weights)
             }
-            _ => {
-                let labels = mine.iter().map(|p| self.data.labels[node_of(p)]).collect();
-                let targets = Targets::Nodes {
-                    rows,
-                    labels,
-                    weights,
-                };
-                (targets, all_rows.len())
-            }
+            _ => Targets::Nodes {
+                rows,
+                labels: mine.iter().map(|p| self.data.labels[node_of(p)]).collect(),
+                weights,
+            },
         };
         let normaliser = match norm {
             Some(_) => self.train_terms as f64 / self.data.num_nodes() as f64,
             None => global_terms as f64,
         };
         Ok(Some((
-            all_rows.len(),
+            global_terms,
             Some(SubgraphBatch {
                 ids,
                 graphs,
                 x,
                 targets,
                 normaliser,
-                global_rows: all_rows.len(),
+                global_terms,
                 sample_seconds: (sampled - start).as_secs_f64(),
                 gather_seconds: sampled.elapsed().as_secs_f64(),
             }),
@@ -305,7 +306,7 @@ impl MiniBatch<'_> {
     }
 
     /// The step of one subgraph batch; returns this worker's share of its loss times the
-    /// batch's training nodes over every worker.
+    /// batch's terms over every worker.
     fn subgraph_step(&mut self, batch: SubgraphBatch, steps: &mut Steps<'_>) -> Result<f64> {
         self.stages.sample += batch.sample_seconds;
         self.stages.gather += batch.gather_seconds;
@@ -315,11 +316,11 @@ impl MiniBatch<'_> {
             x,
             targets,
             normaliser,
-            global_rows,
+            global_terms,
             ..
         } = batch;
         let input = GraphInput::Blocks(&graphs);
         let loss = self.run_step(x, &ids, input, steps, targets, normaliser)?;
-        Ok(loss * global_rows as f64)
+        Ok(loss * global_terms as f64)
     }
 }

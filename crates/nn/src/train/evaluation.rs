@@ -114,7 +114,9 @@ impl Evaluation {
 
     /// The figures under JSON keys: node classification's `train_acc` (with `val` = "val_",
     /// in histories), `{val}acc` and `{test}acc` (null for an empty split), link prediction's
-    /// `{val}auc`, `{val}hits_at_20/50/100`, `{val}mrr` and the same with `{test}`.
+    /// `{val}auc`, `{val}hits_at_20/50/100`, `{val}mrr` and the same with `{test}`,
+    /// multi-label classification's `{val}rocauc`, regression's `{val}mae`, `{val}rmse` and
+    /// `{val}r2` (both with `train_` in histories; null for an empty or undefined split).
     pub fn fields(
         &self,
         present: [bool; 3],
@@ -162,8 +164,9 @@ impl Evaluation {
         m
     }
 
-    /// The keys that say which task a summary is of: link prediction's `task` and `metric`
-    /// (a summary without them is node classification's, as before link prediction).
+    /// The keys that say which task a summary is of: `task` and `metric` of link prediction,
+    /// multi-label classification (`rocauc`) and regression (`r2`) (a summary without them is
+    /// node classification's, as before link prediction).
     pub fn task_fields(&self) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         match self {
@@ -182,7 +185,8 @@ impl Evaluation {
 
     /// What a training curve draws of this evaluation: the panel's title and its figures,
     /// named, in the order they are drawn (node classification's accuracies of the three
-    /// splits; link prediction's validation AUC, Hits@20/50/100 and MRR when the split ranks).
+    /// splits; link prediction's validation AUC, Hits@20/50/100 and MRR when the split ranks;
+    /// the three splits' ROC-AUC or R²).
     pub fn curves(&self) -> (&'static str, Vec<(&'static str, f64)>) {
         match self {
             Evaluation::Node(a) => (

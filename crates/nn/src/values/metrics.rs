@@ -50,8 +50,8 @@ fn column(outputs: &[f32], targets: &[f32], width: usize, j: usize) -> Vec<(f64,
         .collect()
 }
 
-/// The ROC-AUC of `scores` against 0/1 `labels`, or `None` without both a positive and a
-/// negative.
+/// The ROC-AUC of `(score, label)` pairs (labels 0 or 1), or `None` without both a positive
+/// and a negative. Sorts `pairs` by score.
 pub fn roc_auc(pairs: &mut [(f64, f64)]) -> Option<f64> {
     let positives = pairs.iter().filter(|p| p.1 > 0.5).count() as f64;
     let negatives = pairs.len() as f64 - positives;

@@ -64,8 +64,9 @@ def _labels(y: Any, num_nodes: int) -> np.ndarray:
             f"({num_nodes}), -1 for none"
         )
     if not np.issubdtype(array.dtype, np.integer):
-        raise TypeError(f"y: {array.dtype} values; labels are integer classes (not regression "
-                        "targets)")
+        raise TypeError(f"y: {array.dtype} values; labels written from Python are integer "
+                        "classes: write multi-label or regression targets as node_label.npy "
+                        "([N, T] of 0/1/-1, or floats) in the dataset directory")
     return np.ascontiguousarray(array, dtype=np.int64)
 
 
