@@ -234,7 +234,8 @@ impl Sar<'_> {
         .to_vec_f64();
         let width = task.targets.width;
         let comm = self.comm.as_ref();
-        let gathered = |local: &[usize]| -> graphloom_nn::Result<ValueMetrics> {
+        // A split's metrics over every worker, and its nodes.
+        let gathered = |local: &[usize]| -> graphloom_nn::Result<(ValueMetrics, usize)> {
             let ids: Vec<i64> = local.iter().map(|&v| self.part.orig_ids[v]).collect();
             let rows: Vec<f32> = local
                 .iter()
@@ -252,19 +253,16 @@ impl Sar<'_> {
                     .flat_map(|&i| v[i * width..(i + 1) * width].iter().copied())
                     .collect()
             };
-            Ok(split_metrics(
-                task.loss,
-                &pick(&rows),
-                &pick(&targets),
-                width,
-            ))
+            let metrics = split_metrics(task.loss, &pick(&rows), &pick(&targets), width);
+            Ok((metrics, ids.len()))
         };
-        let splits = [
-            gathered(task.splits[0])?,
-            gathered(task.splits[1])?,
-            gathered(task.splits[2])?,
-        ];
-        Ok(Evaluation::Values(ValueEvaluation { splits }))
+        let (train, _) = gathered(task.splits[0])?;
+        let (valid, validation_nodes) = gathered(task.splits[1])?;
+        let (test, _) = gathered(task.splits[2])?;
+        Ok(Evaluation::Values(ValueEvaluation::new(
+            [train, valid, test],
+            validation_nodes,
+        )?))
     }
 
     /// Correct predictions on the three splits with parameters `params` and dropout off,

@@ -167,7 +167,7 @@ impl<'a> ValueTask<'a> {
             let targets = self.targets.rows_of(nodes.iter().copied());
             split_metrics(self.loss, &outputs, &targets, width)
         });
-        Ok(ValueEvaluation { splits })
+        ValueEvaluation::new(splits, self.splits[1].len())
     }
 
     /// How the task is described in a snapshot's fingerprint.
@@ -204,11 +204,43 @@ pub struct ValueEvaluation {
 }
 
 impl ValueEvaluation {
+    /// The metrics `splits` of the training, validation and test nodes, `validation_nodes` of
+    /// them validation nodes. Fails when validation nodes score no figure: none of their labels
+    /// has both a positive and a negative, so the ROC-AUC that selects the model is undefined
+    /// (OGB's evaluator refuses it too), where selection would otherwise keep the first epoch.
+    pub fn new(splits: [ValueMetrics; 3], validation_nodes: usize) -> Result<ValueEvaluation> {
+        if validation_nodes > 0 && splits[1].score().is_nan() {
+            return Err(Error::InvalidSetting {
+                setting: "dataset",
+                reason: format!(
+                    "its {validation_nodes} validation nodes have no label with both a positive \
+                     and a negative, so the ROC-AUC that selects the model is undefined: give \
+                     a validation split that holds both"
+                ),
+            });
+        }
+        Ok(ValueEvaluation { splits })
+    }
+
     /// The name of the score that selects the model: `rocauc` or `r2`.
     pub fn metric_name(&self) -> &'static str {
         match self.splits[0] {
             ValueMetrics::RocAuc(_) => "rocauc",
             ValueMetrics::Regression { .. } => "r2",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_undefined_validation_score_is_refused_unless_the_split_is_empty() {
+        let auc = ValueMetrics::RocAuc;
+        let e = ValueEvaluation::new([auc(0.7), auc(f64::NAN), auc(0.6)], 40).unwrap_err();
+        assert!(e.to_string().contains("40 validation nodes"), "{e}");
+        assert!(ValueEvaluation::new([auc(0.7), auc(f64::NAN), auc(0.6)], 0).is_ok());
+        assert!(ValueEvaluation::new([auc(0.7), auc(0.8), auc(f64::NAN)], 40).is_ok());
     }
 }
