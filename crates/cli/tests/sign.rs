@@ -58,6 +58,10 @@ fn sign_trains_on_rows_as_full_batch_and_on_workers_as_on_one() {
     let full = run(&[], "full");
     let rows = run(&["--batch-size", "1000"], "rows");
     close(&losses(&rows), &losses(&full), "rows");
+    // Row batches evaluate on rows: the full batch's exact evaluation.
+    for key in ["best_val_acc", "test_acc"] {
+        assert_eq!(rows[key], full[key], "{key}");
+    }
     assert_eq!(rows["fanouts"], serde_json::json!([0, 0]), "{rows}");
     let one = run(&["--batch-size", "50"], "one");
     let two = run(&["--batch-size", "50", "--workers", "2"], "two");

@@ -301,8 +301,12 @@ impl MiniBatchPlan {
         batches.batches_per_epoch = s.batches_per_epoch;
         let subgraph_origin = subgraph.as_ref().map(|(_, line)| line.clone());
         batches.subgraph = subgraph.map(|(b, _)| b);
-        batches.sampled_eval =
-            (s.eval_fanouts.is_some() || s.eval_nodes.is_some()).then(|| SampledEval {
+        // SIGN reads no graph: its classification evaluated on rows, in batches, is its exact
+        // evaluation, without the whole graph in memory that exact inference builds.
+        let rows_eval = model.arch == graphloom_nn::Architecture::Sign
+            && s.task.is_none_or(|t| t == crate::TaskKind::Node);
+        batches.sampled_eval = (s.eval_fanouts.is_some() || s.eval_nodes.is_some() || rows_eval)
+            .then(|| SampledEval {
                 fanouts: s.eval_fanouts.clone().unwrap_or(fanouts),
                 nodes: s.eval_nodes.unwrap_or(usize::MAX),
             });
