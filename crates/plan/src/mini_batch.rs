@@ -397,7 +397,7 @@ impl MiniBatchPlan {
             .transpose()?;
         check_sizes(
             &common.model,
-            rows_computed(&batches, common.meta.num_nodes),
+            budget::rows_computed(&batches, common.meta.num_nodes),
         )?;
         let mut memory = division.memory;
         let feature_reads = match (&data, s.feature_reads.unwrap_or(FeatureReads::Auto)) {
@@ -684,38 +684,4 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
         return Err(no_features(false));
     }
     Ok(MiniBatchData::Mapped(ds))
-}
-
-/// The most nodes a training batch's blocks hold: its seeds and every hop's sampled
-/// neighbours (all of them for a fanout of -1), at most the graph; a subgraph batch's own
-/// nodes.
-fn training_rows(mb: &MiniBatchConfig, n: usize) -> usize {
-    match &mb.subgraph {
-        Some(subgraph) => subgraph.max_batch_nodes(n),
-        None => sampled_rows(mb, &mb.fanouts, n),
-    }
-}
-
-/// The most nodes the blocks of a batch sampled with `fanouts` hold, at most `n`.
-fn sampled_rows(mb: &MiniBatchConfig, fanouts: &Fanouts, n: usize) -> usize {
-    fanouts
-        .iter()
-        .try_fold(mb.batch_size, |rows, &f| {
-            let f = usize::try_from(f).ok()?;
-            rows.checked_mul(f.checked_add(1)?)
-        })
-        .unwrap_or(n)
-        .min(n)
-}
-
-/// The most nodes one forward pass covers: every node, except when evaluation is sampled or
-/// layer-wise, whose passes cover one batch's neighbourhood.
-fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
-    if mb.sampled_eval.is_none() && mb.layerwise.is_none() {
-        return n;
-    }
-    // Layer-wise evaluation sizes its chunks to its own budget.
-    let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
-    // A subgraph batch computes its own nodes only.
-    training_rows(mb, n).max(sampled_rows(mb, eval, n))
 }

@@ -10,7 +10,8 @@ use super::{
 use super::{labels_bytes, link_parts, probe, probe_step, LinkPairs};
 use crate::link::PAIR_BYTES;
 use crate::{FeaturesLocation, Result};
-use graphloom_graph::sample::Block;
+use graphloom_graph::sample::{Block, Fanouts};
+use graphloom_nn::minibatch::MiniBatchConfig;
 
 /// What a mini-batch run is asked: batches, evaluation, and the user's memory flags.
 pub(crate) struct MiniBatchShape {
@@ -458,4 +459,38 @@ fn max_phase(plan: &MemoryPlan) -> u64 {
         .map(|p| p.bytes)
         .max()
         .unwrap_or(0)
+}
+
+/// The most nodes a training batch's blocks hold: its seeds and every hop's sampled
+/// neighbours (all of them for a fanout of -1), at most the graph; a subgraph batch's own
+/// nodes.
+fn training_rows(mb: &MiniBatchConfig, n: usize) -> usize {
+    match &mb.subgraph {
+        Some(subgraph) => subgraph.max_batch_nodes(n),
+        None => sampled_rows(mb, &mb.fanouts, n),
+    }
+}
+
+/// The most nodes the blocks of a batch sampled with `fanouts` hold, at most `n`.
+fn sampled_rows(mb: &MiniBatchConfig, fanouts: &Fanouts, n: usize) -> usize {
+    fanouts
+        .iter()
+        .try_fold(mb.batch_size, |rows, &f| {
+            let f = usize::try_from(f).ok()?;
+            rows.checked_mul(f.checked_add(1)?)
+        })
+        .unwrap_or(n)
+        .min(n)
+}
+
+/// The most nodes one forward pass covers: every node, except when evaluation is sampled or
+/// layer-wise, whose passes cover one batch's neighbourhood.
+pub(crate) fn rows_computed(mb: &MiniBatchConfig, n: usize) -> usize {
+    if mb.sampled_eval.is_none() && mb.layerwise.is_none() {
+        return n;
+    }
+    // Layer-wise evaluation sizes its chunks to its own budget.
+    let eval = mb.sampled_eval.as_ref().map_or(&mb.fanouts, |e| &e.fanouts);
+    // A subgraph batch computes its own nodes only.
+    training_rows(mb, n).max(sampled_rows(mb, eval, n))
 }

@@ -31,7 +31,9 @@ mod mini_batch;
 mod probe;
 
 pub(crate) use hetero::{hetero_plan, HeteroPlacement, HeteroShape};
-pub(crate) use mini_batch::{mini_batch, probe_max_edges, MiniBatchShape, SampledBatch};
+pub(crate) use mini_batch::{
+    mini_batch, probe_max_edges, rows_computed, MiniBatchShape, SampledBatch,
+};
 pub(crate) use probe::probe_rows;
 use probe::{probe, probe_pairs, probe_step};
 
