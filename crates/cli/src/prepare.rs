@@ -352,16 +352,15 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
             }
             let out = p.out.clone();
             return streamed(&out, json, start, |_, progress| {
-                graphloom_convert::propagate::propagate(
-                    &p.dataset,
-                    &p.out,
-                    p.hops,
-                    &p.operators,
-                    p.teleport,
-                    p.dtype.0 == graphloom_tensor::DType::BF16,
-                    (p.memory_gib * (1u64 << 30) as f64).min(usize::MAX as f64) as usize,
-                    progress,
-                )
+                let settings = graphloom_convert::propagate::Settings {
+                    hops: p.hops,
+                    operators: p.operators.clone(),
+                    teleport: p.teleport,
+                    bf16: p.dtype.0 == graphloom_tensor::DType::BF16,
+                    block_bytes: (p.memory_gib * (1u64 << 30) as f64).min(usize::MAX as f64)
+                        as usize,
+                };
+                graphloom_convert::propagate::propagate(&p.dataset, &p.out, &settings, progress)
             });
         }
         Source::Synthetic(s) if s.hetero.is_some() => {

@@ -121,47 +121,50 @@ struct State {
     rows_done: usize,
 }
 
-/// Writes the propagated dataset of the dataset `src` into `out`: `propagation`'s hops of each
-/// of its operators, by blocks of destination rows of at most `block_bytes` of output each.
-/// Continues an earlier run of the same work that was stopped. Calls `progress(Features, done,
-/// total)` with rows over every step. Returns the new dataset's `meta.json`.
+/// What `prepare propagate` is asked for.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// Hops per operator (K).
+    pub hops: usize,
+    /// The operators, in the order of their column blocks.
+    pub operators: Vec<Operator>,
+    /// `ppr`'s teleport probability.
+    pub teleport: f64,
+    /// Write bf16 features (else f32).
+    pub bf16: bool,
+    /// The most bytes of output a block of destination rows holds.
+    pub block_bytes: usize,
+}
+
+/// Writes the propagated dataset of the dataset `src` into `out`: `settings`' hops of each of
+/// its operators, by blocks of destination rows. Continues an earlier run of the same work
+/// that was stopped. Calls `progress(Features, done, total)` with rows over every step.
+/// Returns the new dataset's `meta.json`.
 pub fn propagate(
     src: &Path,
     out: &Path,
-    hops: usize,
-    operators: &[Operator],
-    teleport: f64,
-    bf16_output: bool,
-    block_bytes: usize,
+    settings: &Settings,
     progress: Progress<'_>,
 ) -> Result<Meta> {
-    propagate_steps(
-        src,
-        out,
-        hops,
-        operators,
-        teleport,
-        bf16_output,
-        block_bytes,
-        progress,
-        None,
-    )
+    propagate_steps(src, out, settings, progress, None)
 }
 
 /// [`propagate`], stopping with an error after `stop_after` blocks when given (to check that
 /// a stopped run continues).
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn propagate_steps(
     src: &Path,
     out: &Path,
-    hops: usize,
-    operators: &[Operator],
-    teleport: f64,
-    bf16_output: bool,
-    block_bytes: usize,
+    settings: &Settings,
     progress: Progress<'_>,
     stop_after: Option<usize>,
 ) -> Result<Meta> {
+    let Settings {
+        hops,
+        ref operators,
+        teleport,
+        bf16: bf16_output,
+        block_bytes,
+    } = *settings;
     let invalid = |msg: &str| Err(Error::invalid(out, msg.to_string()));
     if hops == 0 || hops > MAX_HOPS || operators.is_empty() {
         return invalid("propagation takes 1 to 64 hops and at least one operator");

@@ -239,18 +239,17 @@ impl<'a> Task<'a> {
         rank: usize,
         ranks: usize,
     ) -> EpochBatches {
-        // A node's terms: 1 for its class, or its present targets.
-        let terms = |nodes: &[NodeId]| match self {
-            Task::Values(t) => t.present(nodes.iter().map(|&v| v as usize)),
+        // Nodes' terms: 1 a node for its class, or its present targets.
+        let terms = |nodes: &mut dyn ExactSizeIterator<Item = usize>| match self {
+            Task::Values(t) => t.present(nodes),
             _ => nodes.len(),
         };
         match self {
             Task::Node | Task::Values(_) => {
                 let Some(size) = batch_size else {
-                    let all: Vec<NodeId> = train.iter().map(|&v| v as NodeId).collect();
                     return EpochBatches {
                         mine: vec![train.to_vec()],
-                        weights: vec![terms(&all)],
+                        weights: vec![terms(&mut train.iter().copied())],
                         global: Vec::new(),
                     };
                 };
@@ -259,7 +258,10 @@ impl<'a> Task<'a> {
                 let all = epoch_batches(train, seed, epoch, size, 0, 1);
                 EpochBatches {
                     mine: mine.into_iter().map(to_usize).collect(),
-                    weights: all.iter().map(|b| terms(b)).collect(),
+                    weights: all
+                        .iter()
+                        .map(|b| terms(&mut b.iter().map(|&v| v as usize)))
+                        .collect(),
                     global: Vec::new(),
                 }
             }

@@ -85,6 +85,22 @@ fn naive(ds: &Dataset, op: Operator, hops: usize, teleport: f64) -> Vec<Vec<f64>
     out
 }
 
+fn settings(
+    hops: usize,
+    ops: &[Operator],
+    teleport: f64,
+    bf16: bool,
+    block_bytes: usize,
+) -> Settings {
+    Settings {
+        hops,
+        operators: ops.to_vec(),
+        teleport,
+        bf16,
+        block_bytes,
+    }
+}
+
 fn quiet() -> impl Fn(Phase, u64, u64) + Sync {
     |_, _, _| {}
 }
@@ -97,7 +113,13 @@ fn each_operator_matches_a_naive_f64_propagation() {
     let operators = [Operator::Sym, Operator::Gcn, Operator::Ppr];
     let out = dir.join("out");
     // Small blocks: many of them.
-    let meta = propagate(&src, &out, 2, &operators, 0.1, false, 4096, &quiet()).unwrap();
+    let meta = propagate(
+        &src,
+        &out,
+        &settings(2, &operators, 0.1, false, 4096),
+        &quiet(),
+    )
+    .unwrap();
     assert_eq!(meta.feat_dim, 5 * 7);
     let got = Dataset::load(&out).unwrap();
     let values = got.features.to_vec_f64();
@@ -129,10 +151,16 @@ fn a_stopped_run_continues_to_the_bytes_of_an_uninterrupted_one() {
     let src = source(&dir);
     let ops = [Operator::Gcn, Operator::Ppr];
     let whole = dir.join("whole");
-    propagate(&src, &whole, 3, &ops, 0.2, true, 2048, &quiet()).unwrap();
+    propagate(&src, &whole, &settings(3, &ops, 0.2, true, 2048), &quiet()).unwrap();
     let out = dir.join("out");
     for stop in [2, 5, 1] {
-        let e = propagate_steps(&src, &out, 3, &ops, 0.2, true, 2048, &quiet(), Some(stop));
+        let e = propagate_steps(
+            &src,
+            &out,
+            &settings(3, &ops, 0.2, true, 2048),
+            &quiet(),
+            Some(stop),
+        );
         assert!(e.is_err());
         assert!(
             !out.exists(),
@@ -141,9 +169,15 @@ fn a_stopped_run_continues_to_the_bytes_of_an_uninterrupted_one() {
     }
     // A run of other settings stopped as it started leaves its own file and record: the
     // next run of the first settings starts over rather than continue over that file.
-    let e = propagate_steps(&src, &out, 2, &ops, 0.2, false, 2048, &quiet(), Some(0));
+    let e = propagate_steps(
+        &src,
+        &out,
+        &settings(2, &ops, 0.2, false, 2048),
+        &quiet(),
+        Some(0),
+    );
     assert!(e.is_err());
-    propagate(&src, &out, 3, &ops, 0.2, true, 2048, &quiet()).unwrap();
+    propagate(&src, &out, &settings(3, &ops, 0.2, true, 2048), &quiet()).unwrap();
     for name in ["node_feat.npy", "meta.json", PROPAGATION_FILE] {
         let (a, b) = (
             std::fs::read(whole.join(name)).unwrap(),
@@ -154,8 +188,14 @@ fn a_stopped_run_continues_to_the_bytes_of_an_uninterrupted_one() {
     assert!(!work_dir(&out).exists(), "the work folder is gone");
     // Other settings start over rather than continue someone else's work.
     let again = dir.join("again");
-    let _ = propagate_steps(&src, &again, 3, &ops, 0.2, true, 2048, &quiet(), Some(3));
-    propagate(&src, &again, 2, &ops, 0.2, true, 2048, &quiet()).unwrap();
+    let _ = propagate_steps(
+        &src,
+        &again,
+        &settings(3, &ops, 0.2, true, 2048),
+        &quiet(),
+        Some(3),
+    );
+    propagate(&src, &again, &settings(2, &ops, 0.2, true, 2048), &quiet()).unwrap();
     assert_eq!(Propagation::read(&again).unwrap().unwrap().hops, 2);
 }
 
@@ -169,7 +209,13 @@ fn bad_settings_are_refused() {
         (2, vec![], 0.1),
         (2, vec![Operator::Ppr], 1.0),
     ] {
-        assert!(propagate(&src, &out, hops, &ops, teleport, false, 4096, &quiet()).is_err());
+        assert!(propagate(
+            &src,
+            &out,
+            &settings(hops, &ops, teleport, false, 4096),
+            &quiet()
+        )
+        .is_err());
     }
     assert!(!out.exists());
 }
