@@ -49,6 +49,7 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
             "valid": valid,
             "test": test,
             "edge_weights": info.edge_weights,
+            "edge_features": info.edge_features,
             "in_degree": info.degrees.map(|d| serde_json::json!({
                 "mean": d.mean,
                 "median": d.median,
@@ -80,6 +81,10 @@ pub(crate) fn run(args: InfoArgs) -> Result<()> {
         },
         if info.edge_weights { ", weighted" } else { "" }
     );
+    if let Some(shape) = &info.edge_features {
+        let shape: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
+        println!("edge feat  {} (edge_feat.npy)", shape.join(" x "));
+    }
     let shape: Vec<String> = info.feature_shape.iter().map(|d| d.to_string()).collect();
     let disagreement = if info.features_match_meta() {
         String::new()

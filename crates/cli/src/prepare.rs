@@ -253,12 +253,38 @@ pub(crate) struct SyntheticArgs {
     /// With --targets: share of each node's targets past the first left missing (-1 or NaN).
     #[arg(long, default_value_t = 0.0, requires = "targets")]
     pub(crate) missing_targets: f64,
+    /// Edge features of this many columns (edge_feat.npy, for `train --model gine`), each
+    /// edge carrying its destination's class as a direction of norm --edge-signal plus unit
+    /// Gaussian noise. With --homophily 0 and a weak --signal, only the edges tell a node's
+    /// class. The dataset is read back into memory to plant them.
+    #[arg(long, conflicts_with = "hetero")]
+    pub(crate) edge_features: Option<usize>,
+    /// With --edge-features: norm of the class direction in each edge's features.
+    #[arg(long, default_value_t = 1.0, requires = "edge_features")]
+    pub(crate) edge_signal: f64,
     /// Output dataset directory.
     #[arg(long)]
     pub(crate) out: PathBuf,
 }
 
 impl SyntheticArgs {
+    /// The edge features to plant, when --edge-features asks for them.
+    pub(crate) fn planted_edge_features(&self) -> Result<Option<synthetic::PlantedEdgeFeatures>> {
+        let Some(dim) = self.edge_features else {
+            return Ok(None);
+        };
+        if !(1..=4096).contains(&dim) {
+            bail!("--edge-features must be 1 to 4096 columns");
+        }
+        if !(self.edge_signal.is_finite() && self.edge_signal >= 0.0) {
+            bail!("--edge-signal must be finite and not negative");
+        }
+        Ok(Some(synthetic::PlantedEdgeFeatures {
+            dim,
+            signal: self.edge_signal,
+        }))
+    }
+
     /// The targets to plant, when --targets asks for them.
     pub(crate) fn planted(&self) -> Result<Option<synthetic::PlantedTargets>> {
         let Some(kind) = &self.targets else {
@@ -388,8 +414,16 @@ pub(crate) fn run(args: PrepareArgs) -> Result<()> {
         Source::Synthetic(s) => {
             let cfg = s.config()?;
             let planted = s.planted()?;
+            let edge_features = s.planted_edge_features()?;
             return streamed(&s.out, json, start, |buffer, progress| {
-                synthetic::write_with_targets(&cfg, planted.as_ref(), &s.out, buffer, progress)
+                synthetic::write_with_targets(
+                    &cfg,
+                    planted.as_ref(),
+                    edge_features.as_ref(),
+                    &s.out,
+                    buffer,
+                    progress,
+                )
             });
         }
         Source::Edgelist {

@@ -139,5 +139,6 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
         valid_idx,
         test_idx,
         edge_weight: None,
+        edge_features: None,
     })
 }

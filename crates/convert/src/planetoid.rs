@@ -259,6 +259,7 @@ pub fn convert(raw_dir: &Path, name: &str) -> Result<Dataset> {
         valid_idx: (num_train..num_train + VALID).collect(),
         test_idx: test_index,
         edge_weight: None,
+        edge_features: None,
     })
 }
 

@@ -41,6 +41,7 @@ pub(crate) fn random_dataset(nodes: usize, avg_degree: usize, seed: u64) -> Data
         features: Tensor::from_vec(values, &[nodes, feat_dim]).unwrap(),
         labels: (0..nodes as i64).map(|v| v % classes as i64).collect(),
         targets: None,
+        edge_features: None,
         train_idx,
         valid_idx,
         test_idx,

@@ -27,6 +27,9 @@ pub struct GraphView {
     /// A weight per edge of `by_dst` (`edge_weight.npy`): GCN and the GraphSAGE mean weigh
     /// each neighbour by it, as PyG's `GCNConv(edge_weight)` does.
     pub edge_weight: Option<std::sync::Arc<[f32]>>,
+    /// A feature row per edge of `by_dst` (`edge_feat.npy`, `[E, edge_dim]`): GINE's messages
+    /// add them, mapped to the node rows' width, to their sources' rows.
+    pub edge_features: Option<std::sync::Arc<graphloom_tensor::Tensor>>,
     /// The bytes of the arrays above (less the weights, which are the dataset's), charged to
     /// [`Category::Graph`] while the view lives, so memory reports count the graph.
     _charge: Charge,
@@ -122,6 +125,7 @@ impl GraphView {
             by_src,
             src_edge,
             edge_weight: None,
+            edge_features: None,
             _charge,
         }
     }
@@ -139,6 +143,27 @@ impl GraphView {
             });
         }
         self.edge_weight = Some(weight);
+        Ok(self)
+    }
+
+    /// The same graph with a feature row per edge (`[E, edge_dim]`, in the edge order of
+    /// `by_dst`).
+    pub fn with_edge_features(
+        mut self,
+        features: std::sync::Arc<graphloom_tensor::Tensor>,
+    ) -> crate::Result<GraphView> {
+        let rows = features.shape().first().copied().unwrap_or(0);
+        if features.shape().len() != 2 || rows != self.by_dst.num_edges() {
+            return Err(crate::Error::Mismatch {
+                what: "edge features and edges",
+                detail: format!(
+                    "edge features of shape {:?} for {} edges",
+                    features.shape(),
+                    self.by_dst.num_edges()
+                ),
+            });
+        }
+        self.edge_features = Some(features);
         Ok(self)
     }
 

@@ -283,7 +283,6 @@ pub fn infer_layerwise(
     let layers = output.layers(model.num_layers())?;
     let cfg_model = &model.cfg;
     let aggregation = cfg_model.arch.aggregation();
-    let looped = aggregation.needs_self_loops();
     let norm = (aggregation == Aggregation::Gcn).then(|| Arc::new(whole_graph_gcn_norm(data)));
     let vars: Vec<Var> = params.iter().map(|v| Var::constant(v.clone())).collect();
     let mut sampler = Sampler::new(n);
@@ -319,7 +318,7 @@ pub fn infer_layerwise(
             let blocks = sampler.sample(&source, &seeds, &[-1], SamplerKind::Uniform, 0, 0)?;
             let block = &blocks[0];
             let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
-            let mut graph = LayerGraph::new(block, looped);
+            let mut graph = LayerGraph::new(block, cfg_model.arch, data.edge_features, cfg_model.dtype)?;
             let x = match &previous {
                 Some(p) => p.gather(&rows)?,
                 None => input.gather(&graph.src_ids)?.cast(cfg_model.dtype)?,

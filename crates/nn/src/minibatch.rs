@@ -157,12 +157,11 @@ fn prepare(
         exclude_pairs(&mut sampled.blocks, hidden);
     }
     let targets = work.targets_of_rows(&seeds, data.labels);
-    let looped = cfg.arch.aggregation().needs_self_loops();
     let graphs = sampled
         .blocks
         .iter()
-        .map(|b| LayerGraph::new(b, looped))
-        .collect();
+        .map(|b| LayerGraph::new(b, cfg.arch, data.edge_features, cfg.dtype))
+        .collect::<Result<_>>()?;
     sampled.gather_seconds += start.elapsed().as_secs_f64();
     Ok(Some(Batch {
         sampled,

@@ -4,9 +4,10 @@
 //! # Format (version 1)
 //!
 //! Metadata (`__metadata__`, strings): `format` = `graphloom-model`, `format_version` = `1`,
-//! `arch` (`gcn`, `sage`, `gat`, `gatv2`, `gin`, `sgc`, `appnp`), `in_dim`, `hidden`, `out_dim`,
-//! `layers`, `heads`, `out_heads`, `hops` and `teleport` (APPNP's; files written before APPNP
-//! have none and read as its defaults), `batch_norm` (`true`/`false`), `activation` (of the
+//! `arch` (`gcn`, `sage`, `gat`, `gatv2`, `gin`, `gine`, `sgc`, `appnp`, `sign`), `in_dim`,
+//! `hidden`, `out_dim`, `layers`, `heads`, `out_heads`, `edge_dim` (GINE's; 0 otherwise, and
+//! none in files written before GINE), `hops` and `teleport` (APPNP's; files written before
+//! APPNP have none and read as its defaults), `batch_norm` (`true`/`false`), `activation` (of the
 //! hidden layers: `relu`, `elu` for GAT and GATv2, `identity` for SGC), `dtype` (the compute dtype the
 //! model was trained in), and the dropout rates it was trained with (`dropout`,
 //! `input_dropout`, `attention_dropout`).
@@ -22,6 +23,7 @@
 //! | gat | `lin.weight [in, heads * out]`, `att_src [heads * out]`, `att_dst [heads * out]` (head-major), `bias [heads * out]` (concatenated hidden layers) or `[out]` (the averaged output layer) |
 //! | gatv2 | `lin_l.weight [in, heads * out]` (sources), `lin_l.bias [heads * out]`, `lin_r.weight [in, heads * out]` (destinations), `lin_r.bias [heads * out]`, `att [heads * out]` (head-major), `bias` as gat's |
 //! | gin | `eps [1]`, `mlp.0.weight [in, out]`, `mlp.0.bias [out]`, `mlp.1.weight [out, out]`, `mlp.1.bias [out]` |
+//! | gine | `eps [1]`, `lin.weight [edge_dim, in]`, `lin.bias [in]` (the edge features' map), then gin's `mlp` |
 //! | sgc | none for the hops before the last layer; the last as gcn's |
 //! | appnp | `lin.weight [in, out]`, `lin.bias [out]` (the last layer's followed by the propagation) |
 //!
@@ -77,6 +79,7 @@ impl ModelFile {
             ("layers", c.layers.to_string()),
             ("heads", c.heads.to_string()),
             ("out_heads", c.out_heads.to_string()),
+            ("edge_dim", c.edge_dim.to_string()),
             ("hops", c.hops.to_string()),
             ("teleport", c.teleport.to_string()),
             ("batch_norm", c.batch_norm.to_string()),
@@ -159,6 +162,11 @@ impl ModelFile {
             layers: number("layers")?,
             heads: number("heads")?,
             out_heads: number("out_heads")?,
+            // Files written before GINE have no edge features.
+            edge_dim: match file.metadata.get("edge_dim") {
+                Some(_) => number("edge_dim")?,
+                None => 0,
+            },
             hops: match file.metadata.get("hops") {
                 Some(_) => number("hops")?,
                 None => APPNP_HOPS,

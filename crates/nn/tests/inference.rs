@@ -30,7 +30,7 @@ fn chunked_inference_through_a_scratch_file_equals_the_whole_graph_pass() {
             ..Default::default()
         };
         let model = Model::new(cfg, 3).unwrap();
-        let graph = NodeGraph::in_memory(arch, &ds.graph, None).unwrap();
+        let graph = NodeGraph::in_memory(arch, &ds.graph, None, None).unwrap();
         let params: Vec<_> = model.params.iter().map(|p| p.value.clone()).collect();
         let whole = infer(
             &model,

@@ -29,8 +29,11 @@ fn p(p: f64) -> Probability {
     Probability::new(p).unwrap()
 }
 
+/// Columns of the edge features [`dataset`] gives each edge (GINE's input).
+const EDGE_DIM: usize = 3;
+
 fn dataset() -> Dataset {
-    generate(&SyntheticConfig {
+    let mut ds = generate(&SyntheticConfig {
         nodes: 500,
         avg_degree: 6,
         feat_dim: 12,
@@ -38,7 +41,13 @@ fn dataset() -> Dataset {
         seed: 8,
         ..Default::default()
     })
-    .unwrap()
+    .unwrap();
+    let e = ds.graph.num_edges();
+    let values: Vec<f32> = (0..e * EDGE_DIM)
+        .map(|i| ((i * 7919) % 97) as f32 / 48.0 - 1.0)
+        .collect();
+    ds.edge_features = Some(Tensor::from_vec(values, &[e, EDGE_DIM]).unwrap());
+    ds
 }
 
 fn config(arch: Architecture, dtype: DType) -> ModelConfig {
@@ -49,6 +58,7 @@ fn config(arch: Architecture, dtype: DType) -> ModelConfig {
         layers: 3,
         heads: 2,
         out_heads: 2,
+        edge_dim: EDGE_DIM,
         // SIGN's input: the features and 2 propagated hops, 4 columns each.
         hops: if arch == Architecture::Sign { 2 } else { 10 },
         dropout: Probability::ZERO,
@@ -90,7 +100,6 @@ fn loss_and_grads(
                 0,
             )
             .unwrap();
-        let looped = model.cfg.arch.aggregation().needs_self_loops();
         // GCN's families normalise by the whole graph's degrees, as layer-wise inference does.
         let norm: Option<GcnNorm> = (model.cfg.arch.aggregation() == Aggregation::Gcn).then(|| {
             (0..ds.graph.num_nodes())
@@ -103,7 +112,9 @@ fn loss_and_grads(
         let graphs: Vec<LayerGraph> = b
             .iter()
             .map(|b| {
-                let mut g = LayerGraph::new(b, looped);
+                let mut g =
+                    LayerGraph::new(b, model.cfg.arch, ds.edge_features.as_ref(), DType::F64)
+                        .unwrap();
                 if let Some(norm) = &norm {
                     let rows: Vec<usize> = b.src_nodes.iter().map(|&v| v as usize).collect();
                     g.gcn_norm = Some(Arc::new(norm.select(&rows)));
@@ -128,7 +139,9 @@ fn loss_and_grads(
         )
     } else {
         let x = Var::constant(features);
-        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, None).unwrap();
+        let edge_features = ds.edge_features.clone().map(Arc::new);
+        let graph =
+            NodeGraph::in_memory(model.cfg.arch, &ds.graph, None, edge_features).unwrap();
         let scores = model
             .forward(&mut tape, &x, &vars, GraphInput::Nodes(&graph), mode)
             .unwrap();
@@ -211,7 +224,10 @@ fn appnp_refuses_sampled_blocks() {
             0,
         )
         .unwrap();
-    let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, false)).collect();
+    let graphs: Vec<LayerGraph> = blocks
+        .iter()
+        .map(|b| LayerGraph::new(b, Architecture::Appnp, None, DType::F64).unwrap())
+        .collect();
     let rows = blocks[0].src_nodes.len();
     let x = Var::constant(Tensor::zeros(&[rows, 12], DType::F64));
     let mut tape = Tape::new();

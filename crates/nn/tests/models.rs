@@ -63,7 +63,7 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
     };
     let arch = cfg.arch;
     let model = Model::new(cfg, 7).unwrap();
-    let mut graph = NodeGraph::in_memory(arch, &ds.graph, None).unwrap();
+    let mut graph = NodeGraph::in_memory(arch, &ds.graph, None, None).unwrap();
     if sparse {
         let copy = model.sparse_input(&features);
         assert!(copy.is_some(), "features should be sparse enough");
@@ -297,7 +297,7 @@ fn every_family_s_gradients_match_finite_differences() {
             ..Default::default()
         };
         let model = Model::new(cfg, 3).unwrap();
-        let graph = NodeGraph::in_memory(arch, &ds.graph, None).unwrap();
+        let graph = NodeGraph::in_memory(arch, &ds.graph, None, None).unwrap();
         // GIN's eps starts at 0, where a wrong gradient for it could hide: move it.
         let params: Vec<_> = model
             .params

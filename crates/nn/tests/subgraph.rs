@@ -166,7 +166,7 @@ fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph_at_its_trainin
         let rows: Vec<usize> = (0..n).filter(|p| p % 3 == 1).collect();
         let mut sampler = Sampler::new(data.num_nodes());
         let norm_given = normalised.then_some(&norm);
-        let (graphs, ids) = batch_blocks(arch, 2, &sub, norm_given, &rows, &mut sampler).unwrap();
+        let (graphs, ids) = batch_blocks(arch, 2, &sub, norm_given, &rows, &mut sampler, None).unwrap();
         let ids: Vec<NodeId> = ids.iter().map(|&v| v as NodeId).collect();
         let x_in = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &ids);
         let x = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &nodes);

@@ -45,7 +45,7 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "hidden",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, appnp {}, sign {} per hop (sgc has \
+                "gcn {}, sage {}, gat and gatv2 {}, gin and gine {}, appnp {}, sign {} per hop (sgc has \
                  no hidden layer), rgcn and rsage {}, or that of --init-model; the same holds \
                  for every model option below",
                 gcn.hidden,
@@ -61,7 +61,7 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "dropout",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, sign {}, rgcn and \
+                "gcn {}, sage {}, gat and gatv2 {}, gin and gine {}, sgc {}, appnp {}, sign {}, rgcn and \
                  rsage {}; link prediction {}; regression 0",
                 gcn.dropout.get(),
                 sage.dropout.get(),
@@ -77,7 +77,7 @@ pub fn help_defaults() -> Vec<(&'static str, String)> {
         (
             "lr",
             format!(
-                "gcn {}, sage {}, gat and gatv2 {}, gin {}, sgc {}, appnp {}, sign {}, rgcn {}, \
+                "gcn {}, sage {}, gat and gatv2 {}, gin and gine {}, sgc {}, appnp {}, sign {}, rgcn {}, \
                  rsage {}",
                 gcn.lr,
                 sage.lr,

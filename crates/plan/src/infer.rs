@@ -102,7 +102,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     };
     let model = saved_model(&saved)?;
     let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
-    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight)?;
+    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight, ds.edge_features.clone().map(Arc::new))?;
     let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let out = graphloom_nn::inference::infer(
         &model,

@@ -336,6 +336,10 @@ impl PlannedModel {
                 .out_heads
                 .or(saved.map(|c| c.out_heads))
                 .unwrap_or(base.out_heads),
+            edge_dim: match self.arch {
+                Architecture::Gine => gine_edge_dim(s, saved)?,
+                _ => 0,
+            },
             hops: match self.arch {
                 // SIGN's input blocks are the dataset's propagated hops.
                 Architecture::Sign => sign_hops(s, &meta)?,
@@ -477,6 +481,45 @@ fn sign_hops(s: &TrainSettings, meta: &Meta) -> Result<usize> {
              propagate --dataset D --hops K --out D2` and give D2",
         )),
     }
+}
+
+/// GINE's edge feature width: the columns of the dataset's `edge_feat.npy` (or, without a
+/// dataset directory, the saved model's).
+fn gine_edge_dim(s: &TrainSettings, saved: Option<&ModelConfig>) -> Result<usize> {
+    let Some(dir) = &s.dataset else {
+        return saved.map(|c| c.edge_dim).ok_or_else(no_edge_features);
+    };
+    if graphloom_graph::parts::PartitionMeta::is_partitioned(dir) {
+        return Err(PlanError::invalid(
+            "model",
+            "gine reads each edge's features beside its source's row, which SAR's parts do not \
+             carry: give the unpartitioned dataset (full batch, --fanouts or --batching)",
+        ));
+    }
+    let path = dir.join(graphloom_graph::format::edge_features::EDGE_FEATURES_FILE);
+    if !path.exists() {
+        return Err(no_edge_features());
+    }
+    let header = graphloom_graph::npy::read_header(&path).map_err(graphloom_graph::Error::from)?;
+    match header.shape[..] {
+        [_, cols] => Ok(cols),
+        _ => Err(PlanError::invalid(
+            "dataset",
+            format!(
+                "{}: shape {:?}: edge features are 2-D, [num_edges, edge_dim]",
+                path.display(),
+                header.shape
+            ),
+        )),
+    }
+}
+
+fn no_edge_features() -> PlanError {
+    PlanError::invalid(
+        "model",
+        "gine's messages add each edge's features, and the dataset has no edge_feat.npy \
+         ([num_edges, edge_dim], in the order of csr_col_idx.npy): give one, or train gin",
+    )
 }
 
 /// Refuses to start from a saved model whose parameters do not fit the model of this run.

@@ -65,6 +65,7 @@ impl Choice for ModelName {
         ModelName::Homogeneous(Architecture::Gat),
         ModelName::Homogeneous(Architecture::GatV2),
         ModelName::Homogeneous(Architecture::Gin),
+        ModelName::Homogeneous(Architecture::Gine),
         ModelName::Homogeneous(Architecture::Sgc),
         ModelName::Homogeneous(Architecture::Appnp),
         ModelName::Homogeneous(Architecture::Sign),

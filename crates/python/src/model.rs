@@ -41,6 +41,7 @@ pub(crate) fn read_model_file<'py>(
     config.set_item("layers", c.layers)?;
     config.set_item("heads", c.heads)?;
     config.set_item("out_heads", c.out_heads)?;
+    config.set_item("edge_dim", c.edge_dim)?;
     config.set_item("hops", c.hops)?;
     config.set_item("teleport", c.teleport)?;
     config.set_item("batch_norm", c.batch_norm)?;
@@ -84,7 +85,7 @@ pub(crate) fn write_model_file(
     let config = ModelConfig {
         arch: Architecture::parse(&arch).ok_or_else(|| {
             invalid(format!(
-                "model configuration: arch '{arch}' is not gcn, sage, gat, gatv2, gin, sgc, appnp or sign"
+                "model configuration: arch '{arch}' is not gcn, sage, gat, gatv2, gin, gine, sgc, appnp or sign"
             ))
         })?,
         in_dim: item(config, "in_dim")?.extract()?,
@@ -93,6 +94,11 @@ pub(crate) fn write_model_file(
         layers: item(config, "layers")?.extract()?,
         heads: item(config, "heads")?.extract()?,
         out_heads: item(config, "out_heads")?.extract()?,
+        // Configurations written before GINE have no edge features.
+        edge_dim: match config.get_item("edge_dim")? {
+            Some(v) => v.extract()?,
+            None => 0,
+        },
         // Configurations written before APPNP have no propagation settings.
         hops: match config.get_item("hops")? {
             Some(v) => v.extract()?,

@@ -54,6 +54,16 @@ pub fn sar_graph(
             }
             .into())
         }
+        Aggregation::EdgeSum => {
+            return Err(graphloom_nn::Error::InvalidSetting {
+                setting: "model",
+                reason: "GINE's messages need each edge's features beside its source's row, \
+                         which SAR's parts do not carry: train GINE full batch, sampled or in \
+                         subgraph batches"
+                    .into(),
+            }
+            .into())
+        }
     };
     let ids: Arc<[i64]> = part.orig_ids.clone().into();
     let graph = Arc::new(PartGraph::new(comm.as_ref(), part)?);

@@ -67,7 +67,7 @@ type Step = (f64, Vec<Vec<f64>>);
 fn whole_graph(ds: &Dataset, cfg: ModelConfig) -> Step {
     let dtype = cfg.dtype;
     let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
-    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight).unwrap();
+    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight, None).unwrap();
     let model = Model::new(cfg, 5).unwrap();
     let mut tape = Tape::new();
     let vars: Vec<Var> = model
@@ -292,6 +292,7 @@ fn edge_weights_match_one_worker() {
             let unweighted = whole_graph(
                 &Dataset {
                     edge_weight: None,
+                    edge_features: None,
                     meta: ds.meta.clone(),
                     graph: ds.graph.clone(),
                     features: ds.features.clone(),

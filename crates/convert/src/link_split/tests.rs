@@ -49,6 +49,7 @@ fn dataset(graph: Csr, directed: bool, weighted: bool) -> Dataset {
         features: Tensor::zeros(&[n, 0], DType::F32),
         labels: vec![0; n],
         targets: None,
+        edge_features: None,
         train_idx: vec![0],
         valid_idx: vec![1],
         test_idx: vec![2],

@@ -552,5 +552,6 @@ pub fn generate(cfg: &SyntheticConfig) -> Result<Dataset> {
         valid_idx,
         test_idx,
         edge_weight: None,
+        edge_features: None,
     })
 }

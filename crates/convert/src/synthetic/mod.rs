@@ -7,6 +7,7 @@
 //! directory in bounded memory, for graphs larger than memory), whatever the thread count.
 
 mod draws;
+mod edge_features;
 mod hetero;
 mod targets;
 mod write;
@@ -14,5 +15,6 @@ mod write;
 pub use crate::stream_csr::Phase;
 pub use draws::{generate, EdgeModel, SplitSizes, SyntheticConfig, MAX_ENTRIES};
 pub use hetero::{write_mag, MagConfig, MAX_SCALE};
+pub use edge_features::{plant_edge_features, PlantedEdgeFeatures};
 pub use targets::{plant, PlantedTargets};
 pub use write::{write, write_with_targets};

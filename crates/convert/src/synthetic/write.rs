@@ -18,6 +18,7 @@ use graphloom_graph::format::dataset::write_splits;
 use graphloom_graph::format::output_dir::{write_dir_atomic, OutputKind};
 use graphloom_graph::Dataset;
 
+use super::edge_features::{plant_edge_features, PlantedEdgeFeatures};
 use super::targets::{plant, PlantedTargets};
 use graphloom_graph::{Meta, Result, UNLABELLED};
 
@@ -38,14 +39,16 @@ pub fn write(
     buffer_bytes: usize,
     progress: Progress<'_>,
 ) -> Result<Meta> {
-    write_with_targets(cfg, None, dir, buffer_bytes, progress)
+    write_with_targets(cfg, None, None, dir, buffer_bytes, progress)
 }
 
-/// [`write()`], with the classes replaced by `planted` targets when given ([`plant`]: the
-/// dataset is read back into memory for them before the directory is renamed into place).
+/// [`write()`], with the classes replaced by `planted` targets when given ([`plant`]) and
+/// with `edge_features` planted ([`plant_edge_features`]): the dataset is read back into
+/// memory for them before the directory is renamed into place.
 pub fn write_with_targets(
     cfg: &SyntheticConfig,
     planted: Option<&PlantedTargets>,
+    edge_features: Option<&PlantedEdgeFeatures>,
     dir: &Path,
     buffer_bytes: usize,
     progress: Progress<'_>,
@@ -62,6 +65,14 @@ pub fn write_with_targets(
         write_labels_and_splits(cfg, &draws, tmp, progress)?;
         write_features(cfg, &draws, tmp, progress)?;
         meta.write(tmp)?;
+        if let Some(planted) = edge_features {
+            let ds = Dataset::load(tmp)?;
+            let features = plant_edge_features(&ds, planted, cfg.seed);
+            graphloom_graph::format::dataset::write_features(
+                &tmp.join(graphloom_graph::format::edge_features::EDGE_FEATURES_FILE),
+                &features,
+            )?;
+        }
         if let Some(planted) = planted {
             let mut ds = Dataset::load(tmp)?;
             plant(&mut ds, planted, cfg.seed);

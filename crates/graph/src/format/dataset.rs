@@ -9,12 +9,14 @@
 //! | `node_label.npy` | i64 class per node, -1 for none (never in a split); or [`NodeTargets`] |
 //! | `train_idx.npy`, `valid_idx.npy`, `test_idx.npy` | i64 node ids |
 //! | `edge_weight.npy` | optional f32 per edge |
+//! | `edge_feat.npy` | optional `[num_edges, edge_dim]` f32 or bf16, in `csr_col_idx.npy`'s order ([`super::edge_features`]) |
 
 use std::path::{Path, PathBuf};
 
 use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::{bf16, DType, Tensor};
 
+use super::edge_features::{read_edge_features, EDGE_FEATURES_FILE};
 use super::meta::{Meta, MAX_CLASS, SPLIT_FILES};
 use super::output_dir::{write_dir_atomic, OutputKind};
 use super::targets::NodeTargets;
@@ -51,10 +53,12 @@ pub struct Dataset {
     pub test_idx: Vec<usize>,
     /// Optional weight per edge, in edge order.
     pub edge_weight: Option<Vec<f32>>,
+    /// Optional `[num_edges, edge_dim]` features per edge, in edge order (`edge_feat.npy`).
+    pub edge_features: Option<Tensor>,
 }
 
 /// Writes `[rows, dim]` features as `.npy`: f32, or bf16 as its `u16` bits.
-pub(crate) fn write_features(path: &Path, features: &Tensor) -> Result<()> {
+pub fn write_features(path: &Path, features: &Tensor) -> Result<()> {
     let shape = features.shape();
     match features.dtype() {
         DType::BF16 => {
@@ -161,6 +165,7 @@ impl Dataset {
         } else {
             None
         };
+        let edge_features = read_edge_features(dir, meta.num_edges)?;
         let splits = [
             split("train_idx.npy")?,
             split("valid_idx.npy")?,
@@ -178,6 +183,7 @@ impl Dataset {
             labels,
             targets,
             edge_weight,
+            edge_features,
         })
     }
 
@@ -215,6 +221,9 @@ impl Dataset {
             )?,
         }
         write_splits(dir, [&self.train_idx, &self.valid_idx, &self.test_idx])?;
+        if let Some(f) = &self.edge_features {
+            write_features(&file(dir, EDGE_FEATURES_FILE), f)?;
+        }
         if let Some(w) = &self.edge_weight {
             npy::write(&file(dir, "edge_weight.npy"), w, &[w.len()])?;
         }
@@ -485,6 +494,19 @@ pub(crate) fn load_feature_rows(
     cols: usize,
     dtype: &str,
 ) -> Result<Tensor> {
+    load_rows(path, rows, cols, dtype, "node")
+}
+
+/// Reads `rows` rows of `cols` columns stored as `dtype` (`f32` or `bf16`), checked for shape,
+/// dtype and non-finite values; an error names a bad value's row as a `row_noun` (a node's
+/// features, an edge's).
+pub(crate) fn load_rows(
+    path: &Path,
+    rows: usize,
+    cols: usize,
+    dtype: &str,
+    row_noun: &str,
+) -> Result<Tensor> {
     let path = path.to_path_buf();
     let header = npy::read_header(&path)?;
     if header.shape != [rows, cols] {
@@ -499,7 +521,7 @@ pub(crate) fn load_feature_rows(
         Error::invalid(
             &path,
             format!(
-                "non-finite feature at node {}, column {} (NaN or infinity)",
+                "non-finite feature at {row_noun} {}, column {} (NaN or infinity)",
                 i / cols.max(1),
                 i % cols.max(1)
             ),

@@ -34,6 +34,7 @@ pub struct MappedDataset {
     labels: Labels,
     targets: Option<NodeTargets>,
     edge_weight: Option<MappedNpy<f32>>,
+    edge_features: Option<graphloom_tensor::Tensor>,
     /// Training node ids.
     pub train_idx: Vec<usize>,
     /// Validation node ids.
@@ -100,6 +101,8 @@ pub struct GraphData<'a> {
     pub labels: &'a [i64],
     /// The targets of multi-label classification or regression, when the dataset has them.
     pub targets: Option<&'a NodeTargets>,
+    /// The `[num_edges, edge_dim]` features per edge, when the dataset has them.
+    pub edge_features: Option<&'a graphloom_tensor::Tensor>,
     /// Training node ids.
     pub train_idx: &'a [usize],
     /// Validation node ids.
@@ -190,6 +193,7 @@ impl Dataset {
             col_idx: &self.graph.col_idx,
             labels: &self.labels,
             targets: self.targets.as_ref(),
+            edge_features: self.edge_features.as_ref(),
             train_idx: &self.train_idx,
             valid_idx: &self.valid_idx,
             test_idx: &self.test_idx,
@@ -253,6 +257,7 @@ impl MappedDataset {
             labels,
             targets,
             edge_weight,
+            edge_features: super::edge_features::read_edge_features(dir, meta.num_edges)?,
             train_idx: train_idx?,
             valid_idx: valid_idx?,
             test_idx: test_idx?,
@@ -383,6 +388,7 @@ impl MappedDataset {
                 Labels::Owned(v) => v,
             },
             targets: self.targets.as_ref(),
+            edge_features: self.edge_features.as_ref(),
             train_idx: &self.train_idx,
             valid_idx: &self.valid_idx,
             test_idx: &self.test_idx,

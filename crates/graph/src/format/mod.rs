@@ -6,6 +6,8 @@
 //!   user's) and the atomic write of a directory ([`swap`] exchanges it into place).
 //! - [`dataset`]: a dataset directory read whole into memory ([`Dataset`]), with every
 //!   consistency check, and its writer; the checks converters apply to what they write.
+//! - [`edge_features`]: `edge_feat.npy`, a feature row per edge, and the gather of a batch's
+//!   rows by edge id.
 //! - [`mapped`]: the same directory mapped in place ([`MappedDataset`], [`GraphData`]).
 //! - [`parts`]: a partitioned directory and one worker's part of it.
 //! - [`hetero`]: a heterogeneous dataset directory (node and edge types), opened and checked.
@@ -16,7 +18,7 @@
 //! - [`disk`]: free space and file systems of the folders written.
 //!
 //! The file order, lowest first: `layouts`, `swap`, `disk` → `meta` → `output_dir` →
-//! `dataset` → `mapped` → `link_split`, `parts`, `hetero`, `summary`. Graph algorithms (`sample`,
+//! `edge_features` → `dataset` → `mapped` → `link_split`, `parts`, `hetero`, `summary`. Graph algorithms (`sample`,
 //! `subgraph`, `partition`) use the format; of them only `partition`'s [`Partition`] (written
 //! by [`parts::write_parts`]) and `sample`'s `CsrSource` (what [`GraphData`] hands samplers)
 //! are used by it, and neither uses the format back.
@@ -30,6 +32,7 @@
 
 pub mod dataset;
 pub mod disk;
+pub mod edge_features;
 pub mod hetero;
 pub mod layouts;
 pub mod link_split;

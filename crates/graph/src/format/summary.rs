@@ -36,6 +36,8 @@ pub struct DatasetSummary {
     pub splits: [usize; 3],
     /// Whether `edge_weight.npy` is present.
     pub edge_weights: bool,
+    /// The shape of `edge_feat.npy`, when present.
+    pub edge_features: Option<Vec<usize>>,
     /// In-degrees (`None` for a graph without nodes).
     pub degrees: Option<DegreeStats>,
     /// Bytes of the CSR arrays, the features and the labels on disk.
@@ -93,6 +95,13 @@ impl DatasetSummary {
         Ok(DatasetSummary {
             splits,
             edge_weights: dir.join("edge_weight.npy").exists(),
+            edge_features: {
+                let path = dir.join(super::edge_features::EDGE_FEATURES_FILE);
+                match path.exists() {
+                    true => Some(npy::read_header(&path)?.shape),
+                    false => None,
+                }
+            },
             degrees,
             bytes: [
                 row_ptr_bytes + (col.numel() * col.dtype.size()) as u64,

@@ -8,5 +8,6 @@ pub mod aggregate;
 pub(crate) mod edge;
 pub mod gat;
 pub mod gatv2;
+pub mod gine;
 pub mod heads;
 pub mod sparse;

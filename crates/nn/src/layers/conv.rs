@@ -14,7 +14,12 @@
 //!   `att^k . LeakyReLU_0.2(xl^k_u + xr^k_v)`. `W_l`, `W_r`, `att` Glorot, biases 0.
 //! - GINConv (Xu et al., <https://arxiv.org/abs/1810.00826>), `train_eps`:
 //!   `x'_v = MLP((1 + eps) x_v + sum_{u in N(v)} x_u)`, the MLP
-//!   `Linear -> ReLU -> Linear`. `eps` 0, the linears as PyTorch's `Linear`.
+//!   `Linear -> ReLU -> Linear`, or with `norm` `Linear -> BatchNorm -> ReLU -> Linear` (the
+//!   GIN paper's, and PyG's `MLP` default in its GIN example). `eps` 0, the linears as
+//!   PyTorch's `Linear`, the normalisation's scale 1 and shift 0.
+//! - GINEConv (Hu et al., <https://arxiv.org/abs/1905.12265>), `train_eps`, `edge_dim`:
+//!   `x'_v = MLP((1 + eps) x_v + sum_{u in N(v)} ReLU(x_u + W_e e_uv + b_e))`, the MLP as
+//!   GIN's; `W_e, b_e` (`lin`) as PyTorch's `Linear`.
 //! - SGC (Wu et al., <https://arxiv.org/abs/1902.07153>), PyG's `SGConv`: `K - 1` layers
 //!   that only propagate (`D^-1/2 (A + I) D^-1/2 X`) before a GCNConv, which is
 //!   `S^K X W + b` in all.
@@ -28,7 +33,7 @@
 
 use std::sync::Arc;
 
-use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, OutputDropout};
+use graphloom_tensor::autodiff::ops::{self, Activation, Dropout, OutputDropout, StatsSum};
 use graphloom_tensor::rng::RngKey;
 use graphloom_tensor::{DType, Tape, Tensor, Var};
 
@@ -49,6 +54,8 @@ pub enum Aggregation {
     Mean,
     /// The sum over in-neighbours.
     Sum,
+    /// GINE's sum over in-edges of `ReLU(x_u + e_uv)`, with the edges' features.
+    EdgeSum,
     /// GAT's attention over the graph with self-loops.
     Attention,
     /// GATv2's dynamic attention over the graph with self-loops.
@@ -84,7 +91,18 @@ pub enum ConvKind {
         concat: bool,
     },
     /// GINConv with a learnt `eps` and a two-layer MLP.
-    Gin,
+    Gin {
+        /// Batch normalisation inside the MLP, after its first linear layer.
+        norm: bool,
+    },
+    /// GINEConv: GIN whose messages add each edge's features, mapped from `edge_dim` columns
+    /// to the input's width.
+    Gine {
+        /// Width of the edge features.
+        edge_dim: usize,
+        /// Batch normalisation inside the MLP, as GIN's.
+        norm: bool,
+    },
     /// A hop of GCN's normalised adjacency, with no parameters (SGC's hops before its last).
     Propagate,
     /// A linear layer, reading no graph (APPNP's MLP).
@@ -111,7 +129,8 @@ impl ConvKind {
         Some(match self {
             ConvKind::Gcn | ConvKind::Propagate | ConvKind::Appnp { .. } => Aggregation::Gcn,
             ConvKind::Sage => Aggregation::Mean,
-            ConvKind::Gin => Aggregation::Sum,
+            ConvKind::Gin { .. } => Aggregation::Sum,
+            ConvKind::Gine { .. } => Aggregation::EdgeSum,
             ConvKind::Gat { .. } => Aggregation::Attention,
             ConvKind::GatV2 { .. } => Aggregation::DynamicAttention,
             ConvKind::Linear | ConvKind::Sign { .. } => return None,
@@ -149,6 +168,8 @@ pub struct LayerOperators {
     pub attention: Option<Arc<dyn Attention>>,
     /// GATv2's attention (graph with self-loops).
     pub dynamic_attention: Option<Arc<FusedGatV2>>,
+    /// GINE's graph, with its edges' features.
+    pub edges: Option<Arc<GraphView>>,
     /// For a sampled block: only the first rows (the block's destinations) are outputs, so
     /// the layer drops the others right after aggregating, before any dense product.
     pub keep_rows: Option<usize>,
@@ -188,6 +209,20 @@ impl LayerOperators {
                 ops.dynamic_attention = Some(Arc::new(FusedGatV2::new(looped()?.clone())));
                 return Ok(ops);
             }
+            Some(Aggregation::EdgeSum) => {
+                let graph = plain()?;
+                if graph.edge_features.is_none() {
+                    return Err(Error::InvalidSetting {
+                        setting: "model",
+                        reason: "GINE's messages add each edge's features, and the graph has \
+                                 none: give the dataset edge_feat.npy ([num_edges, edge_dim], \
+                                 in the order of csr_col_idx.npy), or train GIN"
+                            .into(),
+                    });
+                }
+                ops.edges = Some(graph.clone());
+                return Ok(ops);
+            }
             Some(Aggregation::Gcn) => match gcn_norm {
                 Some(norm) => WeightedSum::gcn_with(plain()?.clone(), norm),
                 None => WeightedSum::gcn(plain()?.clone()),
@@ -222,6 +257,9 @@ pub struct LayerInput {
     /// The dropout applied to the activated output (the next layer's input dropout), fused
     /// with the bias and the activation.
     pub output_dropout: Option<OutputDropout>,
+    /// How a batch normalisation inside the layer (GIN's MLP) sums its statistics over the
+    /// workers holding the other rows (`None`: the rows are all).
+    pub stats_sum: Option<StatsSum>,
 }
 
 impl ConvLayer {
@@ -281,13 +319,24 @@ impl ConvLayer {
                     ("bias", vec![if concat { wide } else { o }]),
                 ]
             }
-            ConvKind::Gin => vec![
-                ("eps", vec![1]),
-                ("mlp.0.weight", vec![i, o]),
-                ("mlp.0.bias", vec![o]),
-                ("mlp.1.weight", vec![o, o]),
-                ("mlp.1.bias", vec![o]),
-            ],
+            ConvKind::Gin { norm } | ConvKind::Gine { norm, .. } => {
+                let mut shapes = vec![("eps", vec![1])];
+                if let ConvKind::Gine { edge_dim, .. } = self.kind {
+                    shapes.push(("lin.weight", vec![edge_dim, i]));
+                    shapes.push(("lin.bias", vec![i]));
+                }
+                shapes.extend([
+                    ("mlp.0.weight", vec![i, o]),
+                    ("mlp.0.bias", vec![o]),
+                    ("mlp.1.weight", vec![o, o]),
+                    ("mlp.1.bias", vec![o]),
+                ]);
+                if norm {
+                    shapes.push(("mlp.norm.weight", vec![o]));
+                    shapes.push(("mlp.norm.bias", vec![o]));
+                }
+                shapes
+            }
             ConvKind::Propagate => Vec::new(),
             ConvKind::Linear | ConvKind::Appnp { .. } => {
                 vec![("lin.weight", vec![i, o]), ("lin.bias", vec![o])]
@@ -326,15 +375,20 @@ impl ConvLayer {
             .map(|(k, (name, shape))| {
                 let key = key.derive(k as u64);
                 let value = match (self.kind, name) {
-                    (_, "bias" | "eps") => Tensor::zeros(&shape, dtype),
+                    (_, "bias" | "eps" | "mlp.norm.bias") => Tensor::zeros(&shape, dtype),
+                    (_, "mlp.norm.weight") => Tensor::full(&shape, dtype, 1.0)?,
                     (ConvKind::Gcn, _) => glorot(&shape, i, o, key, dtype)?,
                     // PyTorch's `Linear`: weight and bias by the weight's fan-in.
-                    (ConvKind::Gin, "mlp.1.weight" | "mlp.1.bias") => {
+                    (ConvKind::Gin { .. } | ConvKind::Gine { .. }, "mlp.1.weight" | "mlp.1.bias") => {
                         kaiming_uniform(&shape, o, key, dtype)?
+                    }
+                    (ConvKind::Gine { edge_dim, .. }, "lin.weight" | "lin.bias") => {
+                        kaiming_uniform(&shape, edge_dim, key, dtype)?
                     }
                     (
                         ConvKind::Sage
-                        | ConvKind::Gin
+                        | ConvKind::Gin { .. }
+                        | ConvKind::Gine { .. }
                         | ConvKind::Linear
                         | ConvKind::Appnp { .. }
                         | ConvKind::Propagate,
@@ -409,7 +463,7 @@ impl ConvLayer {
                 };
                 (out, &p[5])
             }
-            ConvKind::Gin => {
+            ConvKind::Gin { norm } => {
                 let agg = aggregation()?;
                 // `MLP((1 + eps) x + A x)`, whose first product distributes over the sum: the
                 // narrower side is aggregated.
@@ -424,8 +478,26 @@ impl ConvLayer {
                     let sum = ops::add_scaled_by(tape, &neighbours, &own, &p[0])?;
                     ops::matmul(tape, &sum, &p[1])?
                 };
-                let z = ops::bias_activation(tape, &z, &p[2], Activation::Relu)?;
-                (ops::matmul(tape, &z, &p[3])?, &p[4])
+                ConvLayer::gin_mlp_rest(tape, &z, &p[2..], norm, &input)?
+            }
+            ConvKind::Gine { norm, .. } => {
+                let gv = graph
+                    .edges
+                    .as_ref()
+                    .ok_or_else(|| missing("the graph with its edges' features"))?;
+                let features = gv
+                    .edge_features
+                    .as_ref()
+                    .ok_or_else(|| missing("edge features"))?;
+                let features = Var::constant(features.cast(x.value().dtype())?);
+                let edges = ops::matmul(tape, &features, &p[1])?;
+                let edges = ops::add_bias(tape, &edges, &p[2])?;
+                let neighbours = crate::kernels::gine::gine_messages(tape, gv, x, &edges)?;
+                let neighbours = ConvLayer::kept(graph, tape, &neighbours)?;
+                let own = ConvLayer::kept(graph, tape, x)?;
+                let sum = ops::add_scaled_by(tape, &neighbours, &own, &p[0])?;
+                let z = ops::matmul(tape, &sum, &p[3])?;
+                ConvLayer::gin_mlp_rest(tape, &z, &p[4..], norm, &input)?
             }
             ConvKind::Propagate => {
                 let h = aggregation()?.apply(tape, x)?;
@@ -514,10 +586,39 @@ impl ConvLayer {
             | ConvKind::GatV2 { .. }
             | ConvKind::Linear
             | ConvKind::Appnp { .. } => true,
-            // SIGN's propagated rows are dense, and its blocks' product takes no sparse input.
-            ConvKind::Propagate | ConvKind::Sign { .. } => false,
-            ConvKind::Gcn | ConvKind::Sage | ConvKind::Gin => self.out_dim < self.in_dim,
+            // SIGN's propagated rows are dense, and its blocks' product takes no sparse input;
+            // GINE's messages add edge rows to the input's own.
+            ConvKind::Propagate | ConvKind::Sign { .. } | ConvKind::Gine { .. } => false,
+            ConvKind::Gcn | ConvKind::Sage | ConvKind::Gin { .. } => self.out_dim < self.in_dim,
         }
+    }
+
+    /// The rest of GIN's MLP after its first product `z`, given the parameters from its first
+    /// bias on (`mlp.0.bias`, `mlp.1.weight`, `mlp.1.bias`, then with `norm` the
+    /// normalisation's scale and shift): `z + b0`, normalised with `norm`, ReLU, times `W1`.
+    /// Returns the product and the bias `b1` still to add.
+    fn gin_mlp_rest<'p>(
+        tape: &mut Tape,
+        z: &Var,
+        p: &'p [Var],
+        norm: bool,
+        input: &LayerInput,
+    ) -> Result<(Var, &'p Var)> {
+        let z = if norm {
+            let z = ops::add_bias(tape, z, &p[0])?;
+            let z = ops::batch_norm(
+                tape,
+                &z,
+                &p[3],
+                &p[4],
+                crate::BATCH_NORM_EPS,
+                input.stats_sum.clone(),
+            )?;
+            ops::activate(tape, &z, Activation::Relu)?
+        } else {
+            ops::bias_activation(tape, z, &p[0], Activation::Relu)?
+        };
+        Ok((ops::matmul(tape, &z, &p[1])?, &p[2]))
     }
 
     /// `h` activated and with the output dropout applied, for a layer whose last step added

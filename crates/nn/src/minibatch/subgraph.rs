@@ -27,6 +27,7 @@ use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::subgraph::batching::{BatchDraw, SubgraphBatching};
 use graphloom_graph::subgraph::saint::SaintNorm;
 use graphloom_graph::subgraph::{InducedSubgraph, NodeSet};
+use graphloom_graph::format::edge_features::gather_edge_rows;
 use graphloom_graph::{GraphData, NodeId};
 use graphloom_store::RowSource;
 use graphloom_tensor::Tensor;
@@ -57,8 +58,9 @@ fn edge_weights(sub: &InducedSubgraph, norm: Option<&SaintNorm>) -> Option<Vec<f
 /// subgraph `sub` (drawn with `sampler`, which takes every neighbour), each with GraphSAINT's
 /// edge weights when `norm` is given and, for GCN, the normalisation of the whole subgraph, so
 /// that the blocks' outputs (for `rows`, in that order) are the whole subgraph's. The rows are
-/// keyed by their node ids, so dropout draws each node's own mask. Returns them with the node
-/// id of each input row.
+/// keyed by their node ids, so dropout draws each node's own mask. `edge_features`, a row per
+/// edge of `sub` in its order, give each block its edges' rows (GINE's). Returns the blocks
+/// with the node id of each input row.
 pub fn batch_blocks(
     arch: Architecture,
     layers: usize,
@@ -66,6 +68,7 @@ pub fn batch_blocks(
     norm: Option<&SaintNorm>,
     rows: &[usize],
     sampler: &mut Sampler,
+    edge_features: Option<&Tensor>,
 ) -> Result<(Vec<LayerGraph>, Vec<i64>)> {
     let seeds: Vec<NodeId> = rows.iter().map(|&p| p as NodeId).collect();
     let all = vec![-1; layers];
@@ -92,6 +95,10 @@ pub fn batch_blocks(
         if let Some(w) = &weights {
             let own: Vec<f32> = block.edge_ids.iter().map(|&e| w[e as usize]).collect();
             view = view.with_edge_weight(own.into())?;
+        }
+        if let Some(f) = edge_features {
+            let own = gather_edge_rows(f, &block.edge_ids, f.dtype())?;
+            view = view.with_edge_features(Arc::new(own))?;
         }
         let positions: Vec<usize> = block.src_nodes.iter().map(|&p| p as usize).collect();
         graphs.push(LayerGraph {
@@ -186,7 +193,22 @@ impl Preparer<'_> {
         }
         let sub = set.members(&nodes).induced(self.data);
         let norm = self.batching.norm();
-        let (graphs, ids) = batch_blocks(self.arch, self.layers, &sub, norm, mine, sampler)?;
+        // GINE's edge rows, those of the subgraph's edges in its order.
+        let edge_features = match self.data.edge_features {
+            Some(all) if self.arch.aggregation() == Aggregation::EdgeSum => {
+                Some(gather_edge_rows(all, &sub.edge_ids, self.dtype)?)
+            }
+            _ => None,
+        };
+        let (graphs, ids) = batch_blocks(
+            self.arch,
+            self.layers,
+            &sub,
+            norm,
+            mine,
+            sampler,
+            edge_features.as_ref(),
+        )?;
         // The blocks' outputs are this worker's training nodes, in order.
         let rows: Arc<[usize]> = (0..mine.len()).collect();
         let sampled = Instant::now();

@@ -21,6 +21,9 @@ pub enum Architecture {
     /// Graph isomorphism network: the sum of the neighbours and `(1 + eps)` times the node,
     /// through a two-layer MLP, with `eps` learnt.
     Gin,
+    /// GINE: GIN whose messages are `ReLU(x_u + W_e e_uv + b_e)`, with the edges' features
+    /// (`edge_feat.npy`).
+    Gine,
     /// Simplified graph convolution: `layers` hops of GCN's normalised adjacency, then one
     /// linear layer (no activation between).
     Sgc,
@@ -46,12 +49,14 @@ impl Architecture {
         Architecture::Gat,
         Architecture::GatV2,
         Architecture::Gin,
+        Architecture::Gine,
         Architecture::Sgc,
         Architecture::Appnp,
         Architecture::Sign,
     ];
 
-    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `sgc`, `appnp` or `sign`.
+    /// Parses `gcn`, `sage` (or `graphsage`), `gat`, `gatv2`, `gin`, `gine`, `sgc`, `appnp` or
+    /// `sign`.
     pub fn parse(name: &str) -> Option<Architecture> {
         Some(match name {
             "gcn" => Architecture::Gcn,
@@ -59,6 +64,7 @@ impl Architecture {
             "gat" => Architecture::Gat,
             "gatv2" => Architecture::GatV2,
             "gin" => Architecture::Gin,
+            "gine" => Architecture::Gine,
             "sgc" => Architecture::Sgc,
             "appnp" => Architecture::Appnp,
             "sign" => Architecture::Sign,
@@ -76,6 +82,7 @@ impl Architecture {
             }
             Architecture::Sage => Aggregation::Mean,
             Architecture::Gin => Aggregation::Sum,
+            Architecture::Gine => Aggregation::EdgeSum,
             Architecture::Gat => Aggregation::Attention,
             Architecture::GatV2 => Aggregation::DynamicAttention,
         }
@@ -101,7 +108,7 @@ impl Architecture {
     /// 0.6 and learning rate 0.005 (Velickovic et al.; GATv2 as GAT, as Brody et al. and PyG's
     /// example train it), GIN 64 wide with dropout 0.8 (its
     /// sums grow with the degree: on Cora, dropout 0.5 gave 74.9% and 0.8 77.4% over 10
-    /// seeds), SGC without dropout at learning rate 0.2 and weight decay 5e-5 (Wu et al.'s
+    /// seeds; GINE as GIN), SGC without dropout at learning rate 0.2 and weight decay 5e-5 (Wu et al.'s
     /// tuned scale for row-normalised features; PyG's example's 0.005 gave 77-79% on Cora; its
     /// hidden width is unused), APPNP's MLP 64 wide with dropout 0.5 (Gasteiger et al., PyG's
     /// example), SIGN 64 wide per block with dropout 0.8 (on Cora propagated 4 hops by GCN's
@@ -111,7 +118,7 @@ impl Architecture {
             Architecture::Gcn => (16, 1, 0.5, 0.01, 5e-4),
             Architecture::Sage => (64, 1, 0.5, 0.01, 5e-4),
             Architecture::Gat | Architecture::GatV2 => (8, 8, 0.6, 0.005, 5e-4),
-            Architecture::Gin => (64, 1, 0.8, 0.01, 5e-4),
+            Architecture::Gin | Architecture::Gine => (64, 1, 0.8, 0.01, 5e-4),
             Architecture::Sgc => (16, 1, 0.0, 0.2, 5e-5),
             Architecture::Appnp => (64, 1, 0.5, 0.01, 5e-4),
             Architecture::Sign => (64, 1, 0.8, 0.01, 5e-4),
@@ -133,6 +140,7 @@ impl Architecture {
             Architecture::Gat => "gat",
             Architecture::GatV2 => "gatv2",
             Architecture::Gin => "gin",
+            Architecture::Gine => "gine",
             Architecture::Sgc => "sgc",
             Architecture::Appnp => "appnp",
             Architecture::Sign => "sign",
@@ -157,6 +165,8 @@ pub struct ModelConfig {
     pub heads: usize,
     /// GAT and GATv2: heads of the output layer (averaged).
     pub out_heads: usize,
+    /// GINE: the width of the edge features (0 for every other family).
+    pub edge_dim: usize,
     /// APPNP: propagation steps of its last layer (K).
     pub hops: usize,
     /// APPNP: the teleport probability back to the MLP's output at each step (alpha).
@@ -172,7 +182,8 @@ pub struct ModelConfig {
     /// Recompute each layer's internals in the backward pass instead of keeping them.
     pub checkpoint: bool,
     /// Batch normalisation after every hidden convolution, before its activation, with the
-    /// statistics of every node (of every worker: see [`Model::set_batch_norm_sum`]).
+    /// statistics of every node (of every worker: see [`Model::set_batch_norm_sum`]); for GIN
+    /// and GINE also inside every layer's MLP (as PyG's `GIN(norm="batch_norm")`).
     pub batch_norm: bool,
     /// What the last layer's output is for: class scores (`out_dim` classes), or node
     /// embeddings of `out_dim` whose pairs a decoder scores.
@@ -188,7 +199,13 @@ impl ModelConfig {
         match self.arch {
             Architecture::Gcn => ConvKind::Gcn,
             Architecture::Sage => ConvKind::Sage,
-            Architecture::Gin => ConvKind::Gin,
+            Architecture::Gin => ConvKind::Gin {
+                norm: self.batch_norm,
+            },
+            Architecture::Gine => ConvKind::Gine {
+                edge_dim: self.edge_dim,
+                norm: self.batch_norm,
+            },
             Architecture::Gat if last => ConvKind::Gat {
                 heads: self.out_heads.max(1),
                 concat: false,
@@ -239,7 +256,8 @@ impl ModelConfig {
     }
 
     /// A model of `arch` with its family's defaults ([`Architecture::defaults`]): 2 layers,
-    /// computing in f32. `in_dim` and `out_dim` are 0: set them to the data's widths.
+    /// computing in f32. `in_dim`, `out_dim` and `edge_dim` are 0: set them to the data's
+    /// widths.
     pub fn of(arch: Architecture) -> ModelConfig {
         let d = arch.defaults();
         ModelConfig {
@@ -250,6 +268,7 @@ impl ModelConfig {
             layers: 2,
             heads: d.heads,
             out_heads: 1,
+            edge_dim: 0,
             hops: APPNP_HOPS,
             teleport: APPNP_TELEPORT,
             dropout: d.dropout,

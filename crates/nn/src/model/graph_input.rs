@@ -9,6 +9,8 @@ use graphloom_graph::sample::Block;
 use graphloom_graph::Csr;
 use graphloom_tensor::autodiff::ops::StatsSum;
 use graphloom_tensor::memory::{category_scope, Category};
+use graphloom_graph::format::edge_features::gather_edge_rows;
+use graphloom_tensor::{DType, Tensor};
 
 use super::config::Architecture;
 use crate::kernels::aggregate::{GcnNorm, LinearAggregation};
@@ -38,6 +40,7 @@ pub struct NodeGraph {
     aggregation: Option<Arc<dyn LinearAggregation>>,
     attention: Option<Arc<dyn Attention>>,
     dynamic_attention: Option<Arc<FusedGatV2>>,
+    edges: Option<Arc<GraphView>>,
     row_ids: Option<Arc<[i64]>>,
     stats_sum: Option<StatsSum>,
     sparse_input: Option<Arc<SparseFeatures>>,
@@ -48,12 +51,14 @@ impl NodeGraph {
     /// aggregation (GCN's normalisation, the mean or the sum: [`Architecture::aggregation`]),
     /// weighted by `edge_weight` (one per edge, in `col_idx` order) when given, or GAT's
     /// attention over the graph with one self-loop per
-    /// node (which ignores edge weights, as PyG's `GATConv` does). Charged to
-    /// [`Category::Graph`].
+    /// node (which ignores edge weights, as PyG's `GATConv` does). `edge_features` (a row per
+    /// edge, in `col_idx` order) are what GINE's messages add; other families ignore them.
+    /// Charged to [`Category::Graph`].
     pub fn in_memory(
         arch: Architecture,
         graph: &Csr,
         edge_weight: Option<Arc<[f32]>>,
+        edge_features: Option<Arc<Tensor>>,
     ) -> Result<NodeGraph> {
         let _g = category_scope(Category::Graph);
         let aggregation = arch.aggregation();
@@ -65,12 +70,16 @@ impl NodeGraph {
             if let Some(w) = edge_weight {
                 view = view.with_edge_weight(w)?;
             }
+            if let Some(f) = edge_features.filter(|_| aggregation == Aggregation::EdgeSum) {
+                view = view.with_edge_features(f)?;
+            }
             LayerOperators::in_memory(Some(aggregation), Some(&Arc::new(view)), None, None, None)?
         };
         Ok(NodeGraph {
             aggregation: ops.aggregation,
             attention: ops.attention,
             dynamic_attention: ops.dynamic_attention,
+            edges: ops.edges,
             ..NodeGraph::default()
         })
     }
@@ -119,6 +128,7 @@ impl NodeGraph {
             aggregation: self.aggregation.clone(),
             attention: self.attention.clone(),
             dynamic_attention: self.dynamic_attention.clone(),
+            edges: self.edges.clone(),
             keep_rows: None,
         }
     }
@@ -151,16 +161,29 @@ pub struct LayerGraph {
 }
 
 impl LayerGraph {
-    /// The layer graph of `block`, with the self-looped copy when `looped` (for attention).
-    pub fn new(block: &Block, looped: bool) -> LayerGraph {
+    /// The layer graph of `block` for a model of `arch`: with the self-looped copy for
+    /// attention, and for GINE with its edges' rows of `edge_features` (the whole graph's,
+    /// `[num_edges, edge_dim]`), gathered by the block's edge ids as `dtype`.
+    pub fn new(
+        block: &Block,
+        arch: Architecture,
+        edge_features: Option<&Tensor>,
+        dtype: DType,
+    ) -> Result<LayerGraph> {
         let csr = block.to_csr();
-        LayerGraph {
-            view: Arc::new(GraphView::new(&csr, false)),
+        let looped = arch.aggregation().needs_self_loops();
+        let mut view = GraphView::new(&csr, false);
+        if let Some(all) = edge_features.filter(|_| arch.aggregation() == Aggregation::EdgeSum) {
+            let rows = gather_edge_rows(all, &block.edge_ids, dtype)?;
+            view = view.with_edge_features(Arc::new(rows))?;
+        }
+        Ok(LayerGraph {
+            view: Arc::new(view),
             looped: looped.then(|| Arc::new(GraphView::new(&csr, true))),
             num_dst: block.num_dst,
             src_ids: block.src_nodes.iter().map(|&v| i64::from(v)).collect(),
             gcn_norm: None,
-        }
+        })
     }
 
     /// The operators of a layer reading `aggregation` of this block.

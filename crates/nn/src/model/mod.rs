@@ -537,6 +537,7 @@ impl Model {
                     activation
                 },
                 output_dropout,
+                stats_sum: pass.stats_sum.clone(),
             };
             let h = layer
                 .forward(tape, &h, &params, &pass.operators, input)

@@ -106,7 +106,8 @@ impl<'a> FullBatch<'a> {
     ) -> Result<FullBatch<'a>> {
         let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
         let model = Model::new(cfg, seed)?;
-        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, weight)?;
+        let edge_features = ds.edge_features.clone().map(Arc::new);
+        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, weight, edge_features)?;
         Ok(FullBatch {
             ds,
             model,

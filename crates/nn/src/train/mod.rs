@@ -245,6 +245,7 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
         layers,
         heads,
         out_heads,
+        edge_dim,
         hops,
         teleport,
         dropout,
@@ -257,10 +258,10 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
     } = cfg;
     // Only APPNP reads its propagation's settings; other fingerprints stay those of builds
     // before it, so their snapshots still resume.
-    let propagation = if *arch == crate::Architecture::Appnp {
-        format!(", hops {hops}, teleport {teleport}")
-    } else {
-        String::new()
+    let propagation = match arch {
+        crate::Architecture::Appnp => format!(", hops {hops}, teleport {teleport}"),
+        crate::Architecture::Gine => format!(", edge features {edge_dim}"),
+        _ => String::new(),
     };
     format!(
         "{} of {layers} layers, {in_dim} -> {hidden} -> {out_dim}, heads {heads}/{out_heads}, \

@@ -480,7 +480,10 @@ pub(crate) fn sar(
         let by_source = 8 * (n + 1) + 8 * e;
         let factors = match m.arch.aggregation() {
             Aggregation::Gcn | Aggregation::Mean => 8 * n,
-            Aggregation::Sum | Aggregation::Attention | Aggregation::DynamicAttention => 0,
+            Aggregation::Sum
+            | Aggregation::EdgeSum
+            | Aggregation::Attention
+            | Aggregation::DynamicAttention => 0,
         };
         [
             // The part's CSR and its shards' local sources.

@@ -121,8 +121,20 @@ pub(crate) fn probe_step(model: &ModelConfig, blocks: &[Block]) -> Result<u64> {
         let tracker = MemoryTracker::new();
         set_thread_tracker(tracker.clone());
         let m = Model::new(cfg.clone(), 0)?;
-        let looped = cfg.arch.aggregation().needs_self_loops();
-        let graphs: Vec<LayerGraph> = blocks.iter().map(|b| LayerGraph::new(b, looped)).collect();
+        // GINE's edge rows: each block's edges numbered from 0 over rows of one value.
+        let most_edges = blocks.iter().map(Block::num_edges).max().unwrap_or(0);
+        let edge_rows = Tensor::full(&[most_edges, cfg.edge_dim], cfg.dtype, 0.5)
+            .map_err(graphloom_nn::Error::from)?;
+        let graphs = blocks
+            .iter()
+            .map(|b| {
+                let numbered = Block {
+                    edge_ids: (0..b.num_edges() as i64).collect(),
+                    ..b.clone()
+                };
+                LayerGraph::new(&numbered, cfg.arch, Some(&edge_rows), cfg.dtype)
+            })
+            .collect::<graphloom_nn::Result<Vec<_>>>()?;
         let x = Tensor::full(&[first.src_nodes.len(), cfg.in_dim], cfg.dtype, 0.5)
             .map_err(graphloom_nn::Error::from)?;
         let seeds = blocks.last().map_or(0, |b| b.num_dst);
@@ -270,6 +282,13 @@ fn measure(
             .features
             .cast(cfg.dtype)
             .map_err(graphloom_nn::Error::from)?;
+        if cfg.edge_dim > 0 {
+            let edges = ds.graph.num_edges();
+            ds.edge_features = Some(
+                Tensor::full(&[edges, cfg.edge_dim], DType::F32, 0.5)
+                    .map_err(graphloom_nn::Error::from)?,
+            );
+        }
         drop(features);
         let held = tracker.report().total_current as u64;
         let mut workload = FullBatch::new(&ds, cfg.clone(), 0)?;

@@ -114,6 +114,7 @@ fn data_of<'a>(g: &'a crate::Csr, meta: &'a crate::Meta) -> GraphData<'a> {
         col_idx: &g.col_idx,
         labels: &[],
         targets: None,
+        edge_features: None,
         train_idx: &[],
         valid_idx: &[],
         test_idx: &[],
