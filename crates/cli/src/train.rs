@@ -162,6 +162,15 @@ pub(crate) fn run(args: TrainArgs) -> Result<Option<TrainReport>> {
             eprintln!("subgraph batches: {origin}");
         }
     }
+    let ignored_edges = graphloom_graph::format::edge_features::EDGE_FEATURES_FILE;
+    if let (Some(dir), false) = (&s.dataset, arch.reads_edge_features() || args.quiet) {
+        if dir.join(ignored_edges).exists() {
+            eprintln!(
+                "note: {} does not read {ignored_edges} (gine does)",
+                arch.name()
+            );
+        }
+    }
     if let (true, false, Some(dir)) = (s.resume, args.quiet, &s.snapshot_dir) {
         eprintln!("resuming from the snapshot in {}", dir.display());
     }

@@ -318,7 +318,8 @@ pub fn infer_layerwise(
             let blocks = sampler.sample(&source, &seeds, &[-1], SamplerKind::Uniform, 0, 0)?;
             let block = &blocks[0];
             let rows: Vec<usize> = block.src_nodes.iter().map(|&v| v as usize).collect();
-            let mut graph = LayerGraph::new(block, cfg_model.arch, data.edge_features, cfg_model.dtype)?;
+            let mut graph =
+                LayerGraph::new(block, cfg_model.arch, data.edge_features, cfg_model.dtype)?;
             let x = match &previous {
                 Some(p) => p.gather(&rows)?,
                 None => input.gather(&graph.src_ids)?.cast(cfg_model.dtype)?,

@@ -140,8 +140,7 @@ fn loss_and_grads(
     } else {
         let x = Var::constant(features);
         let edge_features = ds.edge_features.clone().map(Arc::new);
-        let graph =
-            NodeGraph::in_memory(model.cfg.arch, &ds.graph, None, edge_features).unwrap();
+        let graph = NodeGraph::in_memory(model.cfg.arch, &ds.graph, None, edge_features).unwrap();
         let scores = model
             .forward(&mut tape, &x, &vars, GraphInput::Nodes(&graph), mode)
             .unwrap();
@@ -397,7 +396,12 @@ fn two_workers_take_the_steps_of_one_to_1e_9_in_f64() {
     // 300 training nodes in batches of 299: the last global batch has one seed, so one
     // worker's slice is empty at that step.
     assert_eq!(dataset().train_idx.len(), 300);
-    for arch in [Architecture::Sage, Architecture::GatV2, Architecture::Gin] {
+    for arch in [
+        Architecture::Sage,
+        Architecture::GatV2,
+        Architecture::Gin,
+        Architecture::Gine,
+    ] {
         let one = train_on(arch, 1, 299);
         let two = train_on(arch, 2, 299);
         let (want, want_loss) = &one[0];

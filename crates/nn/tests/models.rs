@@ -13,6 +13,19 @@ use graphloom_tensor::autodiff::ops::Probability;
 use graphloom_tensor::memory::{category_scope, set_thread_tracker, Category, MemoryTracker};
 use graphloom_tensor::{DType, Tape, Var};
 
+/// Columns of the edge features the datasets here give each edge (GINE's input).
+const EDGE_DIM: usize = 3;
+
+/// `ds` with `EDGE_DIM` deterministic features per edge, in `[-1, 1]`.
+fn with_edge_features(mut ds: Dataset) -> Dataset {
+    let e = ds.graph.num_edges();
+    let values: Vec<f32> = (0..e * EDGE_DIM)
+        .map(|i| ((i * 7919) % 97) as f32 / 48.0 - 1.0)
+        .collect();
+    ds.edge_features = Some(graphloom_tensor::Tensor::from_vec(values, &[e, EDGE_DIM]).unwrap());
+    ds
+}
+
 fn dataset(dtype: DType) -> Dataset {
     let mut ds = generate(&SyntheticConfig {
         nodes: 600,
@@ -24,7 +37,7 @@ fn dataset(dtype: DType) -> Dataset {
     })
     .unwrap();
     ds.features = ds.features.cast(dtype).unwrap();
-    ds
+    with_edge_features(ds)
 }
 
 fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
@@ -36,6 +49,7 @@ fn config(arch: Architecture, dtype: DType, checkpoint: bool) -> ModelConfig {
         layers: 3,
         heads: 4,
         out_heads: 2,
+        edge_dim: EDGE_DIM,
         // SIGN's input: the features and 2 propagated hops, 8 columns each.
         hops: if arch == Architecture::Sign { 2 } else { 10 },
         dropout: Probability::new(0.3).unwrap(),
@@ -63,7 +77,8 @@ fn step_with(ds: &Dataset, cfg: ModelConfig, sparse: bool) -> (f64, Vec<Vec<f64>
     };
     let arch = cfg.arch;
     let model = Model::new(cfg, 7).unwrap();
-    let mut graph = NodeGraph::in_memory(arch, &ds.graph, None, None).unwrap();
+    let edge_features = ds.edge_features.clone().map(Arc::new);
+    let mut graph = NodeGraph::in_memory(arch, &ds.graph, None, edge_features).unwrap();
     if sparse {
         let copy = model.sparse_input(&features);
         assert!(copy.is_some(), "features should be sparse enough");
@@ -228,11 +243,13 @@ fn sparse_input_gives_the_dense_loss_and_gradients() {
         .collect();
     ds.features = graphloom_tensor::Tensor::from_f64(&v, ds.features.shape(), DType::F64).unwrap();
     // SGC's first layer propagates, and reads no weight; SIGN's blocks' product takes no
-    // sparse input.
-    for &arch in Architecture::ALL
-        .iter()
-        .filter(|&&a| a != Architecture::Sgc && a != Architecture::Sign)
-    {
+    // sparse input, and GINE adds edge rows to its dense input before any product.
+    for &arch in Architecture::ALL.iter().filter(|&&a| {
+        !matches!(
+            a,
+            Architecture::Sgc | Architecture::Sign | Architecture::Gine
+        )
+    }) {
         // A first layer that narrows, so that it projects before aggregating.
         let cfg = ModelConfig {
             hidden: 8,
@@ -265,19 +282,25 @@ fn sparse_input_gives_the_dense_loss_and_gradients() {
 
 #[test]
 fn every_family_s_gradients_match_finite_differences() {
-    let ds = generate(&SyntheticConfig {
-        nodes: 30,
-        avg_degree: 4,
-        feat_dim: 5,
-        classes: 3,
-        seed: 8,
-        ..Default::default()
-    })
-    .unwrap();
+    let ds = with_edge_features(
+        generate(&SyntheticConfig {
+            nodes: 30,
+            avg_degree: 4,
+            feat_dim: 5,
+            classes: 3,
+            seed: 8,
+            ..Default::default()
+        })
+        .unwrap(),
+    );
     let x = Var::constant(ds.features.cast(DType::F64).unwrap());
     let rows: Arc<[usize]> = ds.train_idx.clone().into();
     let labels: Arc<[i64]> = ds.train_idx.iter().map(|&i| ds.labels[i]).collect();
-    for &arch in Architecture::ALL {
+    // Every family, and GIN and GINE with the normalisation inside their MLPs.
+    let families = Architecture::ALL.iter().map(|&a| (a, false));
+    for (arch, batch_norm) in
+        families.chain([(Architecture::Gin, true), (Architecture::Gine, true)])
+    {
         // Narrow then wide layers, so both orders of GIN's and GCN's products run.
         let cfg = ModelConfig {
             arch,
@@ -287,6 +310,8 @@ fn every_family_s_gradients_match_finite_differences() {
             layers: 3,
             heads: 2,
             out_heads: 2,
+            edge_dim: EDGE_DIM,
+            batch_norm,
             // SIGN's input: 5 blocks of 1 column.
             hops: if arch == Architecture::Sign { 4 } else { 3 },
             teleport: 0.2,
@@ -297,7 +322,8 @@ fn every_family_s_gradients_match_finite_differences() {
             ..Default::default()
         };
         let model = Model::new(cfg, 3).unwrap();
-        let graph = NodeGraph::in_memory(arch, &ds.graph, None, None).unwrap();
+        let edge_features = ds.edge_features.clone().map(Arc::new);
+        let graph = NodeGraph::in_memory(arch, &ds.graph, None, edge_features).unwrap();
         // GIN's eps starts at 0, where a wrong gradient for it could hide: move it.
         let params: Vec<_> = model
             .params
@@ -316,6 +342,6 @@ fn every_family_s_gradients_match_finite_differences() {
             ops::nll_loss(tape, &logp, rows.clone(), labels.clone(), rows.len() as f64)
         };
         let err = max_gradient_error(&loss, &params, &vec![true; params.len()], 1e-6).unwrap();
-        assert!(err < 1e-6, "{arch:?}: {err}");
+        assert!(err < 1e-6, "{arch:?}, batch norm {batch_norm}: {err}");
     }
 }

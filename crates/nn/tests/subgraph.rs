@@ -1,7 +1,8 @@
 //! Subgraph mini-batches (Cluster-GCN, GraphSAINT): a batch's forward pass is the dense
 //! formula over the subgraph its nodes induce (f64, against a naive reference); workers take
 //! the steps of one worker; Cluster-GCN
-//! with every cluster in one batch takes the steps of full-batch training; both learn Cora.
+//! with every cluster in one batch takes the steps of full-batch training (GINE's edge rows
+//! included); both learn Cora.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -166,7 +167,8 @@ fn a_batch_forward_is_the_dense_formula_over_its_induced_subgraph_at_its_trainin
         let rows: Vec<usize> = (0..n).filter(|p| p % 3 == 1).collect();
         let mut sampler = Sampler::new(data.num_nodes());
         let norm_given = normalised.then_some(&norm);
-        let (graphs, ids) = batch_blocks(arch, 2, &sub, norm_given, &rows, &mut sampler, None).unwrap();
+        let (graphs, ids) =
+            batch_blocks(arch, 2, &sub, norm_given, &rows, &mut sampler, None).unwrap();
         let ids: Vec<NodeId> = ids.iter().map(|&v| v as NodeId).collect();
         let x_in = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &ids);
         let x = rows_of(ds.features.as_slice::<f64>().unwrap(), 10, &nodes);
@@ -261,11 +263,23 @@ fn train_on(
 fn one_batch_of_every_cluster_takes_the_steps_of_full_batch_training() {
     let mut ds = dataset();
     ds.features = ds.features.cast(DType::F64).unwrap();
+    // GINE's edge features: a batch's rows come by its subgraph's edge ids, then its blocks'.
+    let e = ds.graph.num_edges();
+    let values: Vec<f64> = (0..e * 3)
+        .map(|i| ((i * 37) % 11) as f64 / 5.0 - 1.0)
+        .collect();
+    ds.edge_features = Some(Tensor::from_vec(values, &[e, 3]).unwrap());
     let (clusters, _) = metis_clusters(None, ds.data(), 5).unwrap();
     let p = |x| Probability::new(x).unwrap();
-    for arch in [Architecture::Gcn, Architecture::Sage, Architecture::Gat] {
+    for arch in [
+        Architecture::Gcn,
+        Architecture::Sage,
+        Architecture::Gat,
+        Architecture::Gine,
+    ] {
         let cfg = ModelConfig {
             arch,
+            edge_dim: 3,
             in_dim: 10,
             hidden: 8,
             out_dim: 4,

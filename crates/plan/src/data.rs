@@ -66,8 +66,13 @@ pub(crate) fn embedding_table(
 }
 
 /// The dataset of `s` loaded with its features in the compute dtype (or without them, for a
-/// run that learns its input), or the default synthetic graph generated in memory.
-pub(crate) fn load(s: &TrainSettings, without_features: bool) -> Result<Dataset> {
+/// run that learns its input) and, with `edge_features`, its edges' features; or the default
+/// synthetic graph generated in memory.
+pub(crate) fn load(
+    s: &TrainSettings,
+    without_features: bool,
+    edge_features: bool,
+) -> Result<Dataset> {
     let mut ds = match &s.dataset {
         Some(dir) if without_features => Dataset::load_without_features(dir)?,
         Some(dir) => {
@@ -88,6 +93,10 @@ pub(crate) fn load(s: &TrainSettings, without_features: bool) -> Result<Dataset>
             ds
         }
     };
+    if let (true, Some(dir)) = (edge_features, &s.dataset) {
+        let _g = category_scope(Category::Features);
+        ds.load_edge_features(dir)?;
+    }
     let _g = category_scope(Category::Features);
     ds.features = ds
         .features

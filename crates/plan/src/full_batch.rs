@@ -41,7 +41,7 @@ impl FullBatchPlan {
         let embedding = model
             .embedding_dim
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
-        let dataset = load(s, embedding.is_some())?;
+        let dataset = load(s, embedding.is_some(), model.arch.reads_edge_features())?;
         if embedding.is_none() && dataset.meta.feat_dim == 0 {
             return Err(no_features(s.task == Some(TaskKind::Link)));
         }

@@ -85,10 +85,13 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     if let Some(layerwise) = &settings.layerwise {
         return infer_mapped(settings, &saved, layerwise);
     }
-    let ds = match &saved.input_embedding {
+    let mut ds = match &saved.input_embedding {
         Some(_) => Dataset::load_without_features(&settings.dataset)?,
         None => Dataset::load(&settings.dataset)?,
     };
+    if cfg.arch.reads_edge_features() {
+        ds.load_edge_features(&settings.dataset)?;
+    }
     let n = ds.meta.num_nodes;
     check_nodes(settings, n)?;
     check_fits(&ds.meta, &cfg, &saved)?;
@@ -102,7 +105,12 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     };
     let model = saved_model(&saved)?;
     let weight = ds.edge_weight.as_ref().map(|w| Arc::from(w.as_slice()));
-    let graph = NodeGraph::in_memory(cfg.arch, &ds.graph, weight, ds.edge_features.clone().map(Arc::new))?;
+    let graph = NodeGraph::in_memory(
+        cfg.arch,
+        &ds.graph,
+        weight,
+        ds.edge_features.clone().map(Arc::new),
+    )?;
     let params: Vec<Tensor> = model.params.iter().map(|p| p.value.clone()).collect();
     let out = graphloom_nn::inference::infer(
         &model,
@@ -220,7 +228,10 @@ fn infer_mapped(
              leave it out to infer over the whole graph",
         ));
     }
-    let ds = MappedDataset::open(&settings.dataset)?;
+    let mut ds = MappedDataset::open(&settings.dataset)?;
+    if saved.config.arch.reads_edge_features() {
+        ds.load_edge_features()?;
+    }
     if ds.edge_weight().is_some() {
         return Err(PlanError::invalid(
             "inference_memory_gib",

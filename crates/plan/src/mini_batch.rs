@@ -255,7 +255,7 @@ impl MiniBatchPlan {
         let embedding = model
             .embedding_dim
             .map(|dim| (dim, s.embedding_lr.unwrap_or(EMBEDDING_LR)));
-        let data = open(s, embedding.is_some())?;
+        let data = open(s, embedding.is_some(), model.arch.reads_edge_features())?;
         let link = LinkPlan::open(s, s.dataset.as_deref(), data.graph_data())?;
         let d = data.graph_data();
         value_task(s, d.targets, [d.train_idx, d.valid_idx, d.test_idx])?;
@@ -661,8 +661,9 @@ impl FeatureRows {
 }
 
 /// Opens the dataset of `s` mapped in place (the default synthetic graph is generated in
-/// memory), refusing features that would not fit in memory unless they stay on disk.
-fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
+/// memory), refusing features that would not fit in memory unless they stay on disk; with
+/// `edge_features`, reads its edges' features into memory.
+fn open(s: &TrainSettings, embedding: bool, edge_features: bool) -> Result<MiniBatchData> {
     let Some(dir) = &s.dataset else {
         if s.features_location == Some(FeaturesLocation::Mmap) {
             return Err(PlanError::invalid(
@@ -670,7 +671,7 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
                 "mmap needs `dataset` (a directory with node_feat.npy)",
             ));
         }
-        return Ok(MiniBatchData::Loaded(load(s, false)?));
+        return Ok(MiniBatchData::Loaded(load(s, false, edge_features)?));
     };
     let meta = Meta::read(dir)?;
     // With a budget, the division decides whether the features stay on disk.
@@ -678,7 +679,10 @@ fn open(s: &TrainSettings, embedding: bool) -> Result<MiniBatchData> {
         let dtype = DType::parse(&meta.feat_dtype).unwrap_or(DType::F32);
         check_features_fit(&meta, dtype, TrainMode::MiniBatch)?;
     }
-    let ds = MappedDataset::open(dir)?;
+    let mut ds = MappedDataset::open(dir)?;
+    if edge_features {
+        ds.load_edge_features()?;
+    }
     ds.advise_random();
     if !embedding && ds.meta.feat_dim == 0 {
         return Err(no_features(false));

@@ -14,7 +14,7 @@ mod write;
 
 pub use crate::stream_csr::Phase;
 pub use draws::{generate, EdgeModel, SplitSizes, SyntheticConfig, MAX_ENTRIES};
-pub use hetero::{write_mag, MagConfig, MAX_SCALE};
 pub use edge_features::{plant_edge_features, PlantedEdgeFeatures};
+pub use hetero::{write_mag, MagConfig, MAX_SCALE};
 pub use targets::{plant, PlantedTargets};
 pub use write::{write, write_with_targets};

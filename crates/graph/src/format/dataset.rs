@@ -53,7 +53,8 @@ pub struct Dataset {
     pub test_idx: Vec<usize>,
     /// Optional weight per edge, in edge order.
     pub edge_weight: Option<Vec<f32>>,
-    /// Optional `[num_edges, edge_dim]` features per edge, in edge order (`edge_feat.npy`).
+    /// Optional `[num_edges, edge_dim]` features per edge, in edge order (`edge_feat.npy`):
+    /// read by [`Dataset::load_edge_features`], not by [`Dataset::load`].
     pub edge_features: Option<Tensor>,
 }
 
@@ -165,7 +166,6 @@ impl Dataset {
         } else {
             None
         };
-        let edge_features = read_edge_features(dir, meta.num_edges)?;
         let splits = [
             split("train_idx.npy")?,
             split("valid_idx.npy")?,
@@ -183,8 +183,16 @@ impl Dataset {
             labels,
             targets,
             edge_weight,
-            edge_features,
+            edge_features: None,
         })
+    }
+
+    /// Reads the dataset's `edge_feat.npy` from `dir` into [`Dataset::edge_features`] (none
+    /// when the directory has no such file). Apart from [`Dataset::load`], so that a model
+    /// that does not read them does not hold them.
+    pub fn load_edge_features(&mut self, dir: &Path) -> Result<()> {
+        self.edge_features = read_edge_features(dir, self.meta.num_edges)?;
+        Ok(())
     }
 
     /// Writes the dataset directory: into a temporary directory beside `dir`, renamed into

@@ -257,7 +257,7 @@ impl MappedDataset {
             labels,
             targets,
             edge_weight,
-            edge_features: super::edge_features::read_edge_features(dir, meta.num_edges)?,
+            edge_features: None,
             train_idx: train_idx?,
             valid_idx: valid_idx?,
             test_idx: test_idx?,
@@ -393,6 +393,14 @@ impl MappedDataset {
             valid_idx: &self.valid_idx,
             test_idx: &self.test_idx,
         }
+    }
+
+    /// Reads the dataset's `edge_feat.npy` into memory (checked as [`Dataset::load`] checks
+    /// every file), for [`GraphData::edge_features`]; none when the directory has no such file.
+    pub fn load_edge_features(&mut self) -> Result<()> {
+        self.edge_features =
+            super::edge_features::read_edge_features(&self.dir, self.meta.num_edges)?;
+        Ok(())
     }
 
     /// The per-edge weights, when the dataset has them.

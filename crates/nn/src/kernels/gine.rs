@@ -143,12 +143,7 @@ impl Op for GineMessages {
 /// `out[v] = sum over in-edges e = (u -> v) of ReLU(x[u] + edges[e])`, for node rows
 /// `x: [sources, F]` and edge rows `edges: [E, F]` in the edge order of `graph` (CSR by
 /// destination): GINE's aggregation, `[graph.num_nodes(), F]`.
-pub fn gine_messages(
-    tape: &mut Tape,
-    graph: &Arc<GraphView>,
-    x: &Var,
-    edges: &Var,
-) -> Result<Var> {
+pub fn gine_messages(tape: &mut Tape, graph: &Arc<GraphView>, x: &Var, edges: &Var) -> Result<Var> {
     Ok(tape.apply(
         GineMessages {
             graph: graph.clone(),

@@ -379,9 +379,10 @@ impl ConvLayer {
                     (_, "mlp.norm.weight") => Tensor::full(&shape, dtype, 1.0)?,
                     (ConvKind::Gcn, _) => glorot(&shape, i, o, key, dtype)?,
                     // PyTorch's `Linear`: weight and bias by the weight's fan-in.
-                    (ConvKind::Gin { .. } | ConvKind::Gine { .. }, "mlp.1.weight" | "mlp.1.bias") => {
-                        kaiming_uniform(&shape, o, key, dtype)?
-                    }
+                    (
+                        ConvKind::Gin { .. } | ConvKind::Gine { .. },
+                        "mlp.1.weight" | "mlp.1.bias",
+                    ) => kaiming_uniform(&shape, o, key, dtype)?,
                     (ConvKind::Gine { edge_dim, .. }, "lin.weight" | "lin.bias") => {
                         kaiming_uniform(&shape, edge_dim, key, dtype)?
                     }

@@ -49,7 +49,8 @@ impl MiniBatch<'_> {
         }
         if self.exact.is_none() {
             let edge_features = d.edge_features.cloned().map(Arc::new);
-            let graph = NodeGraph::in_memory(self.model.cfg.arch, &d.to_csr(), None, edge_features)?;
+            let graph =
+                NodeGraph::in_memory(self.model.cfg.arch, &d.to_csr(), None, edge_features)?;
             let fixed = match &mut self.inputs {
                 Inputs::Features(_) => Some(Var::constant(self.inputs.all_rows(dtype)?)),
                 Inputs::Embedding { .. } => None,

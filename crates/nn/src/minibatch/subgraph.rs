@@ -23,11 +23,11 @@
 use std::sync::Arc;
 use std::time::Instant;
 
+use graphloom_graph::format::edge_features::gather_edge_rows;
 use graphloom_graph::sample::{CsrSource, Sampler, SamplerKind};
 use graphloom_graph::subgraph::batching::{BatchDraw, SubgraphBatching};
 use graphloom_graph::subgraph::saint::SaintNorm;
 use graphloom_graph::subgraph::{InducedSubgraph, NodeSet};
-use graphloom_graph::format::edge_features::gather_edge_rows;
 use graphloom_graph::{GraphData, NodeId};
 use graphloom_store::RowSource;
 use graphloom_tensor::Tensor;

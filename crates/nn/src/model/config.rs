@@ -88,6 +88,11 @@ impl Architecture {
         }
     }
 
+    /// Whether the family's layers read the edges' features (GINE).
+    pub fn reads_edge_features(self) -> bool {
+        self.aggregation() == Aggregation::EdgeSum
+    }
+
     /// Whether the family's layers have attention heads (GAT and GATv2).
     pub fn has_heads(self) -> bool {
         matches!(self, Architecture::Gat | Architecture::GatV2)

@@ -5,11 +5,11 @@
 
 use std::sync::Arc;
 
+use graphloom_graph::format::edge_features::gather_edge_rows;
 use graphloom_graph::sample::Block;
 use graphloom_graph::Csr;
 use graphloom_tensor::autodiff::ops::StatsSum;
 use graphloom_tensor::memory::{category_scope, Category};
-use graphloom_graph::format::edge_features::gather_edge_rows;
 use graphloom_tensor::{DType, Tensor};
 
 use super::config::Architecture;
