@@ -162,3 +162,33 @@ def write_pyg(
         names,
         weight,
     )
+    attr = None if graph_only else getattr(data, "edge_attr", None)
+    if attr is not None:
+        _write_edge_attr(data, attr, path)
+
+
+def _write_edge_attr(data: Any, attr: Any, path: str) -> None:
+    """``data.edge_attr`` in the dataset's CSR edge order as ``path/edge_feat.npy``: float32
+    (other numbers cast), or bfloat16 as its uint16 bits; ``[E]`` as ``[E, 1]``. Written to a
+    temporary name, then renamed."""
+    torch = loaded_torch()
+    if torch is None or not isinstance(attr, torch.Tensor):
+        raise TypeError(f"edge_attr: expected a tensor, got {type(attr).__name__}")
+    num_edges = int(data.edge_index.shape[1])
+    if attr.ndim not in (1, 2) or attr.shape[0] != num_edges:
+        raise ValueError(f"edge_attr: shape {tuple(attr.shape)}; expected [{num_edges}, D] "
+                         f"(a row per column of edge_index)")
+    from .pyg import csr_order
+
+    rows = attr.detach().to("cpu")[csr_order(data)].reshape(num_edges, -1)
+    if rows.dtype == torch.bfloat16:
+        array = rows.contiguous().view(torch.int16).numpy().view(np.uint16)
+    else:
+        array = rows.to(torch.float32).contiguous().numpy()
+        if not np.isfinite(array).all():
+            raise ValueError("edge_attr: holds NaN or infinity")
+    final = os.path.join(path, "edge_feat.npy")
+    temporary = os.path.join(path, ".edge_feat.npy.tmp")
+    with open(temporary, "wb") as f:
+        np.save(f, array)
+    os.replace(temporary, final)

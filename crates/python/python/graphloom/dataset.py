@@ -6,7 +6,9 @@ import json
 import os
 from typing import Any
 
-from ._arrays import from_view
+import numpy as np
+
+from ._arrays import from_view, ids_array, torch_or_none
 from ._convert import write_pyg
 from ._convert_hetero import is_hetero_data, write_pyg_hetero
 from ._extension import extension as _graphloom
@@ -36,6 +38,7 @@ class Dataset:
         self._inner = inner
         self._features: Embedding | None = None
         self._link_split: dict[str, Any] | None = None
+        self._edge_attr: Any = None
 
     @staticmethod
     def open(path: str | os.PathLike) -> "Dataset | HeteroDataset":
@@ -73,7 +76,8 @@ class Dataset:
         Written: ``x`` (float32 or float64 as float32, bfloat16 as bfloat16), ``y`` (one
         class per node, ``[N]`` or ``[N, 1]``; -1 for a node without one), ``edge_index``
         (kept as given: ``edge_index[0]`` sends to ``edge_index[1]``, duplicates and self-loops
-        included) and ``edge_weight``. The splits are ``train_mask``, ``val_mask`` and
+        included), ``edge_weight`` and ``edge_attr`` (as ``edge_feat.npy``, float32 or
+        bfloat16, in the dataset's edge order; loaders give it back sliced). The splits are ``train_mask``, ``val_mask`` and
         ``test_mask`` (each a boolean mask or node ids; by default the ``Data``'s masks, or its
         ``train_idx``/``val_idx``/``test_idx``), or OGB's ``split_idx`` (``dataset.
         get_idx_split()``: ``{"train", "valid", "test"}``); a split found nowhere is empty.
@@ -160,6 +164,41 @@ class Dataset:
         """The whole graph as PyG's ``edge_index``: int64 ``(2, num_edges)``, sources in row 0,
         destinations in row 1."""
         return from_view(self._inner.edge_index())
+
+    @property
+    def has_edge_attr(self) -> bool:
+        """Whether the directory holds edge features (``edge_feat.npy``)."""
+        return os.path.exists(os.path.join(self.path, "edge_feat.npy"))
+
+    def edge_attr(self, e_id: Any = None) -> Any:
+        """The edge features (``edge_feat.npy``, ``[num_edges, edge_dim]``, float32 or
+        bfloat16) of the edges ``e_id`` (a batch's, in the graph's CSR order; all without
+        it), as PyG's ``edge_attr``: a torch tensor (numpy without torch; bfloat16 needs
+        torch). The file is mapped read-only on first use and checked for its shape; ``None``
+        without one."""
+        if self._edge_attr is None:
+            if not self.has_edge_attr:
+                return None
+            path = os.path.join(self.path, "edge_feat.npy")
+            attr = np.load(path, mmap_mode="r")
+            if attr.ndim != 2 or attr.shape[0] != self.num_edges:
+                raise ValueError(
+                    f"{path}: shape {attr.shape}; edge features are [num_edges, edge_dim] "
+                    f"with num_edges = {self.num_edges}, in the order of csr_col_idx.npy")
+            if attr.dtype not in (np.float32, np.uint16):
+                raise ValueError(f"{path}: holds {attr.dtype}; edge features are float32, "
+                                 "or bfloat16 stored as uint16")
+            self._edge_attr = attr
+        attr = self._edge_attr
+        # A copy either way: torch has no read-only tensors.
+        rows = np.array(attr) if e_id is None else attr[ids_array(e_id, "e_id")]
+        torch = torch_or_none()
+        if torch is None:
+            if rows.dtype == np.uint16:
+                raise TypeError("bfloat16 edge features need torch (numpy has no bfloat16)")
+            return rows
+        rows = torch.from_numpy(rows)
+        return rows.view(torch.bfloat16) if attr.dtype == np.uint16 else rows
 
     @property
     def has_link_split(self) -> bool:

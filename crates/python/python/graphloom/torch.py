@@ -139,12 +139,23 @@ class GraphLoomGNN(torch.nn.Module):
         self.act = torch.nn.ELU() if config["arch"] in ("gat", "gatv2") else torch.nn.ReLU()
         self.input_embedding: torch.Tensor | None = None
 
-    def forward(self, x: torch.Tensor, edge_index: torch.Tensor) -> torch.Tensor:
+    def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
+                edge_attr: torch.Tensor | None = None) -> torch.Tensor:
+        gine = self.config["arch"] == "gine"
+        if gine and edge_attr is None:
+            raise ValueError("GINE reads edge features: call model(x, edge_index, edge_attr)")
+        if not gine and edge_attr is not None:
+            raise ValueError(f"{self.config['arch']} takes no edge features (GINE does)")
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
             p = self.config["input_dropout"] if i == 0 else self.config["dropout"]
             x = F.dropout(x, p=p, training=self.training)
-            x = conv(x) if isinstance(conv, torch.nn.Linear) else conv(x, edge_index)
+            if isinstance(conv, torch.nn.Linear):
+                x = conv(x)
+            elif gine:
+                x = conv(x, edge_index, edge_attr)
+            else:
+                x = conv(x, edge_index)
             if i < last:
                 x = self.act(x)
         if self.propagation is not None:
@@ -182,9 +193,10 @@ def _linear(weight: torch.Tensor, bias: torch.Tensor) -> torch.nn.Linear:
 def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
     """A GraphLoom model file as a :class:`GraphLoomGNN` of ``torch_geometric.nn`` layers
     (GCNConv, SAGEConv with mean aggregation, GATConv, GATv2Conv, GINConv with ``train_eps`` over
-    ``Linear -> ReLU -> Linear``, one SGConv of K = the SGC's layers, APPNP's linears followed
-    by ``APPNP(K, alpha)``), in evaluation mode, float32.
-    ``model(x, edge_index)`` gives GraphLoom's log-probabilities. A model trained on a learnt
+    ``Linear -> ReLU -> Linear``, GINEConv as GINConv with ``edge_dim``, one SGConv of K = the
+    SGC's layers, APPNP's linears followed by ``APPNP(K, alpha)``), in evaluation mode, float32.
+    ``model(x, edge_index)`` (GINE: ``model(x, edge_index, edge_attr)``) gives GraphLoom's
+    log-probabilities. A model trained on a learnt
     input embedding carries it as ``model.input_embedding`` (its ``x``). Models with batch
     normalisation do not map (PyG's BatchNorm keeps running statistics GraphLoom does not)."""
     pyg_nn = _pyg()
@@ -213,12 +225,17 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             conv = pyg_nn.GCNConv(fan_in, channels)
             conv.lin.weight.data.copy_(p("weight").T)
             conv.bias.data.copy_(p("bias"))
-        elif config["arch"] == "gin":
+        elif config["arch"] in ("gin", "gine"):
             mlp = torch.nn.Sequential(
                 torch.nn.Linear(fan_in, channels), torch.nn.ReLU(), torch.nn.Linear(channels, channels)
             )
             # GINConv resets its MLP when made: the values go in after.
-            conv = pyg_nn.GINConv(mlp, train_eps=True)
+            if config["arch"] == "gine":
+                conv = pyg_nn.GINEConv(mlp, train_eps=True, edge_dim=config["edge_dim"])
+                conv.lin.weight.data.copy_(p("lin.weight").T)
+                conv.lin.bias.data.copy_(p("lin.bias"))
+            else:
+                conv = pyg_nn.GINConv(mlp, train_eps=True)
             for i, lin in enumerate((conv.nn[0], conv.nn[2])):
                 lin.weight.data.copy_(p(f"mlp.{i}.weight").T)
                 lin.bias.data.copy_(p(f"mlp.{i}.bias"))
@@ -280,7 +297,9 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
             _fail(f"{name}: GraphLoom's SAGE is aggr='mean', root_weight=True, normalize=False, project=False")
         if conv.lin_l.bias is None or conv.lin_r.bias is not None:
             _fail(f"{name}: GraphLoom's SAGE has one bias, on lin_l")
-    elif arch == "gin":
+    elif arch in ("gin", "gine"):
+        if arch == "gine" and conv.lin is None:
+            _fail(f"{name}: GraphLoom's GINE maps edge features by a Linear (edge_dim given)")
         mlp = list(conv.nn) if isinstance(conv.nn, torch.nn.Sequential) else []
         kinds = [type(m) for m in mlp]
         if kinds != [torch.nn.Linear, torch.nn.ReLU, torch.nn.Linear] or any(m.bias is None for m in mlp[::2]):
@@ -337,7 +356,7 @@ def _check_activation(model: torch.nn.Module, arch: str) -> None:
 
 def _conv_shape(conv: Any, arch: str) -> tuple[int, int, int]:
     """A PyG layer's (input width, output width per head, heads); GINConv's are its MLP's."""
-    if arch == "gin":
+    if arch in ("gin", "gine"):
         return conv.nn[0].in_features, conv.nn[2].out_features, 1
     heads = conv.heads if arch in ("gat", "gatv2") else 1
     return conv.in_channels, conv.out_channels, heads
@@ -355,6 +374,7 @@ def _shape_of(convs: list, arch: str) -> dict[str, Any]:
         "layers": len(convs),
         "heads": hidden[2],
         "out_heads": last[2],
+        "edge_dim": convs[0].lin.in_channels if arch == "gine" else 0,
     }
 
 
@@ -368,9 +388,9 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
       default is ReLU; GraphLoom's GAT uses ELU): its hidden layers concatenate their heads,
       its last averages them;
     - any module whose ``convs`` is a list of one kind of those layers with the same options,
-      or of GATv2Conv (ELU; ``share_weights=False``) or GINConv (``nn`` a
-      ``Sequential(Linear, ReLU, Linear)``; ReLU), and whose ``act`` attribute is that
-      activation, computing ``conv -> act -> dropout`` per hidden layer (its ``forward``
+      or of GATv2Conv (ELU; ``share_weights=False``), GINConv (``nn`` a
+      ``Sequential(Linear, ReLU, Linear)``; ReLU) or GINEConv (as GINConv, with ``edge_dim``),
+      and whose ``act`` attribute is that activation, computing ``conv -> act -> dropout`` per hidden layer (its ``forward``
       cannot be checked: that order is the caller's word).
 
     Anything else raises ValueError saying what does not map. ``dropout`` (default: the
@@ -383,8 +403,8 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
         return
     convs = list(getattr(model, "convs", []))
     kinds = {pyg_nn.GCNConv: "gcn", pyg_nn.SAGEConv: "sage", pyg_nn.GATConv: "gat",
-             pyg_nn.GATv2Conv: "gatv2", pyg_nn.GINConv: "gin"}
-    names = "GCNConv, SAGEConv, GATConv, GATv2Conv or GINConv"
+             pyg_nn.GATv2Conv: "gatv2", pyg_nn.GINConv: "gin", pyg_nn.GINEConv: "gine"}
+    names = "GCNConv, SAGEConv, GATConv, GATv2Conv, GINConv or GINEConv"
     if not convs:
         _fail(f"{type(model).__name__} has no `convs` list of {names} layers")
     arch = kinds.get(type(convs[0]))
@@ -441,9 +461,12 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
                 add(pre + f"{side}.bias", getattr(conv, side).bias)
             add(pre + "att", conv.att.reshape(-1))
             add(pre + "bias", conv.bias)
-        elif arch == "gin":
+        elif arch in ("gin", "gine"):
             # GraphLoom's eps is learnt; a fixed one (train_eps=False, a buffer) is its start.
             add(pre + "eps", torch.as_tensor(conv.eps).reshape(1))
+            if arch == "gine":
+                add(pre + "lin.weight", conv.lin.weight.T)
+                add(pre + "lin.bias", conv.lin.bias)
             for i, lin in enumerate((conv.nn[0], conv.nn[2])):
                 add(pre + f"mlp.{i}.weight", lin.weight.T)
                 add(pre + f"mlp.{i}.bias", lin.bias)

@@ -119,6 +119,8 @@ class _Source:
             raise ValueError(f"num_workers: expected a count of threads (0 or more), got "
                              f"{num_workers!r}")
         self.data, self.dataset = data, dataset
+        # A Data's edge_attr is sliced with its other attributes; a Dataset's is its file's.
+        self.has_edge_attr = self.edge_order is None and dataset.has_edge_attr
         self.batch_size = int(batch_size)
         # A Data without x or y makes batches without them, as PyG's loader does.
         self.has_x = features is not None or dataset.feat_dim > 0
@@ -138,13 +140,16 @@ class _Source:
         """A batch's edge ids ``e_id`` as the source numbers them, and its node fields: from a
         ``Data``, its edge ids in its own edge order and its attributes but ``x`` (``y`` of any
         shape or dtype, masks, ``edge_attr``, ...) sliced to the batch, but those named in
-        ``skip``, as PyG's loaders do; from a :class:`Dataset`, its labels ``y`` (a view);
-        ``x`` (a view) when the source has features."""
+        ``skip``, as PyG's loaders do; from a :class:`Dataset`, its labels ``y`` (a view) and,
+        when it has ``edge_feat.npy``, the batch's edges' rows as ``edge_attr``; ``x`` (a view)
+        when the source has features."""
         if self.edge_order is not None:
             e_id = self.edge_order[e_id]
             fields = _sliced_attributes(self.data, n_id, e_id, skip)
         else:
             fields = {"y": from_view(y)}
+            if self.has_edge_attr and "edge_attr" not in skip:
+                fields["edge_attr"] = self.dataset.edge_attr(e_id)
         if self.has_x:
             fields["x"] = from_view(x)
         return e_id, fields
