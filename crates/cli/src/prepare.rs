@@ -72,7 +72,10 @@ enum Source {
     },
     /// The OGB raw layout (raw/edge.csv.gz, node-feat.csv.gz, node-label.csv.gz, split/*/...),
     /// or that of ogbn-papers100M (raw/data.npz, raw/node-label.npz), streamed in bounded
-    /// memory; nodes without a label (NaN) are -1. A heterogeneous layout (ogbn-mag:
+    /// memory; nodes without a label (NaN) are -1. ogbn-proteins' layout (with --undirected):
+    /// raw/edge-feat.csv.gz becomes edge_feat.npy (a reversed edge keeps its edge's row),
+    /// node-label.csv.gz's rows of 112 values binary labels (train --task multilabel), and
+    /// without node-feat.csv.gz each node's features are its in-edges' mean. A heterogeneous layout (ogbn-mag:
     /// raw/num-node-dict.csv.gz, raw/relations/<src>___<rel>___<dst>/) is written as a
     /// heterogeneous dataset directory.
     Ogb {

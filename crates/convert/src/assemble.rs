@@ -7,7 +7,11 @@ use graphloom_tensor::memory::{category_scope, Category};
 use graphloom_tensor::Tensor;
 
 use graphloom_graph::format::dataset::count_classes;
-use graphloom_graph::{random_split, Csr, Dataset, Error, Meta, NodeId, Result, UNLABELLED};
+use graphloom_graph::{
+    random_split, Csr, Dataset, Error, Meta, NodeId, NodeTargets, Result, UNLABELLED,
+};
+
+use super::ogb_edges::{csr_with_edge_rows, mean_in_edge_rows};
 
 /// The parts a converter has read.
 pub(crate) struct Parts {
@@ -18,8 +22,13 @@ pub(crate) struct Parts {
     /// Row-major `[num_nodes, feat_dim]`, or empty with `feat_dim` 0.
     pub(crate) features: Vec<f32>,
     pub(crate) feat_dim: usize,
-    /// One class per node, or `None` (every node in class 0).
+    /// One class per node, or `None` (every node in class 0, unless `targets` are given).
     pub(crate) labels: Option<Vec<i64>>,
+    /// Several targets per node instead of a class (their markers become the labels).
+    pub(crate) targets: Option<NodeTargets>,
+    /// A row of `width` features per input edge, `(rows, width)`, which follow their edges
+    /// into the CSR; without node features, each node gets the mean of its in-edges' rows.
+    pub(crate) edge_features: Option<(Vec<f32>, usize)>,
     /// Train, validation and test ids, or `None` for a seeded 60/20/20 split.
     pub(crate) split: Option<[Vec<usize>; 3]>,
     /// Store every edge in both directions too, dropping self-loops and duplicates.
@@ -73,14 +82,20 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             ),
         ));
     }
-    let labels = p.labels.unwrap_or_else(|| vec![0; n]);
+    let labels = match (&p.targets, p.labels) {
+        (Some(targets), _) => targets.markers(),
+        (None, labels) => labels.unwrap_or_else(|| vec![0; n]),
+    };
     if labels.len() != n {
         return Err(Error::invalid(
             origin,
             format!("{} labels for {n} nodes", labels.len()),
         ));
     }
-    let num_classes = count_classes(&labels, origin)?;
+    let num_classes = match &p.targets {
+        Some(targets) => targets.width,
+        None => count_classes(&labels, origin)?,
+    };
     let [train_idx, valid_idx, test_idx] = match p.split {
         Some(s) => {
             if let Some(&bad) = s.iter().flatten().find(|&&i| i >= n) {
@@ -106,27 +121,64 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
             format!("node {v} is in a split but has no label"),
         ));
     }
-    let graph = {
-        let _g = category_scope(Category::Graph);
-        let src: Vec<NodeId> = p.src.iter().map(|&v| v as NodeId).collect();
-        let dst: Vec<NodeId> = p.dst.iter().map(|&v| v as NodeId).collect();
-        let g = Csr::from_edges(n, &src, &dst);
-        if p.undirected {
-            g.to_undirected_simple()
-        } else {
-            g
+    let (graph, edge_features) = match &p.edge_features {
+        Some((rows, width)) => {
+            if rows.len() != p.src.len() * width {
+                return Err(Error::invalid(
+                    origin,
+                    format!(
+                        "{} edge feature rows for {} edges (a row per edge, in their order)",
+                        rows.len() / width.max(&1),
+                        p.src.len()
+                    ),
+                ));
+            }
+            if let Some(i) = rows.iter().position(|v| !v.is_finite()) {
+                return Err(Error::invalid(
+                    origin,
+                    format!(
+                        "non-finite feature at edge {}, column {}",
+                        i / width,
+                        i % width
+                    ),
+                ));
+            }
+            let (g, t) = csr_with_edge_rows(n, &p.src, &p.dst, p.undirected, rows, *width);
+            (g, Some(t))
         }
+        None => {
+            let _g = category_scope(Category::Graph);
+            let src: Vec<NodeId> = p.src.iter().map(|&v| v as NodeId).collect();
+            let dst: Vec<NodeId> = p.dst.iter().map(|&v| v as NodeId).collect();
+            let g = Csr::from_edges(n, &src, &dst);
+            let g = if p.undirected {
+                g.to_undirected_simple()
+            } else {
+                g
+            };
+            (g, None)
+        }
+    };
+    let (node_features, feat_dim) = match (&edge_features, p.feat_dim) {
+        (Some(rows), 0) => {
+            let width = rows.shape()[1];
+            (
+                mean_in_edge_rows(&graph, rows.as_slice::<f32>()?, width),
+                width,
+            )
+        }
+        _ => (p.features, p.feat_dim),
     };
     let features = {
         let _g = category_scope(Category::Features);
-        Tensor::from_vec(p.features, &[n, p.feat_dim])?
+        Tensor::from_vec(node_features, &[n, feat_dim])?
     };
     Ok(Dataset {
         meta: Meta {
             name: p.name,
             num_nodes: n,
             num_edges: graph.num_edges(),
-            feat_dim: p.feat_dim,
+            feat_dim,
             feat_dtype: "f32".into(),
             num_classes,
             directed: !p.undirected,
@@ -134,11 +186,11 @@ pub(crate) fn assemble(p: Parts, origin: &Path) -> Result<Dataset> {
         graph,
         features,
         labels,
-        targets: None,
+        targets: p.targets,
         train_idx,
         valid_idx,
         test_idx,
         edge_weight: None,
-        edge_features: None,
+        edge_features,
     })
 }

@@ -24,6 +24,7 @@ mod features;
 pub mod link_split;
 pub mod npz;
 pub mod ogb;
+mod ogb_edges;
 pub mod ogb_hetero;
 mod pickle;
 pub mod planetoid;

@@ -107,6 +107,8 @@ pub fn convert(path: &Path, undirected: bool, seed: u64) -> Result<Dataset> {
     let name = name_from(path, "npz");
     assemble(
         Parts {
+            targets: None,
+            edge_features: None,
             name,
             num_nodes: n,
             src,

@@ -12,6 +12,7 @@ use flate2::read::GzDecoder;
 use super::assemble::{assemble, name_from, Parts};
 use super::edgelist::EdgeFile;
 use super::features::{copy_features, stream_header};
+use super::ogb_edges::{binary_targets, read_rows};
 use super::stream_csr::{write_csr, BothDirections, CsrOptions, EdgeStream, Progress};
 use graphloom_graph::format::dataset::{check_split_ids, count_classes, write_splits};
 use graphloom_graph::format::output_dir::{write_dir_atomic, OutputKind};
@@ -78,21 +79,19 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
         dst.push(d);
         Ok(())
     })?;
+    // ogbn-proteins has no node features (each node then gets its in-edges' mean) but edge
+    // features, a row per line of edge.csv.gz.
     let feat_path = raw.join("node-feat.csv.gz");
-    let (mut features, mut feat_dim, mut rows) = (Vec::new(), None, 0usize);
-    for_each_row::<f32>(&feat_path, |line, r| {
-        let dim = *feat_dim.get_or_insert(r.len());
-        if r.len() != dim {
-            return Err(Error::format(
-                &feat_path,
-                format!("line {line} has {} values, the first has {dim}", r.len()),
-            ));
-        }
-        features.extend_from_slice(r);
-        rows += 1;
-        Ok(())
-    })?;
-    let feat_dim = feat_dim.unwrap_or(0);
+    let (features, feat_dim) = match feat_path.exists() {
+        true => read_rows::<f32>(&feat_path)?,
+        false => (Vec::new(), 0),
+    };
+    let rows = features.len() / feat_dim.max(1);
+    let edge_feat_path = raw.join("edge-feat.csv.gz");
+    let edge_features = match edge_feat_path.exists() {
+        true => Some(read_rows::<f32>(&edge_feat_path)?),
+        false => None,
+    };
     let num_nodes_path = raw.join("num-node-list.csv.gz");
     let num_nodes = if num_nodes_path.exists() {
         *first_values::<usize>(&num_nodes_path)?
@@ -101,8 +100,16 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
     } else {
         rows
     };
+    // One class per node, or (ogbn-proteins) several binary labels.
     let label_path = raw.join("node-label.csv.gz");
-    let labels = classes(first_values::<f64>(&label_path)?, &label_path)?;
+    let (label_values, label_width) = read_rows::<f64>(&label_path)?;
+    let (labels, targets) = match label_width {
+        0 | 1 => (Some(classes(label_values, &label_path)?), None),
+        width => (
+            None,
+            Some(binary_targets(label_values, width, num_nodes, &label_path)?),
+        ),
+    };
     let (split, split_files) = read_split(dir)?;
     let name = name_from(dir, "ogb").replace('_', "-");
     let ds = assemble(
@@ -113,7 +120,9 @@ pub fn convert(dir: &Path, undirected: bool) -> Result<Dataset> {
             dst,
             features,
             feat_dim,
-            labels: Some(labels),
+            labels,
+            targets,
+            edge_features,
             split: Some(split),
             undirected,
             seed: 0,

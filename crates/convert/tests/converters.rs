@@ -187,6 +187,62 @@ fn ogb_raw_layout() {
     std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
 }
 
+#[test]
+fn ogb_proteins_layout_gives_edge_features_and_binary_labels() {
+    let d = scratch("ogb-proteins").join("ogbn_proteins");
+    std::fs::create_dir_all(d.join("raw")).unwrap();
+    std::fs::create_dir_all(d.join("split/species")).unwrap();
+    // No node features; a row of edge features per edge; three binary labels per node.
+    gz(d.join("raw/edge.csv.gz"), "0,1\n2,1\n3,0\n");
+    gz(d.join("raw/edge-feat.csv.gz"), "1,10\n2,20\n3,30\n");
+    gz(
+        d.join("raw/node-label.csv.gz"),
+        "0,1,1\n1,0,-1\n0,0,1\n1,1,0\n",
+    );
+    gz(d.join("raw/num-node-list.csv.gz"), "4\n");
+    gz(d.join("split/species/train.csv.gz"), "0\n1\n");
+    gz(d.join("split/species/valid.csv.gz"), "2\n");
+    gz(d.join("split/species/test.csv.gz"), "3\n");
+    let ds = ogb::convert(&d, true).unwrap();
+    // Each edge and its reverse, with the same row.
+    assert_eq!((ds.meta.num_edges, ds.meta.num_classes), (6, 3));
+    assert_eq!(ds.graph.in_neighbors(0), &[1, 3]);
+    assert_eq!(ds.graph.in_neighbors(1), &[0, 2]);
+    let rows = ds.edge_features.as_ref().unwrap();
+    assert_eq!(rows.shape(), &[6, 2]);
+    assert_eq!(
+        &rows.as_slice::<f32>().unwrap()[..8],
+        &[1.0, 10.0, 3.0, 30.0, 1.0, 10.0, 2.0, 20.0]
+    );
+    // A node's features are its in-edges' mean.
+    assert_eq!(ds.meta.feat_dim, 2);
+    assert_eq!(
+        &ds.features.as_slice::<f32>().unwrap()[..4],
+        &[2.0, 20.0, 1.5, 15.0]
+    );
+    let targets = ds.targets.as_ref().unwrap();
+    assert_eq!(targets.kind, graphloom_graph::TargetKind::Binary);
+    assert_eq!(&targets.values[..3], &[0.0, 1.0, 1.0]);
+    assert!(targets.values[5].is_nan());
+    // Saved and read back, the edge rows are the dataset's edge_feat.npy.
+    ds.save(&d.join("out")).unwrap();
+    let mut back = graphloom_graph::Dataset::load(&d.join("out")).unwrap();
+    back.load_edge_features(&d.join("out")).unwrap();
+    assert_eq!(
+        back.edge_features
+            .as_ref()
+            .unwrap()
+            .as_slice::<f32>()
+            .unwrap(),
+        rows.as_slice::<f32>().unwrap()
+    );
+    // Edge features of another length than the edges are refused.
+    gz(d.join("raw/edge-feat.csv.gz"), "1,10\n2,20\n");
+    let err = ogb::convert(&d, true).err().unwrap().to_string();
+    assert!(err.contains("2 edge feature rows for 3 edges"), "{err}");
+    std::fs::remove_dir_all(d.parent().unwrap()).unwrap();
+}
+
 /// Writes `g.npz` in `d`: a 3-node graph in the GNN-benchmark layout whose `adj_indices` are
 /// written by `indices`.
 fn benchmark_npz(d: &std::path::Path, indices: &dyn Fn(&std::path::Path)) -> PathBuf {
