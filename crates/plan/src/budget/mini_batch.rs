@@ -7,7 +7,7 @@ use super::{
     csr_bytes, model_bytes, process_bytes, rounded, view_bytes, MemoryPlan, RunShape, Sizes, GIB,
     PROCESS_BYTES,
 };
-use super::{labels_bytes, link_parts, probe, probe_step, LinkPairs};
+use super::{edge_feature_bytes, labels_bytes, link_parts, probe, probe_step, LinkPairs};
 use crate::link::PAIR_BYTES;
 use crate::{FeaturesLocation, Result};
 use graphloom_graph::sample::{Block, Fanouts};
@@ -176,6 +176,9 @@ pub(crate) fn mini_batch(
     )?;
     if mb.graph_in_memory {
         base.add("graph", csr_bytes(z.nodes, z.edges) + labels_bytes(z.nodes))?;
+    }
+    if m.edge_dim > 0 {
+        base.add("edge features", edge_feature_bytes(m, z.edges))?;
     }
     // Each worker's sampler keeps a relabelling slot (u32) per node.
     base.add("sampler tables", mb.workers * 4 * z.nodes)?;

@@ -402,6 +402,12 @@ pub(super) fn link_parts(
     Ok(pairs.step_bytes(probe.train))
 }
 
+/// The bytes of the edge features a model reads (GINE's), held in memory: counted as f32
+/// (a bf16 file takes half).
+fn edge_feature_bytes(model: &ModelConfig, edges: u64) -> u64 {
+    edges * model.edge_dim as u64 * 4
+}
+
 /// A full-batch run's memory: the whole graph, its features and every node's activations in
 /// one process (and a link predictor's pairs); an error when it exceeds the budget. `rows`
 /// are a sample of the features for the probe.
@@ -431,6 +437,9 @@ pub(crate) fn full_batch(
         false => z.nodes * z.row,
     };
     plan.add("features in memory", features)?;
+    if m.edge_dim > 0 {
+        plan.add("edge features", edge_feature_bytes(m, z.edges))?;
+    }
     let cast = if learnt_input {
         0
     } else {
