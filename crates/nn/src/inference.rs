@@ -351,10 +351,7 @@ pub fn infer_layerwise(
 /// GCN's normalisation of every node of the whole graph (unweighted in-degrees).
 fn whole_graph_gcn_norm(data: GraphData<'_>) -> GcnNorm {
     (0..data.num_nodes())
-        .map(|v| {
-            let row = &data.col_idx[data.row_ptr[v] as usize..data.row_ptr[v + 1] as usize];
-            GcnNorm::of(row.len() as f64, row.contains(&(v as NodeId)))
-        })
+        .map(|v| GcnNorm::of_sampled(data, v as NodeId, -1))
         .collect()
 }
 

@@ -33,6 +33,8 @@ use crate::inference::{
     infer, infer_layerwise, InferenceInput, LayerRows, LayerwiseConfig, Output,
 };
 pub use crate::inputs::Inputs;
+use crate::kernels::aggregate::GcnNorm;
+use crate::layers::Aggregation;
 use crate::link::exclude_pairs;
 use crate::model::{GraphInput, LayerGraph, Mode, Model, ModelConfig, NodeGraph, Param};
 use crate::task::{EvaluationSource, Targets, Task, TaskBatch};
@@ -157,11 +159,24 @@ fn prepare(
         exclude_pairs(&mut sampled.blocks, hidden);
     }
     let targets = work.targets_of_rows(&seeds, data.labels);
-    let graphs = sampled
+    let mut graphs = sampled
         .blocks
         .iter()
         .map(|b| LayerGraph::new(b, cfg.arch, data.edge_features, cfg.dtype))
-        .collect::<Result<_>>()?;
+        .collect::<Result<Vec<_>>>()?;
+    if cfg.arch.aggregation() == Aggregation::Gcn {
+        // The blocks run from the input layer, the fanouts from the seeds outwards.
+        for (graph, (block, &fanout)) in graphs
+            .iter_mut()
+            .zip(sampled.blocks.iter().zip(fanouts.iter().rev()))
+        {
+            let norm = block
+                .src_nodes
+                .iter()
+                .map(|&v| GcnNorm::of_sampled(data, v, fanout));
+            graph.gcn_norm = Some(Arc::new(norm.collect()));
+        }
+    }
     sampled.gather_seconds += start.elapsed().as_secs_f64();
     Ok(Some(Batch {
         sampled,

@@ -82,7 +82,7 @@ mod tests {
         // Per class, the mean edge row of its destinations is the class direction, of norm
         // `signal` (noise averages out over about 800 edges a class: a standard error of
         // 0.035 per column), and different classes' means differ.
-        let mut sums = vec![[0f64; 5]; 3];
+        let mut sums = [[0f64; 5]; 3];
         let mut counts = [0usize; 3];
         for v in 0..ds.graph.num_nodes() {
             let c = ds.labels[v] as usize;

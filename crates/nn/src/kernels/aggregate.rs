@@ -14,6 +14,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use graphloom_graph::{GraphData, NodeId};
 use graphloom_tensor::prefetch::prefetch;
 use graphloom_tensor::{with_float, BackwardCtx, Category, Float, Op, Real, Tape, Tensor, Var};
 
@@ -47,6 +48,19 @@ impl GcnNorm {
     pub fn of(degree: f64, has_loop: bool) -> (f64, f64) {
         let d = gcn_inverse_sqrt_degree(degree, has_loop);
         (d, if has_loop { 0.0 } else { d * d })
+    }
+
+    /// Node `v`'s scale and loop weight as sampled training gives it, as a source of a block
+    /// at a hop of fanout `fanout` (-1: all in-edges): its degree is the count of in-edges it
+    /// draws as a destination of that hop, `min(fanout, in-degree)`, whether or not it is one
+    /// in this block, so that the scale does not depend on which seeds share the batch (a
+    /// batch split over N workers normalises as on one); the graph's own loop at `v` counts
+    /// when the hop takes all of `v`'s in-edges. With `fanout` -1, the whole graph's.
+    pub fn of_sampled(data: GraphData<'_>, v: NodeId, fanout: i64) -> (f64, f64) {
+        let row = data.in_neighbors(v);
+        let all = fanout < 0 || row.len() <= fanout as usize;
+        let degree = if all { row.len() } else { fanout as usize };
+        GcnNorm::of(degree as f64, all && row.contains(&v))
     }
 
     /// The entries of `nodes` (indices into this one), in that order.

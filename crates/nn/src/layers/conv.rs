@@ -179,9 +179,9 @@ impl LayerOperators {
     /// The operators of `aggregation` over a graph in memory (none for `None`): `graph` for
     /// the linear aggregations, `graph_with_loops` (one self-loop per node) for GAT's and
     /// GATv2's attention. With `block`, the graph is a sampled block as a square graph over its
-    /// sources whose first `block` rows are the outputs; GCN then normalises by the block's
-    /// degrees, as DGL's `GraphConv` on blocks does, unless `gcn_norm` gives each source's
-    /// normalisation in the whole graph.
+    /// sources whose first `block` rows are the outputs; GCN then normalises by `gcn_norm`
+    /// when given (each source's scale: sampled training's, `GcnNorm::of_sampled`, or the
+    /// whole graph's), else by the block's own degrees.
     pub fn in_memory(
         aggregation: Option<Aggregation>,
         graph: Option<&Arc<GraphView>>,

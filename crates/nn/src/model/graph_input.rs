@@ -155,8 +155,9 @@ pub struct LayerGraph {
     /// The original node id of each input row, so dropout draws the same mask for a node
     /// whichever batch, worker or position holds it.
     pub src_ids: Arc<[i64]>,
-    /// GCN's normalisation of each input row in the whole graph (`None`: the block's own
-    /// degrees, as sampled training uses).
+    /// GCN's normalisation of each input row: sampled training's
+    /// ([`crate::kernels::aggregate::GcnNorm::of_sampled`]) or the whole graph's (`None`: the
+    /// block's own degrees).
     pub gcn_norm: Option<Arc<GcnNorm>>,
 }
 
