@@ -37,7 +37,7 @@ enum Command {
     Info(info::InfoArgs),
     /// Split a dataset into parts with METIS for distributed full-batch training.
     Partition(partition::PartitionArgs),
-    /// Train a GCN, GraphSAGE, GAT, GATv2, GIN, SGC or APPNP model: full batch, sampled
+    /// Train a GCN, GraphSAGE, GAT, GATv2, GIN, GINE, SGC, APPNP or SIGN model: full batch, sampled
     /// mini-batches (--fanouts), or full batch over the parts of a partitioned dataset with SAR
     /// (--workers); R-GCN or R-SAGE on a heterogeneous dataset.
     Train(Box<train::TrainArgs>),

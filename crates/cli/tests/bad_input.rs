@@ -370,7 +370,7 @@ fn bad_options_are_clear_errors() {
     for (args, expect) in [
         (
             vec!["train", "--model", "mlp"],
-            "[possible values: gcn, sage, gat, gatv2, gin, sgc, appnp, sign, rgcn, rsage]",
+            "[possible values: gcn, sage, gat, gatv2, gin, gine, sgc, appnp, sign, rgcn, rsage]",
         ),
         (
             vec!["train", "--dtype", "i32"],

@@ -73,7 +73,8 @@ fn gine_reads_the_edges_that_gin_cannot() {
         ],
     );
     assert!(sampled > 0.8, "sampled gine {sampled}");
-    // `predict` gathers the edges' rows again: its labels score as the run's best model.
+    // `predict` gathers the edges' rows again (exact inference over the whole graph): its
+    // labels score as well.
     let out = root.join("labels.npy");
     graphloom_ok(&[
         "predict",
@@ -131,4 +132,48 @@ fn missing_or_damaged_edge_features_are_one_line_errors() {
     // None at all.
     std::fs::remove_file(&file).unwrap();
     refused(&train(), &["gine", "no edge_feat.npy", "train gin"]);
+}
+
+#[test]
+fn a_link_split_keeps_each_kept_edge_s_features() {
+    let root = scratch("gine-link");
+    let ds = root.join("ds");
+    edge_signal_dataset(&ds);
+    let split = root.join("split");
+    graphloom_ok(&[
+        "prepare",
+        "link-split",
+        "--dataset",
+        s(&ds),
+        "--out",
+        s(&split),
+    ]);
+    let load = |dir: &std::path::Path| {
+        let mut d = graphloom_graph::Dataset::load(dir).unwrap();
+        d.load_edge_features(dir).unwrap();
+        d
+    };
+    let (before, after) = (load(&ds), load(&split));
+    let rows = |d: &graphloom_graph::Dataset| d.edge_features.as_ref().unwrap().to_vec_f64();
+    let (was, is) = (rows(&before), rows(&after));
+    assert!(after.meta.num_edges < before.meta.num_edges);
+    assert_eq!(is.len(), after.meta.num_edges * 8);
+    // Every edge of the split graph carries the row it had in the source graph.
+    let mut by_pair = std::collections::HashMap::<(u32, u32), Vec<&[f64]>>::new();
+    for v in 0..before.meta.num_nodes {
+        let lo = before.graph.row_ptr[v] as usize;
+        for (k, &u) in before.graph.in_neighbors(v).iter().enumerate() {
+            by_pair
+                .entry((u, v as u32))
+                .or_default()
+                .push(&was[(lo + k) * 8..(lo + k + 1) * 8]);
+        }
+    }
+    for v in 0..after.meta.num_nodes {
+        let lo = after.graph.row_ptr[v] as usize;
+        for (k, &u) in after.graph.in_neighbors(v).iter().enumerate() {
+            let row = &is[(lo + k) * 8..(lo + k + 1) * 8];
+            assert!(by_pair[&(u, v as u32)].contains(&row), "edge {u} -> {v}");
+        }
+    }
 }

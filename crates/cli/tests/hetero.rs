@@ -122,7 +122,7 @@ fn what_does_not_apply_to_heterogeneous_training_is_refused() {
         &graphloom(&["train", "--dataset", s(&homogeneous), "--model", "rsage"]),
         &[
             "rsage trains a heterogeneous dataset",
-            "gcn, sage, gat, gatv2, gin, sgc, appnp or sign",
+            "gcn, sage, gat, gatv2, gin, gine, sgc, appnp or sign",
         ],
     );
     refused(

@@ -31,7 +31,9 @@ pub(crate) struct Parts {
     pub(crate) edge_features: Option<(Vec<f32>, usize)>,
     /// Train, validation and test ids, or `None` for a seeded 60/20/20 split.
     pub(crate) split: Option<[Vec<usize>; 3]>,
-    /// Store every edge in both directions too, dropping self-loops and duplicates.
+    /// Store every edge in both directions too, dropping self-loops and duplicates (with edge
+    /// features: adding each edge's reverse with its row, as OGB's `add_inverse_edge`, and
+    /// keeping duplicates, each with its own row).
     pub(crate) undirected: bool,
     pub(crate) seed: u64,
 }

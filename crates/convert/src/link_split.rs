@@ -22,6 +22,10 @@ use graphloom_io::NpyWriter;
 use graphloom_tensor::rng::RngKey;
 use rayon::prelude::*;
 
+use graphloom_graph::format::dataset::write_features;
+use graphloom_graph::format::edge_features::{
+    gather_edge_rows, read_edge_features, EDGE_FEATURES_FILE,
+};
 use graphloom_graph::format::output_dir::{check_output_dir, write_dir_atomic, OutputKind};
 use graphloom_graph::link_split::{LinkSet, LINK_SPLIT_DIR};
 use graphloom_graph::{Error, MappedDataset, Meta, NodeId, Result};
@@ -341,20 +345,25 @@ struct BlockOut {
     lengths: Vec<i64>,
     cols: Vec<NodeId>,
     weights: Vec<f32>,
+    /// The kept edges' positions in the source graph, when their feature rows follow them.
+    kept: Vec<i64>,
     train: Vec<Pair>,
     /// Validation, then test positives.
     held: [Vec<Pair>; 2],
 }
 
 /// Pass 3: writes the graph without the held-out edges (with their weights) into `dir`, and
-/// the positives into `dir/link_split/`. Returns the entries written and the pairs of each set.
+/// the positives into `dir/link_split/`. Returns the entries written, the pairs of each set
+/// and, with `keep_ids`, the positions in the source graph of the edges kept (for their
+/// feature rows).
 fn write_graph(
     splitter: &Splitter<'_>,
     thresholds: &Thresholds,
     weights: Option<&[f32]>,
+    keep_ids: bool,
     dir: &Path,
     progress: LinkProgress<'_>,
-) -> Result<(u64, [u64; 3])> {
+) -> Result<(u64, [u64; 3], Vec<i64>)> {
     let graph = splitter.edges.graph;
     let (n, total) = (graph.num_nodes(), graph.num_edges());
     let split_dir = dir.join(LINK_SPLIT_DIR);
@@ -391,6 +400,9 @@ fn write_graph(
                     if let Some(w) = weights {
                         out.weights.push(w[first + k]);
                     }
+                    if keep_ids {
+                        out.kept.push((first + k) as i64);
+                    }
                 }
             }
             out.lengths.push((out.cols.len() - before) as i64);
@@ -410,7 +422,7 @@ fn write_graph(
         progress(LinkPhase::Graph, so_far, total as u64);
         Ok(out)
     };
-    let mut written = 0u64;
+    let (mut written, mut kept) = (0u64, Vec::new());
     ordered_blocks(splitter.blocks.len(), work, |out| {
         let offsets: Vec<i64> = out
             .lengths
@@ -426,6 +438,7 @@ fn write_graph(
         if let Some(w) = &mut weight_out {
             w.write(&out.weights)?;
         }
+        kept.extend_from_slice(&out.kept);
         train.push(&out.train)?;
         for (writer, pairs) in held.iter_mut().zip(&out.held) {
             writer.push(pairs)?;
@@ -438,7 +451,11 @@ fn write_graph(
         w.finish_shorter()?;
     }
     let [valid, test] = held;
-    Ok((written, [train.finish()?, valid.finish()?, test.finish()?]))
+    Ok((
+        written,
+        [train.finish()?, valid.finish()?, test.finish()?],
+        kept,
+    ))
 }
 
 /// Copies `from` to `to` a chunk at a time, calling `progress` with the bytes copied.
@@ -529,8 +546,20 @@ pub fn write(
     write_dir_atomic(out, OutputKind::Dataset, &[dataset], |tmp| {
         let split_dir = tmp.join(LINK_SPLIT_DIR);
         std::fs::create_dir_all(&split_dir).map_err(|e| Error::io(&split_dir, e))?;
-        let (entries, [train, held_valid, held_test]) =
-            write_graph(&splitter, &thresholds, ds.edge_weight(), tmp, progress)?;
+        // Edge features follow their edges: the kept ones' rows, in the new graph's order.
+        let edge_features = read_edge_features(dataset, graph.num_edges())?;
+        let (entries, [train, held_valid, held_test], kept) = write_graph(
+            &splitter,
+            &thresholds,
+            ds.edge_weight(),
+            edge_features.is_some(),
+            tmp,
+            progress,
+        )?;
+        if let Some(all) = &edge_features {
+            let rows = gather_edge_rows(all, &kept, all.dtype())?;
+            write_features(&tmp.join(EDGE_FEATURES_FILE), &rows)?;
+        }
         if [held_valid, held_test] != [valid, test] {
             return Err(Error::invalid(dataset, "changed while it was being split"));
         }

@@ -30,7 +30,8 @@ pub struct GraphView {
     /// A feature row per edge of `by_dst` (`edge_feat.npy`, `[E, edge_dim]`): GINE's messages
     /// add them, mapped to the node rows' width, to their sources' rows.
     pub edge_features: Option<std::sync::Arc<graphloom_tensor::Tensor>>,
-    /// The bytes of the arrays above (less the weights, which are the dataset's), charged to
+    /// The bytes of the arrays above (less the weights and edge features, which are the
+    /// dataset's or a batch's, charged where they were made), charged to
     /// [`Category::Graph`] while the view lives, so memory reports count the graph.
     _charge: Charge,
 }

@@ -24,6 +24,10 @@
 //! | gatv2 | `lin_l.weight [in, heads * out]` (sources), `lin_l.bias [heads * out]`, `lin_r.weight [in, heads * out]` (destinations), `lin_r.bias [heads * out]`, `att [heads * out]` (head-major), `bias` as gat's |
 //! | gin | `eps [1]`, `mlp.0.weight [in, out]`, `mlp.0.bias [out]`, `mlp.1.weight [out, out]`, `mlp.1.bias [out]` |
 //! | gine | `eps [1]`, `lin.weight [edge_dim, in]`, `lin.bias [in]` (the edge features' map), then gin's `mlp` |
+//!
+//! A GIN or GINE model with batch normalisation also has `mlp.norm.weight [out]` and
+//! `mlp.norm.bias [out]` in every layer (inside its MLP; files written before that have none,
+//! and are refused by the parameter check).
 //! | sgc | none for the hops before the last layer; the last as gcn's |
 //! | appnp | `lin.weight [in, out]`, `lin.bias [out]` (the last layer's followed by the propagation) |
 //!
@@ -138,7 +142,9 @@ impl ModelFile {
                 ))
             }
             name => Architecture::parse(name).ok_or_else(|| {
-                file.error("metadata 'arch' is not gcn, sage, gat, gatv2, gin, sgc, appnp or sign")
+                file.error(
+                    "metadata 'arch' is not gcn, sage, gat, gatv2, gin, gine, sgc, appnp or sign",
+                )
             })?,
         };
         // The hidden activation is fixed by the architecture: a file that asks for another

@@ -176,9 +176,9 @@ fn loss_and_grads(
 fn full_neighbour_blocks_compute_what_the_whole_graph_computes() {
     let ds = dataset();
     let seeds: Vec<u32> = (0..40).map(|i| i * 11 + 3).collect();
-    // GCN and SGC take the whole graph's degrees here: on a block, a source that is not a
-    // destination has no in-edges, and sampled training normalises by the block's degrees (as
-    // DGL's GraphConv on blocks does). APPNP refuses blocks (`appnp_refuses_sampled_blocks`).
+    // GCN and SGC take the whole graph's degrees here, which sampled training gives them with
+    // fanouts -1 (`GcnNorm::of_sampled`). APPNP refuses blocks
+    // (`appnp_refuses_sampled_blocks`).
     for &arch in Architecture::ALL
         .iter()
         .filter(|&&a| a != Architecture::Appnp)

@@ -205,7 +205,7 @@ fn the_loss_is_the_mean_over_present_targets() {
 #[test]
 fn full_neighbour_blocks_train_as_the_whole_graph() {
     // Every training node in one batch with every neighbour: the step of the whole graph.
-    // GraphSAGE, since GCN normalises a block by its own degrees.
+    // GraphSAGE (GCN's sampled normalisation is its own: `minibatch.rs`'s tests check it).
     for (kind, loss) in [
         (TargetKind::Binary, RowLoss::Bce),
         (TargetKind::Real, RowLoss::Mse),

@@ -91,6 +91,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
     };
     if cfg.arch.reads_edge_features() {
         ds.load_edge_features(&settings.dataset)?;
+        check_edge_features(ds.edge_features.as_ref(), cfg.edge_dim)?;
     }
     let n = ds.meta.num_nodes;
     check_nodes(settings, n)?;
@@ -215,6 +216,24 @@ fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -
     }
 }
 
+/// Refuses edge features that a model reading them (GINE, of `edge_dim` columns) cannot take:
+/// none, or another width.
+fn check_edge_features(features: Option<&Tensor>, edge_dim: usize) -> Result<()> {
+    let width = features.map(|f| f.dims2().1);
+    if width == Some(edge_dim) {
+        return Ok(());
+    }
+    Err(PlanError::invalid(
+        "dataset",
+        match width {
+            Some(w) => format!("has {w} edge features per edge, the model reads {edge_dim}"),
+            None => {
+                format!("has no edge_feat.npy, and the model reads {edge_dim} features per edge")
+            }
+        },
+    ))
+}
+
 /// [`infer`] layer by layer over the dataset mapped in place, features read from their file.
 fn infer_mapped(
     settings: &InferSettings,
@@ -231,6 +250,7 @@ fn infer_mapped(
     let mut ds = MappedDataset::open(&settings.dataset)?;
     if saved.config.arch.reads_edge_features() {
         ds.load_edge_features()?;
+        check_edge_features(ds.data().edge_features, saved.config.edge_dim)?;
     }
     if ds.edge_weight().is_some() {
         return Err(PlanError::invalid(

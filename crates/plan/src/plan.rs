@@ -159,7 +159,7 @@ impl Plan {
                     format!(
                     "{} trains a heterogeneous dataset (\"format\": \"hetero\" in meta.json: node \
                          and edge types); this one has one node type and one edge type: use \
-                         gcn, sage, gat, gatv2, gin, sgc, appnp or sign",
+                         gcn, sage, gat, gatv2, gin, gine, sgc, appnp or sign",
                     kind.name()
                 ),
                 ))
@@ -502,11 +502,11 @@ fn gine_edge_dim(s: &TrainSettings, saved: Option<&ModelConfig>) -> Result<usize
     }
     let header = graphloom_graph::npy::read_header(&path).map_err(graphloom_graph::Error::from)?;
     match header.shape[..] {
-        [_, cols] => Ok(cols),
+        [_, cols] if cols > 0 => Ok(cols),
         _ => Err(PlanError::invalid(
             "dataset",
             format!(
-                "{}: shape {:?}: edge features are 2-D, [num_edges, edge_dim]",
+                "{}: shape {:?}: edge features are [num_edges, edge_dim], edge_dim at least 1",
                 path.display(),
                 header.shape
             ),
@@ -545,8 +545,12 @@ fn check_same_shape(saved: &ModelConfig, model: &ModelConfig) -> Result<()> {
             Head::Link(d) => format!(", {} link decoder", d.name()),
             _ => String::new(),
         };
+        let edges = match c.edge_dim {
+            0 => String::new(),
+            d => format!(", {d} edge features"),
+        };
         format!(
-            "{} of {} layers, {} -> {} -> {}{heads}{}{head}",
+            "{} of {} layers, {} -> {} -> {}{heads}{edges}{}{head}",
             c.arch.name(),
             c.layers,
             c.in_dim,

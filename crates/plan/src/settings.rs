@@ -357,8 +357,9 @@ pub struct TrainSettings {
     /// split's negative destinations per positive) or hits@20/50/100.
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<LinkMetric>()))]
     pub metric: Option<LinkMetric>,
-    /// Model: gcn, sage, gat, gatv2, gin, sgc and appnp train a dataset of one node type and
-    /// one edge type, sign one made by `prepare propagate` (full batch, or rows with
+    /// Model: gcn, sage, gat, gatv2, gin, gine (which reads the dataset's edge_feat.npy), sgc
+    /// and appnp train a dataset of one node type and one edge type, sign one made by
+    /// `prepare propagate` (full batch, or rows with
     /// --batch-size), rgcn and rsage a heterogeneous one [default: gcn, or that of
     /// --init-model; rgcn on a heterogeneous dataset].
     #[cfg_attr(feature = "cli", arg(long, value_parser = choice_parser::<ModelName>()))]

@@ -36,11 +36,18 @@ def test_loader_batches_carry_their_edges_rows(edge_dataset):
     assert ds.has_edge_attr
     every = np.load(edge_dataset / "edge_feat.npy")
     assert torch.equal(ds.edge_attr(), torch.from_numpy(every))
+    sources = np.load(edge_dataset / "csr_col_idx.npy")
+    row_ptr = np.load(edge_dataset / "csr_row_ptr.npy")
+    destinations = np.repeat(np.arange(len(row_ptr) - 1), np.diff(row_ptr))
     loader = NeighborLoader(ds, num_neighbors=[3, 2], batch_size=64, input_nodes=ds.train_idx)
     batches = 0
     for batch in loader:
         assert batch.edge_attr.shape == (batch.edge_index.shape[1], 4)
-        assert torch.equal(batch.edge_attr, torch.from_numpy(every[batch.e_id.numpy()]))
+        e_id = batch.e_id.numpy()
+        # Each column of edge_index is the dataset's edge e_id: its ends and its row.
+        assert np.array_equal(batch.n_id[batch.edge_index[0]].numpy(), sources[e_id])
+        assert np.array_equal(batch.n_id[batch.edge_index[1]].numpy(), destinations[e_id])
+        assert torch.equal(batch.edge_attr, torch.from_numpy(every[e_id]))
         batches += 1
     assert batches > 1
 
@@ -65,6 +72,7 @@ def test_from_pyg_writes_edge_attr_in_the_dataset_s_edge_order(tmp_path):
     with pytest.raises(ValueError, match="edge_attr"):
         gl.Dataset.from_pyg(Data(x=data.x, edge_index=edge_index, edge_attr=edge_attr[:5],
                                  y=data.y), tmp_path / "bad")
+    assert not (tmp_path / "bad").exists()
 
 
 def _gin_mlp(a, b):

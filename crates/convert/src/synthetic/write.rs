@@ -55,7 +55,10 @@ pub fn write_with_targets(
 ) -> Result<Meta> {
     let draws = Draws::new(cfg)?;
     let mut meta = meta(cfg, &draws);
-    graphloom_graph::disk::check_free_space(dir, disk_bytes(cfg, &draws), "the synthetic dataset")?;
+    let edge_bytes =
+        edge_features.map_or(0, |f| draws.num_edges().saturating_mul(4 * f.dim as u64));
+    let bytes = disk_bytes(cfg, &draws).saturating_add(edge_bytes);
+    graphloom_graph::disk::check_free_space(dir, bytes, "the synthetic dataset")?;
     write_dir_atomic(dir, OutputKind::Dataset, &[], |tmp| {
         let options = CsrOptions {
             simple: false,

@@ -57,9 +57,16 @@ pub fn read_edge_features(dir: &Path, num_edges: usize) -> Result<Option<Tensor>
     Ok(Some(load_rows(&path, rows, cols, dtype, "edge")?))
 }
 
-/// The rows of `features` (`[num_edges, d]`) of the edges `edge_ids`, in order, as `dtype`.
+/// The rows of `features` (`[num_edges, d]`) of the edges `edge_ids`, in order, as `dtype`; an
+/// id that is not an edge's is an error.
 pub fn gather_edge_rows(features: &Tensor, edge_ids: &[i64], dtype: DType) -> Result<Tensor> {
-    let (_, cols) = features.dims2();
+    let (edges, cols) = features.dims2();
+    if let Some(&bad) = edge_ids.iter().find(|&&e| e < 0 || e as usize >= edges) {
+        return Err(Error::argument(
+            "edge ids",
+            format!("edge {bad} is not one of the {edges} edges with features"),
+        ));
+    }
     let row_bytes = cols * features.dtype().size_in_bytes();
     let mut rows = Tensor::zeros(&[edge_ids.len(), cols], features.dtype());
     let (from, to) = (features.as_bytes(), rows.as_mut_bytes());
@@ -88,6 +95,7 @@ mod tests {
         assert_eq!(t.shape(), &[3, 2]);
         let rows = gather_edge_rows(&t, &[2, 0], DType::F64).unwrap();
         assert_eq!(rows.as_slice::<f64>().unwrap(), &[5., 6., 1., 2.]);
+        assert!(gather_edge_rows(&t, &[3], DType::F32).is_err());
         let err = read_edge_features(&dir, 4).unwrap_err().to_string();
         assert!(err.contains("3 rows for 4 edges"), "{err}");
         write(&dir, &[1., 2., 3.], &[3]);

@@ -58,7 +58,7 @@ impl OutputKind {
 /// `clusters` that of the METIS clusters subgraph batches keep; `nodes` and `edges` hold a
 /// heterogeneous dataset's node types and relations; `propagation.json` records a propagated
 /// dataset's hops).
-const DATASET_FILES: [&str; 14] = [
+const DATASET_FILES: [&str; 15] = [
     "meta.json",
     "csr_row_ptr.npy",
     "csr_col_idx.npy",
@@ -68,6 +68,7 @@ const DATASET_FILES: [&str; 14] = [
     "valid_idx.npy",
     "test_idx.npy",
     "edge_weight.npy",
+    super::edge_features::EDGE_FEATURES_FILE,
     LINK_SPLIT_DIR,
     CLUSTERS_DIR,
     "nodes",

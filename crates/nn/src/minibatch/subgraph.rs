@@ -195,7 +195,7 @@ impl Preparer<'_> {
         let norm = self.batching.norm();
         // GINE's edge rows, those of the subgraph's edges in its order.
         let edge_features = match self.data.edge_features {
-            Some(all) if self.arch.aggregation() == Aggregation::EdgeSum => {
+            Some(all) if self.arch.reads_edge_features() => {
                 Some(gather_edge_rows(all, &sub.edge_ids, self.dtype)?)
             }
             _ => None,

@@ -70,7 +70,7 @@ impl NodeGraph {
             if let Some(w) = edge_weight {
                 view = view.with_edge_weight(w)?;
             }
-            if let Some(f) = edge_features.filter(|_| aggregation == Aggregation::EdgeSum) {
+            if let Some(f) = edge_features.filter(|_| arch.reads_edge_features()) {
                 view = view.with_edge_features(f)?;
             }
             LayerOperators::in_memory(Some(aggregation), Some(&Arc::new(view)), None, None, None)?
@@ -174,7 +174,7 @@ impl LayerGraph {
         let csr = block.to_csr();
         let looped = arch.aggregation().needs_self_loops();
         let mut view = GraphView::new(&csr, false);
-        if let Some(all) = edge_features.filter(|_| arch.aggregation() == Aggregation::EdgeSum) {
+        if let Some(all) = edge_features.filter(|_| arch.reads_edge_features()) {
             let rows = gather_edge_rows(all, &block.edge_ids, dtype)?;
             view = view.with_edge_features(Arc::new(rows))?;
         }

@@ -256,17 +256,22 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
         batch_norm,
         head,
     } = cfg;
-    // Only APPNP reads its propagation's settings; other fingerprints stay those of builds
-    // before it, so their snapshots still resume.
-    let propagation = match arch {
+    // What only some families read: APPNP its propagation's settings, GINE its edge features,
+    // GIN and GINE with batch normalisation also the normalisation inside their MLPs (which
+    // builds before it did not have); other fingerprints stay those of builds before these,
+    // so their snapshots still resume.
+    let family = match arch {
         crate::Architecture::Appnp => format!(", hops {hops}, teleport {teleport}"),
-        crate::Architecture::Gine => format!(", edge features {edge_dim}"),
+        crate::Architecture::Gine => {
+            format!(", edge features {edge_dim}, MLP normalisation {batch_norm}")
+        }
+        crate::Architecture::Gin if *batch_norm => ", MLP normalisation true".to_string(),
         _ => String::new(),
     };
     format!(
         "{} of {layers} layers, {in_dim} -> {hidden} -> {out_dim}, heads {heads}/{out_heads}, \
          dropout {dropout}, input dropout {input_dropout}, attention dropout \
-         {attention_dropout}, {dtype}, batch norm {batch_norm}, head {head:?}{propagation}",
+         {attention_dropout}, {dtype}, batch norm {batch_norm}, head {head:?}{family}",
         arch.name()
     )
 }

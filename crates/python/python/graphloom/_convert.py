@@ -149,6 +149,9 @@ def write_pyg(
     if weight is not None:
         weight = np.ascontiguousarray(_cpu_numpy(weight, "edge_weight").reshape(-1),
                                       dtype=np.float32)
+    attr = None if graph_only else getattr(data, "edge_attr", None)
+    # Checked before anything is written, so a bad edge_attr leaves no dataset behind.
+    edge_rows = _edge_attr_rows(data, attr) if attr is not None else None
     path = os.fspath(path)
     _graphloom.write_arrays(
         path,
@@ -162,15 +165,18 @@ def write_pyg(
         names,
         weight,
     )
-    attr = None if graph_only else getattr(data, "edge_attr", None)
-    if attr is not None:
-        _write_edge_attr(data, attr, path)
+    if edge_rows is not None:
+        # Beside the dataset's files under a temporary name, then renamed into place.
+        final = os.path.join(path, "edge_feat.npy")
+        temporary = os.path.join(path, f".edge_feat.npy.tmp-{os.getpid()}")
+        with open(temporary, "wb") as f:
+            np.save(f, edge_rows)
+        os.replace(temporary, final)
 
 
-def _write_edge_attr(data: Any, attr: Any, path: str) -> None:
-    """``data.edge_attr`` in the dataset's CSR edge order as ``path/edge_feat.npy``: float32
-    (other numbers cast), or bfloat16 as its uint16 bits; ``[E]`` as ``[E, 1]``. Written to a
-    temporary name, then renamed."""
+def _edge_attr_rows(data: Any, attr: Any) -> np.ndarray:
+    """``data.edge_attr`` in the dataset's CSR edge order, as ``edge_feat.npy`` holds it:
+    float32 (other numbers cast), or bfloat16 as its uint16 bits; ``[E]`` as ``[E, 1]``."""
     torch = loaded_torch()
     if torch is None or not isinstance(attr, torch.Tensor):
         raise TypeError(f"edge_attr: expected a tensor, got {type(attr).__name__}")
@@ -187,8 +193,4 @@ def _write_edge_attr(data: Any, attr: Any, path: str) -> None:
         array = rows.to(torch.float32).contiguous().numpy()
         if not np.isfinite(array).all():
             raise ValueError("edge_attr: holds NaN or infinity")
-    final = os.path.join(path, "edge_feat.npy")
-    temporary = os.path.join(path, ".edge_feat.npy.tmp")
-    with open(temporary, "wb") as f:
-        np.save(f, array)
-    os.replace(temporary, final)
+    return array
