@@ -269,8 +269,14 @@ impl InferenceInput<'_> {
     }
 }
 
+/// Why layer-wise inference refuses a model with batch normalisation: each chunk of rows
+/// would be normalised by its own statistics, where the model takes every node's.
+pub const LAYERWISE_BATCH_NORM: &str = "layer-wise inference normalises each chunk of nodes \
+    by its own statistics, and a model with batch normalisation takes every node's";
+
 /// Exact inference of `model` with parameters `params` over every node of `data`, layer by
 /// layer in chunks of nodes (see the module docs): `output` for every node, one row per node.
+/// A model with batch normalisation is refused ([`LAYERWISE_BATCH_NORM`]).
 pub fn infer_layerwise(
     model: &Model,
     data: GraphData<'_>,
@@ -279,6 +285,12 @@ pub fn infer_layerwise(
     output: Output,
     cfg: &LayerwiseConfig,
 ) -> Result<LayerRows> {
+    if model.cfg.batch_norm {
+        return Err(Error::InvalidSetting {
+            setting: "inference_memory_gib",
+            reason: format!("{LAYERWISE_BATCH_NORM}: leave it out (one pass over the graph)"),
+        });
+    }
     let n = data.num_nodes();
     let layers = output.layers(model.num_layers())?;
     let cfg_model = &model.cfg;

@@ -391,6 +391,16 @@ impl MiniBatchPlan {
         // second stage that gathers the rows too.
         let threads_each = 2 + batches.producer_threads.map_or(0, |t| t + 1);
         check_local_workers(backend, workers, threads_each, None)?;
+        if division.inference_memory_gib.is_some() && common.model.batch_norm {
+            return Err(PlanError::invalid(
+                "batch_norm",
+                format!(
+                    "evaluation would run layer by layer ({}): leave out --batch-norm, give \
+                     more --memory-gib, or evaluate by sampling (--eval-fanouts)",
+                    graphloom_nn::inference::LAYERWISE_BATCH_NORM
+                ),
+            ));
+        }
         batches.layerwise = division
             .inference_memory_gib
             .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))
