@@ -220,6 +220,46 @@ fn with_self_loops(graph: &Csr) -> Csr {
     Csr { row_ptr, col_idx }
 }
 
+/// Sums `f(node, neighbour, edge, acc)` over every edge, grouped by its destination (`by_src`
+/// false) or its source (`by_src` true), into rows `[rows, width]`, in
+/// parallel over the balanced row ranges: the per-node reductions of the edge kernels. `edge`
+/// is always the edge's index in destination order.
+pub(crate) fn reduce_rows<T: graphloom_tensor::Float>(
+    gv: &GraphView,
+    by_src: bool,
+    width: usize,
+    f: impl Fn(usize, usize, usize, &mut [T::Acc]) + Sync,
+) -> Vec<T> {
+    let (csr, chunks) = if by_src {
+        (&gv.by_src, &gv.src_chunks)
+    } else {
+        (&gv.by_dst, &gv.dst_chunks)
+    };
+    let mut out = graphloom_tensor::alloc::zeros::<T>(csr.num_nodes() * width);
+    par_row_ranges(
+        &mut out,
+        width,
+        chunks,
+        #[inline(always)]
+        |first, block| {
+            let mut acc = vec![<T::Acc as graphloom_tensor::Real>::ZERO; width];
+            for (r, orow) in block.chunks_mut(width.max(1)).enumerate() {
+                let node = first + r;
+                acc.iter_mut()
+                    .for_each(|a| *a = graphloom_tensor::Real::ZERO);
+                for i in csr.row_ptr[node] as usize..csr.row_ptr[node + 1] as usize {
+                    let e = if by_src { gv.src_edge[i] } else { i };
+                    f(node, csr.col_idx[i] as usize, e, &mut acc);
+                }
+                for (o, &a) in orow.iter_mut().zip(&acc) {
+                    *o = T::from_acc(a);
+                }
+            }
+        },
+    );
+    out
+}
+
 /// Splits a row-major output of rows `width` wide at the row bounds `bounds` (increasing,
 /// from the first row of `out`): one `(first_row, rows)` piece per range, disjoint, so each
 /// parallel task writes only its own rows. Buffers split by the same bounds zip together.

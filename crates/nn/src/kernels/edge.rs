@@ -10,7 +10,7 @@ use std::sync::Arc;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 use rayon::prelude::*;
 
-use crate::graph::{split_rows, GraphView};
+use crate::graph::{reduce_rows, split_rows, GraphView};
 use crate::{Error, Result};
 
 /// Splits `out` (rows of `width` per edge) by the destination chunks of `gv` and runs
@@ -30,44 +30,6 @@ fn par_edge_rows<T: Send>(
         .into_par_iter()
         .zip(gv.dst_chunks.par_windows(2))
         .for_each(|((lo, rows), w)| f(w[0], w[1], lo, rows));
-}
-
-/// Runs `f(node, neighbour, edge, out_row)` for every edge, grouped by its destination
-/// (`by_src` false) or its source (`by_src` true), into rows `[n, width]`: the gradient
-/// reductions of the edge kernels. `edge` is always the index in destination order.
-fn reduce_to_nodes<T: Send + Float>(
-    gv: &GraphView,
-    by_src: bool,
-    width: usize,
-    f: impl Fn(usize, usize, usize, &mut [T::Acc]) + Sync,
-) -> Vec<T> {
-    let (csr, chunks) = if by_src {
-        (&gv.by_src, &gv.src_chunks)
-    } else {
-        (&gv.by_dst, &gv.dst_chunks)
-    };
-    let mut out = graphloom_tensor::alloc::zeros::<T>(gv.num_nodes() * width);
-    crate::graph::par_row_ranges(
-        &mut out,
-        width,
-        chunks,
-        #[inline(always)]
-        |first, block| {
-            let mut acc = vec![<T::Acc as Real>::ZERO; width];
-            for (r, orow) in block.chunks_mut(width.max(1)).enumerate() {
-                let node = first + r;
-                acc.iter_mut().for_each(|a| *a = Real::ZERO);
-                for i in csr.row_ptr[node] as usize..csr.row_ptr[node + 1] as usize {
-                    let e = if by_src { gv.src_edge[i] } else { i };
-                    f(node, csr.col_idx[i] as usize, e, &mut acc);
-                }
-                for (o, &a) in orow.iter_mut().zip(&acc) {
-                    *o = T::from_acc(a);
-                }
-            }
-        },
-    );
-    out
 }
 
 fn config_error(msg: String) -> graphloom_tensor::Error {
@@ -154,7 +116,7 @@ impl Op for Sddmm {
             let (xa, xb, gs) = (a.as_slice::<T>()?, b.as_slice::<T>()?, g.as_slice::<T>()?);
             // d a[u] sums over u's out-edges; d b[v] over v's in-edges.
             let grad = |by_src: bool, other: &[T]| {
-                reduce_to_nodes::<T>(gv, by_src, width, |_, nb, e, acc| {
+                reduce_rows::<T>(gv, by_src, width, |_, nb, e, acc| {
                     for k in 0..heads {
                         let ge = gs[e * heads + k].to_acc();
                         match score {
@@ -300,7 +262,7 @@ impl Op for EdgeWeightedSum {
         let c = width / heads;
         with_float!(x.dtype(), "edge_weighted_sum", T => {
             let (ws, xs) = (w.as_slice::<T>()?, x.as_slice::<T>()?);
-            let out = reduce_to_nodes::<T>(gv, false, width, |_, u, e, acc| {
+            let out = reduce_rows::<T>(gv, false, width, |_, u, e, acc| {
                 for k in 0..heads {
                     let we = ws[e * heads + k].to_acc();
                     for j in 0..c {
@@ -342,7 +304,7 @@ impl Op for EdgeWeightedSum {
             };
             let dx = if ctx.needs_grad[1] {
                 Some(Tensor::from_vec(
-                    reduce_to_nodes::<T>(gv, true, width, |_, v, e, acc| {
+                    reduce_rows::<T>(gv, true, width, |_, v, e, acc| {
                         for k in 0..heads {
                             let we = ws[e * heads + k].to_acc();
                             for j in 0..c {

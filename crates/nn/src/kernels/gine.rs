@@ -11,48 +11,11 @@ use std::sync::Arc;
 use graphloom_tensor::{with_float, BackwardCtx, Float, Op, Real, Tape, Tensor, Var};
 use rayon::prelude::*;
 
-use crate::graph::{par_row_ranges, split_rows, GraphView};
+use crate::graph::{reduce_rows, split_rows, GraphView};
 use crate::{Error, Result};
 
 struct GineMessages {
     graph: Arc<GraphView>,
-}
-
-/// Sums `f(neighbour, edge, acc)` over the rows of `csr` (by destination or by source) into
-/// `[rows, width]`, `edge` always the edge's index in destination order.
-fn reduce_rows<T: Float>(
-    gv: &GraphView,
-    by_src: bool,
-    width: usize,
-    f: impl Fn(usize, usize, usize, &mut [T::Acc]) + Sync,
-) -> Vec<T> {
-    let (csr, chunks) = if by_src {
-        (&gv.by_src, &gv.src_chunks)
-    } else {
-        (&gv.by_dst, &gv.dst_chunks)
-    };
-    let mut out = graphloom_tensor::alloc::zeros::<T>(csr.num_nodes() * width);
-    par_row_ranges(
-        &mut out,
-        width,
-        chunks,
-        #[inline(always)]
-        |first, block| {
-            let mut acc = vec![<T::Acc as Real>::ZERO; width];
-            for (r, orow) in block.chunks_mut(width.max(1)).enumerate() {
-                let node = first + r;
-                acc.iter_mut().for_each(|a| *a = Real::ZERO);
-                for i in csr.row_ptr[node] as usize..csr.row_ptr[node + 1] as usize {
-                    let e = if by_src { gv.src_edge[i] } else { i };
-                    f(node, csr.col_idx[i] as usize, e, &mut acc);
-                }
-                for (o, &a) in orow.iter_mut().zip(&acc) {
-                    *o = T::from_acc(a);
-                }
-            }
-        },
-    );
-    out
 }
 
 impl Op for GineMessages {
