@@ -69,6 +69,22 @@ impl GraphView {
         GraphView::with_sources(by_dst, n)
     }
 
+    /// `graph` with one self-loop per node (as [`GraphView::new`] makes it) and, when `rows`
+    /// are given (one per edge of `graph`, in its order), their rows for its edges, the loops'
+    /// the mean of their node's other in-edges' (GATv2's edge features).
+    pub fn looped(
+        graph: &Csr,
+        rows: Option<&graphloom_tensor::Tensor>,
+    ) -> crate::Result<GraphView> {
+        let view = GraphView::new(graph, true);
+        match rows {
+            Some(rows) => {
+                view.with_edge_features(std::sync::Arc::new(self_loop_rows(graph, rows)?))
+            }
+            None => Ok(view),
+        }
+    }
+
     /// A graph from `num_sources` source nodes to the rows of `graph` (CSR by destination
     /// whose entries are source ids below `num_sources`): one relation of a heterogeneous
     /// graph, whose aggregation reads `[num_sources, cols]` and writes a row per destination.
@@ -193,6 +209,57 @@ impl GraphView {
     pub fn num_sources(&self) -> usize {
         self.by_src.num_nodes()
     }
+}
+
+/// The rows of `rows` (one per edge of `graph`, in its order) for the edges of
+/// `with_self_loops(graph)`, in its order: each kept edge its own row, each added self-loop the
+/// mean of its node's other in-edges' rows (zeros for a node without any), as PyG's
+/// `add_self_loops(fill_value="mean")` gives GATv2's loops. In f64, whatever `rows`' dtype:
+/// the layer casts them to its own, so a loop's mean is rounded once, in whichever graph (the
+/// whole one, or a block whose rows were cast first) it was made.
+pub(crate) fn self_loop_rows(
+    graph: &Csr,
+    rows: &graphloom_tensor::Tensor,
+) -> crate::Result<graphloom_tensor::Tensor> {
+    let (edges, width) = rows.dims2();
+    if edges != graph.num_edges() {
+        return Err(crate::Error::Mismatch {
+            what: "edge features and edges",
+            detail: format!("{edges} rows for {} edges", graph.num_edges()),
+        });
+    }
+    let values = rows.to_vec_f64();
+    let row = |e: usize| &values[e * width..(e + 1) * width];
+    let mut out = Vec::with_capacity((graph.num_edges() + graph.num_nodes()) * width);
+    for v in 0..graph.num_nodes() {
+        let lo = graph.row_ptr[v] as usize;
+        let nb = graph.in_neighbors(v);
+        let others = || (0..nb.len()).filter(|&i| nb[i] as usize != v);
+        let count = others().count().max(1) as f64;
+        let mut mean = vec![0f64; width];
+        for i in others() {
+            mean.iter_mut().zip(row(lo + i)).for_each(|(m, &x)| *m += x);
+        }
+        mean.iter_mut().for_each(|m| *m /= count);
+        // The same walk as `with_self_loops`: the loop before the first source above `v`.
+        let mut placed = false;
+        for i in others() {
+            if !placed && nb[i] as usize > v {
+                out.extend_from_slice(&mean);
+                placed = true;
+            }
+            out.extend_from_slice(row(lo + i));
+        }
+        if !placed {
+            out.extend_from_slice(&mean);
+        }
+    }
+    let shape = [out.len() / width.max(1), width];
+    Ok(graphloom_tensor::Tensor::from_f64(
+        &out,
+        &shape,
+        graphloom_tensor::DType::F64,
+    )?)
 }
 
 fn with_self_loops(graph: &Csr) -> Csr {
@@ -324,6 +391,25 @@ mod tests {
             assert_eq!(nb.iter().filter(|&&x| x as usize == u).count(), 1);
             assert!(nb.windows(2).all(|w| w[0] <= w[1]));
         }
+    }
+
+    #[test]
+    fn self_loop_rows_follow_the_looped_graph_and_fill_loops_with_the_mean() {
+        // Node 1's in-edges: 0 (row 1), 2 (row 2); node 2's: 2 (its own loop, row 3).
+        let g = Csr::from_edges(3, &[0, 2, 2], &[1, 1, 2]);
+        let rows = graphloom_tensor::Tensor::from_f64(
+            &[1.0, 3.0, 5.0],
+            &[3, 1],
+            graphloom_tensor::DType::F64,
+        )
+        .unwrap();
+        let looped = GraphView::new(&g, true);
+        let out = self_loop_rows(&g, &rows).unwrap().to_vec_f64();
+        assert_eq!(out.len(), looped.by_dst.num_edges());
+        // Node 0: its loop (no in-edges: 0). Node 1: 0 -> 1, its loop (mean 2), 2 -> 1.
+        // Node 2: its loop alone, the mean of no other in-edges.
+        assert_eq!(looped.by_dst.col_idx, vec![0, 0, 1, 2, 2]);
+        assert_eq!(out, vec![0.0, 1.0, 2.0, 3.0, 0.0]);
     }
 
     #[test]

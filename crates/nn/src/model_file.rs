@@ -21,7 +21,7 @@
 //! | gcn | `weight [in, out]`, `bias [out]` |
 //! | sage | `lin_l.weight [in, out]` (neighbour mean), `lin_l.bias [out]`, `lin_r.weight [in, out]` (root) |
 //! | gat | `lin.weight [in, heads * out]`, `att_src [heads * out]`, `att_dst [heads * out]` (head-major), `bias [heads * out]` (concatenated hidden layers) or `[out]` (the averaged output layer) |
-//! | gatv2 | `lin_l.weight [in, heads * out]` (sources), `lin_l.bias [heads * out]`, `lin_r.weight [in, heads * out]` (destinations), `lin_r.bias [heads * out]`, `att [heads * out]` (head-major), `bias` as gat's |
+//! | gatv2 | `lin_l.weight [in, heads * out]` (sources), `lin_l.bias [heads * out]`, `lin_r.weight [in, heads * out]` (destinations), `lin_r.bias [heads * out]`, `att [heads * out]` (head-major), with `edge_dim` `lin_edge.weight [edge_dim, heads * out]`, `bias` as gat's |
 //! | gin | `eps [1]`, `mlp.0.weight [in, out]`, `mlp.0.bias [out]`, `mlp.1.weight [out, out]`, `mlp.1.bias [out]` |
 //! | gine | `eps [1]`, `lin.weight [edge_dim, in]`, `lin.bias [in]` (the edge features' map), then gin's `mlp` |
 //!

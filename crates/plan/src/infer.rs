@@ -89,7 +89,7 @@ pub fn infer(settings: &InferSettings) -> Result<Tensor> {
         Some(_) => Dataset::load_without_features(&settings.dataset)?,
         None => Dataset::load(&settings.dataset)?,
     };
-    if cfg.arch.reads_edge_features() {
+    if cfg.edge_dim > 0 {
         ds.load_edge_features(&settings.dataset)?;
         check_edge_features(ds.edge_features.as_ref(), cfg.edge_dim)?;
     }
@@ -216,8 +216,8 @@ fn check_fits(meta: &Meta, cfg: &graphloom_nn::ModelConfig, saved: &ModelFile) -
     }
 }
 
-/// Refuses edge features that a model reading them (GINE, of `edge_dim` columns) cannot take:
-/// none, or another width.
+/// Refuses edge features that a model reading them (GINE, or GATv2 trained with them; of
+/// `edge_dim` columns) cannot take: none, or another width.
 fn check_edge_features(features: Option<&Tensor>, edge_dim: usize) -> Result<()> {
     let width = features.map(|f| f.dims2().1);
     if width == Some(edge_dim) {
@@ -248,7 +248,7 @@ fn infer_mapped(
         ));
     }
     let mut ds = MappedDataset::open(&settings.dataset)?;
-    if saved.config.arch.reads_edge_features() {
+    if saved.config.edge_dim > 0 {
         ds.load_edge_features()?;
         check_edge_features(ds.data().edge_features, saved.config.edge_dim)?;
     }

@@ -336,10 +336,7 @@ impl PlannedModel {
                 .out_heads
                 .or(saved.map(|c| c.out_heads))
                 .unwrap_or(base.out_heads),
-            edge_dim: match self.arch {
-                Architecture::Gine => gine_edge_dim(s, saved)?,
-                _ => 0,
-            },
+            edge_dim: edge_dim(self.arch, s, saved)?,
             hops: match self.arch {
                 // SIGN's input blocks are the dataset's propagated hops.
                 Architecture::Sign => sign_hops(s, &meta)?,
@@ -483,13 +480,27 @@ fn sign_hops(s: &TrainSettings, meta: &Meta) -> Result<usize> {
     }
 }
 
-/// GINE's edge feature width: the columns of the dataset's `edge_feat.npy` (or, without a
-/// dataset directory, the saved model's).
-fn gine_edge_dim(s: &TrainSettings, saved: Option<&ModelConfig>) -> Result<usize> {
+/// The width of the edge features a model of `arch` reads: for GINE the columns of the
+/// dataset's `edge_feat.npy`, which it needs; for GATv2 those when the dataset has the file,
+/// else 0 (no edge term); 0 for other families. Without a dataset directory, the saved
+/// model's.
+fn edge_dim(arch: Architecture, s: &TrainSettings, saved: Option<&ModelConfig>) -> Result<usize> {
+    if !arch.reads_edge_features() {
+        return Ok(0);
+    }
+    let needed = arch == Architecture::Gine;
+    let absent = || match needed {
+        true => Err(no_edge_features()),
+        false => Ok(0),
+    };
     let Some(dir) = &s.dataset else {
-        return saved.map(|c| c.edge_dim).ok_or_else(no_edge_features);
+        return saved.map_or_else(absent, |c| Ok(c.edge_dim));
     };
     if graphloom_graph::parts::PartitionMeta::is_partitioned(dir) {
+        if !needed {
+            // SAR refuses GATv2 with its own reason.
+            return Ok(0);
+        }
         return Err(PlanError::invalid(
             "model",
             "gine reads each edge's features beside its source's row, which SAR's parts do not \
@@ -498,7 +509,7 @@ fn gine_edge_dim(s: &TrainSettings, saved: Option<&ModelConfig>) -> Result<usize
     }
     let path = dir.join(graphloom_graph::format::edge_features::EDGE_FEATURES_FILE);
     if !path.exists() {
-        return Err(no_edge_features());
+        return absent();
     }
     let header = graphloom_graph::npy::read_header(&path).map_err(graphloom_graph::Error::from)?;
     match header.shape[..] {

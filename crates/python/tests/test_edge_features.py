@@ -1,6 +1,7 @@
 """Edge features from Python: loaders give each batch's ``edge_attr`` (the rows of its ``e_id``),
-``from_pyg`` writes a ``Data``'s ``edge_attr`` in the dataset's edge order, and GINE crosses to
-PyG's ``GINEConv`` and back with the same log-probabilities."""
+``from_pyg`` writes a ``Data``'s ``edge_attr`` in the dataset's edge order, and GINE and GATv2
+with edge features cross to PyG's ``GINEConv`` and ``GATv2Conv(edge_dim)`` and back with the
+same log-probabilities."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 from torch_geometric.data import Data
-from torch_geometric.nn import GINEConv
+from torch_geometric.nn import GATv2Conv, GINEConv
 
 import graphloom as gl
 import graphloom.torch as glt
@@ -117,6 +118,50 @@ def test_gine_crosses_to_pyg_and_back(edge_dataset, graphloom_cli, tmp_path):
     with torch.no_grad():
         theirs = F.log_softmax(theirs_model(x, edge_index, edge_attr), dim=-1)
     saved = tmp_path / "pyg.safetensors"
+    glt.save_for_graphloom(theirs_model, saved)
+    ours = gl.predict(saved, edge_dataset)
+    scale = max(1.0, theirs.abs().max().item())
+    assert (ours - theirs).abs().max().item() < 1e-5 * scale
+
+
+def test_gatv2_with_edge_features_crosses_to_pyg_and_back(edge_dataset, graphloom_cli, tmp_path):
+    ds = gl.Dataset.open(edge_dataset)
+    x = ds.features.gather(torch.arange(ds.num_nodes))
+    edge_index, edge_attr = ds.edge_index(), ds.edge_attr()
+    path = tmp_path / "gatv2.safetensors"
+    subprocess.run(
+        [graphloom_cli, "train", "--dataset", edge_dataset, "--model", "gatv2", "--epochs", "20",
+         "--save-model", path],
+        check=True, capture_output=True,
+    )
+    model = glt.load_pyg(path)
+    assert model.convs[0].lin_edge is not None
+    with torch.no_grad():
+        ours = model(x, edge_index, edge_attr)
+    reference = gl.predict(path, edge_dataset)
+    scale = max(1.0, reference.abs().max().item())
+    assert (ours - reference).abs().max().item() < 1e-5 * scale
+
+    class Convs(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.convs = torch.nn.ModuleList([
+                GATv2Conv(8, 4, heads=2, edge_dim=4, fill_value="mean"),
+                GATv2Conv(8, 3, heads=1, concat=False, edge_dim=4, fill_value="mean"),
+            ])
+            self.act = torch.nn.ELU()
+
+        def forward(self, x, edge_index, edge_attr):
+            x = self.act(self.convs[0](x, edge_index, edge_attr))
+            return self.convs[1](x, edge_index, edge_attr)
+
+    torch.manual_seed(1)
+    theirs_model = Convs().eval()
+    for p in theirs_model.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    with torch.no_grad():
+        theirs = F.log_softmax(theirs_model(x, edge_index, edge_attr), dim=-1)
+    saved = tmp_path / "pyg-gatv2.safetensors"
     glt.save_for_graphloom(theirs_model, saved)
     ours = gl.predict(saved, edge_dataset)
     scale = max(1.0, theirs.abs().max().item())

@@ -4,7 +4,8 @@
 //! For destination `v`, head `k` and in-edge `u -> v` (the graph carries one self-loop per node),
 //! with `xl = x W_l + b_l` and `xr = x W_r + b_r` split in heads of `c` columns:
 //!
-//! - `pre_uv = xl[u, k] + xr[v, k]` (a vector of `c`), `s_uv = att[k] . LeakyReLU(pre_uv)`
+//! - `pre_uv = xl[u, k] + xr[v, k]` (+ `ee[e, k]`, the edge's mapped features, when the layer
+//!   reads edge features: PyG's `edge_dim`), `s_uv = att[k] . LeakyReLU(pre_uv)`
 //! - `alpha_uv = exp(s_uv - m_v) / z_v`, the softmax over `v`'s in-edges
 //! - `out[v, k] = sum_u alpha_uv * d_uv * xl[u, k]`, `d_uv` the attention-dropout factor
 //!
@@ -14,7 +15,8 @@
 //!
 //! 1. by destination: `dA_uv = d_uv g_v . xl_u`, `c_v = sum_u alpha_uv dA_uv`, each edge's
 //!    score gradient `ds_uv = alpha_uv (dA_uv - c_v)`; from it the gradient of `xr` (a sum over
-//!    the in-edges) and of `att` (a partial per row range, the partials added in range order);
+//!    the in-edges) and of `att` (a partial per row range, the partials added in range order),
+//!    and of `ee` (an edge's own `ds_uv att * LeakyReLU'(pre_uv)`);
 //!    each edge's `alpha_uv d_uv` and `ds_uv` go to a `[edges, heads, 2]` scratch;
 //! 2. by source: the gradient of `xl`, `sum_v alpha_uv d_uv g_v + ds_uv att * LeakyReLU'(pre_uv)`
 //!    over the out-edges, the coefficients read from the scratch.
@@ -54,6 +56,31 @@ struct GatV2Op {
     attention_dropout: Option<Dropout>,
     /// `[nodes, heads, 2]`: the max score and the softmax denominator of each (node, head).
     stats: Option<Tensor>,
+    /// Whether a fourth input adds a row per edge (`[edges, heads * c]`) to each score's sum.
+    edges: bool,
+}
+
+/// The right-hand side of edge `e`'s sum at head columns `head`: `xr[v]`'s, plus `ee[e]`'s
+/// (in `buf`) when there are edge rows.
+#[inline(always)]
+fn right<'b, T: Float>(
+    xr_v: &'b [T],
+    ee: Option<&[T]>,
+    e: usize,
+    width: usize,
+    head: std::ops::Range<usize>,
+    buf: &'b mut [T],
+) -> &'b [T] {
+    match ee {
+        None => &xr_v[head],
+        Some(ee) => {
+            let row = &ee[e * width..(e + 1) * width];
+            for ((b, &r), &x) in buf.iter_mut().zip(&xr_v[head.clone()]).zip(&row[head]) {
+                *b = T::from_acc(r.to_acc() + x.to_acc());
+            }
+            buf
+        }
+    }
 }
 
 impl FusedGatV2 {
@@ -76,14 +103,34 @@ impl FusedGatV2 {
         heads: usize,
         dropout: Option<Dropout>,
     ) -> Result<Var> {
+        self.apply_with_edges(tape, xl, xr, att, None, heads, dropout)
+    }
+
+    /// [`FusedGatV2::apply`] with `ee: [edges, heads * c]` (a row per edge of the graph, in
+    /// its destination order, self-loops included) added to each edge's sum, when given.
+    #[allow(clippy::too_many_arguments)]
+    pub fn apply_with_edges(
+        &self,
+        tape: &mut Tape,
+        xl: &Var,
+        xr: &Var,
+        att: &Var,
+        ee: Option<&Var>,
+        heads: usize,
+        dropout: Option<Dropout>,
+    ) -> Result<Var> {
         let op = GatV2Op {
             graph: self.graph.clone(),
             negative_slope: self.negative_slope,
             heads,
             attention_dropout: dropout,
             stats: None,
+            edges: ee.is_some(),
         };
-        Ok(tape.apply(op, &[xl, xr, att])?)
+        Ok(match ee {
+            Some(ee) => tape.apply(op, &[xl, xr, att, ee])?,
+            None => tape.apply(op, &[xl, xr, att])?,
+        })
     }
 }
 
@@ -95,9 +142,16 @@ impl GatV2Op {
     }
 
     /// The node count and the width of a head, once the inputs' shapes are checked.
-    fn check(&self, xl: &Tensor, xr: &Tensor, att: &Tensor) -> Result<(usize, usize)> {
+    fn check(&self, inputs: &[&Tensor]) -> Result<(usize, usize)> {
+        let (xl, xr, att) = (inputs[0], inputs[1], inputs[2]);
         let n = self.graph.num_nodes();
         let (rows, width) = xl.dims2();
+        let edges_fit = match inputs.get(3) {
+            Some(ee) => {
+                ee.dims2() == (self.graph.by_dst.num_edges(), width) && ee.dtype() == xl.dtype()
+            }
+            None => !self.edges,
+        };
         if self.heads == 0
             || rows != n
             || width % self.heads != 0
@@ -105,6 +159,7 @@ impl GatV2Op {
             || att.numel() != width
             || xr.dtype() != xl.dtype()
             || att.dtype() != xl.dtype()
+            || !edges_fit
         {
             return Err(Error::Mismatch {
                 what: "the fused GATv2's inputs",
@@ -152,6 +207,8 @@ struct Scores<'a, T: Float> {
     xl: &'a [T],
     xr: &'a [T],
     att: &'a [T],
+    /// The rows added per edge, when there are.
+    ee: Option<&'a [T]>,
     /// `[nodes, heads, 2]`: each (node, head)'s max score and softmax denominator.
     stats: &'a [f64],
     cfg: &'a GatV2Op,
@@ -161,15 +218,17 @@ struct Scores<'a, T: Float> {
 }
 
 impl<T: Float> Scores<'_, T> {
-    /// alpha (before dropout) of edge `u -> v` at head `k`, and its dropout factor.
+    /// alpha (before dropout) of edge `e`, `u -> v`, at head `k`, and its dropout factor;
+    /// `buf` holds a head's right-hand side when there are edge rows.
     #[inline(always)]
-    fn alpha(&self, u: usize, v: usize, k: usize) -> (T::Acc, T::Acc) {
+    fn alpha(&self, u: usize, v: usize, e: usize, k: usize, buf: &mut [T]) -> (T::Acc, T::Acc) {
         let (heads, c) = (self.cfg.heads, self.c);
         let (lo, hi) = (k * c, (k + 1) * c);
         let width = heads * c;
+        let xr_v = &self.xr[v * width..(v + 1) * width];
         let s = score::<T>(
             &self.xl[u * width + lo..u * width + hi],
-            &self.xr[v * width + lo..v * width + hi],
+            right(xr_v, self.ee, e, width, lo..hi, buf),
             &self.att[lo..hi],
             self.slope,
         );
@@ -194,7 +253,7 @@ impl Op for GatV2Op {
         let (xl, xr, att) = (inputs[0], inputs[1], inputs[2]);
         let cfg = &*self;
         let (n, c) = cfg
-            .check(xl, xr, att)
+            .check(inputs)
             .map_err(super::aggregate::to_tensor_error)?;
         let heads = cfg.heads;
         let width = heads * c;
@@ -203,6 +262,7 @@ impl Op for GatV2Op {
         let out = with_float!(xl.dtype(), "fused_gatv2", T => {
             type A = <T as Float>::Acc;
             let (ls, rs, ats) = (xl.as_slice::<T>()?, xr.as_slice::<T>()?, att.as_slice::<T>()?);
+            let ee = inputs.get(3).map(|t| t.as_slice::<T>()).transpose()?;
             let slope = A::from_f64(cfg.negative_slope);
             let mut out = graphloom_tensor::alloc::zeros::<T>(n * width);
             let bounds = &cfg.graph.dst_chunks;
@@ -217,17 +277,20 @@ impl Op for GatV2Op {
                 // One destination's scores, [degree, heads], reused from row to row.
                 let mut scores: Vec<A> = Vec::new();
                 let (mut m, mut z) = (vec![A::ZERO; heads], vec![A::ZERO; heads]);
+                let mut buf = vec![T::from_acc(A::ZERO); c];
                 for r in 0..o.len() / width.max(1) {
                     let v = first + r;
-                    let nb = &csr.col_idx[csr.row_ptr[v] as usize..csr.row_ptr[v + 1] as usize];
+                    let lo = csr.row_ptr[v] as usize;
+                    let nb = &csr.col_idx[lo..csr.row_ptr[v + 1] as usize];
                     let xr_v = &rs[v * width..(v + 1) * width];
                     scores.clear();
                     m.iter_mut().for_each(|x| *x = A::NEG_INFINITY);
-                    for &u in nb {
+                    for (i, &u) in nb.iter().enumerate() {
                         let xl_u = &ls[u as usize * width..(u as usize + 1) * width];
                         for k in 0..heads {
                             let head = k * c..(k + 1) * c;
-                            let s = score::<T>(&xl_u[head.clone()], &xr_v[head.clone()], &ats[head], slope);
+                            let xr_k = right(xr_v, ee, lo + i, width, head.clone(), &mut buf);
+                            let s = score::<T>(&xl_u[head.clone()], xr_k, &ats[head], slope);
                             m[k] = m[k].max(s);
                             scores.push(s);
                         }
@@ -269,7 +332,7 @@ impl Op for GatV2Op {
         let cfg = self;
         let heads = cfg.heads;
         let (n, c) = cfg
-            .check(xl, xr, att)
+            .check(ctx.inputs)
             .map_err(super::aggregate::to_tensor_error)?;
         let width = heads * c;
         let stats = self.stats.as_ref().ok_or_else(|| {
@@ -280,8 +343,9 @@ impl Op for GatV2Op {
         with_float!(xl.dtype(), "fused_gatv2", T => {
             type A = <T as Float>::Acc;
             let (ls, rs, ats, gs) = (xl.as_slice::<T>()?, xr.as_slice::<T>()?, att.as_slice::<T>()?, g.as_slice::<T>()?);
+            let ee = ctx.inputs.get(3).map(|t| t.as_slice::<T>()).transpose()?;
             let slope = A::from_f64(cfg.negative_slope);
-            let scores = Scores { xl: ls, xr: rs, att: ats, stats: st, cfg, c, slope };
+            let scores = Scores { xl: ls, xr: rs, att: ats, ee, stats: st, cfg, c, slope };
 
             // Pass 1, by destination: the gradient of xr, a partial gradient of att per row
             // range, and each edge's (alpha d, ds) in the scratch, whose rows are `by_dst`'s
@@ -293,16 +357,21 @@ impl Op for GatV2Op {
             let mut coef = graphloom_tensor::alloc::zeros::<A>(csr.num_edges() * heads * 2);
             let bounds = &balanced_chunks(&csr.row_ptr, ATT_GRAD_RANGES);
             let edge_bounds: Vec<usize> = bounds.iter().map(|&v| csr.row_ptr[v] as usize).collect();
+            // The gradient of the edge rows, each edge's own: rows of `by_dst`'s edges too.
+            let ee_width = if ee.is_some() { width } else { 0 };
+            let mut dee = graphloom_tensor::alloc::zeros::<T>(csr.num_edges() * ee_width);
             let pieces: Vec<_> = split_rows(&mut dxr, width, bounds)
                 .into_iter()
                 .zip(split_rows(&mut coef, heads * 2, &edge_bounds))
-                .map(|((first, d), (first_edge, e))| (first, d, first_edge, e))
+                .zip(split_rows(&mut dee, ee_width, &edge_bounds))
+                .map(|(((first, d), (first_edge, e)), (_, de))| (first, d, first_edge, e, de))
                 .collect();
             use rayon::prelude::*;
-            let partials: Vec<Vec<A>> = pieces.into_par_iter().map(|(first, dpart, first_edge, epart)| with_simd(#[inline(always)] || {
+            let partials: Vec<Vec<A>> = pieces.into_par_iter().map(|(first, dpart, first_edge, epart, deepart)| with_simd(#[inline(always)] || {
                 let mut datt = vec![A::ZERO; width];
                 let mut acc = vec![A::ZERO; width];
                 let mut cv = vec![A::ZERO; heads];
+                let mut buf = vec![T::from_acc(A::ZERO); c];
                 // dA per in-edge and head of one destination.
                 let mut das: Vec<A> = Vec::new();
                 for r in 0..dpart.len() / width.max(1) {
@@ -314,10 +383,10 @@ impl Op for GatV2Op {
                     let (xr_v, g_v) = (&rs[v * width..(v + 1) * width], &gs[v * width..(v + 1) * width]);
                     cv.iter_mut().for_each(|x| *x = A::ZERO);
                     das.clear();
-                    for (&u, e) in nb.iter().zip(edges.chunks_mut(heads * 2)) {
+                    for (i, (&u, e)) in nb.iter().zip(edges.chunks_mut(heads * 2)).enumerate() {
                         let xl_u = &ls[u as usize * width..(u as usize + 1) * width];
                         for k in 0..heads {
-                            let (a, f) = scores.alpha(u as usize, v, k);
+                            let (a, f) = scores.alpha(u as usize, v, lo + i, k, &mut buf);
                             let da = f * dot(&g_v[k * c..(k + 1) * c], &xl_u[k * c..(k + 1) * c]);
                             cv[k] += a * da;
                             e[2 * k] = a * f;
@@ -326,13 +395,23 @@ impl Op for GatV2Op {
                         }
                     }
                     acc.iter_mut().for_each(|x| *x = A::ZERO);
-                    for ((&u, e), da) in nb.iter().zip(edges.chunks_mut(heads * 2)).zip(das.chunks(heads)) {
+                    for (i, ((&u, e), da)) in nb.iter().zip(edges.chunks_mut(heads * 2)).zip(das.chunks(heads)).enumerate() {
                         let xl_u = &ls[u as usize * width..(u as usize + 1) * width];
                         for k in 0..heads {
                             let ds = e[2 * k + 1] * (da[k] - cv[k]);
                             e[2 * k + 1] = ds;
                             let head = k * c..(k + 1) * c;
-                            let (xl_k, xr_k) = (&xl_u[head.clone()], &xr_v[head.clone()]);
+                            let xl_k = &xl_u[head.clone()];
+                            let xr_k = right(xr_v, ee, lo + i, width, head.clone(), &mut buf);
+                            if ee.is_some() {
+                                // An edge row enters its own score only: its gradient is the
+                                // edge's part of xr's.
+                                let at_row = (lo + i - first_edge) * width;
+                                let inputs = xl_k.iter().zip(xr_k.iter()).zip(&ats[head.clone()]);
+                                for (de, ((&l, &r), &at)) in deepart[at_row..][head.clone()].iter_mut().zip(inputs) {
+                                    *de = T::from_acc(ds * at.to_acc() * dleaky(l.to_acc() + r.to_acc(), slope));
+                                }
+                            }
                             // Two loops of one output each: as one loop the compiler kept it
                             // scalar, and it took three quarters of the backward pass.
                             let inputs = xl_k.iter().zip(xr_k).zip(&ats[head.clone()]);
@@ -363,6 +442,7 @@ impl Op for GatV2Op {
             par_row_ranges(&mut dxl, width, &gv.src_chunks, #[inline(always)] |first, lpart| {
                 let by_src = &gv.by_src;
                 let mut acc = vec![A::ZERO; width];
+                let mut buf = vec![T::from_acc(A::ZERO); c];
                 for r in 0..lpart.len() / width.max(1) {
                     let u = first + r;
                     let xl_u = &ls[u * width..(u + 1) * width];
@@ -375,7 +455,8 @@ impl Op for GatV2Op {
                         for k in 0..heads {
                             let (af, ds) = (coefs[2 * k], coefs[2 * k + 1]);
                             let head = k * c..(k + 1) * c;
-                            let inputs = xl_u[head.clone()].iter().zip(&xr_v[head.clone()]).zip(&ats[head.clone()]).zip(&g_v[head.clone()]);
+                            let xr_k = right(xr_v, ee, e, width, head.clone(), &mut buf);
+                            let inputs = xl_u[head.clone()].iter().zip(xr_k).zip(&ats[head.clone()]).zip(&g_v[head.clone()]);
                             for (d, (((&l, &r), &at), &gi)) in acc[head].iter_mut().zip(inputs) {
                                 let pre = l.to_acc() + r.to_acc();
                                 *d += af * gi.to_acc() + ds * at.to_acc() * dleaky(pre, slope);
@@ -389,11 +470,15 @@ impl Op for GatV2Op {
             });
             graphloom_tensor::alloc::recycle(coef);
             let datt: Vec<T> = datt.into_iter().map(T::from_acc).collect();
-            Ok(vec![
+            let mut grads = vec![
                 ctx.needs_grad[0].then(|| Tensor::from_vec(dxl, xl.shape())).transpose()?,
                 ctx.needs_grad[1].then(|| Tensor::from_vec(dxr, xr.shape())).transpose()?,
                 ctx.needs_grad[2].then(|| Tensor::from_vec(datt, att.shape())).transpose()?,
-            ])
+            ];
+            if let Some(rows) = ctx.inputs.get(3) {
+                grads.push(ctx.needs_grad[3].then(|| Tensor::from_vec(dee, rows.shape())).transpose()?);
+            }
+            Ok(grads)
         })
     }
 
@@ -415,6 +500,7 @@ mod tests {
         gat: &FusedGatV2,
         (heads, dropout): (usize, Option<Dropout>),
         [xl, xr, att]: [&[f64]; 3],
+        ee: Option<&[f64]>,
         c: usize,
     ) -> Vec<f64> {
         let g = &gat.graph.by_dst;
@@ -428,11 +514,14 @@ mod tests {
             for k in 0..heads {
                 let s: Vec<f64> = nb
                     .iter()
-                    .map(|&u| {
+                    .enumerate()
+                    .map(|(p, &u)| {
+                        let e = g.row_ptr[v] as usize + p;
                         (0..c)
                             .map(|j| {
                                 let i = k * c + j;
-                                let x = xl[u as usize * width + i] + xr[v * width + i];
+                                let edge = ee.map_or(0.0, |ee| ee[e * width + i]);
+                                let x = xl[u as usize * width + i] + xr[v * width + i] + edge;
                                 att[i] * if x > 0.0 { x } else { gat.negative_slope * x }
                             })
                             .sum()
@@ -489,7 +578,7 @@ mod tests {
                 )
                 .unwrap();
             let (l, r, a) = (xl.to_vec_f64(), xr.to_vec_f64(), att.to_vec_f64());
-            let want = naive(&gat, (3, dropout(on)), [&l, &r, &a], 4);
+            let want = naive(&gat, (3, dropout(on)), [&l, &r, &a], None, 4);
             assert_close(
                 &out.value().to_vec_f64(),
                 &want,
@@ -508,6 +597,41 @@ mod tests {
                     .map_err(|e| graphloom_tensor::Error::Autodiff(e.to_string()))
             };
             let err = max_gradient_error(&f, &inputs, &[true; 3], 1e-6).unwrap();
+            assert!(err < 1e-6, "dropout {on}: {err}");
+        }
+    }
+
+    #[test]
+    fn edge_rows_enter_the_scores_as_naive_and_finite_differences_say() {
+        let (gat, [xl, xr, att]) = setup();
+        let ee = rand_tensor(&[gat.graph.by_dst.num_edges(), 3 * 4], 9);
+        for on in [false, true] {
+            let mut tape = Tape::no_grad();
+            let out = gat
+                .apply_with_edges(
+                    &mut tape,
+                    &Var::constant(xl.clone()),
+                    &Var::constant(xr.clone()),
+                    &Var::constant(att.clone()),
+                    Some(&Var::constant(ee.clone())),
+                    3,
+                    dropout(on),
+                )
+                .unwrap();
+            let (l, r, a, e) = (
+                xl.to_vec_f64(),
+                xr.to_vec_f64(),
+                att.to_vec_f64(),
+                ee.to_vec_f64(),
+            );
+            let want = naive(&gat, (3, dropout(on)), [&l, &r, &a], Some(&e), 4);
+            assert_close(&out.value().to_vec_f64(), &want, 1e-12, "with edge rows");
+            let f = |t: &mut Tape, v: &[Var]| {
+                gat.apply_with_edges(t, &v[0], &v[1], &v[2], Some(&v[3]), 3, dropout(on))
+                    .map_err(|e| graphloom_tensor::Error::Autodiff(e.to_string()))
+            };
+            let inputs = [xl.clone(), xr.clone(), att.clone(), ee.clone()];
+            let err = max_gradient_error(&f, &inputs, &[true; 4], 1e-6).unwrap();
             assert!(err < 1e-6, "dropout {on}: {err}");
         }
     }

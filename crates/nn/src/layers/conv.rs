@@ -11,7 +11,10 @@
 //! - GATv2Conv (Brody et al., <https://arxiv.org/abs/2105.14491>): `xl = X W_l + b_l`,
 //!   `xr = X W_r + b_r` split in heads, `x'_v = ||_k sum_u alpha^k_uv xl^k_u` (or the mean
 //!   over heads), `alpha` the softmax over `v`'s in-edges and a self-loop of
-//!   `att^k . LeakyReLU_0.2(xl^k_u + xr^k_v)`. `W_l`, `W_r`, `att` Glorot, biases 0.
+//!   `att^k . LeakyReLU_0.2(xl^k_u + xr^k_v)`, with `edge_dim`
+//!   `att^k . LeakyReLU_0.2(xl^k_u + xr^k_v + (e_uv W_e)^k)` (a self-loop's `e` the mean of its
+//!   node's other in-edges', as PyG's `fill_value="mean"`). `W_l`, `W_r`, `att`, `W_e` Glorot,
+//!   biases 0.
 //! - GINConv (Xu et al., <https://arxiv.org/abs/1810.00826>), `train_eps`:
 //!   `x'_v = MLP((1 + eps) x_v + sum_{u in N(v)} x_u)`, the MLP
 //!   `Linear -> ReLU -> Linear`, or with `norm` `Linear -> BatchNorm -> ReLU -> Linear` (the
@@ -89,6 +92,8 @@ pub enum ConvKind {
         heads: usize,
         /// Concatenate the heads (true) or average them (false).
         concat: bool,
+        /// Width of the edge features its scores add (0: none).
+        edge_dim: usize,
     },
     /// GINConv with a learnt `eps` and a two-layer MLP.
     Gin {
@@ -282,6 +287,7 @@ impl ConvLayer {
             | ConvKind::GatV2 {
                 heads,
                 concat: true,
+                ..
             } => heads.saturating_mul(self.out_dim),
             ConvKind::Sign { blocks } => blocks.saturating_mul(self.out_dim),
             _ => self.out_dim,
@@ -308,16 +314,24 @@ impl ConvLayer {
                     ("bias", vec![if concat { wide } else { o }]),
                 ]
             }
-            ConvKind::GatV2 { heads, concat } => {
+            ConvKind::GatV2 {
+                heads,
+                concat,
+                edge_dim,
+            } => {
                 let wide = heads.checked_mul(o)?;
-                vec![
+                let mut shapes = vec![
                     ("lin_l.weight", vec![i, wide]),
                     ("lin_l.bias", vec![wide]),
                     ("lin_r.weight", vec![i, wide]),
                     ("lin_r.bias", vec![wide]),
                     ("att", vec![wide]),
-                    ("bias", vec![if concat { wide } else { o }]),
-                ]
+                ];
+                if edge_dim > 0 {
+                    shapes.push(("lin_edge.weight", vec![edge_dim, wide]));
+                }
+                shapes.push(("bias", vec![if concat { wide } else { o }]));
+                shapes
             }
             ConvKind::Gin { norm } | ConvKind::Gine { norm, .. } => {
                 let mut shapes = vec![("eps", vec![1])];
@@ -407,6 +421,9 @@ impl ConvLayer {
                         Tensor::zeros(&shape, dtype)
                     }
                     (ConvKind::GatV2 { .. }, "att") => glorot(&shape, heads, o, key, dtype)?,
+                    (ConvKind::GatV2 { edge_dim, .. }, "lin_edge.weight") => {
+                        glorot(&shape, edge_dim, shape[1], key, dtype)?
+                    }
                     (ConvKind::GatV2 { .. }, _) => glorot(&shape, i, shape[1], key, dtype)?,
                 };
                 Ok((name.to_string(), value))
@@ -446,7 +463,11 @@ impl ConvLayer {
         };
         // The sum before the bias, and the bias.
         let (h, bias) = match self.kind {
-            ConvKind::GatV2 { heads, concat } => {
+            ConvKind::GatV2 {
+                heads,
+                concat,
+                edge_dim,
+            } => {
                 let gat = graph
                     .dynamic_attention
                     .as_ref()
@@ -455,14 +476,35 @@ impl ConvLayer {
                 let xl = ops::add_bias(tape, &xl, &p[1])?;
                 let xr = self.project(tape, x, &p[2], &input)?;
                 let xr = ops::add_bias(tape, &xr, &p[3])?;
-                let out = gat.apply(tape, &xl, &xr, &p[4], heads, input.attention_dropout)?;
+                // With edge features, each edge's row mapped to the heads' width.
+                let ee = match edge_dim {
+                    0 => None,
+                    _ => {
+                        let rows = gat
+                            .graph
+                            .edge_features
+                            .as_ref()
+                            .ok_or_else(|| missing("edge features"))?;
+                        let rows = Var::constant(rows.cast(x.value().dtype())?);
+                        Some(ops::matmul(tape, &rows, &p[5])?)
+                    }
+                };
+                let out = gat.apply_with_edges(
+                    tape,
+                    &xl,
+                    &xr,
+                    &p[4],
+                    ee.as_ref(),
+                    heads,
+                    input.attention_dropout,
+                )?;
                 let out = ConvLayer::kept(graph, tape, &out)?;
                 let out = if concat {
                     out
                 } else {
                     mean_heads(tape, &out, heads)?
                 };
-                (out, &p[5])
+                (out, &p[p.len() - 1])
             }
             ConvKind::Gin { norm } => {
                 let agg = aggregation()?;

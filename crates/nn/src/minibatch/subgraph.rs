@@ -96,14 +96,21 @@ pub fn batch_blocks(
             let own: Vec<f32> = block.edge_ids.iter().map(|&e| w[e as usize]).collect();
             view = view.with_edge_weight(own.into())?;
         }
-        if let Some(f) = edge_features {
-            let own = gather_edge_rows(f, &block.edge_ids, f.dtype())?;
+        let own = match edge_features {
+            Some(f) => Some(gather_edge_rows(f, &block.edge_ids, f.dtype())?),
+            None => None,
+        };
+        let looped = match self_loops {
+            true => Some(Arc::new(GraphView::looped(&csr, own.as_ref())?)),
+            false => None,
+        };
+        if let Some(own) = own {
             view = view.with_edge_features(Arc::new(own))?;
         }
         let positions: Vec<usize> = block.src_nodes.iter().map(|&p| p as usize).collect();
         graphs.push(LayerGraph {
             view: Arc::new(view),
-            looped: self_loops.then(|| Arc::new(GraphView::new(&csr, true))),
+            looped,
             num_dst: block.num_dst,
             src_ids: positions.iter().map(|&p| i64::from(sub.nodes[p])).collect(),
             gcn_norm: gcn_norm.as_ref().map(|n| Arc::new(n.select(&positions))),

@@ -88,9 +88,10 @@ impl Architecture {
         }
     }
 
-    /// Whether the family's layers read the edges' features (GINE).
+    /// Whether the family's layers read the edges' features: GINE always, GATv2 when the
+    /// dataset has them (its scores add them, PyG's `edge_dim`).
     pub fn reads_edge_features(self) -> bool {
-        self.aggregation() == Aggregation::EdgeSum
+        matches!(self, Architecture::Gine | Architecture::GatV2)
     }
 
     /// Whether the family's layers have attention heads (GAT and GATv2).
@@ -170,7 +171,7 @@ pub struct ModelConfig {
     pub heads: usize,
     /// GAT and GATv2: heads of the output layer (averaged).
     pub out_heads: usize,
-    /// GINE: the width of the edge features (0 for every other family).
+    /// GINE and GATv2: the width of the edge features (0: none; always for other families).
     pub edge_dim: usize,
     /// APPNP: propagation steps of its last layer (K).
     pub hops: usize,
@@ -222,6 +223,7 @@ impl ModelConfig {
             Architecture::GatV2 => ConvKind::GatV2 {
                 heads: if last { self.out_heads } else { self.heads }.max(1),
                 concat: !last,
+                edge_dim: self.edge_dim,
             },
             Architecture::Sgc if last => ConvKind::Gcn,
             Architecture::Sgc => ConvKind::Propagate,

@@ -62,15 +62,16 @@ impl NodeGraph {
     ) -> Result<NodeGraph> {
         let _g = category_scope(Category::Graph);
         let aggregation = arch.aggregation();
+        let edge_features = edge_features.filter(|_| arch.reads_edge_features());
         let ops = if aggregation.needs_self_loops() {
-            let looped = Arc::new(GraphView::new(graph, true));
+            let looped = Arc::new(GraphView::looped(graph, edge_features.as_deref())?);
             LayerOperators::in_memory(Some(aggregation), None, Some(&looped), None, None)?
         } else {
             let mut view = GraphView::new(graph, false);
             if let Some(w) = edge_weight {
                 view = view.with_edge_weight(w)?;
             }
-            if let Some(f) = edge_features.filter(|_| arch.reads_edge_features()) {
+            if let Some(f) = edge_features {
                 view = view.with_edge_features(f)?;
             }
             LayerOperators::in_memory(Some(aggregation), Some(&Arc::new(view)), None, None, None)?
@@ -163,8 +164,8 @@ pub struct LayerGraph {
 
 impl LayerGraph {
     /// The layer graph of `block` for a model of `arch`: with the self-looped copy for
-    /// attention, and for GINE with its edges' rows of `edge_features` (the whole graph's,
-    /// `[num_edges, edge_dim]`), gathered by the block's edge ids as `dtype`.
+    /// attention, and for GINE and GATv2 with its edges' rows of `edge_features` (the whole
+    /// graph's, `[num_edges, edge_dim]`), gathered by the block's edge ids as `dtype`.
     pub fn new(
         block: &Block,
         arch: Architecture,
@@ -172,15 +173,21 @@ impl LayerGraph {
         dtype: DType,
     ) -> Result<LayerGraph> {
         let csr = block.to_csr();
-        let looped = arch.aggregation().needs_self_loops();
+        let rows = match edge_features.filter(|_| arch.reads_edge_features()) {
+            Some(all) => Some(gather_edge_rows(all, &block.edge_ids, dtype)?),
+            None => None,
+        };
+        let looped = match arch.aggregation().needs_self_loops() {
+            true => Some(Arc::new(GraphView::looped(&csr, rows.as_ref())?)),
+            false => None,
+        };
         let mut view = GraphView::new(&csr, false);
-        if let Some(all) = edge_features.filter(|_| arch.reads_edge_features()) {
-            let rows = gather_edge_rows(all, &block.edge_ids, dtype)?;
+        if let Some(rows) = rows {
             view = view.with_edge_features(Arc::new(rows))?;
         }
         Ok(LayerGraph {
             view: Arc::new(view),
-            looped: looped.then(|| Arc::new(GraphView::new(&csr, true))),
+            looped,
             num_dst: block.num_dst,
             src_ids: block.src_nodes.iter().map(|&v| i64::from(v)).collect(),
             gcn_norm: None,

@@ -256,7 +256,8 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
         batch_norm,
         head,
     } = cfg;
-    // What only some families read: APPNP its propagation's settings, GINE its edge features,
+    // What only some families read: APPNP its propagation's settings, GINE (and GATv2 when
+    // given them) its edge features,
     // GIN and GINE with batch normalisation also the normalisation inside their MLPs (which
     // builds before it did not have); other fingerprints stay those of builds before these,
     // so their snapshots still resume.
@@ -266,6 +267,7 @@ pub fn model_fingerprint(cfg: &ModelConfig) -> String {
             format!(", edge features {edge_dim}, MLP normalisation {batch_norm}")
         }
         crate::Architecture::Gin if *batch_norm => ", MLP normalisation true".to_string(),
+        crate::Architecture::GatV2 if *edge_dim > 0 => format!(", edge features {edge_dim}"),
         _ => String::new(),
     };
     format!(

@@ -141,18 +141,19 @@ class GraphLoomGNN(torch.nn.Module):
 
     def forward(self, x: torch.Tensor, edge_index: torch.Tensor,
                 edge_attr: torch.Tensor | None = None) -> torch.Tensor:
-        gine = self.config["arch"] == "gine"
-        if gine and edge_attr is None:
-            raise ValueError("GINE reads edge features: call model(x, edge_index, edge_attr)")
-        if not gine and edge_attr is not None:
-            raise ValueError(f"{self.config['arch']} takes no edge features (GINE does)")
+        edges = self.config.get("edge_dim", 0) > 0
+        if edges and edge_attr is None:
+            raise ValueError(f"{self.config['arch']} reads edge features: call "
+                             "model(x, edge_index, edge_attr)")
+        if not edges and edge_attr is not None:
+            raise ValueError(f"this {self.config['arch']} takes no edge features")
         last = len(self.convs) - 1
         for i, conv in enumerate(self.convs):
             p = self.config["input_dropout"] if i == 0 else self.config["dropout"]
             x = F.dropout(x, p=p, training=self.training)
             if isinstance(conv, torch.nn.Linear):
                 x = conv(x)
-            elif gine:
+            elif edges:
                 x = conv(x, edge_index, edge_attr)
             else:
                 x = conv(x, edge_index)
@@ -246,7 +247,10 @@ def load_pyg(path: str | os.PathLike) -> GraphLoomGNN:
             conv = pyg_nn.GATv2Conv(
                 fan_in, channels, heads=heads, concat=concat,
                 dropout=config["attention_dropout"],
+                edge_dim=config.get("edge_dim") or None,
             )
+            if conv.lin_edge is not None:
+                conv.lin_edge.weight.data.copy_(p("lin_edge.weight").T)
             for side in ("lin_l", "lin_r"):
                 lin = getattr(conv, side)
                 lin.weight.data.copy_(p(f"{side}.weight").T)
@@ -310,10 +314,10 @@ def _check_conv(conv: Any, arch: str, last: bool) -> None:
         if getattr(conv, "aggr", None) != "add":
             _fail(f"{name}: GraphLoom's GIN sums its neighbours (aggr='add'), this one {conv.aggr!r}")
     elif arch == "gatv2":
-        if conv.share_weights or conv.edge_dim is not None or not conv.add_self_loops \
-                or abs(conv.negative_slope - 0.2) > 1e-12:
-            _fail(f"{name}: GraphLoom's GATv2 has share_weights=False, no edge features, adds "
-                  "self-loops, negative_slope 0.2")
+        if conv.share_weights or not conv.add_self_loops or abs(conv.negative_slope - 0.2) > 1e-12 \
+                or (conv.edge_dim is not None and conv.fill_value != "mean"):
+            _fail(f"{name}: GraphLoom's GATv2 has share_weights=False, adds self-loops (with "
+                  "edge features, fill_value='mean'), negative_slope 0.2")
         if getattr(conv, "res", None) is not None:
             _fail(f"{name}: residual connections do not map")
         if conv.bias is None or conv.lin_l.bias is None or conv.lin_r.bias is None:
@@ -362,6 +366,15 @@ def _conv_shape(conv: Any, arch: str) -> tuple[int, int, int]:
     return conv.in_channels, conv.out_channels, heads
 
 
+def _edge_dim(conv: Any, arch: str) -> int:
+    """The edge features a PyG layer reads: GINEConv's and GATv2Conv's ``edge_dim`` (0: none)."""
+    if arch == "gine":
+        return conv.lin.in_channels
+    if arch == "gatv2" and conv.edge_dim is not None:
+        return conv.edge_dim
+    return 0
+
+
 def _shape_of(convs: list, arch: str) -> dict[str, Any]:
     """The model file's sizes read off a list of PyG layers (first and last layer)."""
     first, last = _conv_shape(convs[0], arch), _conv_shape(convs[-1], arch)
@@ -374,7 +387,7 @@ def _shape_of(convs: list, arch: str) -> dict[str, Any]:
         "layers": len(convs),
         "heads": hidden[2],
         "out_heads": last[2],
-        "edge_dim": convs[0].lin.in_channels if arch == "gine" else 0,
+        "edge_dim": _edge_dim(convs[0], arch),
     }
 
 
@@ -460,6 +473,8 @@ def save_for_graphloom(model: torch.nn.Module, path: str | os.PathLike, *, dropo
                 add(pre + f"{side}.weight", getattr(conv, side).weight.T)
                 add(pre + f"{side}.bias", getattr(conv, side).bias)
             add(pre + "att", conv.att.reshape(-1))
+            if conv.lin_edge is not None:
+                add(pre + "lin_edge.weight", conv.lin_edge.weight.T)
             add(pre + "bias", conv.bias)
         elif arch in ("gin", "gine"):
             # GraphLoom's eps is learnt; a fixed one (train_eps=False, a buffer) is its start.
