@@ -355,6 +355,25 @@ pub fn threads_beyond_address_space(threads: u64) -> Option<String> {
     })
 }
 
+/// Refuses a model with batch normalisation whose evaluation would run layer by layer
+/// (`layerwise`), which normalises each chunk of nodes by its own statistics.
+pub(crate) fn check_layerwise_batch_norm(
+    layerwise: bool,
+    model: &graphloom_nn::ModelConfig,
+) -> Result<()> {
+    if !(layerwise && model.batch_norm) {
+        return Ok(());
+    }
+    Err(PlanError::invalid(
+        "batch_norm",
+        format!(
+            "evaluation would run layer by layer ({}): leave out --batch-norm, give more \
+             --memory-gib, or evaluate by sampling (--eval-fanouts)",
+            graphloom_nn::inference::LAYERWISE_BATCH_NORM
+        ),
+    ))
+}
+
 /// Refuses an in-process job that one process cannot start: `workers` workers of
 /// `threads_each` threads beyond the address space its limit leaves
 /// ([`threads_beyond_address_space`]); and, where the partition's `parts` set the number of

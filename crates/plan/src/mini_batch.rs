@@ -20,7 +20,7 @@ use graphloom_store::{
 use graphloom_tensor::DType;
 
 use crate::budget::{self, probe_max_edges, MiniBatchShape, RunShape, SampledBatch};
-use crate::checks::check_local_workers;
+use crate::checks::{check_layerwise_batch_norm, check_local_workers};
 use crate::data::{check_features_fit, embedding_table, load, no_features, EMBEDDING_LR};
 use crate::link::LinkPlan;
 use crate::plan::{check_sizes, Common, PlannedModel, RootReport};
@@ -391,16 +391,7 @@ impl MiniBatchPlan {
         // second stage that gathers the rows too.
         let threads_each = 2 + batches.producer_threads.map_or(0, |t| t + 1);
         check_local_workers(backend, workers, threads_each, None)?;
-        if division.inference_memory_gib.is_some() && common.model.batch_norm {
-            return Err(PlanError::invalid(
-                "batch_norm",
-                format!(
-                    "evaluation would run layer by layer ({}): leave out --batch-norm, give \
-                     more --memory-gib, or evaluate by sampling (--eval-fanouts)",
-                    graphloom_nn::inference::LAYERWISE_BATCH_NORM
-                ),
-            ));
-        }
+        check_layerwise_batch_norm(division.inference_memory_gib.is_some(), &common.model)?;
         batches.layerwise = division
             .inference_memory_gib
             .map(|gib| layerwise_config(gib, s.scratch_dir.clone()))
