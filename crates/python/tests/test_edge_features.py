@@ -80,89 +80,75 @@ def _gin_mlp(a, b):
     return torch.nn.Sequential(torch.nn.Linear(a, b), torch.nn.ReLU(), torch.nn.Linear(b, b))
 
 
-def test_gine_crosses_to_pyg_and_back(edge_dataset, graphloom_cli, tmp_path):
+class _EdgeConvs(torch.nn.Module):
+    """Two PyG layers that read edge features, ``act`` between them."""
+
+    def __init__(self, convs, act):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(convs)
+        self.act = act
+
+    def forward(self, x, edge_index, edge_attr):
+        x = self.act(self.convs[0](x, edge_index, edge_attr))
+        return self.convs[1](x, edge_index, edge_attr)
+
+
+def _inputs(edge_dataset):
+    """The dataset's features, ``edge_index`` and ``edge_attr``, as PyG's layers take them."""
     ds = gl.Dataset.open(edge_dataset)
-    x = ds.features.gather(torch.arange(ds.num_nodes))
-    edge_index, edge_attr = ds.edge_index(), ds.edge_attr()
-    path = tmp_path / "gine.safetensors"
+    return ds.features.gather(torch.arange(ds.num_nodes)), ds.edge_index(), ds.edge_attr()
+
+
+def _close(ours, theirs):
+    scale = max(1.0, theirs.abs().max().item())
+    assert (ours - theirs).abs().max().item() < 1e-5 * scale
+
+
+def _trained_as_pyg(arch, edge_dataset, graphloom_cli, tmp_path):
+    """``arch`` trained by ``graphloom train`` and loaded as PyG layers, after checking that
+    they give ``graphloom predict``'s log-probabilities."""
+    path = tmp_path / f"{arch}.safetensors"
     subprocess.run(
-        [graphloom_cli, "train", "--dataset", edge_dataset, "--model", "gine", "--epochs", "20",
+        [graphloom_cli, "train", "--dataset", edge_dataset, "--model", arch, "--epochs", "20",
          "--save-model", path],
         check=True, capture_output=True,
     )
     model = glt.load_pyg(path)
-    assert isinstance(model.convs[0], GINEConv)
     with torch.no_grad():
-        ours = model(x, edge_index, edge_attr)
-    reference = gl.predict(path, edge_dataset)
-    scale = max(1.0, reference.abs().max().item())
-    assert (ours - reference).abs().max().item() < 1e-5 * scale
-    with pytest.raises(ValueError, match="edge_attr"):
-        model(x, edge_index)
+        ours = model(*_inputs(edge_dataset))
+    _close(ours, gl.predict(path, edge_dataset))
+    return model
 
-    class Convs(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.convs = torch.nn.ModuleList([
-                GINEConv(_gin_mlp(8, 16), train_eps=True, edge_dim=4),
-                GINEConv(_gin_mlp(16, 3), train_eps=True, edge_dim=4),
-            ])
-            self.act = torch.nn.ReLU()
 
-        def forward(self, x, edge_index, edge_attr):
-            x = self.act(self.convs[0](x, edge_index, edge_attr))
-            return self.convs[1](x, edge_index, edge_attr)
-
-    torch.manual_seed(0)
-    theirs_model = Convs().eval()
+def _predicts_in_graphloom(theirs_model, edge_dataset, tmp_path):
+    """A PyG model written by ``save_for_graphloom`` gives its own log-probabilities in
+    ``graphloom predict``."""
     with torch.no_grad():
-        theirs = F.log_softmax(theirs_model(x, edge_index, edge_attr), dim=-1)
+        theirs = F.log_softmax(theirs_model(*_inputs(edge_dataset)), dim=-1)
     saved = tmp_path / "pyg.safetensors"
     glt.save_for_graphloom(theirs_model, saved)
-    ours = gl.predict(saved, edge_dataset)
-    scale = max(1.0, theirs.abs().max().item())
-    assert (ours - theirs).abs().max().item() < 1e-5 * scale
+    _close(gl.predict(saved, edge_dataset), theirs)
+
+
+def test_gine_crosses_to_pyg_and_back(edge_dataset, graphloom_cli, tmp_path):
+    model = _trained_as_pyg("gine", edge_dataset, graphloom_cli, tmp_path)
+    assert isinstance(model.convs[0], GINEConv)
+    x, edge_index, _ = _inputs(edge_dataset)
+    with pytest.raises(ValueError, match="edge_attr"):
+        model(x, edge_index)
+    torch.manual_seed(0)
+    convs = [GINEConv(_gin_mlp(8, 16), train_eps=True, edge_dim=4),
+             GINEConv(_gin_mlp(16, 3), train_eps=True, edge_dim=4)]
+    _predicts_in_graphloom(_EdgeConvs(convs, torch.nn.ReLU()).eval(), edge_dataset, tmp_path)
 
 
 def test_gatv2_with_edge_features_crosses_to_pyg_and_back(edge_dataset, graphloom_cli, tmp_path):
-    ds = gl.Dataset.open(edge_dataset)
-    x = ds.features.gather(torch.arange(ds.num_nodes))
-    edge_index, edge_attr = ds.edge_index(), ds.edge_attr()
-    path = tmp_path / "gatv2.safetensors"
-    subprocess.run(
-        [graphloom_cli, "train", "--dataset", edge_dataset, "--model", "gatv2", "--epochs", "20",
-         "--save-model", path],
-        check=True, capture_output=True,
-    )
-    model = glt.load_pyg(path)
+    model = _trained_as_pyg("gatv2", edge_dataset, graphloom_cli, tmp_path)
     assert model.convs[0].lin_edge is not None
-    with torch.no_grad():
-        ours = model(x, edge_index, edge_attr)
-    reference = gl.predict(path, edge_dataset)
-    scale = max(1.0, reference.abs().max().item())
-    assert (ours - reference).abs().max().item() < 1e-5 * scale
-
-    class Convs(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.convs = torch.nn.ModuleList([
-                GATv2Conv(8, 4, heads=2, edge_dim=4, fill_value="mean"),
-                GATv2Conv(8, 3, heads=1, concat=False, edge_dim=4, fill_value="mean"),
-            ])
-            self.act = torch.nn.ELU()
-
-        def forward(self, x, edge_index, edge_attr):
-            x = self.act(self.convs[0](x, edge_index, edge_attr))
-            return self.convs[1](x, edge_index, edge_attr)
-
     torch.manual_seed(1)
-    theirs_model = Convs().eval()
+    convs = [GATv2Conv(8, 4, heads=2, edge_dim=4, fill_value="mean"),
+             GATv2Conv(8, 3, heads=1, concat=False, edge_dim=4, fill_value="mean")]
+    theirs_model = _EdgeConvs(convs, torch.nn.ELU()).eval()
     for p in theirs_model.parameters():
         p.data.add_(0.05 * torch.randn_like(p))
-    with torch.no_grad():
-        theirs = F.log_softmax(theirs_model(x, edge_index, edge_attr), dim=-1)
-    saved = tmp_path / "pyg-gatv2.safetensors"
-    glt.save_for_graphloom(theirs_model, saved)
-    ours = gl.predict(saved, edge_dataset)
-    scale = max(1.0, theirs.abs().max().item())
-    assert (ours - theirs).abs().max().item() < 1e-5 * scale
+    _predicts_in_graphloom(theirs_model, edge_dataset, tmp_path)
