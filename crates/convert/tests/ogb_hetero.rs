@@ -1,21 +1,13 @@
 //! OGB's heterogeneous raw layout (ogbn-mag's) converted to a heterogeneous dataset directory,
 //! on a small dataset written in that layout here; and its damage refused naming the file.
 
-use std::io::Write;
+mod common;
+use common::gz;
+
 use std::path::{Path, PathBuf};
 
 use graphloom_convert::ogb_hetero;
 use graphloom_graph::{npy, HeteroDataset};
-
-fn gz(path: PathBuf, text: &str) {
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let mut e = flate2::write::GzEncoder::new(
-        std::fs::File::create(path).unwrap(),
-        flate2::Compression::fast(),
-    );
-    e.write_all(text.as_bytes()).unwrap();
-    e.finish().unwrap();
-}
 
 /// ogbn-mag's layout in miniature: 4 papers (2 features, labelled), 3 authors, 2 fields;
 /// authors write papers, papers cite papers, papers have topics; a time split of papers.
