@@ -385,14 +385,7 @@ fn link_prediction_runs_stay_within_their_budget_as_predicted() {
     let root = scratch("budget-link");
     let ds = cora(&root);
     let split = root.join("cora-link");
-    graphloom_ok(&[
-        "prepare",
-        "link-split",
-        "--dataset",
-        ds.to_str().unwrap(),
-        "--out",
-        split.to_str().unwrap(),
-    ]);
+    common::link_split(&ds, &split);
     let link = ["--dataset", split.to_str().unwrap(), "--task", "link"];
     within_budget(&[&link[..], &["--epochs", "20"]].concat(), 0.25);
     within_budget(

@@ -91,11 +91,7 @@ fn gine_reads_the_edges_that_gin_cannot() {
     let labels = npy::read_ints(&out).unwrap().data;
     let truth = npy::read_ints(&ds.join("node_label.npy")).unwrap().data;
     let test = npy::read_ints(&ds.join("test_idx.npy")).unwrap().data;
-    let right = test
-        .iter()
-        .filter(|&&v| labels[v as usize] == truth[v as usize])
-        .count();
-    let predicted = right as f64 / test.len() as f64;
+    let predicted = common::accuracy(&labels, &truth, &test);
     assert!(predicted > 0.8, "predict {predicted}");
 }
 
@@ -142,14 +138,7 @@ fn a_link_split_keeps_each_kept_edge_s_features() {
     let ds = root.join("ds");
     edge_signal_dataset(&ds);
     let split = root.join("split");
-    graphloom_ok(&[
-        "prepare",
-        "link-split",
-        "--dataset",
-        s(&ds),
-        "--out",
-        s(&split),
-    ]);
+    common::link_split(&ds, &split);
     let load = |dir: &std::path::Path| {
         let mut d = graphloom_graph::Dataset::load(dir).unwrap();
         d.load_edge_features(dir).unwrap();

@@ -8,11 +8,7 @@ use graphloom_graph::link_split::{LinkSet, LINK_SPLIT_DIR, NEG_DST_FILES};
 use graphloom_graph::{npy, LinkSplit, MappedDataset};
 
 mod common;
-use common::{cora, graphloom, graphloom_ok, scratch};
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
+use common::{cora, graphloom, graphloom_ok, s, scratch};
 
 /// The edges `s -> d` of a dataset directory.
 fn edges(dir: &Path) -> HashSet<(i64, i64)> {
@@ -241,14 +237,7 @@ fn cora_trains_and_predicts_links() {
     let root = scratch("link-train");
     let cora = cora(&root);
     let split = root.join("cora-link");
-    graphloom_ok(&[
-        "prepare",
-        "link-split",
-        "--dataset",
-        s(&cora),
-        "--out",
-        s(&split),
-    ]);
+    common::link_split(&cora, &split);
     let model = root.join("link.safetensors");
     let out = graphloom_ok(&[
         "train",

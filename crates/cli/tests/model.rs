@@ -5,19 +5,11 @@
 
 mod common;
 use common::{
-    cora, graphloom, graphloom_ok, losses, partition, scratch, small_dataset, summary, tensors,
+    accuracy, cora, graphloom, graphloom_ok, losses, partition, scratch, small_dataset, summary,
+    tensors,
 };
 
 use graphloom_graph::npy;
-
-/// The share of `idx` whose predicted label is the true one.
-fn accuracy(pred: &[i64], labels: &[i64], idx: &[i64]) -> f64 {
-    let hits = idx
-        .iter()
-        .filter(|&&i| pred[i as usize] == labels[i as usize])
-        .count();
-    hits as f64 / idx.len() as f64
-}
 
 #[test]
 fn predict_embed_and_init_model_on_cora() {

@@ -179,15 +179,24 @@ pub(crate) fn small_link_split(root: &Path) -> std::path::PathBuf {
     let ds = root.join("ds");
     small_dataset(&ds);
     let link = root.join("link");
-    graphloom_ok(&[
-        "prepare",
-        "link-split",
-        "--dataset",
-        s(&ds),
-        "--out",
-        s(&link),
-    ]);
+    link_split(&ds, &link);
     link
+}
+
+/// `prepare link-split` of dataset `ds` into `out`, with the default shares.
+#[allow(dead_code)]
+pub(crate) fn link_split(ds: &Path, out: &Path) {
+    graphloom_ok(&["prepare", "link-split", "--dataset", s(ds), "--out", s(out)]);
+}
+
+/// The share of `idx` whose predicted label is the true one.
+#[allow(dead_code)]
+pub(crate) fn accuracy(pred: &[i64], labels: &[i64], idx: &[i64]) -> f64 {
+    let hits = idx
+        .iter()
+        .filter(|&&i| pred[i as usize] == labels[i as usize])
+        .count();
+    hits as f64 / idx.len() as f64
 }
 
 /// The arguments of one quiet epoch of link prediction on the split `link`, then `extra`.
