@@ -267,6 +267,13 @@ pub fn system_memory_bytes(key: &str) -> Option<u64> {
     kib_field(&std::fs::read_to_string("/proc/meminfo").ok()?, key)
 }
 
+/// The process's resident anonymous memory in bytes (`RssAnon` of `/proc/self/status`), or
+/// `None` where it cannot be read (non-Linux).
+pub fn resident_anon_bytes() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    kib_field(&text, "RssAnon:").map(|b| b as usize)
+}
+
 impl RssReport {
     /// Reads `/proc/self/status`; every field is 0 where the file is missing (non-Linux).
     pub fn read() -> RssReport {
