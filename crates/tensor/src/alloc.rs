@@ -139,8 +139,9 @@ impl Cached {
 
 static CACHE: Mutex<VecDeque<Cached>> = Mutex::new(VecDeque::new());
 static CACHED_BYTES: AtomicUsize = AtomicUsize::new(0);
-/// The most anonymous memory this process has been seen to hold, in bytes: read when a
-/// request misses the cache, the new buffer counted (a peak comes right after one).
+/// The most anonymous memory this process has been seen to need, in bytes: what it held less
+/// the cache, read when a request misses the cache, the new buffer counted (a peak comes right
+/// after one).
 static ANON_PEAK: AtomicUsize = AtomicUsize::new(0);
 static CACHE_LIMIT: AtomicUsize = AtomicUsize::new(DEFAULT_CACHE_LIMIT);
 
@@ -200,8 +201,8 @@ fn give_back(cache: &mut VecDeque<Cached>, mut bytes: usize) {
 }
 
 /// Gives back the cached bytes that `bytes` of new pages would take the process past the
-/// most anonymous memory it has needed, or `bytes` of them under an address-space limit or where the process's
-/// memory cannot be read (see the module's comment).
+/// most anonymous memory it has needed, or `bytes` of them under an address-space limit or
+/// where the process's memory cannot be read (see the module's comment).
 fn make_room(cache: &mut VecDeque<Cached>, bytes: usize) {
     let anon = if crate::memory::address_space_left().is_some() {
         None
